@@ -1,0 +1,182 @@
+"""The `vramfit` command. Exit codes: 0 ok, 1 the run failed (or does not fit, for plan), 2 bad input.
+
+Heavy libraries (torch, transformers, deepspeed) are imported inside the commands that need
+them, so `vramfit --help` and `vramfit list` answer at once.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK, ConfigError
+
+EPILOG = """\
+examples:
+  vramfit list
+  vramfit show vlm-r1-h20
+  vramfit validate vlm-r1-h20 per_device_train_batch_size=2 gradient_accumulation_steps=8
+  vramfit plan vlm-r1-h20 --json
+  vramfit run vlm-r1-h20 --dry-run
+  vramfit run vlm-r1-h20 --smoke
+  vramfit doctor runs/vlm-r1-h20/train.log --recipe vlm-r1-h20
+
+overrides are key=value: a dotted path into the recipe (hardware.gpus_per_node=4,
+data.max_pixels=1003520) or a bare Hugging Face / TRL argument name, which resolves to
+training.<name> (per_device_train_batch_size=2). They are validated like the file.
+"""
+
+
+def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
+    targets = [i for i in items if "=" not in i]
+    overrides = [i for i in items if "=" in i]
+    return targets, overrides
+
+
+def report(error: ConfigError) -> int:
+    problems = error.problems.items
+    print(f"vramfit: {len(problems)} problem{'s' if len(problems) != 1 else ''}; nothing was launched or written.", file=sys.stderr)
+    for p in problems:
+        print(f"  {'error' if p.severity == 'error' else 'warning'}: {p}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def cmd_list(args) -> int:
+    from vramfit import catalog
+
+    if args.markdown:
+        print(catalog.markdown_table())
+    else:
+        catalog.print_table()
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from vramfit import catalog
+
+    targets, overrides = split_targets(args.items)
+    if len(targets) != 1:
+        return _usage(f"show takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
+    catalog.show(targets[0], overrides)
+    return EXIT_OK
+
+
+def cmd_validate(args) -> int:
+    from vramfit.paths import all_recipe_files
+    from vramfit.validate import validate
+
+    targets, overrides = split_targets(args.items)
+    targets = targets or [str(p.parent) for p in all_recipe_files()]
+    failures = []
+    for target in targets:
+        try:
+            result = validate(target, overrides, plan=not args.no_plan, force=args.force)
+        except ConfigError as error:
+            failures.append(error)
+            print(f"FAIL {target}", file=sys.stderr)
+            report(error)
+            continue
+        r = result.recipe
+        fit = ""
+        if result.plan is not None:
+            fit = f"; predicted {result.plan.per_gpu_peak_gib:.1f} of {result.plan.gpu_memory_gib:.1f} GiB per GPU, host {result.plan.host_ram_gib:.0f} of {r.hardware.host_ram_gib:.0f} GiB"
+        print(f"ok   {r.name}: {r.method} on {r.hardware.nodes} x {r.hardware.gpus_per_node} x {r.hardware.gpu}{fit}")
+        for w in result.warnings:
+            print(f"  warning: {w}")
+    return EXIT_BAD_INPUT if failures else EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from vramfit.run import run
+
+    targets, overrides = split_targets(args.items)
+    if len(targets) != 1:
+        return _usage(f"run takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
+    return run(targets[0], overrides, dry_run=args.dry_run, smoke=args.smoke, run_dir=args.run_dir, force=args.force)
+
+
+def cmd_cp(args) -> int:
+    from vramfit import catalog
+
+    dest = catalog.copy(args.recipe, args.new_name)
+    print(f"copied to {dest}/; edit {dest}/recipe.yaml, then: vramfit validate {args.new_name}")
+    return EXIT_OK
+
+
+def _usage(message: str) -> int:
+    print(f"vramfit: {message}; nothing was launched or written.", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vramfit", description="Check a training recipe fits before it launches, then launch it.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="the recipes in the tree")
+    p.add_argument("--markdown", action="store_true", help="print the README's recipe table")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="a recipe and its derived numbers")
+    p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("validate", help="every check, all problems at once (exit 2 on any)")
+    p.add_argument("items", nargs="*", metavar="RECIPE|PATH|key=value", help="default: every recipe in the tree")
+    p.add_argument("--force", action="store_true", help="do not refuse a recipe predicted not to fit")
+    p.add_argument("--no-plan", action="store_true", help="skip the memory planner")
+    p.set_defaults(func=cmd_validate)
+
+    try:  # TEMP-INTEGRATION
+        from vramfit.planner import cli as planner_cli
+    except ImportError:
+        planner_cli = None
+    if planner_cli:
+      p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+      planner_cli.add_arguments(p)
+      p.set_defaults(func=planner_cli.run)
+
+    p = sub.add_parser("run", help="validate, then launch (or --dry-run, or --smoke)")
+    p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
+    p.add_argument("--dry-run", action="store_true", help="print and save the command, environment and resolved DeepSpeed JSON")
+    p.add_argument("--smoke", action="store_true", help="the tiny variant: same entrypoint, launcher and JSON, 2 ranks")
+    p.add_argument("--run-dir", help="where the run's files go (default runs/<recipe>)")
+    p.add_argument("--force", action="store_true", help="launch even if predicted not to fit")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("cp", help="copy a recipe to a new folder to edit")
+    p.add_argument("recipe")
+    p.add_argument("new_name")
+    p.set_defaults(func=cmd_cp)
+
+    try:  # TEMP-INTEGRATION
+        from vramfit.doctor import cli as doctor_cli
+        p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
+        doctor_cli.add_arguments(p)
+        p.set_defaults(func=_doctor)
+    except ImportError:
+        pass
+    return parser
+
+
+def _doctor(args) -> int:
+    from vramfit.doctor import cli as doctor_cli
+
+    plan_fixes = None
+    if getattr(args, "recipe", None):
+        from vramfit.planner.cli import plan_fixes as plan_fixes  # noqa: PLW0127
+    return doctor_cli.run(args, plan_fixes=plan_fixes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        return report(error)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

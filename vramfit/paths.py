@@ -1,0 +1,35 @@
+"""Where things are: the repository root, recipe folders, run directories."""
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def repo_root(start: Path | None = None) -> Path:
+    """The nearest folder above `start` holding `deepspeed_configs/`; else this package's checkout."""
+    if start is not None:
+        for folder in [Path(start).resolve(), *Path(start).resolve().parents]:
+            if (folder / "deepspeed_configs").is_dir():
+                return folder
+    return PACKAGE_ROOT
+
+
+def recipes_dir() -> Path:
+    return repo_root(Path.cwd()) / "recipes"
+
+
+def all_recipe_files() -> list[Path]:
+    """Every recipe in the tree: the index is the glob, never a hand-kept list."""
+    return sorted(recipes_dir().glob("*/recipe.yaml"))
+
+
+def find_recipe(name_or_path: str) -> Path:
+    """`vlm-r1-h20`, `recipes/vlm-r1-h20`, or a path to a folder / recipe.yaml."""
+    candidate = Path(name_or_path)
+    if candidate.is_file() or (candidate / "recipe.yaml").is_file():
+        return candidate / "recipe.yaml" if candidate.is_dir() else candidate
+    by_name = recipes_dir() / name_or_path / "recipe.yaml"
+    if by_name.is_file():
+        return by_name
+    return candidate  # let the loader report what is wrong with it

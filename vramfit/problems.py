@@ -1,0 +1,71 @@
+"""Collected configuration problems: gather them all, then fail once with exit code 2.
+
+Every message follows one format so a reader can act on it without reading code:
+    <file>: <dotted.key>: <what is wrong> (<the numbers>). Fix: <concrete edit>.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    key: str
+    what: str
+    fix: str
+    severity: str = "error"  # "error" blocks a launch, "warning" does not
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key}: " if self.key else f"{self.file}: "
+        tail = f" Fix: {self.fix}" if self.fix else ""
+        what = self.what if self.what.endswith((".", "?")) else self.what + "."
+        return f"{where}{what}{tail}"
+
+
+@dataclass
+class Problems:
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, file: str, key: str, what: str, fix: str = "", severity: str = "error") -> None:
+        p = Problem(str(file), key, what, fix, severity)
+        if p not in self.items:
+            self.items.append(p)
+
+    def extend(self, other: "Problems | list[Problem]") -> None:
+        for p in other.items if isinstance(other, Problems) else other:
+            if p not in self.items:
+                self.items.append(p)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.items if p.severity != "error"]
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+
+class ConfigError(Exception):
+    """Raised with every problem found; the CLI prints them all and exits 2."""
+
+    def __init__(self, problems: Problems | list[Problem]):
+        self.problems = problems if isinstance(problems, Problems) else Problems(list(problems))
+        super().__init__("\n".join(str(p) for p in self.problems.items))
+
+
+def did_you_mean(word: str, choices) -> str:
+    """' Did you mean 'x'?' naming every equally close choice, in the order the choices come."""
+    choices = list(dict.fromkeys(choices))
+    scores = {c: difflib.SequenceMatcher(None, word, c).ratio() for c in choices}
+    best = max(scores.values(), default=0)
+    if best < 0.6:
+        return ""
+    close = [c for c in choices if scores[c] >= best - 0.02][:3]
+    return " Did you mean " + " or ".join(f"'{c}'" for c in close) + "?"

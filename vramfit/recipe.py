@@ -1,0 +1,255 @@
+"""The recipe format: a strict schema for `recipes/<name>/recipe.yaml` and `key=value` overrides.
+
+The schema is structural only (pydantic, unknown keys rejected with a "did you mean"); the training
+arguments are checked against the Hugging Face / TRL dataclasses themselves in `checks.training_args`,
+and the cross-field rules (batch arithmetic, precision vs GPU, ...) live in `checks`.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vramfit.hardware import CATALOGUE
+from vramfit.paths import repo_root
+from vramfit.problems import ConfigError, Problems, did_you_mean
+
+GPUName = Literal[tuple(CATALOGUE)]  # type: ignore[valid-type]
+# <model>[-<method>]-[<count>x]<hardware>[-<variant>], hardware from the catalogue.
+NAME_RE = re.compile(
+    r"^(?P<model>[a-z0-9][a-z0-9.]*(?:-[a-z0-9.]+)*?)-(?:(?P<count>\d+)x)?(?P<gpu>"
+    + "|".join(re.escape(g) for g in sorted(CATALOGUE, key=len, reverse=True))
+    + r")(?:-(?P<variant>[a-z0-9]+))?$"
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
+
+
+class LoRA(Strict):
+    r: int = Field(gt=0)
+    alpha: int = Field(gt=0)
+    dropout: float = Field(default=0.05, ge=0, lt=1)
+    # A list of module-name suffixes, "all-linear", or one PEFT regex over full module names.
+    target_modules: Union[list[str], str]
+    modules_to_save: list[str] = []
+
+
+class Quantization(Strict):
+    bits: Literal[4, 8] = 4
+    quant_type: Literal["nf4", "fp4"] = "nf4"
+    double_quant: bool = True
+    compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    # bitsandbytes packs 4-bit weights into this dtype; ZeRO-3 can only shard them when it is a
+    # float type matching the compute dtype (uint8 storage keeps every rank holding full weights).
+    quant_storage: Literal["uint8", "bfloat16", "float16", "float32"] = "uint8"
+
+
+class Trainable(Strict):
+    llm: bool = True
+    projector: bool = True
+    # false: frozen; true: all layers; an integer N: layers N.. trained, 0..N-1 frozen.
+    vision_tower: Union[bool, int] = False
+
+
+class Model(Strict):
+    id: str = Field(min_length=1)
+    architecture: str = Field(min_length=1)
+    config: str = Field(min_length=1)
+    trust_remote_code: bool = False
+    stand_in: Union[str, None] = None
+    attn_implementation: Literal["flash_attention_2", "sdpa", "eager"] = "sdpa"
+    train: Trainable = Trainable()
+    lora: Union[LoRA, None] = None
+    quantization: Union[Quantization, None] = None
+
+
+class Hardware(Strict):
+    gpu: GPUName  # type: ignore[valid-type]
+    gpus_per_node: int = Field(ge=1, le=16)
+    nodes: int = Field(default=1, ge=1, le=1024)
+    host_ram_gib: float = Field(gt=0, le=65536)
+
+
+class Data(Strict):
+    format: Literal["llava_json", "rec_jsonl", "chat_jsonl"]
+    train_file: str = Field(min_length=1)
+    eval_file: Union[str, None] = None
+    image_folder: Union[str, None] = None
+    # Tokens per sample after truncation, text and image tokens together (upstream model_max_length).
+    max_length: int = Field(gt=0, le=1_048_576)
+    images_per_sample: int = Field(default=1, ge=0, le=64)
+    # Qwen2-VL family: pixels per image (one LLM token per 28x28 px). MiniCPM-V family: slices.
+    max_pixels: Union[int, None] = Field(default=None, gt=0)
+    max_slice_nums: Union[int, None] = Field(default=None, ge=1, le=64)
+
+
+class Recipe(Strict):
+    name: str
+    summary: str = Field(min_length=1)
+    method: Literal["full", "lora", "qlora", "grpo"]
+    model: Model
+    hardware: Hardware
+    launcher: Literal["torchrun", "deepspeed", "accelerate"]
+    deepspeed: str = Field(min_length=1)
+    global_batch_size: int = Field(gt=0)
+    training: dict[str, Any]
+    data: Data
+    env: dict[str, str] = {}
+
+    # Filled by `load`, not part of the file.
+    source: Path = Field(default=Path("."), exclude=True)
+
+    @property
+    def folder(self) -> Path:
+        return self.source.parent
+
+    @property
+    def world_size(self) -> int:
+        return self.hardware.gpus_per_node * self.hardware.nodes
+
+    def path(self, relative: str) -> Path:
+        """A path named in the recipe, resolved against the repository root."""
+        return (repo_root(self.folder) / relative).resolve()
+
+    def resolved_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+TOP_LEVEL = [name for name in Recipe.model_fields if name != "source"]
+
+
+def _describe_error(err: dict[str, Any], file: str, raw: Any) -> tuple[str, str, str]:
+    loc = [str(x) for x in err["loc"]]
+    key = ".".join(loc)
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        parent = _submodel(loc[:-1])
+        fields = [f for f in parent.model_fields if f != "source"] if parent else []
+        return key, f"unknown key '{loc[-1]}'.{did_you_mean(loc[-1], fields)}", (
+            f"remove it or use one of: {', '.join(fields)}."
+        )
+    if kind == "missing":
+        return key, "required key is missing", f"add '{loc[-1]}:' to the file."
+    if kind == "literal_error":
+        return key, f"{value!r} is not allowed ({err['msg']})", "use one of the listed values."
+    if kind in ("int_parsing", "float_parsing", "int_type", "float_type", "bool_parsing", "bool_type", "int_from_float"):
+        return key, f"{value!r} is not a {kind.split('_')[0]} ({err['msg']})", (
+            f"write a plain {kind.split('_')[0]} without quotes."
+        )
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return key, f"{value!r} is out of range ({err['msg']})", "use a value in range."
+    return key, f"{err['msg']} (got {value!r})"[:300], "correct the value."
+
+
+def _submodel(loc: list[str]):
+    model: Any = Recipe
+    for part in loc:
+        ann = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if ann is None:
+            return None
+        candidates = [ann.annotation, *getattr(ann.annotation, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None:
+            return None
+    return model
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value read as YAML (2 -> int, true -> bool, [a,b] -> list), else kept as text."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if value is None and text.strip() not in ("null", "~", "") else value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields, file: str) -> Problems:
+    """Apply `key=value` overrides in place. Bare names resolve to `training.<name>`."""
+    problems = Problems()
+    for item in overrides:
+        if "=" not in item:
+            problems.add(file, item, "an override must be key=value", f"write e.g. per_device_train_batch_size=2, not '{item}'.")
+            continue
+        key, text = item.split("=", 1)
+        key = key.strip()
+        if not key or not all(part.isidentifier() for part in key.split(".")):
+            problems.add(file, key or "<empty>", f"override key {key!r} is not a dotted name", "use names like training.learning_rate=1e-5.")
+            continue
+        parts = key.split(".")
+        if parts[0] not in TOP_LEVEL:
+            if len(parts) == 1 and parts[0] in training_fields:
+                parts = ["training", parts[0]]
+            else:
+                hint = did_you_mean(parts[0], [*TOP_LEVEL, *training_fields])
+                problems.add(file, key, f"unknown override key '{key}'.{hint}",
+                             "use a dotted path into the recipe (hardware.gpus_per_node=4) or a Hugging Face argument name (per_device_train_batch_size=2).")
+                continue
+        node = data
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {} if node.get(part) is None else node[part]
+            if not isinstance(node[part], dict):
+                problems.add(file, key, f"'{part}' is not a section", "override a leaf key.")
+                break
+            node = node[part]
+        else:
+            node[parts[-1]] = parse_value(text)
+    return problems
+
+
+def read_yaml(path: Path) -> tuple[Any, Problems]:
+    problems = Problems()
+    if path.is_dir():
+        problems.add(str(path), "", "is a directory, not a recipe file", "pass recipes/<name> or a recipe.yaml file.")
+        return None, problems
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.add(str(path), "", f"cannot be read ({exc.__class__.__name__}: {exc})", "check the path and that it is UTF-8 text.")
+        return None, problems
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problems.add(str(path), "", f"is not valid YAML{where} ({getattr(exc, 'problem', exc)})", "fix the YAML syntax.")
+        return None, problems
+    if not isinstance(data, dict):
+        problems.add(str(path), "", f"must be a mapping of keys, got {type(data).__name__}", "start from recipes/<name>/recipe.yaml of an existing recipe.")
+        return None, problems
+    return data, problems
+
+
+def load(path: Path, overrides: list[str] = (), training_fields=None) -> Recipe:
+    """Read, override and schema-validate a recipe; raise ConfigError with every problem found."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "recipe.yaml"
+    data, problems = read_yaml(path)
+    if data is None:
+        raise ConfigError(problems)
+    data = copy.deepcopy(data)
+    if overrides:
+        if training_fields is None:
+            from vramfit.checks.training_args import fields_for
+
+            training_fields = fields_for(data.get("method"))
+        problems.extend(apply_overrides(data, list(overrides), training_fields, str(path)))
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            key, what, fix = _describe_error(err, str(path), data)
+            problems.add(str(path), key, what, fix)
+        raise ConfigError(problems) from None
+    if problems:
+        raise ConfigError(problems)
+    recipe.source = path.resolve()
+    return recipe
