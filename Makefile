@@ -8,11 +8,11 @@ VRAMFIT := $(VENV)/bin/vramfit
 PYTEST := $(VENV)/bin/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run validate list show plan doctor slurm test test-gpu bench clean
+.PHONY: help venv recipe-guard run validate list show plan doctor test test-gpu bench clean
 
-define require_recipe
-	@if [ -z "$(RECIPE)" ]; then echo "RECIPE is not set. Example: make $@ RECIPE=vlm-r1-h20 (see: make list)" >&2; exit 2; fi
-endef
+# Checked before the environment is built, so a forgotten RECIPE fails at once.
+recipe-guard:
+	@if [ -z "$(RECIPE)" ]; then echo "RECIPE is not set. Example: make $(firstword $(MAKECMDGOALS)) RECIPE=vlm-r1-h20 (see: make list)" >&2; exit 2; fi
 
 help: ## show this help
 	@echo "vramfit: tested training recipes and a runner that checks they fit before launch"
@@ -31,8 +31,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the pinned dependencies
 
-run: $(STAMP) ## run a recipe: make run RECIPE=vlm-r1-h20 [SMOKE=1] [DRY_RUN=1] [NODES=2]
-	$(require_recipe)
+run: recipe-guard $(STAMP) ## run a recipe: make run RECIPE=vlm-r1-h20 [SMOKE=1] [DRY_RUN=1] [NODES=2]
 	$(VRAMFIT) run $(RECIPE) $(if $(SMOKE),--smoke) $(if $(DRY_RUN),--dry-run) $(if $(NODES),--nodes $(NODES)) $(ARGS)
 
 validate: $(STAMP) ## validate RECIPE, or every recipe when RECIPE is unset
@@ -41,12 +40,10 @@ validate: $(STAMP) ## validate RECIPE, or every recipe when RECIPE is unset
 list: $(STAMP) ## the recipes in the tree
 	$(VRAMFIT) list
 
-show: $(STAMP) ## a recipe and its derived numbers: make show RECIPE=vlm-r1-h20
-	$(require_recipe)
+show: recipe-guard $(STAMP) ## a recipe and its derived numbers: make show RECIPE=vlm-r1-h20
 	$(VRAMFIT) show $(RECIPE) $(ARGS)
 
-plan: $(STAMP) ## predicted memory per GPU and host RAM: make plan RECIPE=vlm-r1-h20
-	$(require_recipe)
+plan: recipe-guard $(STAMP) ## predicted memory per GPU and host RAM: make plan RECIPE=vlm-r1-h20
 	$(VRAMFIT) plan $(RECIPE) $(ARGS)
 
 doctor: $(STAMP) ## read a crash log: make doctor LOG=runs/x/train.log [RECIPE=...]

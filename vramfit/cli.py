@@ -91,7 +91,21 @@ def cmd_run(args) -> int:
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"run takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    return run(targets[0], overrides, dry_run=args.dry_run, smoke=args.smoke, run_dir=args.run_dir, force=args.force)
+    return run(targets[0], overrides, dry_run=args.dry_run, smoke=args.smoke, run_dir=args.run_dir, force=args.force,
+               nodes=args.nodes, node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+               hostfile=args.hostfile, no_ssh=args.no_ssh, join_timeout_s=args.join_timeout,
+               resume=args.resume, overwrite=args.overwrite)
+
+
+def cmd_slurm(args) -> int:
+    from vramfit.slurm import render
+
+    targets, overrides = split_targets(args.items)
+    if len(targets) != 1:
+        return _usage(f"slurm takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
+    print(render(targets[0], overrides, time=args.time, partition=args.partition, account=args.account,
+                 master_port=args.master_port, force=args.force), end="")
+    return EXIT_OK
 
 
 def cmd_cp(args) -> int:
@@ -141,8 +155,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print and save the command, environment and resolved DeepSpeed JSON")
     p.add_argument("--smoke", action="store_true", help="the tiny variant: same entrypoint, launcher and JSON, 2 ranks")
     p.add_argument("--run-dir", help="where the run's files go (default runs/<recipe>)")
-    p.add_argument("--force", action="store_true", help="launch even if predicted not to fit")
+    p.add_argument("--force", action="store_true", help="launch even if predicted not to fit (or short of host RAM)")
+    p.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in the output directory")
+    p.add_argument("--overwrite", action="store_true", help="start fresh; an existing output directory is moved aside, never deleted")
+    node = p.add_argument_group("several nodes (see also `vramfit slurm`)")
+    node.add_argument("--node-rank", type=int, help="this node's rank (torchrun, accelerate, deepspeed --no-ssh); Slurm: SLURM_NODEID")
+    node.add_argument("--master-addr", help="address of node 0, reachable from every node")
+    node.add_argument("--master-port", type=int, help="rendezvous port on node 0 (default 29500 for several nodes)")
+    node.add_argument("--hostfile", help="DeepSpeed launcher hostfile (`host slots=N` lines); run on the first node only")
+    node.add_argument("--no-ssh", action="store_true", help="DeepSpeed launcher per-node mode: run on every node with --node-rank")
+    node.add_argument("--join-timeout", type=int, default=600, metavar="SECONDS", help="fail if a node has not joined by then (default 600)")
+    node.add_argument("--nodes", type=int, help="with --smoke: emulate this many nodes on this machine (1 or 2)")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("slurm", help="print an sbatch script for the recipe (vramfit slurm RECIPE > job.sbatch)")
+    p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
+    p.add_argument("--time", default="24:00:00", help="Slurm time limit (default 24:00:00)")
+    p.add_argument("--partition")
+    p.add_argument("--account")
+    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
+    p.set_defaults(func=cmd_slurm)
 
     p = sub.add_parser("cp", help="copy a recipe to a new folder to edit")
     p.add_argument("recipe")

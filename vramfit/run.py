@@ -7,11 +7,13 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from vramfit import launch
-from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problems
+from vramfit import launch, multinode, outputs
+from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problem, Problems
 from vramfit.validate import Validated, validate
 
 RUN_FILES = ("recipe.json", "deepspeed.json", "launch.json", "env.json", "versions.json")
@@ -79,50 +81,86 @@ def gpus_present() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def stream(argv: list[str], env: dict[str, str], log_path: Path) -> int:
-    """Run the launcher in its own process group, tee its output to the log, stop it on a signal."""
-    proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+@dataclass
+class Launch:
+    argv: list[str]
+    log: Path
+    prefix: str = ""
+
+
+def stream(launches: list[Launch], env: dict[str, str]) -> int:
+    """Run each launcher in its own process group, tee its output to its log, stop all on a signal.
+
+    Returns the first non-zero exit code (the node that failed first), 0 when all succeed, or
+    128 + signal when stopped.
+    """
+    procs = [subprocess.Popen(l.argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True) for l in launches]
     received: list[int] = []
+    lock = threading.Lock()
 
-    def forward(signum, _frame):
+    def stop_all(signum, _frame=None):
         received.append(signum)
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with open(log_path, "ab") as log:
+    def pump(proc, launch_):
+        with open(launch_.log, "ab") as log:
             for line in iter(proc.stdout.readline, b""):
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
                 log.write(line)
-        code = _wait_group(proc)
+                with lock:
+                    sys.stdout.buffer.write(launch_.prefix.encode() + line)
+                    sys.stdout.flush()
+
+    previous = {s: signal.signal(s, stop_all) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = [threading.Thread(target=pump, args=(p, l), daemon=True) for p, l in zip(procs, launches)]
+    try:
+        for t in threads:
+            t.start()
+        codes: list[int | None] = [None] * len(procs)
+        first_failure = 0
+        while None in codes:
+            for i, proc in enumerate(procs):
+                if codes[i] is None and proc.poll() is not None:
+                    codes[i] = proc.returncode
+                    if proc.returncode != 0 and not first_failure:
+                        first_failure = proc.returncode
+                        if len(procs) > 1:  # one node failed: do not leave the others waiting on it
+                            for other in procs:
+                                _signal_group(other, signal.SIGTERM)
+            time.sleep(0.1)
+        for proc in procs:
+            _reap_group(proc)
+        for t in threads:
+            t.join(timeout=5)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if received:
         return 128 + received[0]
-    return code
+    return first_failure
 
 
-def _wait_group(proc: subprocess.Popen, grace_s: float = 20.0) -> int:
-    code = proc.wait()
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Ranks that outlive their launcher are orphans: give them a grace period, then kill them."""
     deadline = time.time() + grace_s
-    while time.time() < deadline:  # ranks that outlive the launcher are orphans: stop them
+    while time.time() < deadline:
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
-            break
+            return
         time.sleep(0.2)
-    else:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return code
+    _signal_group(proc, signal.SIGKILL)
 
 
 def diagnose(log_path: Path, recipe_name: str) -> None:
@@ -135,53 +173,128 @@ def diagnose(log_path: Path, recipe_name: str) -> None:
 
 
 def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = False, run_dir: str | None = None,
-        force: bool = False) -> int:
+        force: bool = False, nodes: int | None = None, node_rank: int | None = None, master_addr: str | None = None,
+        master_port: int | None = None, hostfile: str | None = None, no_ssh: bool = False, join_timeout_s: int = 600,
+        resume: bool = False, overwrite: bool = False) -> int:
     if smoke:
-        return run_smoke(target, overrides, run_dir)
+        return run_smoke(target, overrides, run_dir, nodes=nodes or 1, join_timeout_s=join_timeout_s, dry_run=dry_run,
+                         resume=resume, overwrite=overwrite)
+    if nodes is not None:
+        raise ConfigError(Problems([Problem("command line", "--nodes", "--nodes emulates nodes for the smoke variant only",
+                                            "set hardware.nodes in the recipe (or hardware.nodes=N) for a real run.")]))
     validated = validate(target, overrides, plan=True, force=force)
     recipe = validated.recipe
     rdir = Path(run_dir) if run_dir else default_run_dir(recipe.name, False)
-    topology = launch.Topology(recipe.hardware.nodes, recipe.hardware.gpus_per_node, master_port=launch.free_port())
+    topo, problems = multinode.topology(recipe, str(recipe.source), node_rank=node_rank, master_addr=master_addr,
+                                        master_port=master_port, hostfile=hostfile, no_ssh=no_ssh,
+                                        join_timeout_s=join_timeout_s, run_id=recipe.name)
+    node_dir = _node_dir(rdir, topo)
     if dry_run:
-        argv = write_run_dir(validated, rdir, topology)
-        print_dry_run(validated, argv, rdir)
+        argv = write_run_dir(validated, node_dir, topo)
+        print_dry_run(validated, argv, node_dir)
+        for p in problems.items:
+            print(f"# note for the real launch: {p}")
         return EXIT_OK
     have = gpus_present()
     if have < recipe.hardware.gpus_per_node:
-        problems = Problems()
         problems.add(str(recipe.source), "hardware.gpus_per_node",
                      f"this machine has {have} GPUs, the recipe needs {recipe.hardware.gpus_per_node} x {recipe.hardware.gpu} per node",
                      f"print what would run with `vramfit run {recipe.name} --dry-run`, or train the tiny smoke variant with `vramfit run {recipe.name} --smoke`.")
+    problems.extend(host_ram_preflight(validated, force))
+    if problems:
         raise ConfigError(problems)
-    argv = write_run_dir(validated, rdir, topology)
-    return _execute(argv, launch_env(validated), rdir, recipe.name)
+    validated = _guard_outputs(validated, target, overrides, rdir, resume, overwrite)
+    argv = write_run_dir(validated, node_dir, topo)
+    return _execute([Launch(argv, node_dir / "train.log")], launch_env(validated), recipe.name)
 
 
-def _execute(argv: list[str], env: dict[str, str], rdir: Path, name: str) -> int:
-    log_path = rdir / "train.log"
-    print(f"vramfit: launching {shlex.join(argv)}\nvramfit: log {log_path}", flush=True)
-    code = stream(argv, env, log_path)
+def _guard_outputs(validated: Validated, target, overrides: list[str], rdir: Path, resume: bool, overwrite: bool) -> Validated:
+    """Refuse to mix with another run's checkpoints; on --resume, point the Trainer at the last complete one."""
+    recipe = validated.recipe
+    extra, problems, note = outputs.guard(recipe, rdir, resume=resume, overwrite=overwrite,
+                                          world_size=recipe.world_size, file=str(recipe.source))
+    if problems:
+        raise ConfigError(problems)
+    if note:
+        print(f"vramfit: {note}")
+    return validate(target, [*overrides, *extra], plan=False) if extra else validated
+
+
+def host_ram_preflight(validated: Validated, force: bool) -> Problems:
+    """With offload, the planner's host-RAM need against what this node has free right now."""
+    problems = Problems()
+    zero = validated.deepspeed.get("zero_optimization") or {}
+    offloads = any((zero.get(k) or {}).get("device", "none") != "none" for k in ("offload_optimizer", "offload_param"))
+    available = outputs.host_ram_available_gib()
+    if not offloads or validated.plan is None or available is None or force:
+        return problems
+    need = validated.plan.host_ram_gib
+    if need > available:
+        problems.add(str(validated.recipe.source), "hardware.host_ram_gib",
+                     f"offload needs about {need:.0f} GiB of host RAM on this node, {available:.0f} GiB is available now "
+                     f"(/proc/meminfo MemAvailable); ranks would be killed by the kernel, often reported as a CUDA error",
+                     "free host memory, use a node with more RAM, offload less (deepspeed=deepspeed_configs/zero3_offload_optimizer.json), or pass --force.")
+    return problems
+
+
+def _node_dir(rdir: Path, topo: launch.Topology) -> Path:
+    """One folder of launch files per node (a shared filesystem holds them all); outputs are shared."""
+    return rdir if topo.nodes == 1 else rdir / f"node{topo.node_rank}"
+
+
+def _execute(launches: list[Launch], env: dict[str, str], name: str) -> int:
+    for l in launches:
+        print(f"vramfit: launching {l.prefix}{shlex.join(l.argv)}\nvramfit: log {l.log}", flush=True)
+    code = stream(launches, env)
     if code == 0:
         return EXIT_OK
     if code >= 128:
         print(f"vramfit: stopped by signal {code - 128}; every rank was stopped.", file=sys.stderr)
         return code
     print(f"vramfit: the run failed (launcher exit code {code}).", file=sys.stderr)
-    diagnose(log_path, name)
+    for l in launches:
+        diagnose(l.log, name)
     return EXIT_FAILED
 
 
-def run_smoke(target: str, overrides: list[str], run_dir: str | None) -> int:
-    """The tiny variant of a recipe, through its real launcher and DeepSpeed JSON, on 2 ranks."""
+def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int = 1, join_timeout_s: int = 120,
+              dry_run: bool = False, resume: bool = False, overwrite: bool = False) -> int:
+    """The tiny variant of a recipe, through its real launcher and DeepSpeed JSON, on 2 ranks.
+
+    nodes=2 emulates two nodes on this machine: two launcher processes (node ranks 0 and 1, one
+    rank each) that rendezvous over loopback, as they would across hosts.
+    """
     from vramfit import smoke
 
     base = validate(target, overrides, plan=False).recipe  # the user's input is checked before anything is written
+    if nodes not in (1, 2):
+        raise ConfigError(Problems([Problem("command line", "--nodes", f"the smoke variant runs on 1 or 2 nodes (got {nodes})", "use NODES=2 or leave it out.")]))
     rdir = (Path(run_dir) if run_dir else default_run_dir(base.name, True)).resolve()
     rdir.mkdir(parents=True, exist_ok=True)
     cpu = gpus_present() < 2
     smoke_overrides = smoke.prepare(base, rdir, cpu=cpu)
+    if nodes == 2:
+        smoke_overrides += ["hardware.nodes=2", "hardware.gpus_per_node=1", f"output_dir={rdir / 'output'}"]
     validated = validate(base.source, [*overrides, *smoke_overrides], plan=False)
-    topology = launch.Topology(1, validated.recipe.hardware.gpus_per_node, master_port=launch.free_port())
-    argv = write_run_dir(validated, rdir, topology)
-    return _execute(argv, launch_env(validated), rdir, validated.recipe.name)
-
+    recipe = validated.recipe
+    if not dry_run:
+        # The default smoke folder is scratch: an earlier smoke output is set aside (moved, not deleted).
+        overwrite = overwrite or (run_dir is None and not resume)
+        validated = _guard_outputs(validated, base.source, [*overrides, *smoke_overrides], rdir, resume, overwrite)
+    port = launch.free_port()
+    launches = []
+    hostfile = ""
+    if nodes == 2 and recipe.launcher == "deepspeed":
+        hostfile = str(rdir / "hostfile")
+        Path(hostfile).write_text("127.0.0.1 slots=1\nlocalhost slots=1\n")
+    for node_rank in range(nodes):
+        topo = launch.Topology(nodes, recipe.hardware.gpus_per_node, node_rank=node_rank, master_port=port,
+                               run_id=f"{recipe.name}-smoke", hostfile=hostfile, join_timeout_s=join_timeout_s, no_ssh=True)
+        node_dir = _node_dir(rdir, topo)
+        argv = write_run_dir(validated, node_dir, topo)
+        launches.append(Launch(argv, node_dir / "train.log", f"[node{node_rank}] " if nodes > 1 else ""))
+        if dry_run:
+            print_dry_run(validated, argv, node_dir)
+    if dry_run:
+        return EXIT_OK
+    return _execute(launches, launch_env(validated), recipe.name)
