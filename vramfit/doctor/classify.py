@@ -1,0 +1,209 @@
+"""From the events in a log to one diagnosis: the root failure, its phase and its cause.
+
+Root cause rules: a rank killed for host RAM beats everything (the CUDA message a sibling prints is
+a symptom: pinned host buffers fail as CUDA errors, and the other ranks die with it); then the first
+failure in the log; NCCL timeouts and aborts count only when nothing else failed, as they are usually
+the other ranks waiting on the one that died.
+"""
+from __future__ import annotations
+
+from vramfit.doctor import patterns as P
+from vramfit.doctor.diagnosis import Diagnosis
+from vramfit.doctor.phase import CONTEXT, phase_of
+from vramfit.doctor.scan import Event, Scan
+from vramfit.doctor.units import gib
+
+PRIMARY = ("cuda_oom", "batch_mismatch", "config_mismatch", "grpo_divisibility", "checkpointing_error")
+CONFIG_KINDS = ("batch_mismatch", "config_mismatch", "grpo_divisibility", "checkpointing_error")
+EVIDENCE_CHARS = 400
+
+
+def oom_numbers(event: Event) -> str:
+    """'tried to allocate 3.90 GiB; 3.20 GiB free of 39.59 GiB; 28.77 GiB allocated, ...' as printed."""
+    raw, f = event.raw, event.figures
+    parts = []
+    if "requested" in raw:
+        parts.append(f"tried to allocate {raw['requested']}")
+    if "free" in raw:
+        parts.append(f"{raw['free']} free" + (f" of {raw['total']}" if "total" in raw else ""))
+    held = []
+    if "allocated" in raw:
+        held.append(f"{raw['allocated']} allocated")
+    if "reserved_unallocated_gib" in f:
+        held.append(f"{raw.get('reserved_unallocated', gib(f['reserved_unallocated_gib']))} reserved but unallocated")
+    if held:
+        parts.append(", ".join(held))
+    return "; ".join(parts) or "no figures printed"
+
+
+def fragmented(f: dict) -> bool:
+    """Reserved-but-unallocated memory could have held the request, and is a real share of the GPU."""
+    spare, total = f.get("reserved_unallocated_gib"), f.get("total_gib")
+    if spare is None or not total:
+        return False
+    return spare > 0.05 * total or (spare >= f.get("requested_gib", 0) and spare >= 0.02 * total)
+
+
+def _root(scan: Scan, checkpointing: bool) -> Event | None:
+    events = scan.events
+    if events.get("host_oom"):
+        return events["host_oom"][0]
+    primaries = [e for kind in PRIMARY for e in events.get(kind, ())
+                 if kind != "checkpointing_error" or checkpointing]
+    if primaries:
+        return min(primaries, key=lambda e: e.line)
+    return events["nccl_timeout"][0] if events.get("nccl_timeout") else None
+
+
+def _ranks(scan: Scan, root: Event) -> list[int]:
+    ranks = {e.rank for e in scan.events[root.kind] if e.rank is not None}
+    if not ranks and root.kind == "host_oom":
+        ranks = {rank for rank, code in scan.failures if code == -9}
+    if not ranks and scan.root_cause_rank is not None:
+        ranks = {scan.root_cause_rank}
+    return sorted(ranks)[:64]
+
+
+def _evidence(scan: Scan, root: Event) -> list[dict]:
+    """The root line first, then a few lines of the same failure and one of each other kind."""
+    same = [e for e in scan.events[root.kind] if e is not root][:3]
+    others = [kind_events[0] for kind, kind_events in scan.events.items() if kind != root.kind][:3]
+    chosen = [root, *sorted([*same, *others], key=lambda e: e.line)]
+    return [{"line": e.line, "text": e.text[:EVIDENCE_CHARS]} for e in chosen]
+
+
+def _notes(scan: Scan, root: Event, ranks: list[int]) -> list[str]:
+    notes = []
+    who = f"rank {ranks[0]}" if ranks else "the failing rank"
+    for kind, events in scan.events.items():
+        if kind == root.kind:
+            continue
+        first = events[0]
+        where = f"line {first.line}" + (f", rank {first.rank}" if first.rank is not None else "")
+        if root.kind == "host_oom" and kind == "cuda_oom":
+            notes.append(f"The CUDA out-of-memory message ({where}) is a symptom: a rank was SIGKILLed for host "
+                         "RAM, and pinned host allocations fail as CUDA errors.")
+        elif kind == "nccl_timeout":
+            notes.append(f"{len(events)} NCCL timeout/abort line(s) from {where} on are the other ranks waiting on "
+                         f"{who}, which had already failed.")
+        else:
+            notes.append(f"Also seen: {kind} ({where}): later or secondary to the root failure.")
+    cascade = sorted({rank for rank, code in scan.failures if code != -9} - set(ranks))
+    if cascade:
+        notes.append(f"torchrun's ChildFailedError lists ranks {cascade} with other exit codes: the cascade "
+                     "after the first failure.")
+    return notes
+
+
+def _eval_step(phase: str, step: int | None, settings: dict) -> bool:
+    """An OOM at a step that is a multiple of eval_steps, with training steps fine before it."""
+    every = settings.get("eval_steps")
+    return (phase in ("unknown", "forward") and bool(step) and bool(every)
+            and step % every == 0 and settings.get("eval_strategy", "steps") != "no")
+
+
+def _pinned(event: Event) -> bool:
+    return "requested" not in event.raw and (
+        bool(P.PINNED.search(event.text)) or any(P.PINNED.search(func) for _, func in event.frames))
+
+
+def _configuration(root: Event) -> str:
+    f, text = root.figures, root.text[:200]
+    if root.kind == "batch_mismatch":
+        run = f["micro_batch_per_gpu"] * f["gradient_accumulation_steps"] * f["world_size"]
+        return (f"DeepSpeed requires train_batch_size = micro batch x accumulation x world size: "
+                f"{f['train_batch_size']} != {f['micro_batch_per_gpu']} x {f['gradient_accumulation_steps']} x "
+                f"{f['world_size']} = {run}")
+    if root.kind == "config_mismatch":
+        items = "; ".join(f"ds {k}={v} vs hf {hk}={hv}" for k, v, hk, hv in root.extra.get("items", []))
+        return f"explicit values in the DeepSpeed JSON disagree with TrainingArguments ({items or text})"
+    if root.kind == "grpo_divisibility":
+        return f"GRPO scores completions in groups of num_generations, so the batch must divide into them: {text}"
+    return ("reentrant gradient checkpointing re-runs the forward during backward without ZeRO-3's parameter "
+            f"gathering (or with inputs that need no grad): {text}")
+
+
+def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool) -> tuple[str, str]:
+    """(cause, why) for the root event."""
+    f, kind = figures, root.kind
+    if kind == "host_oom":
+        offload = [w for w in ("param", "optimizer") if settings.get(f"offload_{w}") in ("cpu", "nvme")]
+        pinned = any(settings.get(f"offload_{w}_pin_memory") for w in offload)
+        how = next(description for regex, description in P.KILL_SOURCES if regex.search(root.text))
+        why = f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
+        if "killed_rss_gib" in f:
+            why += f"; the killed process held {gib(f['killed_rss_gib'])} resident"
+        if phase == "model_load":
+            why += "; while loading, every rank of the node holds its own CPU copy of the checkpoint at once"
+        if offload:
+            why += (f"; ZeRO-3 offloads {' and '.join(offload)} to host RAM"
+                    + (" in pinned (unswappable) memory" if pinned else ""))
+        return "host_ram", why + "; or give the node more host RAM (DocOwl#88 was fixed by moving to 128 GB)"
+    if kind == "nccl_timeout":
+        if "timeout_ms" in f:
+            ran = f" ran {f['ran_for_ms']} ms" if "ran_for_ms" in f else ""
+            why = (f"{root.extra['op']} (SeqNum={root.extra['seq']}){ran} against Timeout(ms)={f['timeout_ms']}: "
+                   "one rank stopped joining collectives and the others waited for it")
+        else:
+            why = f"the collective layer failed ({root.text[:120]})"
+        return "communication", why
+    if kind in CONFIG_KINDS:
+        return "configuration_error", _configuration(root)
+    numbers = oom_numbers(root)
+    if _pinned(root):
+        return "host_ram", (f"'{root.text[:80]}' raised while pinning host memory: pinned host RAM ran out, "
+                            "not GPU memory")
+    if phase == "evaluation":
+        at = f" at step {root.step}" if root.step else ""
+        every = f" (eval_steps={settings['eval_steps']})" if by_step else ""
+        return "evaluation_spike", (f"out of memory in evaluation{at}{every} while training steps ran ({numbers}): "
+                                    "evaluation keeps logits/predictions on the GPU on top of the training state")
+    if phase == "generation":
+        generations = settings.get("num_generations")
+        return "generation_rollout", (f"out of memory while generating completions ({numbers})"
+                                      + (f": every prompt is rolled out num_generations={generations} times"
+                                         if generations else ""))
+    if fragmented(f):
+        return "fragmentation", (f"{gib(f['reserved_unallocated_gib'])} was reserved by PyTorch but unallocated "
+                                 f"against a {gib(f.get('requested_gib', 0))} request ({numbers}): the memory "
+                                 "existed but in pieces too small for one block")
+    where = phase.replace("_", " ") if phase != "unknown" else "step"
+    return "true_capacity", f"the {where} needs more than the GPU had ({numbers})"
+
+
+def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
+    settings = scan.settings.values
+    diagnosis = Diagnosis(source=source, settings=dict(settings), lines_read=scan.lines)
+    if scan.nul_bytes:
+        diagnosis.notes.append(f"The input has {scan.nul_bytes} NUL bytes: it does not look like a text log.")
+    checkpointing = (scan.checkpointing_context or settings.get("gradient_checkpointing") is True
+                     or settings.get("zero_stage") == 3)
+    root = _root(scan, checkpointing)
+    if root is None:
+        return diagnosis, None
+    phase = root.phase
+    if root.kind == "host_oom" and phase == "unknown":
+        # a sibling's traceback can say the run was loading, saving, evaluating or generating
+        framed = sorted((e for events in scan.events.values() for e in events if e.frames), key=lambda e: e.line)
+        phase = next((p for p in (phase_of(e.frames) for e in framed) if p in CONTEXT), "unknown")
+    by_step = root.kind == "cuda_oom" and _eval_step(phase, root.step, settings)
+    if by_step:
+        phase = "evaluation"
+    figures = dict(root.figures)
+    if root.kind == "host_oom":  # the kernel's report of the same kill says how much it held
+        held = [e.figures["killed_rss_gib"] for e in scan.events["host_oom"] if "killed_rss_gib" in e.figures]
+        if held:
+            figures["killed_rss_gib"] = max(held)
+    if root.step is not None:
+        figures["step"] = root.step
+    cause, why = _cause(root, figures, phase, settings, by_step)
+    ranks = _ranks(scan, root)
+    if root.kind == "nccl_timeout" and len(ranks) > 1:
+        silent = sorted(set(range(scan.settings.world_size() or max(ranks) + 1)) - set(ranks))
+        if len(silent) == 1:
+            why += f"; rank {silent[0]} reported no timeout: the others were waiting on it"
+    diagnosis.kind, diagnosis.phase, diagnosis.cause, diagnosis.why = root.kind, phase, cause, why
+    diagnosis.figures, diagnosis.ranks = figures, ranks
+    diagnosis.evidence = _evidence(scan, root)
+    diagnosis.notes += _notes(scan, root, ranks)
+    return diagnosis, root

@@ -1,0 +1,62 @@
+"""`vramfit doctor LOG [--recipe RECIPE] [--json]`: the command-line face of the doctor.
+
+`run` takes an optional `plan_fixes(recipe, [overrides, ...]) -> [(overrides, peak_gib, fits), ...]`
+from the memory planner; with it and --recipe, each override fix is priced and the first that fits
+(the fixes are already cheapest first) is marked to apply first.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from vramfit.doctor import diagnose, render
+from vramfit.doctor.diagnosis import Diagnosis
+
+PlanFixes = Callable[[str, list], list]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("log", metavar="LOG", help="training log to read (all ranks, stderr included); - for stdin")
+    parser.add_argument("--recipe", help="recipe the run used: price each fix with the memory planner")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+
+
+def _plan(diagnosis: Diagnosis, recipe: str, plan_fixes: PlanFixes) -> None:
+    """Annotate override fixes with the planner's peak and verdict; mark the first that fits."""
+    priced = [fix for fix in diagnosis.fixes if "overrides" in fix]
+    if not priced:
+        return
+    results = plan_fixes(recipe, [fix["overrides"] for fix in priced])
+    for fix, (_, peak, fits) in zip(priced, results):
+        fix["predicted_peak_gib"], fix["fits"] = round(float(peak), 2), bool(fits)
+    first = next((fix for fix in priced if fix.get("fits")), None)
+    if first is not None:
+        first["apply_first"] = True
+
+
+def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int:
+    if args.log == "-":
+        diagnosis = diagnose(sys.stdin.buffer)
+    else:
+        path = Path(args.log)
+        if path.is_dir():
+            print(f"{path}: is a directory, not a log. Fix: pass a log file, e.g. {path / 'train.log'}.",
+                  file=sys.stderr)
+            return 2
+        try:
+            diagnosis = diagnose(path)
+        except FileNotFoundError:
+            print(f"{path}: no such file. Fix: pass the path of the training log.", file=sys.stderr)
+            return 2
+        except OSError as error:
+            print(f"{path}: cannot read ({error.strerror or error}). Fix: check the path and its permissions.",
+                  file=sys.stderr)
+            return 2
+    try:
+        if args.recipe and plan_fixes is not None:
+            _plan(diagnosis, args.recipe, plan_fixes)
+    finally:  # a recipe the planner rejects still gets the diagnosis printed; the error goes to the caller
+        print(diagnosis.to_json() if args.json else render(diagnosis))
+    return 0

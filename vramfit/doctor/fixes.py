@@ -1,0 +1,367 @@
+"""Concrete fixes for a diagnosis, cheapest first, each with a one-line why that quotes the log.
+
+A fix is {"overrides": {...}} (TrainingArguments / GRPOConfig names, or `deepspeed=<shared JSON>`),
+{"env": {...}}, or {"deepspeed": {...}} (a dotted edit inside the run's DeepSpeed JSON). Batch changes
+keep the global batch: per-device batch down, gradient accumulation up by the same factor.
+"""
+from __future__ import annotations
+
+from math import gcd
+
+from vramfit.doctor.classify import oom_numbers
+from vramfit.doctor.diagnosis import Diagnosis
+from vramfit.doctor.scan import Event
+from vramfit.doctor.units import gib
+
+# The repo's shared DeepSpeed JSONs, named for what they do.
+ZERO3 = "deepspeed_configs/zero3.json"
+ZERO3_OFFLOAD_OPTIMIZER = "deepspeed_configs/zero3_offload_optimizer.json"
+ZERO3_OFFLOAD_ALL = "deepspeed_configs/zero3_offload_optimizer_params.json"
+EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+PLAIN_PIXELS = 1003520  # 1,280 image tokens for Qwen2.5-VL: the common setting
+
+
+def _fix(form: str, values: dict, why: str) -> dict:
+    return {form: values, "why": why}
+
+
+class Context:
+    """What the fixes are built from: the diagnosis, its root event and the run's settings."""
+
+    def __init__(self, diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None):
+        self.d, self.root, self.s = diagnosis, root, diagnosis.settings
+        self.world, self.per_node = world_size, per_node
+        f = diagnosis.figures
+        if "requested_gib" in f and "free_gib" in f:  # the short form, for the why of each fix
+            self.numbers = f"{gib(f['requested_gib'])} requested, {gib(f['free_gib'])} free"
+        elif "requested_gib" in f:
+            self.numbers = oom_numbers(root)
+        else:
+            self.numbers = f"'{root.text[:70]}'"
+
+    def off(self, key: str) -> bool:
+        return self.s.get(key) is not True
+
+    def batch_splits(self, reason: str) -> list[dict]:
+        """Lower per-device batch, raise accumulation to keep the global batch."""
+        per_device = self.s.get("per_device_train_batch_size")
+        accumulation = self.s.get("gradient_accumulation_steps", 1)
+        if per_device is None:
+            return [_fix("overrides", {"per_device_train_batch_size": 1},
+                         f"{reason}; the log does not show the per-device batch: raise gradient_accumulation_steps "
+                         "by the same factor to keep the global batch")]
+        smaller = [per_device // 2] if per_device >= 4 and per_device % 2 == 0 else []
+        smaller += [1] if per_device > 1 else []
+        fixes = []
+        for new in smaller:
+            new_accumulation = accumulation * per_device // new
+            fixes.append(_fix("overrides", {"per_device_train_batch_size": new,
+                                            "gradient_accumulation_steps": new_accumulation},
+                              f"{reason}; per-device batch {per_device} x accumulation {accumulation} becomes "
+                              f"{new} x {new_accumulation}: same {per_device * accumulation} samples per rank per "
+                              f"step, about {per_device // new}x less activation memory"))
+        return fixes
+
+    def activations(self) -> list[dict]:
+        fixes = []
+        if self.off("use_liger_kernel"):
+            fixes.append(_fix("overrides", {"use_liger_kernel": True},
+                              f"{self.numbers}: Liger's fused linear cross-entropy never materialises the "
+                              "logits (sequence x vocabulary), the largest activation of a big-vocabulary LLM"))
+        if self.off("gradient_checkpointing"):
+            fixes.append(_fix("overrides", {"gradient_checkpointing": True},
+                              f"{self.numbers}: keeps one activation per layer and recomputes the rest in "
+                              "backward (~30% slower)"))
+        return fixes
+
+    def zero(self) -> list[dict]:
+        """One step up the ZeRO ladder from what the log shows."""
+        stage, optimizer, params = (self.s.get("zero_stage"), self.s.get("offload_optimizer"),
+                                    self.s.get("offload_param"))
+        offloaded = ("cpu", "nvme")
+        if stage is None or stage < 3:
+            shown = f"ZeRO-{stage}" if stage is not None else "without ZeRO-3 (none shown in the log)"
+            return [_fix("overrides", {"deepspeed": ZERO3},
+                         f"{self.numbers}; {shown} every GPU holds full weights (or full optimizer states): "
+                         "ZeRO-3 shards weights, gradients and optimizer states across ranks")]
+        if optimizer not in offloaded:
+            return [_fix("overrides", {"deepspeed": ZERO3_OFFLOAD_OPTIMIZER},
+                         f"{self.numbers}: offloading the optimizer moves fp32 master weights and Adam moments "
+                         "(12 of the 16 bytes per parameter) to host RAM; mind the host RAM it needs")]
+        if params not in offloaded:
+            return [_fix("overrides", {"deepspeed": ZERO3_OFFLOAD_ALL},
+                         f"{self.numbers}: with the optimizer already offloaded, offloading parameters too "
+                         "leaves only the live layer's weights on the GPU; slow, and host RAM heavy")]
+        return []
+
+    def expandable(self, reason: str) -> list[dict]:
+        if "expandable_segments:true" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")).lower():
+            return []
+        return [_fix("env", EXPANDABLE, reason)]
+
+
+def _true_capacity(c: Context) -> list[dict]:
+    phase, fixes = c.d.phase, []
+    if phase == "checkpoint_save":
+        fixes.append(_fix("deepspeed", {"zero_optimization.stage3_gather_16bit_weights_on_model_save": False},
+                          f"{c.numbers} while saving: gathering full 16-bit weights for the save is the spike; "
+                          "save the ZeRO shards and consolidate offline with zero_to_fp32.py"))
+        fixes.append(_fix("overrides", {"save_only_model": True},
+                          f"{c.numbers} while saving: skips gathering and writing optimizer state at each save"))
+    elif phase in ("model_load", "optimizer_step"):  # weights and optimizer states, not activations
+        fixes += c.zero()
+    else:
+        fixes += c.activations()
+        fixes += c.batch_splits(c.numbers)
+        if c.s.get("num_generations") and c.s.get("max_completion_length"):
+            fixes.append(_completion(c))
+        fixes += c.zero()
+    spare = c.d.figures.get("reserved_unallocated_gib", 0)
+    if spare >= 0.25:
+        fixes += c.expandable(f"{gib(spare)} reserved but unallocated could serve part of the request if "
+                              "segments could grow (no speed cost)")
+    return fixes
+
+
+def _fragmentation(c: Context) -> list[dict]:
+    f = c.d.figures
+    fixes = c.expandable(f"{gib(f['reserved_unallocated_gib'])} reserved but unallocated vs a "
+                         f"{gib(f.get('requested_gib', 0))} request: expandable segments let the allocator grow "
+                         "a segment instead of needing one free block (no speed cost)")
+    return fixes + c.activations() + c.batch_splits(c.numbers)
+
+
+def _evaluation_spike(c: Context) -> list[dict]:
+    s, step = c.s, c.d.figures.get("step")
+    at = f"OOM at step {step}" if step else "OOM"
+    fixes = []
+    if s.get("per_device_eval_batch_size", 2) > 1:
+        fixes.append(_fix("overrides", {"per_device_eval_batch_size": 1},
+                          f"{at} in evaluation ({c.numbers}): eval batch "
+                          f"{s.get('per_device_eval_batch_size', 'unknown')} -> 1"))
+    fixes.append(_fix("overrides", {"prediction_loss_only": True},
+                      f"{at} in evaluation ({c.numbers}): without it the Trainer keeps every eval batch's logits "
+                      "(sequence x vocabulary) on the GPU"))
+    fixes.append(_fix("overrides", {"eval_accumulation_steps": 1},
+                      f"{at} in evaluation: moves gathered predictions to the CPU after every eval step instead of "
+                      "holding all of them on the GPU"))
+    fixes.append(_fix("overrides", {"eval_strategy": "no"},
+                      f"{at} in evaluation: evaluate after training instead (the ms-swift#1286 workaround)"))
+    every = s.get("eval_steps")
+    if every:
+        fixes.append(_fix("overrides", {"eval_steps": max(1000, every * 10)},
+                          f"eval_steps={every} puts an evaluation spike every {every} steps; fewer evaluations "
+                          "fail less often but still fail"))
+    spare, requested = c.d.figures.get("reserved_unallocated_gib", 0), c.d.figures.get("requested_gib")
+    if requested and spare >= requested:
+        fixes += c.expandable(f"{gib(spare)} reserved but unallocated exceeds the {gib(requested)} request: "
+                              "expandable segments can reuse it (no speed cost)")
+    return fixes
+
+
+def _completion(c: Context) -> dict:
+    length = c.s["max_completion_length"]
+    return _fix("overrides", {"max_completion_length": max(64, length // 2)},
+                f"max_completion_length={length}: the generation KV cache and the loss activations grow with it")
+
+
+def _generation_rollout(c: Context) -> list[dict]:
+    s = c.s
+    generations = s.get("num_generations")
+    per_device, accumulation = s.get("per_device_train_batch_size"), s.get("gradient_accumulation_steps", 1)
+    rollout = f"{c.numbers}; per-device batch {per_device or 'unknown'}, num_generations={generations or 'unknown'}"
+    fixes = c.batch_splits(f"generation OOM ({rollout}): fewer sequences in flight per GPU, and the generation "
+                           "batch stays divisible by num_generations")
+    if c.off("gradient_checkpointing"):
+        fixes.append(_fix("overrides", {"gradient_checkpointing": True},
+                          f"{c.numbers}: the policy's activations for all generated sequences are kept otherwise"))
+    if s.get("max_pixels", 0) > PLAIN_PIXELS:
+        fixes.append(_fix("overrides", {"max_pixels": PLAIN_PIXELS},
+                          f"max_pixels={s['max_pixels']} allows up to {s['max_pixels'] // 784} image tokens per "
+                          f"image; {PLAIN_PIXELS} caps it at {PLAIN_PIXELS // 784}"))
+    if s.get("max_completion_length"):
+        fixes.append(_completion(c))
+    if generations:
+        batch = (per_device or 1) * (c.world or 1) * accumulation
+        if c.world:
+            smaller = next((g for g in range(generations - 1, 1, -1) if batch % g == 0), None)
+        else:
+            smaller = generations // 2
+        if smaller and smaller >= 2:
+            fixes.append(_fix("overrides", {"num_generations": smaller},
+                              f"num_generations={generations} completions per prompt; {smaller} keeps the "
+                              f"generation batch ({batch}) divisible, changes the GRPO group size"))
+    return fixes
+
+
+def _host_ram(c: Context) -> list[dict]:
+    s, fixes = c.s, []
+    if c.d.phase == "checkpoint_save":
+        fixes.append(_fix("overrides", {"save_only_model": True},
+                          "killed while saving: gathering optimizer state (12 bytes per parameter) into host RAM "
+                          "for the checkpoint is the spike; save the model only"))
+    workers = s.get("dataloader_num_workers")
+    if c.root.extra.get("dataloader") or ((workers or 0) > 2 and c.d.phase != "model_load"):
+        fixes.append(_fix("overrides", {"dataloader_num_workers": 0 if c.root.extra.get("dataloader") else 2},
+                          f"dataloader_num_workers={workers if workers is not None else 'unknown'}: each worker "
+                          "is a forked copy of the rank's Python heap"))
+    offload = [w for w in ("param", "optimizer") if s.get(f"offload_{w}") in ("cpu", "nvme")]
+    known = "offload_param" in s or "offload_optimizer" in s
+    if not known and not s.get("uses_deepspeed"):
+        return fixes
+    pinned = [w for w in (offload if known else ["param", "optimizer"]) if s.get(f"offload_{w}_pin_memory", True)]
+    ranks = f"{c.per_node} ranks per node" if c.per_node and c.per_node > 1 else "every rank"
+    if pinned:
+        shown = "" if known else " (the log does not show the DeepSpeed config; if it offloads)"
+        fixes.append(_fix("deepspeed", {f"zero_optimization.offload_{w}.pin_memory": False for w in pinned},
+                          f"rank killed for host RAM{shown}: pinned {' and '.join(pinned)} offload buffers on "
+                          f"{ranks} cannot be paged out; unpinned, copies are slower but the kernel can page them"))
+    if "param" in offload or not known:
+        fixes.append(_fix("overrides", {"deepspeed": ZERO3_OFFLOAD_OPTIMIZER},
+                          f"parameter offload keeps weights in host RAM for {ranks}; keep parameters on the GPU "
+                          "and offload only the optimizer"))
+    if "optimizer" in offload:
+        fixes.append(_fix("overrides", {"deepspeed": ZERO3},
+                          f"no offload at all: host RAM then holds only the checkpoint while loading ({ranks}); "
+                          "needs GPU room for the sharded optimizer states"))
+    return fixes
+
+
+def _communication(c: Context) -> list[dict]:
+    f, s = c.d.figures, c.s
+    timeout_s = f["timeout_ms"] // 1000 if "timeout_ms" in f else s.get("ddp_timeout", 1800)
+    during = f" during {c.d.phase.replace('_', ' ')}" if c.d.phase != "unknown" else ""
+    if "timeout_ms" in f:
+        what = f"{c.root.extra['op']} (SeqNum={c.root.extra['seq']})" + (
+            f" ran {f['ran_for_ms']} ms" if "ran_for_ms" in f else " timed out")
+    else:
+        what = f"'{c.root.text[:70]}'"
+    longer = _fix("overrides", {"ddp_timeout": max(3600, 2 * timeout_s)},
+                  f"{what} against a {timeout_s} s timeout{during}: a rank that is slow (saving, evaluating, "
+                  "loading) rather than dead gets room")
+    debug = [
+        _fix("env", {"NCCL_DEBUG": "INFO"}, f"{what}: logs which rank and peer the stalled collective waits on"),
+        _fix("env", {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+             f"{what}: tears every rank down as soon as one collective fails instead of hanging until the timeout"),
+    ]
+    return [longer, *debug] if "timeout_ms" in f else [*debug, longer]
+
+
+def _batch_mismatch(c: Context) -> list[dict]:
+    f = c.d.figures
+    total, micro, accumulation, world = (f["train_batch_size"], f["micro_batch_per_gpu"],
+                                         f["gradient_accumulation_steps"], f["world_size"])
+    equation = f"train_batch_size {total} != {micro} x {accumulation} x {world} = {micro * accumulation * world}"
+    fixes = [_fix("deepspeed", {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+                                "gradient_accumulation_steps": "auto"},
+                  f"{equation}: 'auto' lets the Hugging Face integration fill them from TrainingArguments")]
+    if total % (micro * world) == 0:
+        accumulation_needed = total // (micro * world)
+        fixes.append(_fix("overrides", {"gradient_accumulation_steps": accumulation_needed},
+                          f"{equation}: {micro} x {accumulation_needed} x {world} = {total} keeps the global batch"))
+    else:
+        fixes.append(_fix("deepspeed", {"train_batch_size": micro * accumulation * world},
+                          f"{equation}: {total} is not a multiple of micro batch x world size ({micro} x {world}); "
+                          f"use the batch the ranks actually run"))
+    return fixes
+
+
+def _value(text: str):
+    return int(text) if text.isdigit() else text
+
+
+def _config_mismatch(c: Context) -> list[dict]:
+    items = c.root.extra.get("items", [])
+    if not items:
+        return []
+    listed = "; ".join(f"ds {k}={v} vs hf {hk}={hv}" for k, v, hk, hv in items)
+    return [
+        _fix("deepspeed", {k: "auto" for k, _, _, _ in items},
+             f"{listed}: 'auto' takes the TrainingArguments values (transformers' own advice)"),
+        _fix("overrides", {hk: _value(v) for _, v, hk, _ in items},
+             f"{listed}: or make TrainingArguments match the JSON"),
+    ]
+
+
+def _grpo(c: Context) -> list[dict]:
+    f, s = c.d.figures, c.s
+    generations = f.get("num_generations", s.get("num_generations"))
+    if generations is None or generations < 2:
+        return [_fix("overrides", {"num_generations": 2}, "GRPO needs at least 2 completions per prompt")]
+    if "generation_batch_size" in f and "global_batch_size" in f:
+        batch, global_batch = f["generation_batch_size"], f["global_batch_size"]
+        fixed = -(-batch // global_batch) * global_batch
+        return [_fix("overrides", {"generation_batch_size": fixed},
+                     f"generation_batch_size {batch} is not a multiple of the global batch {global_batch}")]
+    if "generation_batch_size" in f:
+        batch = f["generation_batch_size"]
+        fixes = []
+        accumulation = s.get("gradient_accumulation_steps")
+        if accumulation and s.get("generation_batch_size") is None:
+            factor = generations // gcd(batch, generations)
+            fixes.append(_fix("overrides", {"gradient_accumulation_steps": accumulation * factor},
+                              f"generation_batch_size {batch} (per-device x processes x accumulation) is not "
+                              f"divisible by num_generations={generations}; accumulation {accumulation} -> "
+                              f"{accumulation * factor} makes it {batch * factor}"))
+        lcm = batch * generations // gcd(batch, generations)
+        fixes.append(_fix("overrides", {"generation_batch_size": lcm},
+                          f"generation_batch_size {batch} is not divisible by num_generations={generations}; "
+                          f"{lcm} is the smallest that is, and stays a multiple of the global batch"))
+        fixes += _fewer_generations(batch, generations)
+        return fixes
+    processes, per_device, split = f["num_processes"], f["per_device_batch_size"], c.root.extra["split"]
+    batch = processes * per_device
+    key = f"per_device_{split}_batch_size"
+    new_per_device = next(p for p in range(per_device + 1, per_device + generations + 1)
+                          if processes * p % generations == 0)
+    fixes = _fewer_generations(batch, generations, c.root.extra.get("valid"),
+                               c.root.extra.get("generations_key", "num_generations"))
+    fixes.append(_fix("overrides", {key: new_per_device},
+                      f"global {split} batch {processes} x {per_device} = {batch} is not divisible by "
+                      f"num_generations={generations}; {processes} x {new_per_device} = "
+                      f"{processes * new_per_device} is"))
+    return fixes
+
+
+def _fewer_generations(batch: int, generations: int, valid: list[int] | None = None,
+                       key: str = "num_generations") -> list[dict]:
+    valid = valid or [g for g in range(2, batch + 1) if batch % g == 0]
+    smaller = max((g for g in valid if g < generations), default=None)
+    if not smaller:
+        return []
+    return [_fix("overrides", {key: smaller},
+                 f"a batch of {batch} completions divides into groups of {valid}; {smaller} is the largest "
+                 f"below {generations}")]
+
+
+def _checkpointing(c: Context) -> list[dict]:
+    return [
+        _fix("overrides", {"gradient_checkpointing_kwargs": {"use_reentrant": False}},
+             f"'{c.root.text[:90]}' is what reentrant checkpointing gives with ZeRO-3 partitioned weights or "
+             "frozen inputs; the non-reentrant implementation tracks them"),
+        _fix("overrides", {"gradient_checkpointing": False},
+             f"'{c.root.text[:60]}': or turn checkpointing off, at the cost of keeping every layer's activations"),
+    ]
+
+
+BY_CAUSE = {
+    "true_capacity": _true_capacity,
+    "fragmentation": _fragmentation,
+    "evaluation_spike": _evaluation_spike,
+    "generation_rollout": _generation_rollout,
+    "host_ram": _host_ram,
+    "communication": _communication,
+}
+BY_KIND = {
+    "batch_mismatch": _batch_mismatch,
+    "config_mismatch": _config_mismatch,
+    "grpo_divisibility": _grpo,
+    "checkpointing_error": _checkpointing,
+}
+
+
+def fixes_for(diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None) -> list[dict]:
+    context = Context(diagnosis, root, world_size, per_node)
+    build = BY_KIND.get(diagnosis.kind) or BY_CAUSE[diagnosis.cause]
+    return build(context)
+

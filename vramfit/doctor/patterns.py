@@ -1,0 +1,138 @@
+"""What the doctor looks for in a log, as compiled regexes.
+
+Every line is first tested against ANCHOR (bytes, cheap); only lines that match are decoded and run
+through the patterns below, which is what keeps a 100 MB log fast.
+"""
+from __future__ import annotations
+
+import re
+
+from vramfit.doctor.units import SIZE
+
+# One literal per thing worth a closer look. Literals without digits: lines that differ only in their
+# numbers (loss logs, timestamps) match alike, which lets the scanner remember the quiet ones.
+ANCHOR = re.compile(
+    rb"out of memory|OutOfMemory|Out of memory|CUBLAS_STATUS_ALLOC_FAILED|oom|OOM|Killed|SIGKILL"
+    rb"|exitcode|return code|got signal|killed by signal|local_rank|Root Cause"
+    rb"|Traceback|File \"|\.py:|Error|error|Watchdog|watchdog|NCCL|Timeout|TCPStore"
+    rb"|- ds |NOT_AVAILABLE|require grad|size of tensor|use_reentrant|num_generations"
+    rb"|\*\*\*\*\* Running|Saving|Loading|Total optimization|Instantaneous batch|ccumulation|Num processes"
+    rb"|global_step|batch_size|_steps|_strategy|max_completion|gradient_checkpointing|liger|offload"
+    rb"|pin_memory|\"device\"|\"stage\"|zero_stage|world_size|nproc|NPROC|num_gpus|num_processes|nnodes"
+    rb"|max_pixels|num_workers|ddp_timeout|PYTORCH_CUDA_ALLOC_CONF|ZeRO|DeepSpeed|deepspeed"
+)
+
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+# Prefixes launchers put before each line: pdsh/DeepSpeed multi-node "10.0.0.5: " or "node01: ",
+# torchrun "[rank3]:" / "[default3]:", srun --label "3: ".
+HOST_PREFIX = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]*\d[a-z0-9-]*(?:\.[a-z0-9-]+)*): ")
+RANK_PREFIX = re.compile(r"^\[([A-Za-z_]+?)(\d+)\]:\s?")
+LABEL_PREFIX = re.compile(r"^(\d{1,5}): ")
+
+# Python and rich tracebacks.
+TRACEBACK = "Traceback (most recent call last)"
+FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)|([^\s│|]+\.py):\d+ in (\w+)')
+EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+
+# tqdm: "desc:  12%|███▏      | 50/400 [10:23<1:12:00, 12.34s/it]"
+BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[[^\]]*\]?")
+
+# --- GPU memory ---
+OOM = re.compile(
+    r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|OutOfMemoryError"
+    r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
+    r"|CUDA_ERROR_OUT_OF_MEMORY"
+)
+OOM_FIGURES = {
+    "requested": [re.compile(r"Tried to allocate " + SIZE)],
+    "gpu": [re.compile(r"\bGPU (\d+)")],
+    "total": [re.compile(SIZE + r" total capacity"), re.compile(r"total capac\w* of " + SIZE)],
+    "free": [re.compile(r"of which " + SIZE + r" is free"), re.compile(SIZE + r" free")],
+    "allocated": [re.compile(SIZE + r" already allocated"), re.compile(SIZE + r" is allocated by PyTorch")],
+    "reserved_total": [re.compile(SIZE + r" (?:reserved in total by PyTorch|cached)")],
+    "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated")],
+    "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"),
+               re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
+}
+PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.IGNORECASE)
+
+# --- host RAM: a rank killed by SIGKILL, or the kernel / Slurm OOM killer ---
+HOST_KILL = re.compile(
+    r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|exits with return code = -9"
+    r"|Signals\.SIGKILL|got signal: 9\b|Killed process \d+|oom-kill:|oom_reaper|invoked oom-killer"
+    r"|oom_kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
+    r"|task \d+: Out Of Memory"
+)
+DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal")
+# Who reported the kill, in the words of the report.
+KILL_SOURCES = [
+    (re.compile(r"exits with return code = -9"), "DeepSpeed's launcher reports a rank exited with return code -9"),
+    (re.compile(r"exitcode\s*:\s*-9|Signal 9 \(SIGKILL\)"), "torchrun reports a rank exited with -9 (SIGKILL)"),
+    (re.compile(r"Killed process|oom-kill|oom_reaper|oom-killer"), "the kernel's OOM killer killed the process"),
+    (re.compile(r"oom_kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
+    (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
+    (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
+    (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),
+]
+KILLED_RANK = re.compile(r"local_rank[=:]\s*(\d+)|task (\d+): Out Of Memory")
+KILLED_RSS = re.compile(r"anon-rss:(\d+)kB")
+
+# torchrun's ChildFailedError block: "rank      : 5 (local_rank: 5)" then "exitcode  : -9 (pid: 12350)"
+FAILURE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+FAILURE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+ROOT_CAUSE = "Root Cause (first observed failure)"
+# The first rank to exit, as the launchers report it: torchrun "failed (exitcode: 1) local_rank: 3 (pid: ...)",
+# DeepSpeed "[..., '--local_rank=3', ...] exits with return code = 1".
+LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
+                           r"|local_rank=(?P<ds_rank>\d+).*exits with return code = (?P<ds_code>-?\d+)")
+
+# --- communication ---
+NCCL_TIMEOUT = re.compile(
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\)"
+    r"(?: ran for (?P<ran>\d+) milliseconds)?"
+)
+NCCL_ERROR = re.compile(
+    r"Watchdog caught collective operation timeout|NCCL communicator was aborted|watchdog got stuck"
+    r"|Some NCCL operations have failed or timed out|DistStoreError|RendezvousTimeoutError"
+    r"|NCCL error|ncclSystemError|ncclInternalError|ncclRemoteError"
+)
+RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+
+# --- configuration errors ---
+DS_BATCH = re.compile(
+    r"train_batch_size is not equal to micro_batch_per_gpu \* gradient_acc_step \* world_size"
+    r"\s*(\d+)\s*!=\s*(\d+)\s*\*\s*(\d+)\s*\*\s*(\d+)"
+)
+HF_MISMATCH = "DeepSpeed config values that mismatch TrainingArguments values"
+HF_MISMATCH_ITEM = re.compile(r"- ds ([\w.]+)=(\S+) vs hf ([\w.]+)=(\S+)")
+GRPO_GLOBAL_OLD = re.compile(
+    r"global (train|eval) batch size \((\d+) x (\d+)\) must be evenly divisible by the number of"
+    r" generations per prompt \((\d+)\)"
+)
+GRPO_VALID = re.compile(r"valid values for the number of generations are: \[([\d,\s]*)\]")
+GRPO_EVAL_NEW = re.compile(
+    r"global eval batch size \((\d+) \* (\d+)\) must be divisible by the number of generations"
+    r" used for evaluation \((\d+)\)"
+)
+GRPO_GEN_BATCH = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
+GRPO_GEN_GLOBAL = re.compile(
+    r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)"
+)
+GRPO_MIN = re.compile(r"GRPO requires at least 2 generations per prompt(?:.*?You provided (\d+))?")
+CHECKPOINTING = re.compile(
+    r"The size of tensor a \(0\) must match the size of tensor b"
+    r"|(?:ds_status|'status')\W+(?:ZeroParamStatus\.)?NOT_AVAILABLE"
+    r"|element 0 of tensors does not require grad and does not have a grad_fn"
+)
+
+# --- where in the run we are, from lines other than tracebacks ---
+HINTS = [
+    (re.compile(r"\*\*\*\*\* Running (?:Evaluation|Prediction) \*\*\*\*\*"), "evaluation"),
+    (re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*"), "training"),
+    (re.compile(r"Saving (?:the )?model|Saving checkpoint|save_checkpoint"), "checkpoint_save"),
+    (re.compile(r"Loading checkpoint shards|Loading model|DeepSpeedZeroOptimizer|Creating ZeRO|ZeRO Offload"
+                r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"), "model_load"),
+]
+STEP = re.compile(r"global_step/max_steps'?:\s*'?(\d+)/(\d+)")

@@ -1,0 +1,345 @@
+"""One pass over the log: the failure events it contains, the run's settings, and where the run was.
+
+State is per stream (a launcher prefix such as "[rank3]:" or "10.0.0.5:"), so interleaved ranks keep
+their own tracebacks. Everything kept is bounded: a few events per kind, the last frames per stream,
+the last progress bar.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from vramfit.doctor import patterns as P
+from vramfit.doctor.lines import clean, split_prefix
+from vramfit.doctor.phase import phase_of
+from vramfit.doctor.settings import Settings
+from vramfit.doctor.units import to_gib
+
+MAX_EVENTS = 16  # per kind
+MAX_STREAMS = 512
+MAX_FRAMES = 48
+MAX_FAILURES = 64
+MAX_QUIET = 4096  # shapes (digits removed) of lines known to hold nothing of interest...
+MAX_SHAPE = 1024  # ...if they are short enough to be worth remembering
+DIGITS = b"0123456789"
+
+TRAIN_BARS = {"", "train", "training", "trainer"}
+EVAL_WORDS = ("val", "eval", "valid", "predict", "test")
+LOAD_WORDS = ("loading", "load ")
+GENERATION_WORDS = ("processed prompts", "generat", "rollout", "sampling")
+
+
+@dataclass
+class Event:
+    kind: str  # a Diagnosis kind
+    line: int
+    text: str
+    rank: int | None = None
+    frames: tuple = ()
+    phase: str = "unknown"  # from the frames, else from the lines before it
+    step: int | None = None
+    figures: dict = field(default_factory=dict)  # GiB floats, ints
+    raw: dict = field(default_factory=dict)  # the same figures as printed, for quoting
+    extra: dict = field(default_factory=dict)
+
+
+class Stream:
+    __slots__ = ("frames", "closed", "failure_rank", "root_next", "mismatch")
+
+    def __init__(self):
+        self.frames: deque = deque(maxlen=MAX_FRAMES)
+        self.closed = False  # the last traceback has ended in its exception line
+        self.failure_rank: int | None = None  # in a ChildFailedError block
+        self.root_next = False
+        self.mismatch: Event | None = None  # collecting "- ds ... vs hf ..." lines
+
+
+class Scan:
+    def __init__(self):
+        self.events: dict[str, list[Event]] = {}
+        self.settings = Settings()
+        self.failures: list[tuple[int, int]] = []  # torchrun ChildFailedError: (rank, exitcode)
+        self.root_cause_rank: int | None = None
+        # gradient checkpointing or ZeRO-3 seen: what makes the checkpointing errors below what they seem
+        self.checkpointing_context = False
+        self.lines = 0
+        self.nul_bytes = 0
+        self._streams: dict[str, Stream] = {}
+        self._train_total: int | None = None
+        self._train_marker: bytes | None = None  # b"/400 [" once the training bar is known
+        self._train_bar: tuple[int, bytes] | None = None
+        self._bars = {"evaluation": 0, "model_load": 0, "generation": 0}  # line of the last such bar
+        self._hint = (0, "unknown")
+        self._quiet: set[bytes] = set()
+
+    # --- the per-line hot path ---
+
+    def feed(self, lines: list[bytes]) -> None:
+        for line in lines:
+            self.lines += 1
+            for segment in line.split(b"\r") if b"\r" in line else (line,):
+                if b"%|" in segment:
+                    self._bar_segment(segment)
+                else:
+                    self._plain(segment)
+
+    def _plain(self, segment: bytes) -> None:
+        """Look closer at lines with an anchor; remember the shapes of lines that turned out to say nothing
+        (a warning repeated every step costs one lookup after its first time)."""
+        shape = segment.translate(None, DIGITS)
+        if shape in self._quiet:
+            return
+        if P.ANCHOR.search(segment) and self._line(segment):
+            return
+        if len(shape) <= MAX_SHAPE:
+            if len(self._quiet) >= MAX_QUIET:
+                self._quiet.clear()
+            self._quiet.add(shape)
+
+    def _bar_segment(self, segment: bytes) -> None:
+        marker = self._train_marker
+        at = segment.find(marker) if marker is not None else -1
+        if at >= 0:  # the training bar: no regex, just what follows it on the line
+            end = segment.find(b"]", at) + 1 or len(segment)
+            self._train_bar = (self.lines, segment[:end])
+            if end < len(segment):
+                self._plain(segment[end:])
+            return
+        text = clean(segment)
+        match = P.BAR.search(text)
+        if not match:
+            self._plain(segment)
+            return
+        desc = split_prefix(match.group("desc").strip())[2].strip().rstrip(":").strip().lower()
+        total = int(match.group("total"))
+        if self._train_total is None and desc in TRAIN_BARS and total > 1:
+            self._set_train_total(total)
+        if desc in TRAIN_BARS and total == self._train_total or desc.startswith("epoch"):
+            self._train_bar = (self.lines, segment)
+        elif desc == "" or desc.startswith(EVAL_WORDS):
+            self._bars["evaluation"] = self.lines
+        elif desc.startswith(LOAD_WORDS):
+            self._bars["model_load"] = self.lines
+        elif any(w in desc for w in GENERATION_WORDS):
+            self._bars["generation"] = self.lines
+        rest = text[match.end():]
+        if rest.strip():
+            self._plain(rest.encode())
+
+    def _set_train_total(self, total: int) -> None:
+        self._train_total = total
+        self._train_marker = b"/%d [" % total
+
+    # --- lines worth a look ---
+
+    def _stream(self, key: str) -> Stream:
+        stream = self._streams.get(key)
+        if stream is None:
+            if len(self._streams) >= MAX_STREAMS:
+                key = "*"
+            stream = self._streams.setdefault(key, Stream())
+        return stream
+
+    def _line(self, raw: bytes) -> bool:
+        """Read one anchored line; False when it turned out to say nothing."""
+        key, rank, text = split_prefix(clean(raw))
+        stream = self._stream(key)
+        if P.TRACEBACK in text:
+            stream.frames.clear()
+            stream.closed = False
+            return True
+        frame = P.FRAME.search(text)
+        if frame:
+            if stream.closed:
+                stream.frames.clear()
+                stream.closed = False
+            path, func = frame.group(1) or frame.group(3), frame.group(2) or frame.group(4)
+            stream.frames.append((path, func))
+            if "utils/checkpoint" in path or "stage3" in path:
+                self.checkpointing_context = True
+            return True
+        if stream.mismatch is not None:
+            item = P.HF_MISMATCH_ITEM.search(text)
+            if item:
+                items = stream.mismatch.extra["items"]
+                if len(items) < MAX_EVENTS:
+                    items.append(item.groups())
+                return True
+            stream.mismatch = None
+        if self._event(text, rank, stream):
+            return True
+        if P.EXCEPTION_LINE.match(text):
+            stream.closed = True
+            return True
+        return self._context_line(text, key, stream)
+
+    def _event(self, text: str, rank: int | None, stream: Stream) -> bool:
+        """Record the failure this line reports, if any."""
+        if P.OOM.search(text):
+            event = self._add("cuda_oom", text, rank, stream)
+            for name, regexes in P.OOM_FIGURES.items():
+                for regex in regexes:
+                    match = regex.search(text)
+                    if match:
+                        event.raw[name] = match.group(1)
+                        break
+            self._oom_figures(event)
+            return True
+        if P.HOST_KILL.search(text) or P.DATALOADER_KILL.search(text):
+            killed = P.KILLED_RANK.search(text)
+            if stream.failure_rank is not None and text.lstrip().startswith(("exitcode", "traceback")):
+                rank = stream.failure_rank
+            elif killed:
+                rank = int(killed.group(1) or killed.group(2))
+            event = self._add("host_oom", text, rank, stream, frames=False)
+            event.extra["dataloader"] = bool(P.DATALOADER_KILL.search(text))
+            rss = P.KILLED_RSS.search(text)
+            if rss:
+                event.figures["killed_rss_gib"] = round(int(rss.group(1)) / 2**20, 2)
+            self._failure(text, stream)
+            return True
+        match = P.NCCL_TIMEOUT.search(text)
+        if match or P.NCCL_ERROR.search(text):
+            in_text = P.RANK_IN_TEXT.search(text)
+            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream)
+            if match:
+                event.extra.update(op=match.group("op"), seq=int(match.group("seq")))
+                event.figures["timeout_ms"] = int(match.group("timeout"))
+                if match.group("ran"):
+                    event.figures["ran_for_ms"] = int(match.group("ran"))
+            return True
+        match = P.DS_BATCH.search(text)
+        if match:
+            event = self._add("batch_mismatch", text, rank, stream)
+            names = ("train_batch_size", "micro_batch_per_gpu", "gradient_accumulation_steps", "world_size")
+            event.figures.update(zip(names, map(int, match.groups())))
+            return True
+        if P.HF_MISMATCH in text:
+            stream.mismatch = self._add("config_mismatch", text, rank, stream)
+            stream.mismatch.extra["items"] = []
+            return True
+        return self._grpo(text, rank, stream) or self._checkpointing(text, rank, stream)
+
+    def _grpo(self, text: str, rank: int | None, stream: Stream) -> bool:
+        old, new_eval = P.GRPO_GLOBAL_OLD.search(text), P.GRPO_EVAL_NEW.search(text)
+        gen_batch, gen_global = P.GRPO_GEN_BATCH.search(text), P.GRPO_GEN_GLOBAL.search(text)
+        too_few = P.GRPO_MIN.search(text)
+        if not (old or new_eval or gen_batch or gen_global or too_few):
+            return False
+        event = self._add("grpo_divisibility", text, rank, stream)
+        f, extra = event.figures, event.extra
+        if old:
+            extra["split"] = old.group(1)
+            processes, per_device, generations = map(int, old.groups()[1:])
+            f.update(num_processes=processes, per_device_batch_size=per_device, num_generations=generations)
+            valid = P.GRPO_VALID.search(text)
+            if valid:
+                extra["valid"] = [int(v) for v in valid.group(1).replace(",", " ").split()]
+        elif new_eval:
+            per_device, processes, generations = map(int, new_eval.groups())
+            f.update(num_processes=processes, per_device_batch_size=per_device, num_generations=generations)
+            # TRL 1.x has a separate num_generations_eval
+            extra.update(split="eval", generations_key="num_generations_eval")
+        elif gen_batch:
+            f.update(generation_batch_size=int(gen_batch.group(1)), num_generations=int(gen_batch.group(2)))
+        elif gen_global:
+            f.update(generation_batch_size=int(gen_global.group(1)), global_batch_size=int(gen_global.group(2)))
+        elif too_few.group(1):
+            f["num_generations"] = int(too_few.group(1))
+        return True
+
+    def _checkpointing(self, text: str, rank: int | None, stream: Stream) -> bool:
+        if "use_reentrant" in text:
+            self.checkpointing_context = True
+        if not P.CHECKPOINTING.search(text):
+            return False
+        self._add("checkpointing_error", text, rank, stream)
+        return True
+
+    def _oom_figures(self, event: Event) -> None:
+        raw, f = event.raw, event.figures
+        for name in ("requested", "total", "free", "allocated", "reserved_unallocated", "in_use"):
+            if name in raw:
+                f[f"{name}_gib"] = to_gib(raw[name])
+        if "reserved_total" in raw and "allocated" in raw:  # torch <= 2.0 prints reserved in total
+            f["reserved_unallocated_gib"] = round(to_gib(raw["reserved_total"]) - f["allocated_gib"], 6)
+        if "gpu" in raw:
+            f["gpu"] = int(raw["gpu"])
+
+    def _failure(self, text: str, stream: Stream) -> None:
+        """An "exitcode : N" line of a ChildFailedError block."""
+        exit_code = P.FAILURE_EXIT.match(text)
+        if exit_code and stream.failure_rank is not None:
+            self._record_failure(stream.failure_rank, int(exit_code.group(1)))
+
+    def _record_failure(self, rank: int, code: int) -> None:
+        if len(self.failures) < MAX_FAILURES:
+            self.failures.append((rank, code))
+
+    def _context_line(self, text: str, key: str, stream: Stream) -> bool:
+        """Lines that say where the run is, or what it was configured with; False if this one does not."""
+        failure_rank = P.FAILURE_RANK.match(text)
+        if failure_rank:
+            stream.failure_rank = int(failure_rank.group(1))
+            if stream.root_next:
+                self.root_cause_rank, stream.root_next = stream.failure_rank, False
+            return True
+        if P.FAILURE_EXIT.match(text):
+            self._failure(text, stream)
+            return True
+        if P.ROOT_CAUSE in text:
+            stream.root_next = True
+            return True
+        launcher_exit = P.LAUNCHER_EXIT.search(text)
+        if launcher_exit:
+            rank = int(launcher_exit.group("rank") or launcher_exit.group("ds_rank"))
+            self._record_failure(rank, int(launcher_exit.group("code") or launcher_exit.group("ds_code")))
+            if self.root_cause_rank is None:
+                self.root_cause_rank = rank
+            return True
+        hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
+        if hint:
+            self._hint = (self.lines, hint)
+        step = P.STEP.search(text)
+        if step:
+            self._train_bar = (self.lines, step.group(0).encode())
+        learned = self.settings.read(key, text)
+        if self._train_total is None and "max_steps" in self.settings.values:
+            self._set_train_total(self.settings.values["max_steps"])
+        return bool(hint or step or learned)
+
+    # --- events ---
+
+    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True) -> Event:
+        """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS."""
+        event = Event(kind, self.lines, text.strip(), rank)
+        if frames and not stream.closed:
+            event.frames = tuple(stream.frames)
+        stream.closed = True
+        event.phase = phase_of(event.frames)
+        if event.phase == "unknown":
+            event.phase = self._where()
+        event.step = self._step()
+        kept = self.events.setdefault(kind, [])
+        if len(kept) < MAX_EVENTS:
+            kept.append(event)
+        return event
+
+    def _where(self) -> str:
+        """The phase the lines so far point at: the latest progress bar or banner."""
+        candidates = [self._hint, *((line, phase) for phase, line in self._bars.items())]
+        if self._train_bar:
+            candidates.append((self._train_bar[0], "training"))
+        line, phase = max(candidates)
+        return "unknown" if phase == "training" or line == 0 else phase
+
+    def _step(self) -> int | None:
+        """The last training step the progress bar (or a step log line) showed."""
+        if not self._train_bar:
+            return None
+        text = self._train_bar[1].decode("utf-8", "replace")
+        bar = P.BAR.search(text)
+        if bar:
+            return int(bar.group("n"))
+        logged = P.STEP.search(text)
+        return int(logged.group(1)) if logged else None

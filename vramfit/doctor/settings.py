@@ -1,0 +1,131 @@
+"""The run's settings as the log shows them: launch command, TrainingArguments dump, DeepSpeed config.
+
+Only the handful of settings the fixes need are read, each under its Hugging Face / TRL name; the
+first valid value wins (launch command and argument dumps come first; error messages are not read).
+"""
+from __future__ import annotations
+
+import re
+
+# canonical name -> (type, spellings seen in logs: CLI flags, dataclass reprs, YAML, banners)
+KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "per_device_train_batch_size": ("int", ("per_device_train_batch_size", "micro_batch_size",
+                                            "train_micro_batch_size_per_gpu",
+                                            "instantaneous batch size per device")),
+    "per_device_eval_batch_size": ("int", ("per_device_eval_batch_size", "eval_batch_size")),
+    "gradient_accumulation_steps": ("int", ("gradient_accumulation_steps",)),
+    "global_batch_size": ("int", ("train_batch_size",
+                                  "total train batch size (w. parallel, distributed & accumulation)")),
+    "max_steps": ("int", ("total optimization steps",)),
+    "eval_steps": ("int", ("eval_steps",)),
+    "eval_strategy": ("word", ("eval_strategy", "evaluation_strategy")),
+    "num_generations": ("int", ("num_generations",)),
+    "max_completion_length": ("int", ("max_completion_length",)),
+    "generation_batch_size": ("int", ("generation_batch_size",)),
+    "gradient_checkpointing": ("bool", ("gradient_checkpointing",)),
+    "use_liger_kernel": ("bool", ("use_liger_kernel", "liger_fused_linear_cross_entropy")),
+    "world_size": ("int", ("world_size", "dist_world_size")),
+    "nproc_per_node": ("int", ("nproc_per_node", "num_local_procs", "num_gpus", "num_processes", "num processes")),
+    "nnodes": ("int", ("nnodes", "num_nodes")),
+    "ddp_timeout": ("int", ("ddp_timeout",)),
+    "max_pixels": ("int", ("max_pixels",)),
+    "dataloader_num_workers": ("int", ("dataloader_num_workers",)),
+    "zero_stage": ("int", ("zero_stage", "zero_optimization_stage")),
+}
+_SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
+_KEYS = "|".join(
+    "[_ -]".join(re.escape(part) for part in s.split("_")) for s in sorted(_SPELLING, key=len, reverse=True)
+)
+# key, then "=", ":", spaces or DeepSpeed's dotted padding, then the value
+SETTING = re.compile(
+    r"(?<![\w.-])(?:--)?(" + _KEYS + r")[\"']?(?:\s*[=:]\s*|\s+(?:\.+\s+)?)[\"']?([\w.:/-]+)",
+    re.IGNORECASE,
+)
+OFFLOAD_REPR = re.compile(  # DeepSpeed's config print: offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', ...)
+    r"offload_(param|optimizer)=\w*\(device=[^,]*?\b(cpu|nvme|none)\b[^)]*?pin_memory=(True|False)")
+OFFLOAD_SECTION = re.compile(r"[\"']offload_(param|optimizer)[\"']\s*:\s*\{")
+JSON_DEVICE = re.compile(r"[\"']device[\"']\s*:\s*[\"'](\w+)")
+JSON_PIN = re.compile(r"[\"']pin_memory[\"']\s*:\s*(true|false)", re.IGNORECASE)
+JSON_STAGE = re.compile(r"[\"']stage[\"']\s*:\s*(\d)")
+REPR_STAGE = re.compile(r"zero_config\b.*?\bstage=(\d)|deepspeed\W+\S*zero(\d)")  # or a JSON named zero3*
+ALLOC_CONF = re.compile(r"PYTORCH_CUDA_ALLOC_CONF\s*[=:]\s*[\"']?([\w:,.]+)")
+
+
+def _value(kind: str, text: str):
+    if kind == "int":
+        return int(float(text)) if re.fullmatch(r"\d+(?:\.0+)?", text) else None
+    if kind == "bool":
+        return {"true": True, "false": False}.get(text.lower())
+    word = text.rsplit(".", 1)[-1].lower()  # IntervalStrategy.STEPS -> steps
+    return word if word.isidentifier() else None
+
+
+class Settings:
+    """Accumulates settings line by line; `values` maps canonical names to values."""
+
+    def __init__(self):
+        self.values: dict = {}
+        self._section: dict[str, tuple[str, int]] = {}  # per stream: open offload block, lines left
+
+    def _set(self, key: str, value) -> None:
+        if value is not None:
+            self.values.setdefault(key, value)
+
+    def read(self, stream: str, text: str) -> bool:
+        """Take what this line says; True if it taught anything new (or is inside a config block)."""
+        known = len(self.values)
+        for match in SETTING.finditer(text):
+            key = _SPELLING[re.sub(r"[ -]", "_", match.group(1).lower())]
+            self._set(key, _value(KEYS[key][0], match.group(2)))
+        if "deepspeed" in text.lower():
+            self.values.setdefault("uses_deepspeed", True)
+        if "offload" in text or "device" in text or "pin_memory" in text:
+            self._offload(stream, text)
+        match = JSON_STAGE.search(text) or REPR_STAGE.search(text)
+        if match:
+            self._set("zero_stage", int(match.group(1) or match.group(2)))
+        if "PYTORCH_CUDA_ALLOC_CONF" in text and "try setting" not in text:
+            match = ALLOC_CONF.search(text)
+            if match:
+                self._set("PYTORCH_CUDA_ALLOC_CONF", match.group(1))
+        return len(self.values) > known or stream in self._section
+
+    def _offload(self, stream: str, text: str) -> None:
+        for which, device, pin in OFFLOAD_REPR.findall(text):
+            self._set(f"offload_{which}", device)
+            self._set(f"offload_{which}_pin_memory", pin == "True")
+        match = OFFLOAD_SECTION.search(text)
+        if match:
+            self._section[stream] = (match.group(1), 8)
+            text = text[match.end():]
+        if stream not in self._section:
+            return
+        which, left = self._section[stream]
+        device, pin = JSON_DEVICE.search(text), JSON_PIN.search(text)
+        if device:
+            self._set(f"offload_{which}", device.group(1).lower())
+        if pin:
+            self._set(f"offload_{which}_pin_memory", pin.group(1).lower() == "true")
+        if "}" in text or left <= 1:
+            del self._section[stream]
+        else:
+            self._section[stream] = (which, left - 1)
+
+    def per_node(self) -> int | None:
+        """Ranks per node: what shares one host's RAM."""
+        v = self.values
+        if "nproc_per_node" in v:
+            return v["nproc_per_node"]
+        world = self.world_size()
+        return world // v.get("nnodes", 1) if world else None
+
+    def world_size(self) -> int | None:
+        v = self.values
+        if "world_size" in v:
+            return v["world_size"]
+        if "nproc_per_node" in v:
+            return v["nproc_per_node"] * v.get("nnodes", 1)
+        per_device, accumulation = v.get("per_device_train_batch_size"), v.get("gradient_accumulation_steps")
+        if v.get("global_batch_size") and per_device and accumulation:
+            return v["global_batch_size"] // (per_device * accumulation) or None
+        return None
