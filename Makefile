@@ -8,7 +8,7 @@ VRAMFIT := $(VENV)/bin/vramfit
 PYTEST := $(VENV)/bin/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help venv recipe-guard run validate list show plan doctor test test-gpu bench clean
+.PHONY: help venv recipe-guard run validate list show plan doctor review test test-gpu bench clean
 
 # Checked before the environment is built, so a forgotten RECIPE fails at once.
 recipe-guard:
@@ -49,6 +49,10 @@ plan: recipe-guard $(STAMP) ## predicted memory per GPU and host RAM: make plan 
 doctor: $(STAMP) ## read a crash log: make doctor LOG=runs/x/train.log [RECIPE=...]
 	@if [ -z "$(LOG)" ]; then echo "LOG is not set. Example: make doctor LOG=runs/vlm-r1-h20/train.log RECIPE=vlm-r1-h20" >&2; exit 2; fi
 	$(VRAMFIT) doctor $(LOG) $(if $(RECIPE),--recipe $(RECIPE))
+
+review: $(STAMP) ## review your own launch script and configs: make review FILES="run.sh ds.json" ARGS="--gpu h20"
+	@if [ -z "$(FILES)" ]; then echo "FILES is not set. Example: make review FILES=run_grpo_rec.sh ARGS='--gpu h20'" >&2; exit 2; fi
+	$(VRAMFIT) review $(FILES) $(ARGS)
 
 test: $(STAMP) ## the test suite (CPU; GPU-marked tests are skipped with a reason)
 	$(PYTEST) -m "not gpu" $(PYTEST_ARGS)

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from vramfit import recipe as recipe_mod
+from vramfit.checks.deepspeed_json import section
 from vramfit.checks.recipe_rules import micro_and_accumulation
 from vramfit.paths import all_recipe_files, find_recipe, recipes_dir
 from vramfit.problems import ConfigError, Problems
@@ -19,8 +20,8 @@ def zero_label(recipe) -> str:
         ds = json.loads(recipe.path(recipe.deepspeed).read_text())
     except (OSError, json.JSONDecodeError):
         return "?"
-    zero = ds.get("zero_optimization") or {}
-    offload = [part for part in ("optimizer", "param") if (zero.get(f"offload_{part}") or {}).get("device", "none") != "none"]
+    zero = section(ds, "zero_optimization")
+    offload = [part for part in ("optimizer", "param") if section(zero, f"offload_{part}").get("device", "none") != "none"]
     return f"{zero.get('stage', 0)}" + (f" + offload {'/'.join(offload)}" if offload else "")
 
 

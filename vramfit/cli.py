@@ -19,6 +19,8 @@ examples:
   vramfit run vlm-r1-h20 --dry-run
   vramfit run vlm-r1-h20 --smoke
   vramfit doctor runs/vlm-r1-h20/train.log --recipe vlm-r1-h20
+  vramfit review run_grpo_rec.sh --gpu h20
+  vramfit slurm sharegpt4v-7b-16xa100-80g > job.sbatch
 
 overrides are key=value: a dotted path into the recipe (hardware.gpus_per_node=4,
 data.max_pixels=1003520) or a bare Hugging Face / TRL argument name, which resolves to
@@ -140,15 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plan", action="store_true", help="skip the memory planner")
     p.set_defaults(func=cmd_validate)
 
-    try:  # TEMP-INTEGRATION
-        from vramfit.planner import cli as planner_cli
-    except ImportError:
-        planner_cli = None
-    if planner_cli:
-      p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
+    from vramfit.planner import cli as planner_cli
+
+    p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-      planner_cli.add_arguments(p)
-      p.set_defaults(func=planner_cli.run)
+    planner_cli.add_arguments(p)
+    p.set_defaults(func=planner_cli.run)
 
     p = sub.add_parser("run", help="validate, then launch (or --dry-run, or --smoke)")
     p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
@@ -177,32 +176,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
+    from vramfit.review import cli as review_cli
+
+    p = sub.add_parser("review", help="review an upstream launch script and its configs: checks, memory, closest recipe")
+    review_cli.add_arguments(p)
+    p.set_defaults(func=review_cli.run)
+
     p = sub.add_parser("cp", help="copy a recipe to a new folder to edit")
     p.add_argument("recipe")
     p.add_argument("new_name")
     p.set_defaults(func=cmd_cp)
 
-    try:  # TEMP-INTEGRATION
-        from vramfit.doctor import cli as doctor_cli
-        p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
-        doctor_cli.add_arguments(p)
-        p.set_defaults(func=_doctor)
-    except ImportError:
-        pass
+    from vramfit.doctor import cli as doctor_cli
+
+    p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
+    doctor_cli.add_arguments(p)
+    p.set_defaults(func=_doctor)
     return parser
 
 
 def _doctor(args) -> int:
     from vramfit.doctor import cli as doctor_cli
 
-    plan_fixes = None
-    if getattr(args, "recipe", None):
-        from vramfit.planner.cli import plan_fixes as plan_fixes  # noqa: PLW0127
-    return doctor_cli.run(args, plan_fixes=plan_fixes)
+    from vramfit.planner.cli import plan_fixes
+
+    return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
+
+
+LIGHT = {"list", "show", "cp", "doctor"}  # commands that never import the training libraries
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may follow options (`launch.sh --dry-run key=value`): take them as items too.
+    stray = [e for e in extra if "=" not in e or e.startswith("-")]
+    if stray or (extra and not hasattr(args, "items")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.items = [*args.items, *extra]
+    if args.command not in LIGHT:
+        from vramfit import libraries
+
+        libraries.quiet()
     try:
         return args.func(args)
     except ConfigError as error:

@@ -167,7 +167,9 @@ def parse_value(text: str) -> Any:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    return text if value is None and text.strip() not in ("null", "~", "") else value
+    if isinstance(value, str) or (value is None and text.strip() not in ("null", "~", "")):
+        return text  # a string stays exactly as typed (YAML would fold newlines and strip quotes)
+    return value
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields, file: str) -> Problems:

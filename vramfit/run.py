@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vramfit import launch, multinode, outputs
+from vramfit.checks.deepspeed_json import section
 from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problem, Problems
 from vramfit.validate import Validated, validate
 
@@ -223,8 +224,8 @@ def _guard_outputs(validated: Validated, target, overrides: list[str], rdir: Pat
 def host_ram_preflight(validated: Validated, force: bool) -> Problems:
     """With offload, the planner's host-RAM need against what this node has free right now."""
     problems = Problems()
-    zero = validated.deepspeed.get("zero_optimization") or {}
-    offloads = any((zero.get(k) or {}).get("device", "none") != "none" for k in ("offload_optimizer", "offload_param"))
+    zero = section(validated.deepspeed, "zero_optimization")
+    offloads = any(section(zero, k).get("device", "none") != "none" for k in ("offload_optimizer", "offload_param"))
     available = outputs.host_ram_available_gib()
     if not offloads or validated.plan is None or available is None or force:
         return problems

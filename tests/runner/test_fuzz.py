@@ -5,6 +5,7 @@ The counts of what was tried and rejected are printed (pytest -s) for the closin
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def _mutate(doc, data):
 
 def _check(tree, capsys, argv):
     run_dir = tree / "runs" / "fuzz"
+    shutil.rmtree(run_dir, ignore_errors=True)  # an earlier accepted example may have written it
     code = main([*argv, "--run-dir", str(run_dir)])
     out = capsys.readouterr()
     assert "Traceback" not in out.err + out.out

@@ -41,6 +41,13 @@ def read(path: Path, problems: Problems, file_label: str, key: str = "deepspeed"
     return data
 
 
+def section(node: Any, *path: str) -> dict[str, Any]:
+    """A nested block of a JSON that may be malformed: {} unless every level is an object."""
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
 def _walk(node: Any, prefix: str = ""):
     if isinstance(node, dict):
         for k, v in node.items():
@@ -146,6 +153,15 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
             except ValueError:
                 continue
             problems.add(label, key, f"{value!r} is a string where a number belongs", f"write {value} without quotes, or \"auto\".")
+    for key in _OBJECT_SECTIONS:
+        if key in raw and not isinstance(raw[key], dict):
+            problems.add(label, key, f"must be a JSON object, got {type(raw[key]).__name__} {json.dumps(raw[key])[:60]}",
+                         f"write \"{key}\": {{...}} as in the files under {CONFIG_DIR}/.")
+    for key in ("offload_optimizer", "offload_param"):
+        value = section(raw, "zero_optimization").get(key)
+        if value is not None and not isinstance(value, dict):
+            problems.add(label, f"zero_optimization.{key}", f"must be a JSON object, got {json.dumps(value)[:60]}",
+                         f"write \"{key}\": {{\"device\": \"cpu\"}} or remove it.")
     if problems:
         return problems, None
     if args is None:
@@ -154,7 +170,12 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
         hidden = _hidden_size(json.loads(recipe.path(recipe.model.config).read_text()))
     except (OSError, ValueError):
         return problems, None  # the unreadable model config is reported by recipe_rules
-    filled, mismatches = fill_auto(raw, _AsOnTheGPU(args, recipe.training), hidden)
+    try:
+        filled, mismatches = fill_auto(raw, _AsOnTheGPU(args, recipe.training), hidden)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        problems.add(label, "", f"transformers cannot fill its \"auto\" values ({exc.__class__.__name__}: {exc})",
+                     f"compare the structure with the files under {CONFIG_DIR}/.")
+        return problems, None
     for line in mismatches:
         # "- ds train_micro_batch_size_per_gpu=4 vs hf per_device_train_batch_size=2"
         body = line.lstrip("- ")
@@ -166,13 +187,13 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
         if value == "auto":
             problems.add(label, key, "is \"auto\" but nothing fills it (transformers fills only batch, clipping, precision, optimizer/scheduler params and the hidden-size buckets)",
                          f"write an explicit value for {key}.")
-    zero = filled.get("zero_optimization") or {}
+    zero = section(filled, "zero_optimization")
     stage = zero.get("stage", 0)
-    offload_param = (zero.get("offload_param") or {}).get("device", "none")
+    offload_param = section(zero, "offload_param").get("device", "none")
     if offload_param not in (None, "none") and stage != 3:
         problems.add(label, "zero_optimization.offload_param", f"parameter offload needs ZeRO stage 3 (stage is {stage})",
                      "set zero_optimization.stage to 3, or remove offload_param (optimizer offload alone is valid from stage 1).")
-    if (filled.get("fp16") or {}).get("enabled") is True and (filled.get("bf16") or {}).get("enabled") is True:
+    if section(filled, "fp16").get("enabled") is True and section(filled, "bf16").get("enabled") is True:
         problems.add(label, "fp16.enabled", "fp16 and bf16 are both enabled", "keep one; set both to \"auto\" and choose in training (bf16: true or fp16: true).")
     ignored, error = ignored_top_level_keys(filled)
     if error is None:  # a parser that stopped early has not read the keys after the bad one
@@ -184,6 +205,10 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
         problems.add(label, "", f"DeepSpeed rejects the resolved config ({error.__class__.__name__}: {message})", "correct the key DeepSpeed names.")
     return problems, (filled if not problems else None)
 
+
+# Blocks that DeepSpeed and transformers read as objects.
+_OBJECT_SECTIONS = ("zero_optimization", "optimizer", "scheduler", "fp16", "bf16", "activation_checkpointing",
+                    "flops_profiler", "checkpoint", "aio", "data_types", "comms_logger", "tensorboard", "wandb", "csv_monitor")
 
 # Section names DeepSpeed reads, for "did you mean" only; the ignored-key verdict comes from its parser.
 _DEEPSPEED_SECTIONS = (

@@ -5,6 +5,7 @@ import json
 import re
 from typing import Any
 
+from vramfit.checks.deepspeed_json import section
 from vramfit.hardware import CATALOGUE
 from vramfit.problems import Problems
 from vramfit.recipe import NAME_RE
@@ -114,7 +115,7 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     # Precision against the GPU.
     gpu = CATALOGUE[recipe.hardware.gpu]
     t = recipe.training
-    ds_bf16 = ((raw_ds or {}).get("bf16") or {}).get("enabled") is True
+    ds_bf16 = section(raw_ds, "bf16").get("enabled") is True
     if (t.get("bf16") is True or ds_bf16) and not gpu.bf16:
         problems.add(file, "training.bf16", f"bf16 on {gpu.label}, which has no bf16 support",
                      "set bf16: false and fp16: true (or pick a GPU with bf16).")
@@ -122,7 +123,7 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
         problems.add(file, "training.fp16", "fp16 and bf16 are both true", "keep one of them.")
 
     # ZeRO-3 with 4-bit weights.
-    stage = ((raw_ds or {}).get("zero_optimization") or {}).get("stage")
+    stage = section(raw_ds, "zero_optimization").get("stage")
     q = recipe.model.quantization
     if q is not None and stage == 3:
         compute = q.compute_dtype

@@ -90,6 +90,11 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
             problems.add(file, where, f"{value!r} is a boolean where a number belongs", f"write a number for {key}.")
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0 and key in _NON_NEGATIVE:
             problems.add(file, where, f"must not be negative (got {value})", f"set {key} to a positive value.")
+        else:
+            wrong = _type_error(recipe.method, key, ann, value)
+            if wrong:
+                problems.add(file, where, f"{value!r} does not fit the type {_type_name(ann)} ({wrong})",
+                             f"give {key} a value of type {_type_name(ann)}.")
     if problems:
         return problems, None
     try:
@@ -102,6 +107,34 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
                      "change the value the message names.")
         return problems, None
     return problems, args
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(method: str | None, key: str):
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(_fields(method if method == "grpo" else None)[key])
+    except Exception:  # an annotation pydantic cannot express: the class itself will judge the value
+        return None
+
+
+def _type_error(method: str | None, key: str, annotation: Any, value: Any) -> str:
+    """Why `value` does not fit the field's annotation ('' when it does), judged by pydantic."""
+    from pydantic import ValidationError
+
+    adapter = _adapter(method, key)
+    if adapter is None:
+        return ""
+    try:
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        return exc.errors()[0]["msg"]
+    return ""
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
 _NON_NEGATIVE = {

@@ -1,0 +1,131 @@
+"""How close the planner comes to published peak-memory measurements.
+
+Predicts every row of shared/reference/calibration/scenarios.jsonl (61 published peaks) plus the
+two recorded OOM rows of SKIPPED.md, and prints per row the prediction against the measurement,
+then the median and 90th-percentile absolute relative error, the fit / OOM verdict accuracy, and
+the same figures for DeepSpeed's own model-states estimators on the same rows.
+
+What is compared: a row's `metric` says what was measured - `allocated` is compared with the
+planner's allocated peak, `nvidia-smi` with its device total (allocated + allocator reserve + CUDA
+context), `reserved` and `unstated` with allocated + allocator reserve. DeepSpeed's estimators
+(`estimate_zero2_model_states_mem_needs` for single GPU / DDP / ZeRO-1/2, `estimate_zero3_model_states_mem_needs`
+for ZeRO-3 / FSDP) get the model's parameter count - as `*_all_live(model)` would count it - and
+the row's GPUs and offload; they count model states only.
+
+Verdict: a row "fits" when its figure is within the card (the 61 measured rows ran, so they fit);
+the two OOM rows must be predicted not to fit. The planner's verdict is its own `fits` (peak within
+95% of the card); DeepSpeed's is its estimate within the card.
+
+Usage: python benchmarks/planner_accuracy.py   (shared/ found as <repo>/../shared or $VRAMFIT_SHARED)
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from vramfit.hardware import CATALOGUE  # noqa: E402
+from vramfit.planner import Setup, plan  # noqa: E402
+from vramfit.planner import params  # noqa: E402
+
+GIB = 2**30
+
+# SKIPPED.md: measured "OOM" with no peak figure; each is a copy of a measured row with its changes.
+OOM_ROWS = [
+    ("P4-r4 (OOM)", "P5-r5", {"method": "full", "lora": None}),
+    ("MV-r55 (OOM)", "MV-r56", {"num_gpus": 2}),
+]
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("VRAMFIT_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def rows(shared: Path) -> list[dict]:
+    lines = (shared / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()
+    data = [json.loads(line) for line in lines if line.strip()]
+    by_id = {r["id"]: r for r in data}
+    for label, base, changes in OOM_ROWS:
+        data.append({**by_id[base], **changes, "id": label, "measured_gib": None})
+    return data
+
+
+def deepspeed_estimate(row: dict, setup: Setup, arch) -> float:
+    """DeepSpeed's own per-GPU estimate (GiB) for the row: model states only."""
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    total = arch.total
+    offload = row["offload"] != "none"
+    if row["parallelism"] in ("zero3", "fsdp"):
+        largest = max(arch.largest_module, max(max(s.layer_params) for s in arch.stacks.values()))
+        _, gpu, _ = estimate_zero3_model_states_mem_needs(
+            total, largest, num_gpus_per_node=setup.gpus_per_node, num_nodes=1,
+            cpu_offload=offload, cpu_offload_params=row["offload"] == "optimizer+params", zero_init=True)
+    else:
+        _, gpu = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=setup.gpus_per_node, num_nodes=1,
+                                                       cpu_offload=offload)
+    return gpu / GIB
+
+
+def summarise(errors: list[float]) -> tuple[float, float]:
+    ordered = sorted(errors)
+    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p90
+
+
+def main() -> int:
+    shared = shared_dir()
+    started = time.perf_counter()
+    table = []
+    for row in rows(shared):
+        setup = Setup.from_scenario(row, shared)
+        p = plan(setup)
+        arch = params.summary(setup.model_config)
+        predicted = p.measure(row["metric"])
+        ds = deepspeed_estimate(row, setup, arch)
+        capacity = CATALOGUE[setup.gpu].memory_gib
+        table.append((row, predicted, p.fits, ds, ds <= capacity, p.peak_phase))
+    elapsed = time.perf_counter() - started
+
+    print(f"{'row':<14} {'model':<26} {'metric':<10} {'measured':>9} {'planner':>8} {'err':>7} {'deepspeed':>9} {'err':>7}  verdicts (planner/ds)")
+    ours, theirs = [], []
+    verdict_ok = ds_verdict_ok = 0
+    for row, predicted, fits, ds, ds_fits, phase in table:
+        measured = row["measured_gib"]
+        expect_fit = measured is not None
+        verdict_ok += fits == expect_fit
+        ds_verdict_ok += ds_fits == expect_fit
+        if measured is None:
+            err = derr = ""
+        else:
+            e, d = (predicted - measured) / measured, (ds - measured) / measured
+            ours.append(abs(e))
+            theirs.append(abs(d))
+            err, derr = f"{e:+.1%}", f"{d:+.1%}"
+        name = Path(row["model_config"]).stem
+        shown = "OOM" if measured is None else f"{measured:.2f}"
+        print(f"{row['id']:<14} {name:<26} {row['metric']:<10} {shown:>9} {predicted:>8.2f} {err:>7} {ds:>9.2f} {derr:>7}  "
+              f"{'fit' if fits else 'OOM'}/{'fit' if ds_fits else 'OOM'}")
+    n = len(table)
+    med, p90 = summarise(ours)
+    dmed, dp90 = summarise(theirs)
+    print()
+    print(f"rows: {len(ours)} measured + {n - len(ours)} recorded OOM; planned in {elapsed:.2f} s")
+    print(f"planner:   median |error| {med:.1%}, p90 |error| {p90:.1%}, verdicts {verdict_ok}/{n} ({verdict_ok / n:.1%})")
+    print(f"deepspeed: median |error| {dmed:.1%}, p90 |error| {dp90:.1%}, verdicts {ds_verdict_ok}/{n} ({ds_verdict_ok / n:.1%})")
+    ooms = [t for t in table if t[0]["measured_gib"] is None]
+    print("recorded OOM rows predicted not to fit: " + ", ".join(f"{t[0]['id']} {'yes' if not t[2] else 'NO'} ({t[1]:.1f} GiB)" for t in ooms))
+    print("targets: median <= 10%, p90 <= 25%, every recorded OOM predicted not to fit")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""`vramfit review` end to end on small files written in tmp_path: what it reads, what it reports,
+its exit codes and its JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from review_support import SEEDS, find
+
+from vramfit.review import cli
+from vramfit.review.reviewer import review
+from vramfit.review.sources import read_all
+
+DS_ZERO3 = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def script(folder: Path, flags: str, head: str = "", ds: dict | None = None) -> Path:
+    """A torchrun launch of Llama-3.2-3B on 8 GPUs with ZeRO-3, plus `flags`."""
+    write(folder, "ds.json", json.dumps(ds or DS_ZERO3))
+    return write(folder, "run.sh", f"#!/usr/bin/env bash\nset -euo pipefail\n{head}\n"
+                                   "torchrun --nproc_per_node 8 train.py \\\n"
+                                   "    --model_name_or_path meta-llama/Llama-3.2-3B \\\n"
+                                   "    --deepspeed ds.json \\\n"
+                                   f"    --bf16 true --gradient_checkpointing true --model_max_length 1024 {flags}\n")
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    code = cli.run(parser.parse_args(argv))
+    return code, capsys.readouterr().out
+
+
+def test_var_resolution_flag_equals_value_and_continuations(tmp_path):
+    path = script(tmp_path, "--per_device_train_batch_size=${BS} \\\n    --gradient_accumulation_steps=$((8 / BS))", head="BS=${BS:-2}")
+    result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
+    assert result.plan.setup.micro_batch == 2 and result.plan.setup.gradient_accumulation_steps == 4
+    assert result.plan.setup.world == 8 and result.plan.setup.seq_len == 1024
+    assert "2 per GPU x 4 accumulation x 8 ranks = 64" in result.summary[2]
+
+
+def test_clean_setup_exits_0(tmp_path, capsys):
+    path = script(tmp_path, "--per_device_train_batch_size 1 --gradient_accumulation_steps 4",
+                  head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    code, out = run_cli([str(path), "--gpu", "a100-80g", "--host-ram-gib", "512"], capsys)
+    assert code == 0, out
+    assert "exit 0: nothing found would fail or OOM the run." in out
+    assert "closest recipe: axolotl-llama-3b-8xa100-80g" in out and "memory plan (vramfit plan):" in out
+
+
+def test_unknown_flag_is_reported_with_did_you_mean(tmp_path):
+    path = script(tmp_path, "--per_device_train_bath_size 4 --lerning_rate 1e-5")
+    result = review([str(path)], gpu="a100-80g")
+    [typo] = find(result, key="--per_device_train_bath_size", severity="warning")
+    assert typo.what == ("unknown flag --per_device_train_bath_size: not a TrainingArguments/GRPOConfig/launcher argument. "
+                         "Did you mean '--per_device_train_batch_size'?")
+    assert typo.line == 7 and typo.file.endswith("run.sh")
+    assert find(result, key="--lerning_rate", text="Did you mean '--learning_rate'?")
+
+
+def test_launcher_flags_unknown_or_after_the_script(tmp_path):
+    path = write(tmp_path, "run.sh", "torchrun --nproc_per_nodes 8 --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B "
+                                     "--nnodes 2 --model_max_length 512\n")
+    result = review([str(path)], gpu="a100-80g")
+    [launcher] = find(result, key="--nproc_per_nodes")
+    assert "torchrun refuses it" in launcher.what and "Did you mean '--nproc_per_node'" in launcher.what
+    [misplaced] = find(result, key="--nnodes")
+    assert "is a torchrun option, but it comes after the script" in misplaced.what
+    assert find(result, key="--deepspeed", text="no DeepSpeed JSON: reviewed as plain data parallel")
+
+
+def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
+    result = review([str(script(tmp_path, "--per_device_train_batch_size $1"))], gpu="a100-80g")
+    [runtime] = find(result, key="--per_device_train_batch_size", severity="warning")
+    assert "its value '$1' is set when the script runs" in runtime.what
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing.sh", "no such file"),
+    (lambda d: d, "is a directory"),
+    (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "cannot be read (UnicodeDecodeError"),
+    (lambda d: write(d, "bad.json", "{not json"), "is not valid JSON at line 1"),
+    (lambda d: write(d, "notes.txt", "hello"), "cannot tell what kind of file"),
+    (lambda d: write(d, "run.sh", "echo hello\n"), "has no launch command"),
+])
+def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
+    path = make(tmp_path)
+    code, out = run_cli([str(path), "--gpu", "a100-80g"], capsys)
+    assert code == 2
+    assert message in out and "exit 2: the input could not be read or reviewed." in out
+
+
+def test_missing_deepspeed_json_named_by_the_script_exits_2(tmp_path):
+    path = script(tmp_path, "")
+    (tmp_path / "ds.json").unlink()
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 2
+    [missing] = result.findings
+    assert missing.key == "--deepspeed" and "names ds.json, which is not next to the script" in missing.what
+    assert missing.fix == f"pass the file as another PATH: vramfit review {missing.file} path/to/ds.json."
+
+
+def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):
+    path = script(tmp_path / "a", "")
+    (tmp_path / "a" / "ds.json").unlink()
+    offload = {**DS_ZERO3, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}
+    given = write(tmp_path / "b", "ds.json", json.dumps(offload))
+    result = review([str(path), str(given)], gpu="a100-80g")
+    assert result.exit_code != 2 and result.plan.setup.zero.offload_optimizer
+
+
+def test_model_name_matching_and_model_config_flag(tmp_path):
+    local = write(tmp_path, "run.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path /ckpt/Qwen2.5-VL-3B-Instruct/ "
+                                      "--model_max_length 2048\n")
+    assert review([str(local)], gpu="a100-80g").plan.setup.model_config.name == "qwen2.5-vl-3b-instruct.json"
+    other = write(tmp_path, "other.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path my-org/secret-7b --model_max_length 2048\n")
+    result = review([str(other)], gpu="a100-80g")
+    assert result.exit_code == 2 and "--model-config model_configs/<file>.json" in result.findings[0].fix
+    assert review([str(other)], gpu="a100-80g", model_config="model_configs/llava-1.5-7b.json").plan.setup.model_config.name == "llava-1.5-7b.json"
+
+
+def test_against_names_the_recipe_to_compare_with(tmp_path):
+    path = script(tmp_path, "--per_device_train_batch_size 1")
+    result = review([str(path)], gpu="a100-80g", against="sharegpt4v-7b-8xa100-40g")
+    assert result.closest_recipe == "sharegpt4v-7b-8xa100-40g"
+    assert review([str(path)], gpu="a100-80g", against="sharegpt4v-7b").exit_code == 2
+
+
+def test_no_gpu_flag_borrows_the_closest_recipes_and_says_so(tmp_path):
+    result = review([str(script(tmp_path, ""))])
+    [assumed] = find(result, key="--gpu", severity="warning")
+    assert "the files do not say which GPU: reviewed as a100-80g, the closest recipe's (axolotl-llama-3b-8xa100-80g)" in assumed.what
+
+
+def test_accelerate_config_deepspeed_settings_are_checked_against_the_arguments(tmp_path):
+    write(tmp_path, "acc.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+                                "  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 4\n  zero_stage_typo: 1\n"
+                                "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n")
+    path = write(tmp_path, "run.sh", "accelerate launch --config_file acc.yaml train.py --model_name_or_path meta-llama/Llama-3.2-3B "
+                                     "--gradient_accumulation_steps 2 --max_seq_length 1024\n")
+    result = review([str(path)], gpu="a100-80g")
+    [contradiction] = find(result, key="gradient_accumulation_steps", severity="error")
+    assert contradiction.file.endswith("acc.yaml") and contradiction.line == 6
+    assert "contradicts the training arguments (gradient_accumulation_steps=4 vs gradient_accumulation_steps=2)" in contradiction.what
+    assert find(result, key="deepspeed_config.zero_stage_typo", text="Did you mean 'zero_stage'?")
+    assert result.plan.setup.world == 8 and result.plan.setup.zero.offload_optimizer and result.plan.setup.precision == "bf16"
+
+
+def test_training_arguments_yaml(tmp_path):
+    path = write(tmp_path, "train.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nfinetuning_type: lora\nlora_rank: 16\n"
+                                         "cutoff_len: 1024\nper_device_train_batch_size: 2\nlearning_rate: 1.0e-4\nbf16: true\n")
+    result = review([str(path)], gpu="a100-80g", gpus=4)
+    assert result.plan.setup.method == "lora" and result.plan.setup.lora_r == 16 and result.plan.setup.seq_len == 1024
+
+
+def test_json_shape(capsys):
+    code, out = run_cli([str(SEEDS / "tinychart/scripts/train.sh"), "--gpu", "a100-80g", "--gpus", "8", "--host-ram-gib", "64", "--json"], capsys)
+    data = json.loads(out)
+    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code"}
+    assert code == data["exit_code"] == 1 and data["closest_recipe"] == "tinychart-3b-8xa100-80g-offload"
+    for finding in data["findings"]:
+        assert set(finding) == {"severity", "file", "key", "what", "fix", "source", "line"}
+        assert finding["severity"] in ("error", "warning", "info")
+        assert finding["source"] in ("validation", "planner", "recipe-diff")
+    severities = [f["severity"] for f in data["findings"]]
+    assert severities == sorted(severities, key=["error", "warning", "info"].index)
+    assert data["plan"]["host_ram_fits"] is False and data["plan"]["host_ram_available_gib"] == 64
+
+
+def test_json_for_unreadable_input(tmp_path, capsys):
+    code, out = run_cli([str(tmp_path / "nope.sh"), "--json"], capsys)
+    data = json.loads(out)
+    assert code == data["exit_code"] == 2 and data["plan"] is None and data["closest_recipe"] is None
+    assert data["findings"][0]["severity"] == "error" and "no such file" in data["findings"][0]["what"]
+
+
+def test_reading_never_runs_the_script(tmp_path):
+    marker = tmp_path / "ran"
+    path = write(tmp_path, "run.sh", f"touch {marker}\nX=$(touch {marker})\ntorchrun --nproc_per_node 1 t.py --model_name_or_path x\n")
+    read_all([str(path)])
+    assert not marker.exists()
+
+
+def test_the_runner_checks_report_in_the_users_flags(tmp_path):
+    grpo = write(tmp_path, "grpo.sh", "torchrun --nproc_per_node 6 src/open_r1/grpo_rec.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct "
+                                      "--num_generations 4 --per_device_train_batch_size 1 --max_pixels 1003520 --bf16 True\n")
+    result = review([str(grpo)], gpu="v100-32g")
+    [divisible] = find(result, key="--num_generations", severity="error")
+    assert "valid num_generations: [2, 3, 6]" in divisible.fix and divisible.line == 1
+    [precision] = find(result, key="--bf16", severity="error")
+    assert "no bf16 support" in precision.what
+
+
+def test_lora_rank_without_a_switch_means_lora_and_trl_config_files_are_read(tmp_path):
+    write(tmp_path, "recipes/sft.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: 2\n"
+                                        "gradient_checkpointing: true\nbf16: true\nmax_seq_length: 1024\n")
+    path = write(tmp_path, "run.sh", "accelerate launch --num_processes 4 sft.py --config recipes/sft.yaml --lora_r 32 --lora_alpha 64\n")
+    result = review([str(path)], gpu="a100-80g")
+    setup = result.plan.setup
+    assert setup.method == "lora" and setup.lora_r == 32 and setup.micro_batch == 2 and setup.world == 4
+    assert not find(result, text="unknown")
+
+
+def test_fewer_nodes_than_the_script_says_changes_the_global_batch(tmp_path):
+    path = script(tmp_path, "--per_device_train_batch_size 4 --gradient_accumulation_steps 1", head="NODES=2")
+    path.write_text(path.read_text().replace("--nproc_per_node 8", "--nproc_per_node 8 --nnodes $NODES"))
+    result = review([str(path)], gpu="a100-80g", nodes=1)
+    assert find(result, key="--nnodes", severity="info", text="the script says 2; reviewed with --nodes 1")
+    [batch] = find(result, key="--per_device_train_batch_size", severity="warning")
+    assert "the global batch changes from the 64 sequences per optimizer step the files give on their 16 ranks" in batch.what
+    assert "4 x 1 x 8 = 32" in batch.what and batch.fix == "set gradient_accumulation_steps: 2 (keeps micro-batch 4)."
+    assert "(the files, as written for 16 ranks: 64)" in result.summary[2]
+
+
+def test_a_script_that_launches_axolotl_reads_its_config_and_fixes_go_there(tmp_path):
+    config = SEEDS / "axolotl/llama-3b-fft.yml"
+    path = write(tmp_path, "train.sh", f"accelerate launch --num_processes 8 -m axolotl.cli.train {config}\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.world == 8 and result.plan.setup.micro_batch == 4
+    [verdict] = find(result, source="planner", key="--gpu", severity="error")
+    assert verdict.file.endswith("train.sh") and "micro_batch_size: 2, gradient_accumulation_steps: 2" in verdict.fix
+    [checkpointing] = find(result, source="recipe-diff", key="gradient_checkpointing")
+    assert checkpointing.file.endswith("llama-3b-fft.yml") and checkpointing.fix == "gradient_checkpointing: true"
+
+
+def test_a_word_where_a_number_belongs_is_an_error_and_the_plan_waits(tmp_path):
+    path = write(tmp_path, "train.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: four\nbf16: true\n"
+                                         "max_seq_length: 1024\n")
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.exit_code == 1 and result.plan is None
+    [word] = find(result, key="per_device_train_batch_size", severity="error")
+    assert "'four' is a string where a number belongs" in word.what and word.line == 2
+    assert find(result, source="planner", text="memory not planned")

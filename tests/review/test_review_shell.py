@@ -1,0 +1,90 @@
+"""The launch-script reader: variables, continuations, comments, quoting, wrappers, never running anything."""
+from __future__ import annotations
+
+from vramfit.review import shell
+
+
+def launch(text: str) -> shell.Command:
+    """The one torchrun command of `text`."""
+    commands = [c for c in shell.parse(text).commands if c.argv[0] == "torchrun"]
+    assert len(commands) == 1, commands
+    return commands[0]
+
+
+def test_variables_resolve_where_the_script_defines_them():
+    script = """
+export GPUS=8
+BS=${BS:-4}
+NAME="${RUN:-grpo}-$GPUS"
+torchrun --nproc_per_node $GPUS train.py --per_device_train_batch_size ${BS} --run_name "$NAME" --seed ${SEED}
+"""
+    argv = launch(script).argv
+    assert argv[1:3] == ["--nproc_per_node", "8"]
+    assert argv[argv.index("--per_device_train_batch_size") + 1] == "4"
+    assert argv[argv.index("--run_name") + 1] == "grpo-8"
+    assert argv[argv.index("--seed") + 1] == "${SEED}"  # never defined: stays visible as unresolved
+
+
+def test_default_is_not_used_when_the_variable_is_set_and_assign_default_sticks():
+    script = "BS=2\nX=${BS:-16}\n: ${LR:=1e-5}\ntorchrun t.py --a $X --lr $LR\n"
+    assert launch(script).argv[-4:] == ["--a", "2", "--lr", "1e-5"]
+
+
+def test_arithmetic_truncates_like_bash_and_unknown_names_stay_unresolved():
+    script = "BATCH=128\nPER=8\nGPUS=6\nGA=$((BATCH / PER / GPUS))\nP=2$(($RANDOM % 10))\ntorchrun t.py --ga $GA --port $P\n"
+    argv = launch(script).argv
+    assert argv[argv.index("--ga") + 1] == "2"
+    assert argv[argv.index("--port") + 1] == "2$((...))"
+
+
+def test_line_continuations_and_flag_equals_value():
+    script = "torchrun --nproc_per_node=4 \\\n    train.py \\\n    --learning_rate=2e-5 \\\n    --bf16 True\n"
+    command = launch(script)
+    assert command.argv == ["torchrun", "--nproc_per_node=4", "train.py", "--learning_rate=2e-5", "--bf16", "True"]
+    assert command.line == 1
+
+
+def test_multi_line_double_quoted_variable_is_word_split_when_unquoted():
+    script = 'N=2\nARGS="\n    --nproc_per_node $N \\\n    --nnodes 1\n"\ntorchrun $ARGS train.py\n'
+    assert launch(script).argv == ["torchrun", "--nproc_per_node", "2", "--nnodes", "1", "train.py"]
+
+
+def test_single_quotes_are_not_expanded_and_command_substitution_is_not_run():
+    script = "X=1\ntorchrun t.py --a '$X' --host $(hostname -i) --b `date`\n"
+    assert launch(script).argv[2:] == ["--a", "$X", "--host", "$(...)", "--b", "$(...)"]
+
+
+def test_a_comment_inside_a_continued_command_cuts_the_rest_off():
+    script = "torchrun t.py \\\n    --a 1 \\\n    # --b 2 \\\n    --c 3 \\\n    --d 4\n"
+    parsed = shell.parse(script)
+    assert parsed.commands[0].argv == ["torchrun", "t.py", "--a", "1"]
+    assert parsed.stray == [(4, ["--c", "3", "--d", "4"])]
+
+
+def test_redirections_pipes_and_here_documents_are_not_arguments():
+    script = "torchrun t.py --a 1 2>&1 | tee -a log.txt\ncat > ds.json <<EOF\n--not 1\nEOF\ntorchrun u.py > out.log\n"
+    parsed = shell.parse(script)
+    runs = [c.argv for c in parsed.commands if c.argv[0] == "torchrun"]
+    assert runs == [["torchrun", "t.py", "--a", "1"], ["torchrun", "u.py"]]
+    assert parsed.stray == []
+
+
+def test_bash_c_sees_exported_variables_only():
+    script = "export NNODES=2\nGPUS=8\nsrun --nodes=$NNODES bash -c 'torchrun --nnodes $NNODES --nproc_per_node $GPUS t.py'\n"
+    command = launch(script)
+    assert command.argv == ["torchrun", "--nnodes", "2", "--nproc_per_node", "$GPUS", "t.py"]
+    assert command.srun == {"nodes": "2"}
+
+
+def test_srun_and_sbatch_options_are_kept_as_hardware_hints():
+    script = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\nsrun -N 2 --ntasks-per-node 8 python -u train.py --a 1\n"
+    parsed = shell.parse(script)
+    assert parsed.sbatch["nodes"] == "2" and parsed.sbatch["gpus-per-node"] == "8"
+    assert parsed.variables["SLURM_NNODES"] == "2"
+    assert parsed.commands[0].argv == ["python", "-u", "train.py", "--a", "1"]
+    assert parsed.commands[0].srun == {"nodes": "2", "ntasks-per-node": "8"}
+
+
+def test_the_launch_environment_is_the_exported_variables_and_prefixes():
+    script = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nLOCAL=1\nCUDA_VISIBLE_DEVICES=0,1 torchrun t.py\n"
+    assert launch(script).environment == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_VISIBLE_DEVICES": "0,1"}

@@ -1,0 +1,164 @@
+"""Activation memory from the architecture: what autograd keeps per token, layer by layer.
+
+The per-layer terms follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models" (arXiv:2205.05198, sec. 4: 34sbh + 5as^2b for GPT), re-derived for the modules
+transformers 5.23 actually runs: what each op saves for its backward (PyTorch derivatives.yaml:
+a linear saves its input only when its weight trains, an activation function saves its input,
+a product saves both factors, dropout saves a bool mask), with
+
+- norms: HF RMSNorm upcasts to fp32 and keeps that copy (4 B/elem) plus the 16-bit input of the
+  weight multiply; nn.LayerNorm keeps its input; Liger's RMSNorm keeps the 16-bit input only;
+- attention: flash / sdpa keep q, k, v, the output and a fp32 log-sum-exp per head (no s^2);
+  sdpa with a padding mask repeats GQA key/value heads (transformers sdpa_attention.py
+  `use_gqa_in_sdpa`), eager keeps the fp32 softmax and its 16-bit copy: heads x s^2;
+- MLP: gated (SwiGLU / gated GELU) keeps gate, act(gate), up and their product; Liger's SwiGLU
+  recomputes the activation (keeps gate and up); what the activation itself keeps is measured on
+  the model's own activation module (params.py `_act_saves`: 1 input-sized tensor for torch
+  kernels, 4 for the Python `gelu_new`);
+- LoRA (PEFT 0.21): each adapted linear keeps its dropout output and mask, and the rank-r output;
+  a frozen base linear keeps nothing;
+- gradient checkpointing (torch.utils.checkpoint, non-reentrant as transformers 5.23 sets it):
+  each layer keeps only its input; one layer is recomputed at a time during backward.
+
+Logits and cross-entropy (transformers loss_utils.ForCausalLMLoss): logits in the compute dtype,
+upcast to fp32, log_softmax output kept; at the start of backward the kept log-probs plus two fp32
+gradients coexist: 12 B per token x vocab (then the head's backward: the 16-bit logits gradient,
+the input gradient and, when the head trains, its weight gradient). Liger's fused linear cross-entropy never materialises
+them: it keeps a chunk of ceil(BT / ceil(V/H)) rows (rounded to a power of two) x V, the input
+gradient (BT x H) and, when the head trains, its weight gradient (liger_kernel 0.8.5
+ops/fused_linear_cross_entropy.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramfit.planner.params import Adapted, Stack
+
+FP32 = 4
+MASK = 1  # torch.bool dropout mask
+
+
+@dataclass(frozen=True)
+class LayerMode:
+    """How one transformer layer runs in training."""
+
+    act: int  # bytes per activation element (2 for 16-bit compute, 4 for fp32)
+    trainable: bool  # the layer's own linears train: their inputs are kept
+    adapted: tuple[Adapted, ...] = ()  # LoRA inputs in this layer (per-layer averages)
+    lora_rank: int = 0
+    lora_dropout: bool = False
+    attention: str = "sdpa"
+    liger: bool = False  # Liger RMSNorm + SwiGLU patched in
+
+
+def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tuple[float, float]:
+    """Bytes kept for backward by one layer: (per token, per sample).
+
+    `seq` is the layer's own sequence (for eager s^2 scores); `kv_seq` the encoder length for the
+    cross-attention of an encoder-decoder's decoder layer.
+    """
+    a = mode.act
+    h, f, nh, kvh, hd = stack.hidden, stack.ffn, stack.heads, stack.kv_heads, stack.head_dim
+    roles = {ad.role for ad in mode.adapted}
+    keep_input = lambda role: mode.trainable or (role in roles and not mode.lora_dropout)  # noqa: E731
+    per_token = 0.0
+    per_sample = 0.0
+
+    # Norms (one per sublayer; a parallel block such as Phi shares one).
+    for _ in range(stack.norms_per_layer):
+        if stack.norm == "layer":
+            per_token += a * h  # nn.LayerNorm keeps its input (+ mean/rstd per token)
+        elif mode.liger:
+            per_token += a * h  # LigerRMSNorm keeps the input and rstd
+        else:
+            per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
+        if keep_input("attn_in") or keep_input("mlp_in"):
+            per_token += a * h  # the normalised output, input of the projections
+
+    # Self-attention.
+    repeat_kv = mode.attention != "flash" and kvh < nh  # sdpa / eager expand GQA heads when masked
+    kv_heads = nh if repeat_kv else kvh
+    # q, k, v (after RoPE) and the output: kept by flash / sdpa (which return it in [b, s, heads, d]
+    # layout, so the output projection reads the same tensor); eager's matmul keeps no output, only
+    # the output projection's transposed copy when that projection trains.
+    per_token += a * (nh * hd + 2 * kv_heads * hd)
+    if mode.attention != "eager" or keep_input("attn_out"):
+        per_token += a * nh * hd
+    if mode.attention == "flash" and keep_input("attn_out"):
+        per_token += a * nh * hd  # flash-attn varlen: unpadded output kept, re-padded copy feeds o_proj
+    cast = a if a != FP32 else 0  # the 16-bit copy of the fp32 softmax (none when computing in fp32)
+    if mode.attention == "eager":
+        per_token += (FP32 + cast) * nh * seq  # fp32 softmax (and its 16-bit copy), per query token
+        if stack.attn_dropout > 0:
+            per_token += (MASK + a) * nh * seq
+    else:
+        per_token += FP32 * nh  # log-sum-exp
+    if stack.cross_attention:  # decoder: attend to the encoder output
+        per_token += a * 2 * nh * hd + FP32 * nh  # q and output
+        per_sample += a * 2 * nh * hd * kv_seq  # k, v of the encoder states
+        if mode.attention == "eager":
+            per_token += (FP32 + cast + (MASK + a if stack.attn_dropout > 0 else 0)) * nh * kv_seq
+
+    # MLP.
+    if stack.gated and mode.liger:
+        per_token += a * 2 * f  # LigerSiLUMulFunction keeps gate and up, recomputes silu(gate)
+    elif stack.gated:
+        per_token += a * (stack.act_saves + 2) * f  # act(gate) keeps its input (+ intermediates); act out, up
+    else:
+        per_token += a * stack.act_saves * f  # fc1 output (+ intermediates of a Python activation)
+    if keep_input("mlp_out"):
+        per_token += a * f  # input of the down projection / fc2
+    if stack.hidden_dropout > 0:
+        sublayers = 3 if stack.cross_attention else 2
+        per_token += MASK * h * sublayers
+        if stack.gated:
+            per_token += MASK * f  # dropout inside the gated FFN (T5)
+
+    # LoRA branches.
+    for ad in mode.adapted:
+        if mode.lora_dropout:
+            per_token += ad.per_layer * (a + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
+        per_token += ad.per_layer * a * mode.lora_rank  # lora_A output, kept by lora_B
+    return per_token, per_sample
+
+
+def nograd_layer_bytes(stack: Stack, act: int, attention: str, seq: int) -> float:
+    """Peak bytes per token of one layer run without autograd (generation prefill, evaluation, a
+    frozen vision tower): its input and output, and the widest set of intermediates alive at once."""
+    h, f, nh, kvh, hd = stack.hidden, stack.ffn, stack.heads, stack.kv_heads, stack.head_dim
+    attn = nh * hd * 2 + 2 * kvh * hd + (nh * seq * (FP32 + act) / act if attention == "eager" else 0)
+    mlp = (3 if stack.gated else 2) * f
+    return act * (2 * h + max(attn, mlp))
+
+
+def backward_transient(stack: Stack, act: int) -> float:
+    """Bytes per token alive only inside one layer's backward: the incoming and outgoing gradient
+    of the widest op (the FFN) next to the residual-stream gradients."""
+    return act * 2 * (stack.hidden + stack.ffn)
+
+
+@dataclass(frozen=True)
+class LogitsMode:
+    vocab: int
+    hidden: int
+    act: int
+    liger: bool
+    head_trainable: bool
+    head_bytes: int  # bytes per element of the lm_head weight (its gradient has that dtype in Liger)
+
+
+def logits_bytes(m: LogitsMode, tokens: int) -> float:
+    """Peak of the loss computation over `tokens` positions."""
+    grad_weight = m.vocab * m.hidden * m.head_bytes if m.head_trainable else 0
+    if not m.liger:
+        forward = tokens * m.vocab * (m.act + FP32 + FP32) if m.act != FP32 else tokens * m.vocab * 2 * FP32
+        backward = tokens * m.vocab * 3 * FP32  # kept log-probs + d(log-probs) + d(fp32 logits)
+        # then the head's own backward: d(logits) in the compute dtype, its input gradient, its weight gradient
+        head = tokens * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
+        return max(forward, backward, head)
+    chunk = min(tokens, _pow2(-(-tokens // -(-m.vocab // m.hidden))))
+    return chunk * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

@@ -1,0 +1,150 @@
+"""`vramfit plan`: the memory planner on the command line.
+
+    vramfit plan RECIPE [key=value ...] [--json] [--plot FILE.png]
+    vramfit plan --model-config PATH/config.json --gpu NAME --gpus N [--nodes N] [--deepspeed FILE|preset] [key=value ...]
+
+Exit codes: 0 fits (GPU and host RAM), 1 does not fit (the verdict is printed either way), 2 bad
+input. Nothing heavy is imported at module level: `vramfit --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EPILOG = """\
+recipe mode: overrides are validated like the recipe file - a dotted path (data.max_pixels=1003520,
+deepspeed=deepspeed_configs/zero3_offload_optimizer.json, hardware.host_ram_gib=128) or a bare
+Hugging Face / TRL argument name (per_device_train_batch_size=2), which resolves to training.<name>.
+
+--model-config mode keys (Hugging Face / TRL names first, then planner keys):
+  per_device_train_batch_size=N  gradient_accumulation_steps=N  gradient_checkpointing=true|false
+  use_liger_kernel=true|false    optim=adamw_torch_fused|adamw_torch|adamw_bnb_8bit|adamw_8bit|
+                                 paged_adamw_32bit|paged_adamw_8bit|sgd|...
+  bf16=true|false  fp16=true|false (neither: fp32)
+  per_device_eval_batch_size=N  prediction_loss_only=true|false  eval_accumulation_steps=N
+  eval_strategy=steps|epoch|no  (evaluation is planned when set, or when an eval key is given)
+  num_generations=N  max_completion_length=N  max_prompt_length=N (prompt tokens, text + image)
+  beta=X  steps_per_generation=N  dataloader_num_workers=N  attn_implementation=flash_attention_2|sdpa|eager
+  method=full|lora|qlora|grpo (default full; qlora = LoRA on an nf4 base)
+  seq_len=N / max_length=N (tokens per sample, text + image; default 2048, GRPO prompt 512)
+  lora_r=N (16)  lora_dropout=X (0.05)  lora_target_modules=all-linear|<regex>|q_proj,v_proj
+  max_pixels=N (Qwen2-VL family, default the model's 12845056)
+  max_slice_nums=N (MiniCPM-V)  images_per_sample=N  train_vision=true|false
+  host_ram_gib=X (node size, to check host RAM)  eval_samples=N  expandable_segments=true|false
+  deepspeed=FILE|preset (same as --deepspeed)
+
+examples:
+  vramfit plan vlm-r1-h20
+  vramfit plan sharegpt4v-7b-8xa100-40g per_device_train_batch_size=8 gradient_accumulation_steps=1 --plot peak.png
+  vramfit plan --model-config model_configs/llama-3.2-3b.json --gpu a100-80g --gpus 8 --deepspeed zero3 \\
+      per_device_train_batch_size=4 seq_len=4096 bf16=true gradient_checkpointing=true
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Predict the per-GPU peak and host RAM of a recipe before launch, explain it, and list the smallest fixes."
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("items", nargs="*", metavar="RECIPE|key=value",
+                        help="a recipe name or path, then key=value overrides (with --model-config: overrides only)")
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.add_argument("--plot", metavar="FILE.png", help="write the breakdown per phase as a stacked bar chart (PNG)")
+    model = parser.add_argument_group("without a recipe")
+    model.add_argument("--model-config", metavar="PATH", help="a model config.json (e.g. model_configs/llama-3.2-3b.json)")
+    model.add_argument("--gpu", help="GPU name from the catalogue (a100-80g, h100, h20, ...)")
+    model.add_argument("--gpus", type=int, help="GPUs per node")
+    model.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    model.add_argument("--deepspeed", metavar="FILE|preset", help="a DeepSpeed JSON or a preset name from deepspeed_configs/ (zero3)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConfigError, Problems
+
+    problems = Problems()
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.suffix.lower() != ".png":
+            problems.add("vramfit plan", "--plot", f"'{args.plot}' is not a .png file name", "write --plot plan.png.")
+        elif not plot.parent.exists():
+            problems.add("vramfit plan", "--plot", f"folder '{plot.parent}' does not exist", "create it or plot into an existing folder.")
+    try:
+        if problems:
+            raise ConfigError(problems)
+        result = _plan(args)
+    except ConfigError as error:
+        for p in error.problems.items:
+            print(p, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        import json
+
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.render())
+    if args.plot:
+        result.plot(args.plot)
+        if not args.json:
+            print(f"plot: {args.plot}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _plan(args):
+    from vramfit.problems import ConfigError, Problems
+
+    items = list(args.items)
+    if args.model_config:
+        from vramfit.planner.plan import plan_args
+
+        problems = Problems()
+        if not args.gpu:
+            problems.add("vramfit plan", "--gpu", "--model-config needs the GPU", "add --gpu a100-80g (see `vramfit list` for names).")
+        if not args.gpus:
+            problems.add("vramfit plan", "--gpus", "--model-config needs the number of GPUs per node", "add --gpus 8.")
+        stray = [i for i in items if "=" not in i]
+        if stray:
+            problems.add("vramfit plan", stray[0], f"'{stray[0]}' is not key=value (with --model-config there is no RECIPE)",
+                         "drop it, or plan the recipe without --model-config.")
+        if problems:
+            raise ConfigError(problems)
+        return plan_args(args.model_config, args.gpu, args.gpus, args.nodes, args.deepspeed, items)
+    targets = [i for i in items if "=" not in i]
+    overrides = [i for i in items if "=" in i]
+    if len(targets) != 1:
+        raise ConfigError(Problems([_problem(
+            "vramfit plan", "RECIPE", f"plan takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
+            "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.")]))
+    from vramfit.paths import find_recipe
+    from vramfit.planner.plan import plan_recipe
+    from vramfit.recipe import load
+
+    return plan_recipe(load(find_recipe(targets[0]), overrides))
+
+
+def _problem(file: str, key: str, what: str, fix: str):
+    from vramfit.problems import Problem
+
+    return Problem(file, key, what, fix)
+
+
+def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float, bool]]:
+    """Price override fixes for `vramfit doctor`: (overrides, predicted peak GiB, fits) for each,
+    each planned as the recipe loaded with those overrides. Fixes are dicts or key=value lists."""
+    from vramfit.paths import find_recipe
+    from vramfit.planner.plan import plan_recipe
+    from vramfit.recipe import load
+
+    path = find_recipe(recipe)
+    out = []
+    for overrides in fixes:
+        items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
+        p = plan_recipe(load(path, items), fixes=False)
+        out.append((overrides, p.per_gpu_peak_gib, p.ok))
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,508 @@
+"""Parameter counts and layer shapes, read off the architecture built on the meta device.
+
+The model is instantiated from its config with transformers on the `meta` device (no weights, no
+memory), exactly as `model_configs/README.md` describes, and summarised into plain numbers: every
+`nn.Linear` with its full module name and shape (what LoRA targets and quantization act on), the
+parameters of each group (vision tower, projector, input embeddings, lm_head, the rest of the
+LLM), the parameters of every transformer layer, and the per-stack dimensions the activation
+model needs (hidden, FFN width, heads, KV heads, head dim, gated MLP, norm kind, dropout).
+
+The summary is cached by a hash of the config text and the transformers version: in memory, and
+on disk under the user cache dir (`$VRAMFIT_CACHE_DIR`, else `$XDG_CACHE_HOME/vramfit`, else
+`~/.cache/vramfit`), so planning after the first time imports neither torch nor transformers.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 4  # bump when the summary format changes; part of the cache key
+PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
+VISION_NAMES = {"vision_tower", "visual", "vision_model", "vpm", "image_encoder"}
+STACK_RE = re.compile(r"(?:^|\.)(layers|h|block|blocks)\.(\d+)(?:\.|$)")
+
+
+@dataclass(frozen=True)
+class Linear:
+    name: str
+    in_features: int
+    out_features: int
+    group: str  # "llm" | "vision" | "projector"
+    stack: str  # "text" | "encoder" | "decoder" | "vision" | "" (outside the layer stacks)
+    layer: int  # index within its stack, -1 outside
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack of identical transformer layers and the shapes that size its activations."""
+
+    name: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    gated: bool
+    norm: str  # "rms" (fp32 upcast as in HF RMSNorm / T5LayerNorm) | "layer" (nn.LayerNorm)
+    norms_per_layer: int
+    cross_attention: bool
+    attn_dropout: float
+    hidden_dropout: float
+    act_saves: float  # input-sized tensors the MLP activation keeps for backward (measured, see `_act_saves`)
+    layer_params: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Arch:
+    model_type: str
+    text_model_type: str
+    architecture: str
+    total: int
+    groups: dict[str, int]  # vision, projector, embed, lm_head, llm (sums to total)
+    linears: tuple[Linear, ...]
+    stacks: dict[str, Stack]
+    vocab: int
+    tied_embeddings: bool
+    largest_module: int  # params owned by the largest single module (DeepSpeed's "largest layer")
+    small_params: dict[int, int]  # numel -> count, for parameters up to SMALL (ZeRO-3 persistence)
+    image: dict[str, Any]  # `_image_tokens` of the config file, plus vision image/patch size
+    encoder_decoder: bool
+
+    @property
+    def text(self) -> Stack:
+        return self.stacks.get("text") or self.stacks["decoder"]
+
+
+SMALL = 1_000_000  # ZeRO-3 persistence thresholds are 10 x hidden (~1e5); 1e6 leaves room
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("VRAMFIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vramfit"
+
+
+def _transformers_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:  # pragma: no cover - transformers is a pinned dependency
+        return "none"
+
+
+def config_key(text: str) -> str:
+    return hashlib.sha256(f"{SCHEMA}|{_transformers_version()}|{text}".encode()).hexdigest()[:24]
+
+
+@functools.lru_cache(maxsize=64)
+def _summary_for(key: str, text: str) -> Arch:
+    disk = cache_dir() / "planner" / f"{key}.json"
+    if disk.is_file():
+        try:
+            return _from_json(json.loads(disk.read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass  # a stale or damaged cache file: rebuild it
+    data = build(json.loads(text))
+    try:
+        disk.parent.mkdir(parents=True, exist_ok=True)
+        tmp = disk.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(disk)
+    except OSError:
+        pass  # a read-only home: the in-memory cache still serves this process
+    return _from_json(data)
+
+
+def summary(path: Path) -> Arch:
+    """The architecture summary of a model config file (cached)."""
+    text = Path(path).read_text(encoding="utf-8")
+    return _summary_for(config_key(text), text)
+
+
+def _from_json(data: dict[str, Any]) -> Arch:
+    return Arch(
+        model_type=data["model_type"],
+        text_model_type=data["text_model_type"],
+        architecture=data["architecture"],
+        total=data["total"],
+        groups=data["groups"],
+        linears=tuple(Linear(*row) for row in data["linears"]),
+        stacks={k: Stack(**{**v, "layer_params": tuple(v["layer_params"])}) for k, v in data["stacks"].items()},
+        vocab=data["vocab"],
+        tied_embeddings=data["tied_embeddings"],
+        largest_module=data["largest_module"],
+        small_params={int(k): v for k, v in data["small_params"].items()},
+        image=data["image"],
+        encoder_decoder=data["encoder_decoder"],
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Building (cold path: imports torch and transformers)
+# ----------------------------------------------------------------------------------------------
+
+def _group(name: str, head_names: set[str], embed_names: set[str]) -> str:
+    parts = name.split(".")
+    if any(p in PROJECTOR_NAMES for p in parts):
+        return "projector"
+    if any(p in VISION_NAMES for p in parts):
+        return "vision"
+    module = name.rsplit(".", 1)[0]
+    if module in head_names:
+        return "lm_head"
+    if module in embed_names:
+        return "embed"
+    return "llm"
+
+
+def _stack_of(name: str, group: str) -> tuple[str, int]:
+    match = STACK_RE.search(name)
+    if not match:
+        return "", -1
+    if group == "vision":
+        return "vision", int(match.group(2))
+    if group != "llm":
+        return "", -1
+    if name.startswith("encoder.") or ".encoder." in name:
+        return "encoder", int(match.group(2))
+    if name.startswith("decoder.") or ".decoder." in name:
+        return "decoder", int(match.group(2))
+    return "text", int(match.group(2))
+
+
+def _instantiate(cfg_dict: dict[str, Any]):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSeq2SeqLM
+
+    clean = {k: v for k, v in cfg_dict.items() if not k.startswith("_")}
+    model_type = clean.pop("model_type")
+    config = AutoConfig.for_model(model_type, **clean)
+    errors = []
+    for auto in (AutoModelForImageTextToText, AutoModelForCausalLM, AutoModelForSeq2SeqLM):
+        try:
+            with torch.device("meta"):
+                return config, auto.from_config(config)
+        except ValueError as exc:  # this auto class does not map the config
+            errors.append(str(exc).splitlines()[0])
+    raise ValueError(f"no transformers auto class builds model_type '{model_type}' ({'; '.join(errors)})")
+
+
+def _dropouts(cfg) -> tuple[float, float]:
+    def first(*names):
+        for n in names:
+            v = getattr(cfg, n, None)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+        return 0.0
+
+    return (first("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
+            first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"))
+
+
+def build(cfg_dict: dict[str, Any]) -> dict[str, Any]:
+    """Instantiate on the meta device and summarise (see module docstring)."""
+    import torch
+
+    config, model = _instantiate(cfg_dict)
+    text_cfg = config.get_text_config()
+    head = model.get_output_embeddings()
+    embed = model.get_input_embeddings()
+    modules = dict(model.named_modules())
+    head_names = {n for n, m in modules.items() if m is head and head is not None}
+    embed_names = {n for n, m in modules.items() if m is embed}
+
+    groups = {"vision": 0, "projector": 0, "embed": 0, "lm_head": 0, "llm": 0}
+    layer_params: dict[tuple[str, int], int] = {}
+    small: dict[int, int] = {}
+    for name, p in model.named_parameters():  # tied weights are yielded once
+        g = _group(name, head_names, embed_names)
+        groups[g] += p.numel()
+        stack, idx = _stack_of(name, g)
+        if idx >= 0:
+            layer_params[(stack, idx)] = layer_params.get((stack, idx), 0) + p.numel()
+        if p.numel() <= SMALL:
+            small[p.numel()] = small.get(p.numel(), 0) + 1
+
+    # T5/mT5: transformers 5.23 ties lm_head to the embedding whatever the config says, but the
+    # T0_3B / mt0-xxl checkpoints store their own (model_configs/README.md, "lm_head of T5/mT5").
+    tied = head is not None and embed is not None and head.weight is embed.weight
+    wants_untied = cfg_dict.get("tie_word_embeddings") is False or (cfg_dict.get("text_config") or {}).get("tie_word_embeddings") is False
+    if tied and wants_untied:
+        groups["lm_head"] += head.weight.numel()
+        tied = False
+
+    linears = []
+    for name, m in modules.items():
+        if isinstance(m, torch.nn.Linear) and name not in head_names:
+            g = _group(name + ".weight", head_names, embed_names)
+            stack, idx = _stack_of(name + ".", g)
+            linears.append([name, m.in_features, m.out_features, g, stack, idx])
+
+    largest_module = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in modules.values())
+    if not tied and groups["lm_head"] and head is not None:
+        largest_module = max(largest_module, head.weight.numel())
+
+    vision_cfg = getattr(config, "vision_config", None)
+    stacks = {}
+    for stack_name in sorted({s for s, _ in layer_params}):
+        cfg = vision_cfg if stack_name == "vision" else text_cfg
+        stacks[stack_name] = _stack(stack_name, cfg, modules, linears, layer_params)
+
+    image = dict(cfg_dict.get("_image_tokens") or {})
+    if vision_cfg is not None:
+        image.setdefault("image_size", getattr(vision_cfg, "image_size", None))
+        image.setdefault("patch_size", getattr(vision_cfg, "patch_size", None))
+        image.setdefault("spatial_merge_size", getattr(vision_cfg, "spatial_merge_size", None))
+        image.setdefault("select_strategy", getattr(config, "vision_feature_select_strategy", None))
+
+    return {
+        "model_type": config.model_type,
+        "text_model_type": text_cfg.model_type,
+        "architecture": type(model).__name__,
+        "total": sum(groups.values()),
+        "groups": groups,
+        "linears": linears,
+        "stacks": stacks,
+        "vocab": int(text_cfg.vocab_size),
+        "tied_embeddings": bool(tied),
+        "largest_module": int(largest_module),
+        "small_params": {str(k): v for k, v in sorted(small.items())},
+        "image": image,
+        "encoder_decoder": bool(getattr(config, "is_encoder_decoder", False)),
+    }
+
+
+ACTIVATION_HINTS = ("act", "gelu", "silu", "relu", "swish", "tanh")
+
+
+def _act_saves(layer_modules) -> float:
+    """Run the layer's own MLP activation module on a small CPU tensor and count what autograd
+    keeps, in input-sized tensors: 1 for torch kernels (silu, gelu, gelu tanh), 2 for QuickGELU,
+    4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept)."""
+    import torch
+
+    acts = [m for m in layer_modules if not list(m.parameters(recurse=False)) and not list(m.children())
+            and any(h in type(m).__name__.lower() for h in ACTIVATION_HINTS)]
+    if not acts:
+        return 1.0
+    x = torch.randn(16, 8, requires_grad=True)
+    kept: dict[int, int] = {}
+
+    def pack(t):
+        kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    acts[0].train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        acts[0](x)
+    return sum(kept.values()) / x.untyped_storage().nbytes()
+
+
+def _stack(name, cfg, modules, linears, layer_params) -> dict[str, Any]:
+    rows = [r for r in linears if r[4] == name and r[5] == 0]
+    hidden = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "embed_dim", 0))
+    heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "num_heads", 0))
+    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or getattr(cfg, "d_kv", None) or hidden // heads)
+    # The FFN width from the shapes: the widest input of a layer linear that writes the hidden size.
+    ffn = max([r[1] for r in rows if r[2] == hidden] or [4 * hidden])
+    gated = sum(1 for r in rows if r[1] == hidden and r[2] == ffn) >= 2
+    first = next(r[0] for r in rows)
+    layer_prefix = first[: STACK_RE.search(first + ".").end(2)] + "."
+    norm_classes = [type(m).__name__ for n, m in modules.items() if n.startswith(layer_prefix) and "Norm" in type(m).__name__]
+    norm = "layer" if norm_classes and all(c == "LayerNorm" for c in norm_classes) else "rms"
+    layer_modules = [m for n, m in modules.items() if n.startswith(layer_prefix)]
+    attn_p, hidden_p = _dropouts(cfg)
+    count = max(i for s, i in layer_params if s == name) + 1
+    return {
+        "name": name, "layers": count, "hidden": hidden, "ffn": ffn, "heads": heads, "kv_heads": kv_heads,
+        "head_dim": head_dim, "gated": gated, "norm": norm, "norms_per_layer": len(norm_classes),
+        "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
+        "attn_dropout": attn_p, "hidden_dropout": hidden_p, "act_saves": _act_saves(layer_modules),
+        "layer_params": [layer_params[(name, i)] for i in range(count)],
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Trainable versus frozen, per the recipe
+# ----------------------------------------------------------------------------------------------
+
+# Scenario LoRA targets are written in Hugging Face Llama names (calibration README); these are
+# the same projections in models that name them differently. Used only when a name matches nothing.
+LLAMA_ALIASES = {
+    "t5": {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "wi_0", "up_proj": "wi_1", "down_proj": "wo"},
+    "bloom": {"q_proj": "query_key_value", "k_proj": "query_key_value", "v_proj": "query_key_value", "o_proj": "dense",
+              "up_proj": "dense_h_to_4h", "down_proj": "dense_4h_to_h"},
+}
+LLAMA_ALIASES["mt5"] = LLAMA_ALIASES["t5"]
+QKV = ("q_proj", "k_proj", "v_proj")
+ATTN_OUT = {"o_proj", "o", "dense", "out_proj", "proj"}
+# modules_to_save names and the parameter group they copy.
+SAVE_GROUPS = {"embed_tokens": "embed", "wte": "embed", "word_embeddings": "embed", "shared": "embed",
+               "lm_head": "lm_head", "resampler": "projector", "multi_modal_projector": "projector"}
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """A LoRA-adapted input inside one transformer layer (for the activation model)."""
+
+    stack: str
+    role: str  # attn_in | attn_out | mlp_in | mlp_out
+    in_features: int
+    per_layer: float  # adapters on this input per layer of the stack (fused QKV counts once)
+
+
+@dataclass(frozen=True)
+class Counts:
+    total: int  # parameters of the model itself
+    trainable_base: int  # model parameters trained in place
+    lora: int  # LoRA A/B parameters (extra, trainable)
+    copies: int  # modules_to_save copies (extra, trainable)
+    quantized: int  # frozen linear weights stored quantized
+    lm_head_trainable: bool
+    vision_grad_layers: int  # vision layers whose activations are kept for backward
+    vision_full: bool  # the vision layers' own weights train
+    text_trainable: bool  # the LLM layers' own weights train in full
+    adapted: tuple[Adapted, ...]
+    largest_layer: int  # parameters of the largest transformer layer (ZeRO-3 / FSDP gather unit)
+
+    @property
+    def adapters(self) -> int:
+        return self.lora + self.copies
+
+    @property
+    def trainable(self) -> int:
+        return self.trainable_base + self.adapters
+
+    @property
+    def frozen(self) -> int:
+        """Frozen, not quantized."""
+        return self.total - self.trainable_base - self.quantized
+
+
+def role(linear: Linear, stack: Stack) -> str:
+    leaf = linear.name.rsplit(".", 1)[-1]
+    if leaf in ATTN_OUT and linear.in_features == stack.heads * stack.head_dim and linear.out_features == stack.hidden:
+        return "attn_out"
+    if linear.in_features == stack.ffn and linear.out_features == stack.hidden:
+        return "mlp_out"
+    if linear.out_features == stack.ffn:
+        return "mlp_in"
+    return "attn_in"
+
+
+def _matches(name: str, targets, aliases: dict[str, str], present: set[str]) -> list[str]:
+    """PEFT's rule (peft/tuners/tuners_utils.py check_target_module_exists): a string is a regex
+    matched in full against the module name, a list matches names equal to or ending in '.'+item."""
+    if isinstance(targets, str):
+        return [targets] if re.fullmatch(targets, name) else []
+    hits = []
+    for t in targets:
+        real = t if t in present else aliases.get(t, t)
+        if name == real or name.endswith("." + real):
+            hits.append(t)
+    return hits
+
+
+def count(arch: Arch, setup) -> Counts:
+    """Trainable / frozen / quantized parameters and the LoRA-adapted inputs."""
+    g = arch.groups
+    lora = setup.lora_r is not None
+    vision_from = _vision_from(arch, setup.train_vision)
+    vision_layers = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
+    vision_base = 0
+    if vision_from is not None:
+        vision_base = g["vision"] if vision_from == 0 else sum(arch.stacks["vision"].layer_params[vision_from:])
+    llm_full = setup.train_llm and not lora
+    base = (g["embed"] + g["lm_head"] + g["llm"] if llm_full else 0) + (g["projector"] if setup.train_projector else 0) + vision_base
+    lm_head_trainable = llm_full
+
+    lora_params, copies, adapted, vision_lora = 0, 0, [], False
+    if lora:
+        lora_params, adapted, vision_lora = _lora(arch, setup)
+        for name in setup.modules_to_save:
+            group = SAVE_GROUPS.get(name)
+            if group is None or not g.get(group):
+                continue
+            if setup.modules_to_save_copies:
+                copies += g[group]
+            else:
+                base += g[group]
+            lm_head_trainable = lm_head_trainable or group == "lm_head" or (group == "embed" and arch.tied_embeddings)
+
+    quantized = 0
+    if setup.quantization:
+        trained_groups = {"projector"} if setup.train_projector else set()
+        if vision_from is not None:
+            trained_groups.add("vision")
+        quantized = sum(lin.in_features * lin.out_features for lin in arch.linears if lin.group not in trained_groups)
+    grad_layers = vision_layers - vision_from if vision_from is not None else (vision_layers if vision_lora else 0)
+    largest = max((max(s.layer_params) for s in arch.stacks.values()), default=0)
+    return Counts(
+        total=arch.total, trainable_base=base, lora=lora_params, copies=copies, quantized=quantized,
+        lm_head_trainable=bool(lm_head_trainable), vision_grad_layers=grad_layers,
+        vision_full=vision_from is not None, text_trainable=llm_full,
+        adapted=tuple(adapted), largest_layer=largest,
+    )
+
+
+def _vision_from(arch: Arch, train_vision) -> int | None:
+    """First trained vision layer (0 = the whole tower), None when the tower is frozen."""
+    if "vision" not in arch.stacks or train_vision is False:
+        return None
+    if train_vision is True:
+        return 0
+    return min(int(train_vision), arch.stacks["vision"].layers)
+
+
+def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
+    r = setup.lora_r
+    targets = setup.lora_targets
+    aliases = LLAMA_ALIASES.get(arch.text_model_type, {})
+    present = {lin.name.rsplit(".", 1)[-1] for lin in arch.linears}
+    total, per_stack, vision = 0, {}, False
+    fused_groups: dict[tuple[str, int], list[Linear]] = {}
+    for lin in arch.linears:
+        if targets == "all-linear":
+            hits = ["all"]
+        else:
+            hits = _matches(lin.name, targets, aliases, present)
+        if not hits:
+            continue
+        leaf = lin.name.rsplit(".", 1)[-1]
+        if setup.lora_fused_qkv and leaf in QKV:
+            fused_groups.setdefault((lin.stack, lin.layer), []).append(lin)  # one A/B pair for q, k, v
+            continue
+        if setup.lora_fused_qkv and isinstance(targets, (list, tuple)) and set(hits) <= set(QKV) and len(hits) >= 1 and leaf not in QKV:
+            # a real fused QKV module (BLOOM query_key_value): LoRA on the named thirds only
+            params = len(hits) * r * (lin.in_features + lin.out_features // 3)
+        else:
+            params = r * (lin.in_features + lin.out_features)
+        total += params
+        vision = vision or lin.stack == "vision"
+        if lin.stack:
+            key = (lin.stack, role(lin, arch.stacks[lin.stack]), lin.in_features)
+            per_stack[key] = per_stack.get(key, 0) + 1
+    for (stack, _), group in fused_groups.items():
+        lin = group[0]
+        total += r * (lin.in_features + sum(x.out_features for x in group))
+        if stack:
+            key = (stack, "attn_in", lin.in_features)
+            per_stack[key] = per_stack.get(key, 0) + 1
+            vision = vision or stack == "vision"
+    adapted = [Adapted(s, rl, i, n / arch.stacks[s].layers) for (s, rl, i), n in sorted(per_stack.items())]
+    return total, adapted, vision

@@ -1,0 +1,206 @@
+"""Assemble the phases, the verdict and the fixes into a `Plan`.
+
+Phases: `train` (forward + backward of one micro-batch), `optimizer_step`, `generation` (GRPO),
+`evaluation` (when the recipe evaluates). Every phase holds the resident states (states.py) plus
+its own transient tensors; the per-GPU peak is the largest phase, as the device sees it:
+
+    device = allocated + allocator reserve + CUDA context
+
+- allocator reserve: memory the caching allocator holds but has not handed out. Persistent states
+  are allocated once; the transient tensors of a phase churn and fragment the cache. Without
+  `expandable_segments` the reserve is taken as 25% of the transient: InternLM-XComposer#118 shows
+  7.0 GiB reserved-but-unallocated (39.59 total - 3.20 free - 28.77 allocated - 0.6 context) next to
+  28.77 GiB allocated, i.e. 25-45% of the transient part. With `expandable_segments:True` segments
+  grow in 2 MiB pages and the residue is small: 2% (MiniCPM-V#338: 683.81 MiB of 77.49 GiB is 0.9%).
+- CUDA context: hardware.py `context_gib` (measured per card).
+- headroom: a plan fits when its peak is at most 95% of the card (5% kept for what no model
+  predicts: NCCL buffers that grow with the communicator, cuDNN/cuBLAS workspaces per stream,
+  sequence-length outliers); host RAM likewise at most 95% of the node.
+Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
+host under pressure, so they are shown in the peak but not held against the card.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramfit.planner import evaluation, grpo, host, params, states, training
+from vramfit.planner.setup import Setup
+
+GIB = 2**30
+HEADROOM = 0.05
+FRAGMENTATION = 0.25
+FRAGMENTATION_EXPANDABLE = 0.02
+RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model")
+ORDER = ("weights", "gathered_params", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers",
+         "reference_model", "optimizer_step", "activations", "vision_activations", "logits", "kv_cache",
+         "eval_logits", "allocator_reserve", "cuda_context")
+
+
+@dataclass
+class Plan:
+    label: str
+    setup: Setup
+    gpu: str
+    gpu_memory_gib: float
+    per_gpu_peak_gib: float
+    peak_phase: str
+    fits: bool
+    host_ram_gib: float
+    host_ram_available_gib: float | None
+    host_ram_fits: bool
+    breakdown: dict[str, float]
+    phases: dict[str, float]
+    phase_breakdowns: dict[str, dict[str, float]]
+    measures: dict[str, dict[str, float]]  # phase -> allocated / reserved / device (GiB)
+    host_breakdown: dict[str, float]
+    parameters: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+    fixes_searched: bool = False
+
+    @property
+    def usable_gib(self) -> float:
+        return self.gpu_memory_gib * (1 - HEADROOM)
+
+    @property
+    def ok(self) -> bool:
+        return self.fits and self.host_ram_fits
+
+    def measure(self, metric: str) -> float:
+        """Peak over phases of what a published figure measured: allocated, reserved or device."""
+        key = {"allocated": "allocated", "reserved": "reserved", "nvidia-smi": "device"}.get(metric, "reserved")
+        return max(m[key] for m in self.measures.values())
+
+    def to_json(self) -> dict[str, Any]:
+        from vramfit.planner.render import to_json
+
+        return to_json(self)
+
+    def render(self) -> str:
+        from vramfit.planner.render import render
+
+        return render(self)
+
+    def plot(self, path) -> None:
+        from vramfit.planner.render import plot
+
+        plot(self, path)
+
+
+def plan(setup: Setup) -> Plan:
+    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py)."""
+    s = setup
+    arch = params.summary(s.model_config)
+    counts = params.count(arch, s)
+    st = states.gpu_states(s, counts, arch)
+    gpu = s.gpu_spec
+    paged = st.optimizer_paged
+    resident = {
+        "weights": st.weights, "gradients": st.gradients, "optimizer_states": st.optimizer - paged,
+        "paged_optimizer_states": paged, "zero_buffers": st.buffers, "reference_model": grpo.reference_weights(s, counts),
+    }
+    between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
+    is_grpo = s.method == "grpo"
+    seq = grpo.sequence(s) if is_grpo else s.seq_len
+    loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
+    raw = {
+        "train": {**resident, "gathered_params": st.gathered, **training.train_peak(s, arch, counts, seq, loss)},
+        "optimizer_step": {**resident, "optimizer_step": st.step},
+    }
+    notes = list(s.notes)
+    if is_grpo and not s.use_vllm:
+        raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
+    elif is_grpo:
+        notes.append("use_vllm: generation runs in vLLM, not modelled here")
+    host_eval = 0.0
+    if s.eval_enabled and is_grpo:
+        notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
+    elif s.eval_enabled:
+        ev, host_eval = evaluation.eval_peak(s, arch)
+        raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
+    frag = FRAGMENTATION_EXPANDABLE if s.expandable_segments else FRAGMENTATION
+    phase_breakdowns, measures, phases = {}, {}, {}
+    for name, parts in raw.items():
+        allocated = sum(parts.values())
+        transient = allocated - sum(parts.get(k, 0.0) for k in RESIDENT)
+        full = {k: v / GIB for k, v in parts.items() if v > 0}
+        full["allocator_reserve"] = frag * transient / GIB
+        full["cuda_context"] = gpu.context_gib
+        phase_breakdowns[name] = {k: full[k] for k in ORDER if k in full}
+        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB,
+                          "device": sum(full.values())}
+        phases[name] = measures[name]["device"]
+    peak_phase = max(phases, key=phases.get)
+    peak = phases[peak_phase]
+    binding = max(phases[p] - phase_breakdowns[p].get("paged_optimizer_states", 0.0) for p in phases)
+    host_parts = host.host_ram(s, counts, arch, host_eval)
+    host_total = sum(host_parts.values()) / GIB
+    available = s.host_ram_gib
+    if paged:
+        notes.append("paged optimizer states are shown in the peak but can page out to host RAM; not held against the card")
+    return Plan(
+        label=s.label, setup=s, gpu=s.gpu, gpu_memory_gib=gpu.memory_gib, per_gpu_peak_gib=peak, peak_phase=peak_phase,
+        fits=binding <= gpu.memory_gib * (1 - HEADROOM),
+        host_ram_gib=host_total, host_ram_available_gib=available,
+        host_ram_fits=available is None or host_total <= available * (1 - HEADROOM),
+        breakdown=phase_breakdowns[peak_phase], phases=phases, phase_breakdowns=phase_breakdowns,
+        measures=measures, host_breakdown={k: v / GIB for k, v in host_parts.items()},
+        parameters={"total": counts.total, "trainable": counts.trainable, "lora_and_copies": counts.adapters,
+                    "frozen": counts.frozen, "quantized": counts.quantized},
+        notes=notes,
+    )
+
+
+def plan_recipe(recipe, fixes: bool = True) -> Plan:
+    """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned)."""
+    result = plan(Setup.from_recipe(recipe))
+    if fixes and not result.ok:
+        from vramfit.planner.fixes import search
+
+        def replan(overrides: dict[str, Any]) -> Plan:
+            return plan(Setup.from_recipe(with_overrides(recipe, overrides)))
+
+        result.fixes = search(result, replan, mode="recipe", recipe=recipe)
+        result.fixes_searched = True
+    return result
+
+
+def with_overrides(recipe, overrides: dict[str, Any]):
+    """The recipe as `vramfit.recipe.load(file, [key=value ...])` would build it with these overrides
+    on top of whatever it was loaded with: same override parser, same schema validation."""
+    from vramfit.checks.training_args import fields_for
+    from vramfit.problems import ConfigError
+    from vramfit.recipe import Recipe, apply_overrides
+
+    data = recipe.resolved_dict()
+    items = [f"{k}={_text(v)}" for k, v in overrides.items()]
+    problems = apply_overrides(data, items, fields_for(recipe.method), str(recipe.source))
+    if problems:
+        raise ConfigError(problems)
+    new = Recipe.model_validate(data)
+    new.source = recipe.source
+    return new
+
+
+def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True) -> Plan:
+    """Plan `vramfit plan --model-config ...`; fixes re-plan with the same keys."""
+    setup = Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, overrides)
+    result = plan(setup)
+    if fixes and not result.ok:
+        from vramfit.planner.fixes import search
+
+        def replan(extra: dict[str, Any]) -> Plan:
+            items = [*overrides, *(f"{k}={_text(v)}" for k, v in extra.items())]
+            return plan(Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, items))
+
+        result.fixes = search(result, replan, mode="args")
+        result.fixes_searched = True
+    return result
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+

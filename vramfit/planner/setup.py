@@ -1,0 +1,597 @@
+"""`Setup`: everything the estimate needs, flat, and the three ways to build one.
+
+- `Setup.from_recipe(recipe)`: a loaded `vramfit.recipe.Recipe` (training keys are Hugging Face /
+  TRL names; the DeepSpeed JSON is read and its hidden-size "auto" buckets filled as transformers
+  fills them).
+- `Setup.from_scenario(row)`: one line of shared/reference/calibration/scenarios.jsonl.
+- `Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, overrides)`: `vramfit plan
+  --model-config`, with `key=value` overrides named as in TrainingArguments / GRPOConfig plus a few
+  planner keys (see `ARG_KEYS`).
+
+Defaults that the libraries would supply are written out below with their source; a test checks
+them against the installed TrainingArguments / GRPOConfig so they cannot drift.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramfit.hardware import CATALOGUE
+from vramfit.problems import ConfigError, Problems, did_you_mean
+
+# transformers 5.23 TrainingArguments / TRL 1.16 GRPOConfig defaults (tests/planner/test_setup.py).
+HF_DEFAULTS = {
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "per_device_eval_batch_size": 8,
+    "optim": "adamw_torch_fused",
+    "eval_strategy": "no",
+    "prediction_loss_only": False,
+    "eval_accumulation_steps": None,
+    "use_liger_kernel": False,
+    "dataloader_num_workers": 0,
+}
+GRPO_DEFAULTS = {
+    "num_generations": 8,
+    "max_completion_length": 512,
+    "beta": 0.0,
+    "ds3_gather_for_generation": True,
+    "use_vllm": False,
+}
+# torch.utils.data.DataLoader: prefetch_factor defaults to 2 when num_workers > 0.
+DEFAULT_PREFETCH_FACTOR = 2
+# When the eval file cannot be read the eval-set size is unknown; kept logits grow with it.
+# Assumed, not measured: a 1,000-sample held-out split. Stated in the plan's notes.
+ASSUMED_EVAL_SAMPLES = 1000
+# The ZeRO blocks of the DeepSpeed JSONs the Qwen-1 and MiniCPM-V finetune scripts pass
+# (QwenLM/Qwen finetune/ds_config_zero2.json; OpenBMB/MiniCPM-V finetune/ds_config_zero2.json and
+# ds_config_zero3.json - the Hugging Face example configs). Accelerate-launched rows (peft) build
+# their DeepSpeed config from the accelerate plugin: DeepSpeed defaults.
+SCENARIO_JSON = {
+    2: {"allgather_bucket_size": 2e8, "reduce_bucket_size": 2e8, "overlap_comm": True, "contiguous_gradients": True},
+    3: {"overlap_comm": True, "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9},
+}
+ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager", "flash": "flash"}
+
+
+@dataclass(frozen=True)
+class Zero:
+    """The DeepSpeed ZeRO block as it matters for memory (DeepSpeed 0.19.8 defaults)."""
+
+    stage: int = 0
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    pin_memory: bool = True  # offload_config.py: pin_memory defaults to True
+    overlap_comm: bool = False  # zero/config.py: None -> True for stage 3 only
+    contiguous_gradients: bool = True
+    reduce_bucket_size: int = 500_000_000
+    allgather_bucket_size: int = 500_000_000
+    prefetch_bucket_size: int = 50_000_000
+    max_live_parameters: int = 1_000_000_000
+    param_persistence_threshold: int = 100_000
+    sub_group_size: int = 1_000_000_000
+    optimizer_block: bool = False  # the JSON names its optimizer (DeepSpeed's Adam, not training.optim)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], hidden: int) -> "Zero":
+        zero = data.get("zero_optimization") or {}
+        stage = int(zero.get("stage", 0))
+        # transformers integrations/deepspeed.py trainer_config_finalize: "auto" hidden-size buckets.
+        auto = {"reduce_bucket_size": hidden * hidden, "stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+                "stage3_param_persistence_threshold": 10 * hidden}
+
+        def get(key, default):
+            value = zero.get(key, default)
+            return auto.get(key, default) if value == "auto" else value
+
+        off_opt = zero.get("offload_optimizer") or {}
+        off_par = zero.get("offload_param") or {}
+        overlap = zero.get("overlap_comm")
+        return cls(
+            stage=stage,
+            offload_optimizer=off_opt.get("device", "none") not in ("none", None),
+            offload_params=off_par.get("device", "none") not in ("none", None),
+            pin_memory=bool(off_opt.get("pin_memory", True) or off_par.get("pin_memory", True)),
+            overlap_comm=(stage == 3) if overlap is None else bool(overlap),
+            contiguous_gradients=bool(zero.get("contiguous_gradients", True)),
+            reduce_bucket_size=int(float(get("reduce_bucket_size", cls.reduce_bucket_size))),
+            allgather_bucket_size=int(float(get("allgather_bucket_size", cls.allgather_bucket_size))),
+            prefetch_bucket_size=int(float(get("stage3_prefetch_bucket_size", cls.prefetch_bucket_size))),
+            max_live_parameters=int(float(get("stage3_max_live_parameters", cls.max_live_parameters))),
+            param_persistence_threshold=int(float(get("stage3_param_persistence_threshold", cls.param_persistence_threshold))),
+            sub_group_size=int(float(get("sub_group_size", cls.sub_group_size))),
+            optimizer_block="optimizer" in data,
+        )
+
+
+@dataclass(frozen=True)
+class Setup:
+    label: str
+    source: str
+    model_config: Path
+    gpu: str
+    gpus_per_node: int
+    nodes: int = 1
+    host_ram_gib: float | None = None
+    # what trains
+    method: str = "full"  # full | lora | qlora | grpo
+    train_llm: bool = True
+    train_projector: bool = True
+    train_vision: bool | int = False  # int N: vision layers N.. train
+    lora_r: int | None = None
+    lora_targets: Any = None  # list of names (suffix match), a regex string, or "all-linear"
+    lora_dropout: float = 0.0
+    lora_fused_qkv: bool = False
+    modules_to_save: tuple[str, ...] = ()
+    modules_to_save_copies: bool = True  # PEFT ModulesToSaveWrapper keeps the original and trains a copy
+    quantization: str | None = None  # nf4 | fp4 | int8 | gptq-int4
+    quant_double: bool = True
+    quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
+    frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
+    # numerics
+    precision: str = "bf16"  # bf16 | fp16 | fp32 | bf16-true
+    optimizer: str = "adamw_torch_fused"
+    attention: str = "sdpa"  # flash | sdpa | eager
+    gradient_checkpointing: bool = False
+    liger: bool = False
+    # batch and sequence
+    seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
+    decoder_seq_len: int | None = None
+    micro_batch: int = 1
+    gradient_accumulation_steps: int = 1
+    images_per_sample: int = 0
+    image_tokens: int = 0  # LLM tokens per image
+    vision_patches: int = 0  # vision-encoder tokens per image
+    # parallelism
+    engine: str = "deepspeed"  # deepspeed | fsdp | ddp | single
+    zero: Zero = field(default_factory=Zero)
+    # GRPO (TRL 1.16)
+    num_generations: int = 8
+    max_completion_length: int = 512
+    steps_per_generation: int | None = None
+    beta: float = 0.0
+    ds3_gather_for_generation: bool = True
+    use_vllm: bool = False
+    # evaluation
+    eval_enabled: bool = False
+    eval_batch: int = 8
+    prediction_loss_only: bool = False
+    eval_accumulation_steps: int | None = None
+    eval_samples: int | None = None
+    # host
+    dataloader_workers: int = 0
+    prefetch_factor: int = DEFAULT_PREFETCH_FACTOR
+    expandable_segments: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def world(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def gpu_spec(self):
+        return CATALOGUE[self.gpu]
+
+    @property
+    def sixteen_bit(self) -> bool:
+        return self.precision in ("bf16", "fp16", "bf16-true")
+
+    @property
+    def lora(self) -> bool:
+        return self.lora_r is not None
+
+    @property
+    def generation_batch(self) -> int:
+        """Completions one rank generates in one go (TRL 1.16: per_device x steps_per_generation)."""
+        return self.micro_batch * (self.steps_per_generation or self.gradient_accumulation_steps)
+
+    def replace(self, **changes) -> "Setup":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_recipe(cls, recipe) -> "Setup":
+        from vramfit.planner import params
+
+        file = str(recipe.source)
+        problems = Problems()
+        config_path = recipe.path(recipe.model.config)
+        if not config_path.is_file():
+            problems.add(file, "model.config", f"model config '{recipe.model.config}' does not exist",
+                         "point model.config at a file under model_configs/.")
+            raise ConfigError(problems)
+        config = params.read_config(config_path)
+        ds_path = recipe.path(recipe.deepspeed)
+        ds = _read_deepspeed(ds_path, file, problems)
+        if problems:
+            raise ConfigError(problems)
+        t = dict(recipe.training)
+        grpo = recipe.method == "grpo"
+        hidden = _hidden_size(config)
+        zero = Zero.from_json(ds, hidden)
+        precision = _precision(t, grpo)
+        arch = params.summary(config_path)
+        tokens, patches = image_geometry(arch, recipe.data.max_pixels, recipe.data.max_slice_nums)
+        images = recipe.data.images_per_sample if patches else 0
+        seq = recipe.data.max_length
+        if grpo:
+            # TRL 1.16 does not truncate prompts: image tokens count in full even past data.max_length.
+            seq = max(seq, images * tokens)
+        lora = recipe.model.lora
+        quant = recipe.model.quantization
+        eval_on = str(t.get("eval_strategy", HF_DEFAULTS["eval_strategy"])) != "no" or bool(t.get("do_eval"))
+        eval_samples, notes = None, []
+        if eval_on:
+            eval_samples = _count_records(recipe.path(recipe.data.eval_file)) if recipe.data.eval_file else None
+            if eval_samples is None and not _get(t, "prediction_loss_only"):
+                eval_samples = ASSUMED_EVAL_SAMPLES
+                notes.append(f"eval set size unknown (data.eval_file unreadable); {ASSUMED_EVAL_SAMPLES} samples assumed for the kept eval logits")
+        return cls(
+            label=recipe.name,
+            source=file,
+            model_config=config_path,
+            gpu=recipe.hardware.gpu,
+            gpus_per_node=recipe.hardware.gpus_per_node,
+            nodes=recipe.hardware.nodes,
+            host_ram_gib=recipe.hardware.host_ram_gib,
+            method=recipe.method,
+            train_llm=recipe.model.train.llm,
+            train_projector=recipe.model.train.projector,
+            train_vision=recipe.model.train.vision_tower,
+            lora_r=lora.r if lora else None,
+            lora_targets=lora.target_modules if lora else None,
+            lora_dropout=lora.dropout if lora else 0.0,
+            modules_to_save=tuple(lora.modules_to_save) if lora else (),
+            quantization=(("nf4" if quant.quant_type == "nf4" else "fp4") if quant.bits == 4 else "int8") if quant else None,
+            quant_double=bool(quant and quant.double_quant),
+            quant_storage_float=bool(quant and quant.quant_storage != "uint8"),
+            precision=precision,
+            optimizer="adamw_torch_fused" if zero.optimizer_block else str(_get(t, "optim")),
+            attention=ATTENTION[recipe.model.attn_implementation],
+            gradient_checkpointing=_gradient_checkpointing(t, grpo),
+            liger=bool(_get(t, "use_liger_kernel")),
+            seq_len=seq,
+            micro_batch=int(_get(t, "per_device_train_batch_size")),
+            gradient_accumulation_steps=int(_get(t, "gradient_accumulation_steps")),
+            images_per_sample=images,
+            image_tokens=tokens,
+            vision_patches=patches,
+            engine="deepspeed" if zero.stage else "ddp",
+            zero=zero,
+            num_generations=int(_get(t, "num_generations")),
+            max_completion_length=int(_get(t, "max_completion_length")) if grpo else 0,
+            steps_per_generation=t.get("steps_per_generation"),
+            beta=float(_get(t, "beta")),
+            ds3_gather_for_generation=bool(_get(t, "ds3_gather_for_generation")),
+            use_vllm=bool(_get(t, "use_vllm")),
+            eval_enabled=eval_on,
+            eval_batch=int(_get(t, "per_device_eval_batch_size")),
+            prediction_loss_only=bool(_get(t, "prediction_loss_only")),
+            eval_accumulation_steps=t.get("eval_accumulation_steps"),
+            eval_samples=eval_samples,
+            dataloader_workers=int(_get(t, "dataloader_num_workers")),
+            prefetch_factor=int(t.get("dataloader_prefetch_factor") or DEFAULT_PREFETCH_FACTOR),
+            expandable_segments="expandable_segments:true" in recipe.env.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower(),
+            notes=tuple(notes),
+        )
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_scenario(cls, row: dict[str, Any], shared: Path | None = None) -> "Setup":
+        """A calibration scenario (schema: shared/reference/calibration/README.md)."""
+        from vramfit.planner import params
+
+        shared = Path(shared) if shared else Path(".")
+        config_path = (shared / "reference" / row["model_config"]).resolve()
+        config = params.read_config(config_path)
+        arch = params.summary(config_path)
+        extra = row.get("extra") or {}
+        lora = row.get("lora")
+        par = row["parallelism"]
+        stage = {"zero1": 1, "zero2": 2, "zero3": 3}.get(par, 0)
+        offload = row.get("offload", "none")
+        hidden = _hidden_size(config)
+        published = "Accelerate" not in row.get("framework", "")  # Qwen / MiniCPM-V pass a JSON, peft rows do not
+        block = {"stage": stage, **(SCENARIO_JSON.get(stage, {}) if published else {})}
+        if offload != "none":
+            block["offload_optimizer"] = {"device": "cpu"}
+        if offload == "optimizer+params":
+            block["offload_param"] = {"device": "cpu"}
+        data = {"zero_optimization": block}
+        if stage and published:
+            data["optimizer"] = {"type": "AdamW"}  # both JSONs name AdamW: DeepSpeed's own optimizer
+        zero = Zero.from_json(data, hidden)
+        trainable = str(extra.get("trainable", ""))
+        vision_trained = ("vision" in trainable) if lora is None else not lora.get("vision_frozen", True)
+        in_place = "no PEFT copy" in str(extra.get("modules_to_save_mechanism", ""))
+        tokens, patches = image_geometry(arch, None, extra.get("max_slices"))
+        targets = None
+        if lora:
+            targets = "all-linear" if lora.get("all_linear") and not lora.get("fused_qkv") else list(lora["targets"])
+        storage = str(extra.get("bnb_4bit_quant_storage", "uint8"))
+        return cls(
+            label=row["id"],
+            source="scenarios.jsonl",
+            model_config=config_path,
+            gpu=scenario_gpu(row["gpu"]),
+            gpus_per_node=int(row["num_gpus"]),
+            method=row["method"],
+            train_llm=row["method"] == "full",
+            train_projector=row["method"] == "full" or "resampler" in (lora or {}).get("modules_to_save", []),
+            train_vision=vision_trained if arch.groups["vision"] else False,
+            lora_r=lora["r"] if lora else None,
+            lora_targets=targets,
+            lora_dropout=float(extra.get("lora_dropout", 0.0)),
+            lora_fused_qkv=bool(lora and lora.get("fused_qkv")),
+            modules_to_save=tuple(m for m in (lora or {}).get("modules_to_save", []) if m != "resampler"),
+            modules_to_save_copies=not in_place,
+            quantization=row.get("quantization"),
+            quant_double=bool(extra.get("double_quantization", True)),
+            quant_storage_float=storage != "uint8",
+            frozen_fp32=str(extra.get("base_weights_dtype", "")).startswith("fp32"),
+            precision=row["precision"],
+            optimizer=_scenario_optimizer(row, zero),
+            attention=row.get("attention") or "sdpa",
+            gradient_checkpointing=bool(row["gradient_checkpointing"]),
+            liger=bool(row.get("liger")),
+            seq_len=int(row["seq_len"]),
+            decoder_seq_len=_decoder_len(extra) if arch.encoder_decoder else None,
+            micro_batch=int(row["micro_batch"]),
+            gradient_accumulation_steps=int(extra.get("gradient_accumulation_steps", 1)),
+            images_per_sample=1 if patches else 0,
+            image_tokens=tokens,
+            vision_patches=patches,
+            engine="deepspeed" if stage else ("fsdp" if par == "fsdp" else ("ddp" if row["num_gpus"] > 1 else "single")),
+            zero=zero,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_args(cls, model_config, gpu: str, gpus: int, nodes: int = 1, deepspeed: str | None = None,
+                  overrides: list[str] | dict[str, Any] = ()) -> "Setup":
+        """`vramfit plan --model-config ...`; raises ConfigError on bad input."""
+        from vramfit.paths import repo_root
+        from vramfit.planner import params
+
+        problems = Problems()
+        label = "vramfit plan"
+        path = Path(model_config)
+        if not path.is_file():
+            problems.add(str(path), "", "model config does not exist", "pass a config.json, e.g. model_configs/llama-3.2-3b.json.")
+        if gpu not in CATALOGUE:
+            problems.add(label, "--gpu", f"unknown GPU '{gpu}'.{did_you_mean(gpu, CATALOGUE)}", f"use one of: {', '.join(CATALOGUE)}.")
+        if gpus < 1 or nodes < 1:
+            problems.add(label, "--gpus", f"GPU and node counts must be >= 1 (gpus {gpus}, nodes {nodes})", "pass --gpus 8 --nodes 1.")
+        values = _parse_overrides(overrides, problems, label)
+        deepspeed = values.pop("deepspeed", deepspeed)
+        ds = {}
+        if deepspeed not in (None, "none"):
+            root = repo_root(Path.cwd())
+            name = deepspeed if deepspeed.endswith(".json") else f"{deepspeed}.json"
+            ds_path = next((p for p in (Path(deepspeed), root / deepspeed, root / "deepspeed_configs" / name) if p.is_file()),
+                           root / "deepspeed_configs" / name)
+            ds = _read_deepspeed(ds_path, label, problems, key="--deepspeed") or {}
+        if problems:
+            raise ConfigError(problems)
+        config = params.read_config(path)
+        arch = params.summary(path)
+        zero = Zero.from_json(ds, _hidden_size(config)) if ds else Zero()
+        method = values.get("method", "full")
+        grpo = method == "grpo"
+        precision = _precision(values, grpo)
+        tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"))
+        images = int(values.get("images_per_sample", 1 if patches else 0)) if patches else 0
+        seq = int(values.get("seq_len", values.get("max_length", values.get("max_prompt_length", 2048 if not grpo else 512))))
+        if grpo:
+            seq = max(seq, images * tokens)
+        lora = method in ("lora", "qlora") or "lora_r" in values
+        world = gpus * nodes
+        return cls(
+            label=path.stem,
+            source=label,
+            model_config=path,
+            gpu=gpu,
+            gpus_per_node=gpus,
+            nodes=nodes,
+            host_ram_gib=values.get("host_ram_gib"),
+            method=method,
+            train_vision=bool(values.get("train_vision", False)),
+            lora_r=int(values.get("lora_r", 16)) if lora else None,
+            lora_targets=_targets(values.get("lora_target_modules", "all-linear")) if lora else None,
+            lora_dropout=float(values.get("lora_dropout", 0.05)) if lora else 0.0,
+            quantization="nf4" if method == "qlora" else None,
+            precision=precision,
+            optimizer="adamw_torch_fused" if zero.optimizer_block else str(_get(values, "optim")),
+            attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
+            gradient_checkpointing=_gradient_checkpointing(values, grpo),
+            liger=bool(_get(values, "use_liger_kernel")),
+            seq_len=seq,
+            micro_batch=int(_get(values, "per_device_train_batch_size")),
+            gradient_accumulation_steps=int(_get(values, "gradient_accumulation_steps")),
+            images_per_sample=images,
+            image_tokens=tokens,
+            vision_patches=patches,
+            engine="deepspeed" if zero.stage else ("ddp" if world > 1 else "single"),
+            zero=zero,
+            num_generations=int(_get(values, "num_generations")),
+            max_completion_length=int(_get(values, "max_completion_length")) if grpo else 0,
+            steps_per_generation=values.get("steps_per_generation"),
+            beta=float(_get(values, "beta")),
+            eval_enabled=any(k in values for k in ("per_device_eval_batch_size", "eval_samples")) or str(values.get("eval_strategy", "no")) != "no",
+            eval_batch=int(_get(values, "per_device_eval_batch_size")),
+            prediction_loss_only=bool(_get(values, "prediction_loss_only")),
+            eval_accumulation_steps=values.get("eval_accumulation_steps"),
+            eval_samples=int(values.get("eval_samples", ASSUMED_EVAL_SAMPLES)),
+            dataloader_workers=int(_get(values, "dataloader_num_workers")),
+            expandable_segments=bool(values.get("expandable_segments", False)),
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# `--model-config` keys: Hugging Face / TRL names, then planner keys. Value kinds for parsing.
+ARG_KEYS = {
+    "per_device_train_batch_size": int, "gradient_accumulation_steps": int, "gradient_checkpointing": bool,
+    "use_liger_kernel": bool, "optim": str, "bf16": bool, "fp16": bool, "per_device_eval_batch_size": int,
+    "prediction_loss_only": bool, "eval_accumulation_steps": int, "eval_strategy": str,
+    "num_generations": int, "max_completion_length": int, "max_prompt_length": int, "beta": float,
+    "steps_per_generation": int, "dataloader_num_workers": int, "attn_implementation": str,
+    "method": str, "seq_len": int, "max_length": int, "lora_r": int, "lora_dropout": float,
+    "lora_target_modules": str, "max_pixels": int, "max_slice_nums": int, "images_per_sample": int,
+    "train_vision": bool, "host_ram_gib": float, "eval_samples": int, "expandable_segments": bool, "deepspeed": str,
+}
+CHOICES = {"method": ("full", "lora", "qlora", "grpo"), "attn_implementation": tuple(ATTENTION)}
+
+
+def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
+    from vramfit.recipe import parse_value
+
+    items = overrides.items() if isinstance(overrides, dict) else []
+    if not isinstance(overrides, dict):
+        parsed = []
+        for item in overrides:
+            if "=" not in item:
+                problems.add(label, item, "an override must be key=value", f"write e.g. per_device_train_batch_size=2, not '{item}'.")
+                continue
+            key, text = item.split("=", 1)
+            parsed.append((key.strip().removeprefix("training."), parse_value(text)))
+        items = parsed
+    values: dict[str, Any] = {}
+    for key, value in items:
+        kind = ARG_KEYS.get(key)
+        if kind is None:
+            problems.add(label, key, f"unknown key '{key}'.{did_you_mean(key, ARG_KEYS)}",
+                         f"use one of: {', '.join(ARG_KEYS)}.")
+            continue
+        ok = isinstance(value, bool) if kind is bool else (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
+            if kind in (int, float) else isinstance(value, str))
+        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers"))):
+            ok = False
+        if not ok or (key in CHOICES and value not in CHOICES[key]):
+            want = f"one of {', '.join(CHOICES[key])}" if key in CHOICES else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+            problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")
+            continue
+        values[key] = value
+    return values
+
+
+def _targets(value: str):
+    """`all-linear`, a regex (PEFT matches it in full), or comma-separated module names."""
+    return value.split(",") if "," in value else value
+
+
+def _read_deepspeed(path: Path, file: str, problems: Problems, key: str = "deepspeed") -> dict[str, Any] | None:
+    from vramfit.checks.deepspeed_json import read
+
+    return read(path, problems, file, key)
+
+
+def _hidden_size(config: dict[str, Any]) -> int:
+    from vramfit.checks.deepspeed_json import _hidden_size as hidden_size
+
+    return int(hidden_size(config) or 0)
+
+
+def _get(values: dict[str, Any], key: str):
+    """A training value, else the library default (GRPO-only keys are unused outside GRPO)."""
+    value = values.get(key)
+    return {**HF_DEFAULTS, **GRPO_DEFAULTS}.get(key) if value is None else value
+
+
+def _precision(values: dict[str, Any], grpo: bool) -> str:
+    if values.get("fp16"):
+        return "fp16"
+    bf16 = values.get("bf16")
+    if bf16 is None:
+        bf16 = grpo  # GRPOConfig: bf16 defaults to True when fp16 is not set
+    return "bf16" if bf16 else "fp32"
+
+
+def _gradient_checkpointing(values: dict[str, Any], grpo: bool) -> bool:
+    # transformers 5.23 renames gradient_checkpointing to activation_checkpointing (both accepted);
+    # TrainingArguments defaults it off, GRPOConfig on.
+    for key in ("activation_checkpointing", "gradient_checkpointing"):
+        if values.get(key) is not None:
+            return bool(values[key])
+    return grpo
+
+
+def _decoder_len(extra: dict[str, Any]) -> int:
+    # The scenarios state the decoder side as "a few tokens" (class-name labels); 8 is read for it.
+    value = extra.get("decoder_seq_len")
+    return int(value) if isinstance(value, (int, float)) else 8
+
+
+def _count_records(path: Path) -> int | None:
+    """Samples in a JSON list or JSON-lines file, None when it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        data = json.loads(text)
+        return len(data) if isinstance(data, list) else 1
+    except json.JSONDecodeError:
+        return sum(1 for line in text.splitlines() if line.strip())
+
+
+def _scenario_optimizer(row: dict[str, Any], zero: Zero) -> str:
+    """The optimizer implementation a scenario's stack ran (its memory differs, not its maths)."""
+    name = {"adamw": "adamw_torch", "adamw_8bit": "adamw_8bit", "paged_adamw": "paged_adamw_32bit",
+            "paged_adamw_8bit": "paged_adamw_8bit", "sgd": "sgd"}[row["optimizer"]]
+    if name == "adamw_torch" and (zero.optimizer_block or "Dec 2022" in row.get("framework", "")):
+        # DeepSpeed's FusedAdam (the JSON names AdamW); torch 1.13's AdamW (Dec 2022) was single-tensor
+        # by default. Neither keeps a foreach intermediate: the same memory as the fused optimizer.
+        return "adamw_torch_fused"
+    return name
+
+
+def scenario_gpu(name: str) -> str:
+    """Map a published card name onto the catalogue."""
+    key = name.lower().replace(" ", "").replace("-", "")
+    if "24gb" in key:
+        return "rtx4090"
+    for part, gpu in (("h100", "h100"), ("h200", "h200"), ("h20", "h20"), ("a10080", "a100-80g"), ("a100sxm480", "a100-80g"),
+                      ("a10040", "a100-40g"), ("a100sxm440", "a100-40g")):
+        if part in key:
+            return gpu
+    raise KeyError(f"no catalogue GPU for '{name}'")
+
+
+def image_geometry(arch, max_pixels: int | None, max_slices: int | None) -> tuple[int, int]:
+    """(LLM tokens, vision-encoder tokens) per image at the recipe's worst case (the caps)."""
+    img = arch.image
+    if not arch.groups.get("vision"):
+        return 0, 0
+    patch = img.get("patch_size") or 14
+    if "per_28px_square" in img:  # Qwen2-VL family: 2x2 patches merged into one token
+        merge = img.get("spatial_merge_size") or 2
+        pixels = max_pixels or img["default_max_pixels"]
+        tokens = pixels // (patch * merge) ** 2
+        return tokens, tokens * merge * merge
+    if "per_slice" in img or "per_448px_slice_16x" in img:  # MiniCPM-V: slices + an overview image
+        per = img.get("per_slice") or img["per_448px_slice_16x"]
+        slices = (max_slices or img["max_slices"]) + (1 if img.get("plus_overview_image") else 0)
+        side = (img.get("slice_px") or 448) // patch
+        return per * slices, side * side * slices
+    if "per_crop" in img:  # DocOwl: crops + a global image, ViT with a CLS token per crop
+        crops = img["max_crops"] + (1 if img.get("plus_global_image") else 0)
+        side = img["crop_px"] // patch
+        return img["per_crop"] * crops, (side * side + 1) * crops
+    if "per_image" in img:
+        side = (img.get("image_px") or img["image_size"]) // patch
+        patches = img.get("patches_before_merge") or side * side + (1 if img.get("select_strategy") == "default" else 0)
+        return img["per_image"], patches
+    side = (img.get("image_size") or 224) // patch
+    return side * side, side * side
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else 0
+
+

@@ -1,0 +1,158 @@
+"""Model states on one GPU: weights, gradients, optimizer states, ZeRO / FSDP buffers.
+
+Bytes per parameter (DeepSpeed's own accounting, deepspeed/runtime/zero/stage_1_and_2.py
+`estimate_zero2_model_states_mem_needs`: "2 = params_16bit, 18 = 2_grads_16bit + 4_grads_32bit +
+4_params_32bit + 8_optimizer_states_32bit"), applied per stage:
+
+| engine | weights | gradients | master + moments | at the optimizer step |
+|---|---|---|---|---|
+| ZeRO-1 | 16-bit, full | 16-bit, full | /dp | fp32 grad partition /dp |
+| ZeRO-2 | 16-bit, full | 16-bit /dp | /dp | fp32 grad partition /dp |
+| ZeRO-3 | 16-bit /dp + gathered layer | 16-bit /dp | /dp | fp32 grads of one sub-group |
+| FSDP full shard | stored dtype /dp + 2 gathered units | /dp | /dp | - |
+| DDP / single GPU (AMP) | fp32 trainable, 16-bit frozen | fp32 (+1 copy in DDP buckets) | moments | - |
+
+Offload moves master + moments (optimizer) and the 16-bit parameters (params, ZeRO-3 only) to
+host RAM (host.py). ZeRO buffers: the reduce bucket (`reduce_bucket_size` elements, twice with
+`overlap_comm`), the all-gather bucket after the step (ZeRO-1/2), the prefetch bucket and the
+persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stage_1_and_2.py.
+
+Quantized frozen weights (bytes per parameter): nf4/fp4 4 bits + one absmax per 64 weights, with
+double quantization an 8-bit absmax plus one fp32 per 256 blocks (Dettmers et al. 2023, QLoRA,
+sec. 3: 0.127 bits/param of constants); int8 LLM.int8() 1 byte + an fp32 row scale; GPTQ int4
+(group 128) 4 bits + an fp16 scale and a 4-bit zero per group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramfit.planner.params import Arch, Counts
+
+FP32_BYTES = 4
+QUANT_BYTES = {
+    "nf4": 0.5 + 4 / 64,
+    "nf4-dq": 0.5 + 1 / 64 + 4 / (64 * 256),
+    "int8": 1.0 + 4 / 4096,
+    "gptq-int4": 0.5 + (2 + 0.5) / 128,
+}
+
+
+def optimizer_state_bytes(name: str) -> float:
+    """Optimizer state bytes per trainable parameter, fp32 moments (transformers OptimizerNames)."""
+    n = name.lower()
+    if "8bit" in n:
+        # bitsandbytes 8-bit: uint8 states + one fp32 absmax per 256-element block (blocksize 256).
+        per_state = 1 + 4 / 256
+        return per_state * (1 if "lion" in n else 2)
+    if n.startswith("sgd"):
+        return 0.0  # torch SGD, momentum 0 (HF default): no state
+    if "lion" in n or "adagrad" in n or "rmsprop" in n:
+        return 4.0  # one fp32 moment
+    if "adafactor" in n:
+        return 0.0  # factored second moment: rows + columns, negligible per parameter
+    return 8.0  # Adam family: exp_avg + exp_avg_sq in fp32
+
+
+def foreach_intermediate(name: str) -> bool:
+    """torch.optim.AdamW's default multi-tensor (foreach) path keeps one moment-sized intermediate
+    (torch/optim/adam.py `_multi_tensor_adam`: exp_avg_sq_sqrt = torch._foreach_sqrt(...));
+    `adamw_torch_fused` and bitsandbytes / DeepSpeed optimizers update in place."""
+    return name.lower() == "adamw_torch"
+
+
+def paged(name: str) -> bool:
+    return name.lower().startswith("paged_")
+
+
+@dataclass(frozen=True)
+class States:
+    weights: float
+    gradients: float
+    optimizer: float
+    optimizer_paged: float  # part of `optimizer` in CUDA unified memory (pages to host under pressure)
+    buffers: float  # ZeRO reduce buckets and persistent small params, allocated for the whole run
+    gathered: float  # parameters gathered for the layers being computed (ZeRO-3 / FSDP)
+    step: float  # alive only during the optimizer step
+    persistent_grads: bool  # the gradient storage outlives the step (ZeRO-3 flat buffer)
+
+
+def quant_bytes(setup) -> float:
+    if setup.quantization is None:
+        return 0.0
+    if setup.quantization in ("nf4", "fp4"):
+        return QUANT_BYTES["nf4-dq" if setup.quant_double else "nf4"]
+    return QUANT_BYTES[setup.quantization]
+
+
+def gpu_states(setup, counts: Counts, arch: Arch) -> States:
+    s, c = setup, counts
+    dp = s.world
+    ds = s.engine == "deepspeed"
+    qb = quant_bytes(s)
+    sixteen = s.sixteen_bit
+    compute_b = 2 if sixteen else 4
+    if s.precision == "bf16-true":
+        train_b, master, moment_scale = 2, 0, 0.5  # pure bf16: bf16 weights, grads and moments
+    elif ds:
+        train_b, master, moment_scale = compute_b, (4 if sixteen else 0), 1.0  # DeepSpeed casts the module
+    else:
+        train_b, master, moment_scale = 4, 0, 1.0  # AMP: trainable params stay fp32, autocast computes in 16-bit
+    frozen_b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    moments = optimizer_state_bytes(s.optimizer) * moment_scale
+    T, F, Q = c.trainable, c.frozen, c.quantized
+    unit = max(c.largest_layer, arch.largest_module)
+
+    if ds and s.zero.stage == 3:
+        z = s.zero
+        q_sharded = s.quant_storage_float
+        weights = 0.0 if z.offload_params else ((T * train_b + F * frozen_b) + (Q * qb if q_sharded else 0)) / dp
+        weights += 0 if q_sharded else Q * qb
+        persistent = sum(n * k for n, k in arch.small_params.items() if n <= z.param_persistence_threshold) * compute_b
+        gradients = 0.0 if z.offload_optimizer else T * train_b / dp
+        optimizer = 0.0 if z.offload_optimizer else T * (master + moments) / dp
+        buffers = z.reduce_bucket_size * train_b * (2 if z.overlap_comm else 1) + persistent
+        # Gathered at once (partitioned_param_coordinator.py): the module in use (up to the largest, often
+        # the vocabulary matrix), a layer kept for its reuse in backward (stage3_max_reuse_distance), and
+        # the prefetch bucket; prefetching stops at stage3_max_live_parameters, a single module never does.
+        working = min(z.max_live_parameters, c.largest_layer + unit + z.prefetch_bucket_size)
+        gathered = compute_b * min(arch.total, max(unit, working))
+        step = 0.0 if z.offload_optimizer else 4 * min(T / dp, z.sub_group_size)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered,
+                      step, True)
+    if ds:  # ZeRO-1 / ZeRO-2
+        z = s.zero
+        weights = T * train_b + F * frozen_b + Q * qb
+        gradients = 0.0 if z.offload_optimizer else T * train_b / (dp if z.stage == 2 else 1)
+        optimizer = 0.0 if z.offload_optimizer else T * (master + moments) / dp
+        # transformers DeepSpeed docs (ZeRO-2): "overlap_comm uses 4.5x the allgather_bucket_size and
+        # reduce_bucket_size values ... (5e8 x 2Bytes x 2 x 4.5)"; without it, one of each.
+        buffers = (4.5 if z.overlap_comm else 1) * (z.allgather_bucket_size + z.reduce_bucket_size) * train_b
+        step = 0.0 if z.offload_optimizer else 4 * T / dp * (2 if foreach_intermediate(s.optimizer) else 1)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0,
+                      step, False)
+    if s.engine == "fsdp":
+        offload = s.zero.offload_params or s.zero.offload_optimizer
+        weights = 0.0 if offload else (T * train_b + F * frozen_b + Q * qb) / dp
+        gather_b = qb if s.quantization else compute_b  # FSDP gathers the stored (packed) weights
+        gathered = 2 * c.largest_layer * gather_b  # current unit + backward prefetch (BACKWARD_PRE)
+        gradients = 0.0 if offload else T * train_b / dp
+        optimizer = 0.0 if offload else T * moments / dp
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered,
+                      0.0, False)
+    # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
+    # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
+    ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets
+    loaded = T - c.lora if sixteen and s.precision != "bf16-true" else 0
+    fp32_trainable = T - loaded
+    per_loaded = compute_b / FP32_BYTES
+    weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb
+    gradients = (fp32_trainable * train_b + loaded * compute_b) * ddp_copy
+    optimizer = (fp32_trainable + loaded * per_loaded) * moments
+    step = optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0  # one of the two moments
+    return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, 0.0, step, False)
+
+
+def full_weights(setup, counts: Counts) -> float:
+    """The whole model in its compute dtype on one GPU (ZeRO-3 gather for generation)."""
+    b = 2 if setup.sixteen_bit else 4
+    return (counts.total - counts.quantized) * b + counts.quantized * quant_bytes(setup) + counts.adapters * b

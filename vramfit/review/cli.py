@@ -1,0 +1,57 @@
+"""`vramfit review PATH... [--gpu NAME --gpus N --nodes N --host-ram-gib N] [--against RECIPE] [--json]`.
+
+Exit codes: 0 nothing found blocks the run, 1 a finding would fail or OOM it, 2 the input cannot be read.
+Heavy libraries load inside `run`, so `vramfit --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from vramfit.hardware import CATALOGUE
+
+EPILOG = """\
+examples:
+  vramfit review run_grpo_rec.sh --gpu h20 --gpus 6
+  vramfit review scripts/sharegpt4v/slurm_finetune_7b.sh scripts/zero3.json --gpu a100-40g --gpus 8 --nodes 1
+  vramfit review train.sh --gpu a100-80g --host-ram-gib 64 --json
+  vramfit review axolotl.yaml --gpu a100-80g --gpus 8 --against axolotl-llama-3b-8xa100-80g
+
+PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train), a
+DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments JSON/YAML. Files the
+script names (--deepspeed x.json, --config_file) are read too, next to the script or in the
+current directory, unless a PATH with the same file name is given.
+"""
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="launch script and config files to review")
+    parser.add_argument("--gpu", choices=list(CATALOGUE), help="GPU type (default: the closest recipe's, said so)")
+    parser.add_argument("--gpus", type=_positive(int), help="GPUs per node (default: what the script says)")
+    parser.add_argument("--nodes", type=_positive(int), help="nodes (default: what the script says, else 1)")
+    parser.add_argument("--host-ram-gib", type=_positive(float), help="host RAM per node, to check it (default: not checked)")
+    parser.add_argument("--against", metavar="RECIPE", help="compare with this recipe (default: the closest one)")
+    parser.add_argument("--model-config", metavar="FILE", help="model_configs/<file>.json when the model name matches none")
+    parser.add_argument("--json", action="store_true", help="print the review as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramfit.review.report import render
+    from vramfit.review.reviewer import review
+
+    result = review(args.paths, gpu=args.gpu, gpus=args.gpus, nodes=args.nodes, host_ram_gib=args.host_ram_gib,
+                    against=args.against, model_config=args.model_config)
+    print(json.dumps(result.to_json(), indent=2) if args.json else render(result, args.paths))
+    return result.exit_code

@@ -1,0 +1,688 @@
+"""What the files say, as a vramfit recipe dict, with where each value was read.
+
+Training arguments keep their Hugging Face / TRL names; a shell script's words are typed by
+`transformers.HfArgumentParser` over `TrainingArguments` (or `trl.GRPOConfig` for a GRPO script),
+as the upstream scripts' own parsers type them. Upstream script arguments that carry a recipe
+setting (model_max_length, max_pixels, lora_enable, tune_vision, ...) and axolotl's key names are
+translated by the tables below; arguments renamed or removed in the installed libraries are read
+under their new name and reported. Everything else is reported as unknown, with a did-you-mean.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramfit.paths import PACKAGE_ROOT
+from vramfit.problems import ConfigError, Problems, did_you_mean
+from vramfit.recipe import parse_value
+from vramfit.review import shell
+from vramfit.review.findings import Finding
+from vramfit.review.sources import Setting, Source, launcher_options, locate
+
+MODEL_CONFIGS = PACKAGE_ROOT / "model_configs"
+
+# Upstream script arguments (LLaVA / ShareGPT4V / TinyChart / MiniCPM-V / VLM-R1 / TRL ModelConfig /
+# LLaMA-Factory) that carry a recipe setting: name -> recipe key.
+ALIASES = {
+    "model_name_or_path": "model.id",
+    "model_max_length": "data.max_length", "max_seq_length": "data.max_length", "cutoff_len": "data.max_length",
+    "max_pixels": "data.max_pixels", "image_max_pixels": "data.max_pixels",
+    "max_slice_nums": "data.max_slice_nums",
+    "lora_r": "model.lora.r", "lora_rank": "model.lora.r", "lora_alpha": "model.lora.alpha",
+    "lora_dropout": "model.lora.dropout", "lora_target_modules": "model.lora.target_modules", "lora_target": "model.lora.target_modules",
+    "double_quant": "model.quantization.double_quant", "quant_type": "model.quantization.quant_type",
+    "attn_implementation": "model.attn_implementation",
+    "data_path": "data.train_file", "dataset_name": "data.train_file", "dataset": "data.train_file",
+    "eval_data_path": "data.eval_file", "image_folder": "data.image_folder", "image_root": "data.image_folder",
+}
+# Switches that pick the method when on.
+METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
+# Switches over what trains: name -> (model.train key, value when the switch is on).
+TRAIN_SWITCHES = {
+    "tune_vision": ("vision_tower", True), "tune_vision_tower": ("vision_tower", True), "tune_entire_model": ("vision_tower", True),
+    "unfreeze_mm_vision_tower": ("vision_tower", True), "freeze_vision_modules": ("vision_tower", False),
+    "freeze_vision_tower": ("vision_tower", False), "tune_llm": ("llm", True), "freeze_backbone": ("llm", False),
+}
+# Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
+NOT_MODELLED = {
+    "version", "vision_tower", "mm_projector_type", "mm_vision_select_layer", "mm_use_im_start_end", "mm_use_im_patch_token",
+    "image_aspect_ratio", "group_by_modality_length", "lazy_preprocess", "llm_type", "torch_dtype", "dtype", "lora_task_type",
+    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "tune_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
+    "reward_funcs", "min_pixels", "image_min_pixels", "template", "stage", "overwrite_cache", "preprocessing_num_workers",
+    "max_samples", "plot_loss", "cache_dir", "mpt_attn_impl",
+}
+# Upstream arguments with a rule of their own (see `_Builder.upstream`).
+UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer"}
+# The environment variables of the launch that change memory.
+MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
+# Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
+RENAMED = {
+    "evaluation_strategy": ("eval_strategy", "renamed eval_strategy; the old name is gone from the installed transformers"),
+    "warmup_ratio": ("warmup_steps", "gone from the installed transformers, where warmup_steps below 1 is the fraction"),
+    "no_cuda": ("use_cpu", "renamed use_cpu"),
+    "per_gpu_train_batch_size": ("per_device_train_batch_size", "renamed per_device_train_batch_size"),
+    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "renamed per_device_eval_batch_size"),
+    "group_by_length": ("train_sampling_strategy", "replaced by train_sampling_strategy in the installed transformers"),
+    "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
+}
+# axolotl's names for recipe settings; axolotl keys that are TrainingArguments names pass through.
+AXOLOTL = {
+    "base_model": "model.id", "micro_batch_size": "training.per_device_train_batch_size",
+    "eval_batch_size": "training.per_device_eval_batch_size", "num_epochs": "training.num_train_epochs",
+    "lr_scheduler": "training.lr_scheduler_type", "optimizer": "training.optim", "sequence_len": "data.max_length",
+    "lora_r": "model.lora.r", "lora_alpha": "model.lora.alpha", "lora_dropout": "model.lora.dropout",
+    "lora_target_modules": "model.lora.target_modules", "trust_remote_code": "model.trust_remote_code",
+    "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
+}
+AXOLOTL_SPECIAL = {"adapter", "lora_target_linear", "load_in_4bit", "load_in_8bit", "flash_attention", "sdp_attention",
+                   "eager_attention", "plugins", "deepspeed", "bf16", "fp16", "tf32"}
+AXOLOTL_NOT_MODELLED = {
+    "base_model_config", "model_type", "tokenizer_type", "tokenizer_config", "datasets", "test_datasets", "dataset_prepared_path",
+    "val_set_size", "special_tokens", "tokens", "strict", "chat_template", "sample_packing", "eval_sample_packing",
+    "pad_to_sequence_len", "train_on_inputs", "wandb_project", "wandb_entity", "wandb_watch", "wandb_name", "wandb_run_id",
+    "wandb_log_model", "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank",
+    "xformers_attention", "hub_model_id", "evals_per_epoch", "saves_per_epoch", "eval_table_size", "eval_max_new_tokens",
+    "debug", "fsdp", "fsdp_config", "dataset_processes", "unfrozen_parameters", "lora_modules_to_save", "lora_fan_in_fan_out",
+    "peft_use_dora", "use_tensorboard", "gptq", "torch_dtype", "flash_attn_cross_entropy", "flash_attn_rms_norm",
+    "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "s2_attention", "shuffle_merged_datasets", "save_safetensors",
+    "group_by_length", "liger_rope", "liger_rms_norm", "liger_glu_activation", "liger_layer_norm",
+    "liger_fused_linear_cross_entropy", "liger_cross_entropy", "lora_model_dir", "lora_on_cpu", "is_llama_derived_model",
+    "is_mistral_derived_model", "is_qwen_derived_model", "rl", "default_system_message", "dataset_exact_deduplication",
+}
+LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+SEQUENCE_DEFAULT = 2048  # tokens, when no file sets a sequence length
+GRPO_PROMPT_DEFAULT = 512  # TRL's max_prompt_length default before it was removed
+HOST_RAM_UNSTATED = 65536  # GiB, the schema's ceiling: with no --host-ram-gib the host verdict is not a comparison
+
+
+@dataclass
+class Origin:
+    file: str
+    key: str  # as written there
+    line: int | None = None
+
+
+@dataclass
+class Mapped:
+    recipe: dict[str, Any]
+    origins: dict[str, Origin]  # recipe key path -> where it was read
+    primary: Source  # the launch file (else the first settings file): findings about the run as a whole name it
+    settings: Source  # where training settings live (an axolotl / TrainingArguments file, else the launch file)
+    sources: list[Source] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    script_ranks: int | None = None  # ranks the files state
+    deepspeed: Source | None = None  # the file holding the DeepSpeed settings (a JSON, or an accelerate config)
+    deepspeed_label: str = ""  # how findings name the DeepSpeed settings' file
+    stated: dict[str, str] = field(default_factory=dict)  # hardware key -> the flag that stated it
+    not_modelled: list[str] = field(default_factory=list)
+
+    def edit(self, key: str, value: Any) -> str:
+        """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
+        o = self.origins.get(key)
+        source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args")), None)
+        own = source is not None and o.key and o.key.lstrip("-").replace("-", "_") not in RENAMED
+        return edit((source or self.settings).kind, key, value, o.key if own else None)
+
+    def origin(self, key: str) -> Origin:
+        """Where `key` was read; the settings file (with the key spelled for it) when no file set it."""
+        if key in self.origins:
+            return self.origins[key]
+        return Origin(self.settings.label, spelled(self.settings.kind, key), None)
+
+
+def spelled(kind: str, key: str) -> str:
+    """A recipe key as the user's kind of file writes it."""
+    name = key.split(".", 1)[1] if key.startswith(("training.", "data.", "model.")) else key
+    if kind == "axolotl":
+        reverse = {v: k for k, v in AXOLOTL.items()}
+        if key == "training.use_liger_kernel":
+            return "liger_fused_linear_cross_entropy"
+        return reverse.get(key, name.split(".")[-1])
+    reverse = {"data.max_length": "model_max_length", "data.max_pixels": "max_pixels", "data.max_slice_nums": "max_slice_nums",
+               "model.id": "model_name_or_path", "model.lora.r": "lora_r", "model.lora.alpha": "lora_alpha",
+               "model.lora.target_modules": "lora_target_modules", "model.attn_implementation": "attn_implementation",
+               "hardware.gpus_per_node": "gpus", "hardware.nodes": "nodes", "hardware.gpu": "gpu", "hardware.host_ram_gib": "host-ram-gib"}
+    word = reverse.get(key, name.split(".")[-1])
+    return f"--{word}" if kind == "shell" or key.startswith("hardware.") else word
+
+
+def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
+    """`key = value` as the user's kind of file writes it (`word`: the name the file already uses)."""
+    if kind == "axolotl" and key == "training.use_liger_kernel":
+        return f"plugins: [{LIGER_PLUGIN}] with liger_fused_linear_cross_entropy: true" if value else "liger_fused_linear_cross_entropy: false"
+    word = word or spelled(kind, key)
+    text = json.dumps(value) if isinstance(value, (bool, dict, list)) or value is None else str(value)
+    return f"{word} {shlex.quote(text)}" if word.startswith("--") else f"{word}: {text}"
+
+
+# ------------------------------------------------------------------------------------------------ model
+
+def model_candidates() -> dict[str, Path]:
+    """Every model name a model_configs/ file stands for (from its `_model`), lowercased -> file."""
+    out: dict[str, Path] = {}
+    for path in sorted(MODEL_CONFIGS.glob("*.json")):
+        try:
+            described = str(json.loads(path.read_text()).get("_model", ""))
+        except (OSError, json.JSONDecodeError):
+            continue
+        for word in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described):
+            if re.search(r"\d", word) and len(word) >= 5:
+                out.setdefault(word.rsplit("/", 1)[-1].lower(), path)
+    return out
+
+
+def model_config_for(model_id: str) -> Path | None:
+    """The model_configs/ file for a model id or local path: same name, or that name plus a suffix."""
+    name = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
+    matches = [(len(c), p) for c, p in model_candidates().items()
+               if name == c or (name.startswith(c) and name[len(c)] in "-_.")]
+    return max(matches, key=lambda m: m[0])[1] if matches else None
+
+
+# ------------------------------------------------------------------------------------------------ build
+
+class _Builder:
+    def __init__(self, sources: list[Source], workdir: Path):
+        self.sources = sources
+        self.workdir = workdir
+        self.primary = _first(sources, ("shell", "axolotl", "training_args", "accelerate", "deepspeed"))
+        self.settings = _first(sources, ("axolotl", "training_args", "shell", "accelerate", "deepspeed"))
+        self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
+        self.origins: dict[str, Origin] = {}
+        self.findings: list[Finding] = [n for s in sources for n in s.notes]
+        self.not_modelled: list[str] = []
+        self.method: str | None = None
+        self.method_origin: Origin | None = None
+        self.lora_off = False  # a LoRA switch written false (--lora_enable False)
+        self.prompt_text: int | None = None
+        self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
+        programs = " ".join(s.program for s in sources)
+        names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
+        self.grpo = "grpo" in programs.lower() or "num_generations" in names
+        self.parser = None
+
+    # ---- helpers
+    def set(self, key: str, value: Any, setting: Setting) -> None:
+        node = self.recipe
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+        self.origins[key] = Origin(setting.file, setting.key, setting.line)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        node = self.recipe
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def note(self, severity: str, setting: Setting, what: str, fix: str = "") -> None:
+        self.findings.append(Finding(severity, setting.file, setting.key, what, fix, "validation", setting.line))
+
+    def hf_parser(self):
+        if self.parser is None:
+            from transformers import HfArgumentParser
+
+            from vramfit.checks.training_args import config_class
+
+            self.parser = HfArgumentParser(config_class("grpo" if self.grpo else None), allow_abbrev=False, exit_on_error=False)
+        return self.parser
+
+    @property
+    def fields(self) -> list[str]:
+        from vramfit.checks.training_args import fields_for
+
+        return fields_for("grpo" if self.grpo else None)
+
+    def cls_name(self) -> str:
+        return "GRPOConfig" if self.grpo else "TrainingArguments"
+
+    # ---- values
+    def typed(self, name: str, setting: Setting) -> tuple[bool, Any]:
+        """(ok, value) of a training argument; shell words typed by HfArgumentParser."""
+        value = setting.value
+        if not self._is_words(setting):
+            return True, _json_dict(value)
+        flag = f"--{name}"
+        from argparse import ArgumentError
+
+        attempts = [[flag, *value]] + ([[flag, "true"]] if not value else [])
+        error = ""
+        for words in attempts:
+            try:
+                ns, rest = self.hf_parser().parse_known_args(words)
+            except ArgumentError as exc:
+                error = str(exc)
+                continue
+            if rest:
+                self.note("warning", setting, f"takes one value in the installed {self.cls_name()}; {' '.join(rest)!r} would be left over "
+                          "(HfArgumentParser refuses arguments it does not use)", f"keep one value: {setting.key} {value[0]}.")
+            return True, _json_dict(_whole(getattr(ns, name), value))
+        self.note("error", setting, f"{self.cls_name()} cannot read it ({error})", f"write a valid value for {setting.key}.")
+        return False, None
+
+    def _is_words(self, setting: Setting) -> bool:
+        source = next((s for s in self.sources if s.label == setting.file), None)
+        return source is not None and source.kind == "shell"
+
+    def scalar(self, setting: Setting) -> Any:
+        """An upstream argument's value: words read as YAML (2048 -> int, True -> bool); a bare flag is true."""
+        value = setting.value
+        if isinstance(value, list) and self._is_words(setting):
+            return True if not value else parse_value(" ".join(value))
+        return value
+
+    def axolotl_value(self, setting: Setting) -> Setting:
+        """axolotl's own loader reads "2e-5" as a number; YAML keeps it a string."""
+        value = setting.value
+        if not isinstance(value, str) or not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", value.strip()):
+            return setting
+        number = float(value)
+        return Setting(setting.key, int(number) if re.fullmatch(r"[+-]?\d+", value.strip()) else number, setting.file, setting.line)
+
+    # ---- one setting
+    def training(self, name: str, setting: Setting) -> None:
+        ok, value = self.typed(name, setting)
+        if ok:
+            self.set(f"training.{name}", value, setting)
+
+    def read(self, setting: Setting, axolotl: bool) -> None:
+        name = setting.key.lstrip("-").replace("-", "_")
+        value = setting.value
+        if axolotl and value is None:
+            return  # axolotl: an empty key is unset
+        words = value if isinstance(value, list) and self._is_words(setting) else []
+        if any(shell.UNRESOLVED.search(w) for w in words):
+            self.note("warning", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
+                      "write the value in the script, or define the variable above the command.")
+            return
+        if name in ("deepspeed", "local_rank") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
+            return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
+        fields = self.fields
+        if axolotl:
+            setting = self.axolotl_value(setting)
+            if name in AXOLOTL:
+                return self.alias(AXOLOTL[name].split(".", 1), setting)
+            if name in AXOLOTL_SPECIAL:
+                return self.axolotl_special(name, setting)
+            if name in AXOLOTL_NOT_MODELLED:
+                return self.not_modelled.append(setting.key)
+        if name in fields or (name.startswith("no_") and name[3:] in fields):
+            self.training(name if name in fields else name[3:], setting if name in fields else
+                          Setting(setting.key, ["false"], setting.file, setting.line))
+        elif name in RENAMED:
+            self.renamed(name, setting)
+        elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
+            self.upstream(name, setting)
+        elif name in NOT_MODELLED:
+            self.not_modelled.append(setting.key)
+        else:
+            self.unknown(setting, axolotl)
+
+    def alias(self, parts: list[str], setting: Setting) -> None:
+        section, key = parts
+        if section == "training":
+            self.training(key, setting)
+        else:
+            self.set(f"{section}.{key}", self.scalar(setting), setting)
+
+    def renamed(self, name: str, setting: Setting) -> None:
+        new, why = RENAMED[name]
+        if name == "max_prompt_length":
+            self.prompt_text = int(self.scalar(setting))
+            self.note("warning", setting, f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                      "drop it and filter overlong prompts from the data set (TRL's advice).")
+            return
+        spelled_new = f"--{new}" if setting.key.startswith("--") else new
+        if name == "group_by_length":
+            strategy = "group_by_length" if self.scalar(setting) else "random"
+            self.note("warning", setting, f"{setting.key} is {why}", f"write {spelled_new} {strategy}.")
+            self.set("training.train_sampling_strategy", strategy, setting)
+            return
+        self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
+        self.training(new, setting)
+
+    def upstream(self, name: str, setting: Setting) -> None:
+        value = self.scalar(setting)
+        if name in METHOD_SWITCHES and isinstance(value, bool):
+            if value:
+                self.method, self.method_origin = METHOD_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
+            self.lora_off = not value
+        elif name in TRAIN_SWITCHES and isinstance(value, bool):
+            part, on = TRAIN_SWITCHES[name]
+            self.set(f"model.train.{part}", on if value else not on, setting)
+        elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
+            self.method, self.method_origin = ("lora" if value == "lora" else "full"), Origin(setting.file, setting.key, setting.line)
+        elif name == "bits" and value in (4, 8):
+            self.method, self.method_origin = "qlora", Origin(setting.file, setting.key, setting.line)
+            self.set("model.quantization.bits", value, setting)
+        elif name == "tune_vit_from_layer" and isinstance(value, int) and value >= 0:
+            self.set("model.train.vision_tower", value, setting)
+        elif name in ALIASES:
+            self.set(ALIASES[name], value, setting)
+
+    def axolotl_special(self, name: str, setting: Setting) -> None:
+        value = setting.value
+        if name == "adapter" and value in ("lora", "qlora"):
+            self.method, self.method_origin = value, Origin(setting.file, setting.key, setting.line)
+        elif name == "lora_target_linear" and value is True:
+            self.set("model.lora.target_modules", "all-linear", setting)
+        elif name in ("load_in_4bit", "load_in_8bit") and value is True:
+            self.set("model.quantization.bits", 4 if name == "load_in_4bit" else 8, setting)
+        elif name in ("flash_attention", "sdp_attention", "eager_attention") and value is True:
+            impl = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "eager_attention": "eager"}[name]
+            self.set("model.attn_implementation", impl, setting)
+        elif name == "plugins":
+            self.liger_plugin = LIGER_PLUGIN in (value or [])
+        elif name in ("bf16", "fp16", "tf32"):
+            self.set(f"training.{name}", value, setting)  # "auto" is resolved against the GPU later
+
+    def unknown(self, setting: Setting, axolotl: bool) -> None:
+        name = setting.key.lstrip("-")
+        source = next(s for s in self.sources if s.label == setting.file)
+        dashed = setting.key.startswith("--")
+        if dashed and source.launcher and source.launcher != "python" and setting.key in launcher_options(_parser_of(source.launcher)):
+            self.note("warning", setting, f"{setting.key} is a {source.launcher} option, but it comes after the script, so the script gets it, not {source.launcher}",
+                      f"move {setting.key} before {source.program}.")
+            return
+        known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *UPSTREAM_SPECIAL, *NOT_MODELLED, *RENAMED]
+        if axolotl:
+            known += [*AXOLOTL, *AXOLOTL_SPECIAL, *AXOLOTL_NOT_MODELLED]
+        hint = did_you_mean(setting.key if dashed else f"--{name}", [f"--{k}" for k in known])
+        if not dashed:
+            hint = hint.replace("'--", "'")
+        what = "flag" if dashed else "key"
+        kinds = "an axolotl, TrainingArguments or GRPOConfig key" if axolotl else "a TrainingArguments/GRPOConfig/launcher argument"
+        self.note("warning", setting, f"unknown {what} {setting.key}: not {kinds}.{hint}", f"remove {setting.key} or correct its name.")
+
+    # ---- the whole recipe
+    def build(self, model_config: str | None) -> Mapped:
+        for source in self.sources:
+            if source.kind in ("shell", "training_args", "axolotl"):
+                for setting in source.settings:
+                    self.read(setting, source.kind == "axolotl")
+        self._liger()
+        self._model(model_config)
+        self._method()
+        self._data()
+        self._precision()
+        env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
+        if env:
+            self.recipe["env"] = env
+        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled)
+        self._deepspeed(mapped)
+        self._launcher(mapped)
+        return mapped
+
+    def _liger(self) -> None:
+        axolotl = next((s for s in self.sources if s.kind == "axolotl"), None)
+        if axolotl is None:
+            return
+        flce = next((s for s in axolotl.settings if s.key == "liger_fused_linear_cross_entropy"), None)
+        keys = [s for s in axolotl.settings if s.key.startswith("liger_") and s.value]
+        if keys and not self.liger_plugin:
+            self.note("warning", keys[0], f"{', '.join(s.key for s in keys)} do nothing without the Liger plugin",
+                      f"add plugins: [{LIGER_PLUGIN}].")
+        if self.liger_plugin and flce is not None and flce.value is True:
+            self.set("training.use_liger_kernel", True, flce)
+
+    def _model(self, model_config: str | None) -> None:
+        problems = Problems()
+        model_id = self.get("model.id")
+        first = self.primary.label
+        if model_config:
+            path = Path(model_config)
+            if not path.is_file() and (MODEL_CONFIGS / path.name).is_file():
+                path = MODEL_CONFIGS / path.name
+            if not path.is_file():
+                problems.add(model_config, "--model-config", "no such file",
+                             f"pass one of: {', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in sorted(MODEL_CONFIGS.glob('*.json')))}.")
+                raise ConfigError(problems)
+        elif model_id is None:
+            problems.add(first, "", "names no model (--model_name_or_path, base_model)",
+                         "pass the model's config with --model-config model_configs/<file>.json.")
+            raise ConfigError(problems)
+        else:
+            path = model_config_for(str(model_id))
+            if path is None:
+                origin = self.origins["model.id"]
+                names = sorted(model_candidates())
+                problems.add(origin.file, origin.key, f"no model config under model_configs/ stands for '{model_id}'."
+                             f"{did_you_mean(str(model_id).rsplit('/', 1)[-1].lower(), names)}",
+                             f"pass --model-config model_configs/<file>.json for a model of the same shape (files: "
+                             f"{', '.join(p.name for p in sorted(MODEL_CONFIGS.glob('*.json')))}).")
+                raise ConfigError(problems)
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a file from model_configs/.")
+            raise ConfigError(problems) from None
+        self.config = config
+        model = self.recipe["model"]
+        model.setdefault("id", str(config.get("_model", path.stem)).split(" ", 1)[0])
+        model["architecture"] = (config.get("architectures") or ["?"])[0]
+        model["config"] = str(path.resolve())
+
+    def _method(self) -> None:
+        if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
+            self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
+        method = "grpo" if self.grpo else (self.method or "full")
+        if self.grpo and self.method in ("lora", "qlora"):
+            self.findings.append(Finding("info", self.method_origin.file, self.method_origin.key,
+                                         "GRPO with LoRA: reviewed as GRPO with a LoRA adapter", source="validation", line=self.method_origin.line))
+        if self.get("model.quantization.bits") and method in ("full", "lora"):
+            method = "qlora"
+        self.recipe["method"] = method
+        origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+        self.origins["method"] = origin
+        model = self.recipe["model"]
+        if method in ("lora", "qlora") or (self.grpo and self.method in ("lora", "qlora")):
+            lora = model.setdefault("lora", {})
+            assumed = [k for k in ("r", "alpha", "target_modules") if k not in lora]
+            lora.setdefault("r", 8)
+            lora.setdefault("alpha", 8)
+            lora.setdefault("target_modules", "all-linear")
+            if assumed:
+                self.findings.append(Finding("info", origin.file, origin.key,
+                                             f"LoRA {', '.join(assumed)} not in the files: reviewed with r={lora['r']}, alpha={lora['alpha']} "
+                                             f"(PEFT's defaults), target_modules={lora['target_modules']}; your training script's own defaults may differ",
+                                             f"pass {', '.join(spelled(self.settings.kind, 'model.lora.' + k) for k in assumed)} explicitly.",
+                                             line=origin.line))
+            model.setdefault("train", {}).setdefault("llm", False)
+        else:
+            model.pop("lora", None)
+        if method == "qlora":
+            q = model.setdefault("quantization", {})
+            q.setdefault("bits", 4)
+            q.setdefault("compute_dtype", "float16" if self.get("training.fp16") is True else "bfloat16")
+        else:
+            model.pop("quantization", None)
+
+    def _data(self) -> None:
+        data = self.recipe["data"]
+        vision = "vision_config" in self.config
+        data["format"] = "rec_jsonl" if self.grpo else ("llava_json" if vision else "chat_jsonl")
+        data.setdefault("train_file", "(not named in the files)")
+        for key in ("train_file", "eval_file", "image_folder"):
+            if key in data:  # a file that exists here is read (the planner counts the eval set)
+                found = locate(str(data[key]), self.primary.path) if key != "image_folder" else None
+                data[key] = str(found.resolve()) if found else str(data[key])
+        data["images_per_sample"] = 1 if vision else 0
+        images = self.config.get("_image_tokens") or {}
+        if vision and "default_max_pixels" in images and "max_pixels" not in data:
+            data["max_pixels"] = images["default_max_pixels"]
+            where = Origin(self.settings.label, spelled(self.settings.kind, "data.max_pixels"), self.settings.launch_line)
+            self.origins["data.max_pixels"] = where
+            self.findings.append(Finding(
+                "warning", where.file, where.key,
+                f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
+                f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
+                f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
+                line=where.line))
+        if self.grpo:
+            per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
+            text = self.prompt_text or GRPO_PROMPT_DEFAULT
+            data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
+        elif "max_length" not in data:
+            data["max_length"] = SEQUENCE_DEFAULT
+            self.findings.append(Finding("warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
+                                         f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
+                                         f"set {edit(self.settings.kind, 'data.max_length', SEQUENCE_DEFAULT)} (or the length you train at) explicitly.",
+                                         line=self.settings.launch_line))
+
+    def _precision(self) -> None:
+        t = self.recipe["training"]
+        accelerate = next((s for s in self.sources if s.accelerate.get("mixed_precision")), None)
+        if accelerate and "bf16" not in t and "fp16" not in t and accelerate.accelerate["mixed_precision"] in ("bf16", "fp16"):
+            mp = accelerate.accelerate["mixed_precision"]
+            t[mp] = True
+            self.origins[f"training.{mp}"] = Origin(accelerate.label, "mixed_precision", accelerate.line_of("mixed_precision"))
+
+    def _deepspeed(self, mapped: Mapped) -> None:
+        """The DeepSpeed settings the launch uses, written under the work folder's deepspeed_configs/
+        (where the runner's checks expect a recipe's JSON)."""
+        refs = [r for s in self.sources for r in s.references if r.role == "deepspeed" and r.source is not None]
+        given = [s for s in self.sources if s.kind == "deepspeed"]
+        inline = next((s for src in self.sources if src.kind != "shell" for s in src.settings
+                       if s.key == "deepspeed" and isinstance(s.value, dict)), None)
+        accelerate = next((s for s in self.sources if s.accelerate.get("deepspeed_config")), None)
+        if refs or given:
+            chosen = refs[0].source if refs else given[0]
+            mapped.deepspeed, mapped.deepspeed_label = chosen, chosen.label
+            text, name = chosen.text, chosen.path.name
+            origin = Origin(refs[0].setting.file, refs[0].setting.key, refs[0].setting.line) if refs else Origin(chosen.label, "")
+            for other in given:
+                if other is not chosen:
+                    self.findings.append(Finding("warning", other.label, "", f"is not the DeepSpeed JSON the launch uses ({chosen.label}); not reviewed",
+                                                 f"pass only {chosen.label}, or point the script at {other.label}."))
+        elif inline is not None:
+            text, name, origin = json.dumps(inline.value, indent=2), "inline.json", Origin(inline.file, inline.key, inline.line)
+        elif accelerate is not None:
+            from accelerate.utils import DeepSpeedPlugin
+
+            ds = accelerate.accelerate["deepspeed_config"]
+            plugin_args = {k: ds[k] for k in ("zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps",
+                                              "gradient_clipping", "zero3_init_flag") if k in ds}
+            document = DeepSpeedPlugin(**plugin_args).deepspeed_config
+            document.pop("steps_per_print", None)  # accelerate writes infinity; DeepSpeed's default is the same in effect
+            document.setdefault("bf16", {"enabled": "auto"})
+            document.setdefault("fp16", {"enabled": "auto"})
+            text, name = json.dumps(document, indent=2), "accelerate.json"
+            origin = Origin(accelerate.label, "deepspeed_config", accelerate.line_of("deepspeed_config"))
+            mapped.deepspeed, mapped.deepspeed_label = accelerate, accelerate.label
+        else:
+            document = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                        "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+                        "zero_optimization": {"stage": 0}}
+            text, name = json.dumps(document, indent=2), "none.json"
+            origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
+            self.findings.append(Finding("info", origin.file, origin.key, "no DeepSpeed JSON: reviewed as plain data parallel "
+                                         "(every rank holds the whole model, its gradients and optimizer states)", line=origin.line))
+        folder = self.workdir / "deepspeed_configs"
+        folder.mkdir(exist_ok=True)
+        (folder / f"reviewed-{name}").write_text(text)
+        self.recipe["deepspeed"] = f"deepspeed_configs/reviewed-{name}"
+        self.origins["deepspeed"] = origin
+        mapped.deepspeed_label = mapped.deepspeed_label or origin.file
+
+    def _launcher(self, mapped: Mapped) -> None:
+        launcher = next((s.launcher for s in self.sources if s.launcher), None)
+        if launcher is None and any(s.kind == "axolotl" for s in self.sources):
+            launcher = "accelerate"
+        self.recipe["launcher"] = {"deepspeed": "deepspeed", "accelerate": "accelerate", "axolotl": "accelerate"}.get(launcher, "torchrun")
+        stated: dict[str, tuple[int, str, Source]] = {}
+        for source in sorted(self.sources, key=lambda s: s.kind != "shell"):
+            for key, (count, flag) in source.hardware.items():
+                stated.setdefault(key, (count, flag, source))
+        for key, (count, flag, source) in stated.items():
+            self.recipe.setdefault("hardware", {})[key] = count
+            self.origins[f"hardware.{key}"] = Origin(source.label, flag, source.line_of(flag, source.launch_line or 1) if flag.startswith("-") else None)
+            mapped.stated[key] = flag
+        if "gpus_per_node" in stated:
+            mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _first(sources: list[Source], kinds: tuple[str, ...]) -> Source:
+    """The first source of the first kind in `kinds` that any source has."""
+    return min(sources, key=lambda s: kinds.index(s.kind))
+
+
+def _parser_of(launcher: str) -> str:
+    return "accelerate" if launcher == "axolotl" else launcher
+
+
+def _whole(parsed: Any, words: list[str]) -> Any:
+    """An integral float written without a point stays an int (save_steps 500, not 500.0)."""
+    if isinstance(parsed, float) and parsed.is_integer() and len(words) == 1 and re.fullmatch(r"[+-]?\d+", words[0]):
+        return int(parsed)
+    return parsed
+
+
+def _json_dict(value: Any) -> Any:
+    """A dict argument written as JSON text (gradient_checkpointing_kwargs '{"use_reentrant": false}')."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def build(sources: list[Source], workdir: Path, model_config: str | None = None) -> Mapped:
+    """The recipe dict the files describe (hardware: only what the files state); ConfigError when no model."""
+    return _Builder(sources, workdir).build(model_config)
+
+
+
+def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None,
+                  reference) -> list[Finding]:
+    """Hardware from the review's flags, else what the files state, else the closest recipe's (and said so);
+    then what follows from it: the recipe name, the global batch, axolotl's `bf16: auto`."""
+    from vramfit.checks.recipe_rules import HF_DEFAULT_ACCUMULATION, HF_DEFAULT_MICRO_BATCH
+    from vramfit.hardware import CATALOGUE
+
+    findings: list[Finding] = []
+    hw = mapped.recipe.setdefault("hardware", {})
+    for key, value, flag in (("gpu", gpu, "--gpu"), ("gpus_per_node", gpus, "--gpus"), ("nodes", nodes, "--nodes"),
+                             ("host_ram_gib", host_ram_gib, "--host-ram-gib")):
+        if value is None:
+            continue
+        said = hw.get(key)
+        if said is not None and said != value:
+            o = mapped.origins[f"hardware.{key}"]
+            findings.append(Finding("info", o.file, o.key, f"the script says {said}; reviewed with {flag} {value}", line=o.line))
+        hw[key] = value
+        mapped.origins[f"hardware.{key}"] = Origin(mapped.primary.label, flag)
+        mapped.stated[key] = flag
+    for key, flag, what in (("gpu", "--gpu", "which GPU"), ("gpus_per_node", "--gpus", "how many GPUs per node")):
+        if key in hw:
+            continue
+        if reference is None:
+            problems = Problems()
+            problems.add(mapped.primary.label, flag, f"the files do not say {what} and there is no recipe to take it from", f"pass {flag}.")
+            raise ConfigError(problems)
+        hw[key] = getattr(reference.hardware, key)
+        choices = f" (one of: {', '.join(CATALOGUE)})" if key == "gpu" else ""
+        findings.append(Finding("warning", mapped.primary.label, flag,
+                                f"the files do not say {what}: reviewed as {hw[key]}, the closest recipe's ({reference.name})",
+                                f"pass {flag} for your hardware{choices}."))
+    hw.setdefault("nodes", 1)
+    hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
+    t = mapped.recipe["training"]
+    for key, on in (("bf16", CATALOGUE[hw["gpu"]].bf16), ("fp16", not CATALOGUE[hw["gpu"]].bf16 and t.get("bf16") is not True)):
+        if t.get(key) == "auto":
+            t[key] = on
+    ranks = hw["gpus_per_node"] * hw["nodes"]
+    micro = t.get("per_device_train_batch_size", HF_DEFAULT_MICRO_BATCH)
+    accum = t.get("gradient_accumulation_steps", HF_DEFAULT_ACCUMULATION)
+    numbers = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (micro, accum))
+    mapped.recipe["global_batch_size"] = micro * accum * (mapped.script_ranks or ranks) if numbers else 1
+    mapped.recipe["name"] = f"review-{ranks}x{hw['gpu']}"
+    mapped.recipe["summary"] = f"review of {mapped.primary.label}"
+    return findings

@@ -1,0 +1,261 @@
+"""Review launch files: read them, map them onto a recipe, run the runner's checks and the memory
+planner on it, and compare it with the closest tested recipe.
+
+The synthesised recipe is written to a temporary folder and checked by `vramfit.validate.validate`,
+the runner's own entry point, so a review sees exactly what `vramfit validate` would. Three rules
+guard the shared recipe tree rather than a run (the recipe's name, DeepSpeed JSONs under
+deepspeed_configs/, no absolute paths) and are left out of a review: the reviewed DeepSpeed JSON is
+copied into the temporary folder's deepspeed_configs/, next to vramfit's presets (which the
+planner's fixes name), and the user's own paths stay as they wrote them.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vramfit.checks.deepspeed_json import CONFIG_DIR
+from vramfit.paths import PACKAGE_ROOT
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConfigError, Problem
+from vramfit.review import mapping, reference
+from vramfit.review.findings import Finding, ordered
+from vramfit.review.sources import read_all
+
+_TREE_RULE = "is an absolute or personal path"
+
+
+@dataclass
+class Review:
+    findings: list[Finding]
+    exit_code: int
+    plan: Any = None  # vramfit.planner.Plan for the stated hardware
+    closest_recipe: str | None = None
+    summary: list[str] = field(default_factory=list)  # how the files were read, for the human report
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_dict() for f in self.findings], "plan": self.plan.to_json() if self.plan is not None else None,
+                "closest_recipe": self.closest_recipe, "exit_code": self.exit_code}
+
+
+def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, nodes: int | None = None,
+           host_ram_gib: float | None = None, against: str | None = None, model_config: str | None = None) -> Review:
+    try:
+        sources = read_all(paths)
+    except ConfigError as error:
+        return _unreadable(error)
+    with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
+        workdir = Path(tmp)
+        shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
+        try:
+            mapped = mapping.build(sources, workdir, model_config)
+            ref, why = reference.closest(mapped.recipe, against, gpu)
+            findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
+        except ConfigError as error:
+            return _unreadable(error)
+        if mapped.not_modelled:
+            findings.append(Finding("info", mapped.primary.label, "", f"read but not reviewed (data handling, projector shape, ...): "
+                                    f"{', '.join(mapped.not_modelled)}"))
+        path = workdir / "recipe.yaml"
+        path.write_text(yaml.safe_dump(mapped.recipe, sort_keys=False))
+        with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
+            warnings.simplefilter("ignore", FutureWarning)
+            recipe, problems = _validate(path)
+        findings += [_finding(p, mapped) for p in problems if _for_a_run(p)]
+        plan = None
+        if recipe is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
+            if ref is not None:
+                findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
+        findings = ordered(findings)
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_OK
+        summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
+        return Review(findings, code, plan, ref.name if ref else None, summary)
+
+
+def _unreadable(error: ConfigError) -> Review:
+    findings = [Finding("error", p.file, p.key, p.what, p.fix) for p in error.problems.items]
+    return Review(findings, EXIT_BAD_INPUT)
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _validate(path: Path):
+    """(the loaded recipe or None, every problem) from the runner's own validation."""
+    from vramfit import recipe as recipe_mod
+    from vramfit.validate import validate
+
+    try:
+        result = validate(str(path), plan=False)
+        return result.recipe, result.warnings
+    except ConfigError as error:
+        problems = error.problems.items
+    try:
+        return recipe_mod.load(path), problems
+    except ConfigError:
+        return None, problems
+
+
+def _for_a_run(p: Problem) -> bool:
+    """False for the rules that keep the shared recipe tree tidy (its naming, repository-relative paths)."""
+    return p.key != "name" and _TREE_RULE not in p.what
+
+
+def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
+    """A validation problem, named in the user's files and keys."""
+    ds_label = f"deepspeed_configs/{Path(mapped.recipe['deepspeed']).name}"
+    severity, what, fix = p.severity, p.what, p.fix
+    if p.file == ds_label:
+        file, key = mapped.deepspeed_label, p.key
+        what, fix = what.replace(ds_label, file), fix.replace(ds_label, file)
+        line = mapped.deepspeed.line_of(p.key) if mapped.deepspeed is not None and p.key else None
+    else:
+        origin = _origin(mapped, p.key)
+        file, key, line = origin.file, origin.key, origin.line
+    if p.key == "global_batch_size":  # the files' batch on other hardware: a different run, not a failing one
+        origin = _origin(mapped, "training.per_device_train_batch_size")
+        file, key, line, severity = origin.file, origin.key, origin.line, "warning"
+        what = (f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
+                f"on their {mapped.script_ranks} ranks ({what})")
+    return Finding(severity, file, key, what, fix, "validation", line)
+
+
+def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in mapped.origins:
+            return mapped.origins[".".join(parts[:n])]
+    if parts[0] in ("model", "method") and "method" in mapped.origins:
+        return mapped.origins["method"]
+    return mapped.origin(key)
+
+
+def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Finding]):
+    from vramfit.planner import plan_recipe
+
+    try:
+        plan = plan_recipe(recipe)
+    except ConfigError as error:
+        findings += [_finding(p, mapped) for p in error.problems.items]
+        return None
+    except (ValueError, TypeError) as exc:  # a setting the checks above already refuse (a word where a number belongs)
+        findings.append(Finding("info", mapped.primary.label, "", f"memory not planned: the planner cannot read these settings ({exc})",
+                                "fix the errors above, then review again.", "planner"))
+        return None
+    if not host_known:
+        plan.host_ram_available_gib, plan.host_ram_fits = None, True
+    file = mapped.primary.label
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
+    where = f"{recipe.world_size} x {recipe.hardware.gpu}"
+    if plan.fits:
+        findings.append(Finding("info", file, "--gpu", f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU "
+                                f"on {where}, in {plan.peak_phase} ({parts})", source="planner"))
+    else:
+        findings.append(Finding("error", file, "--gpu", f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the "
+                                f"{plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts})",
+                                _fixes(plan, mapped), "planner"))
+    if "evaluation" in plan.phases and plan.phases["evaluation"] > plan.phases.get("train", 0.0):
+        ev = plan.phase_breakdowns["evaluation"]
+        kept = f", {ev['eval_logits']:.1f} GiB of it kept eval logits" if ev.get("eval_logits") else ""
+        origin = mapped.origin("training.eval_steps" if "training.eval_steps" in mapped.origins else "training.eval_strategy")
+        over = plan.phases["evaluation"] > plan.usable_gib
+        findings.append(Finding("error" if over else "warning", origin.file, origin.key,
+                                f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
+                                f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point",
+                                "; or ".join(mapped.edit(_key(k), v) for k, v in
+                                             {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()),
+                                "planner", origin.line))
+    host = ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in plan.host_breakdown.items() if v >= 0.5)
+    if plan.host_ram_available_gib is None:
+        findings.append(Finding("info", file, "--host-ram-gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}); "
+                                "node size not given, not checked", "pass --host-ram-gib N to check it against your nodes.", "planner"))
+    elif not plan.host_ram_fits:
+        findings.append(Finding("error", file, "--host-ram-gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}) exceeds "
+                                f"the {plan.host_ram_available_gib:g} GiB of a node (95% usable): a rank is killed, often reported as a CUDA OOM",
+                                _fixes(plan, mapped) or "nodes with more RAM, or less offload to host RAM.", "planner"))
+    if recipe.method == "grpo":
+        _generations(recipe, plan.setup, mapped, findings)
+    return plan
+
+
+def _key(name: str) -> str:
+    """A planner override key as a recipe key path."""
+    if name.startswith(("data.", "model.", "hardware.", "env.")) or name in ("deepspeed", "global_batch_size"):
+        return name
+    return f"training.{name}"
+
+
+def _fixes(plan, mapped: mapping.Mapped) -> str:
+    out = []
+    for fix in plan.fixes:
+        edits = []
+        for name, value in fix["overrides"].items():
+            if name.startswith("env."):
+                edits.append(f"export {name[4:]}={value}")
+            elif name == "deepspeed":
+                edits.append(f"{mapped.edit('deepspeed', value)} (vramfit's preset)")
+            else:
+                edits.append(mapped.edit(_key(name), value))
+        out.append(f"{' '.join(edits) if mapped.settings.kind == 'shell' else ', '.join(edits)} (predicted {fix['per_gpu_peak_gib']:.1f} GiB per GPU, "
+                   f"host {fix['host_ram_gib']:.0f} GiB: {fix['why']})")
+    return "; or ".join(out)
+
+
+def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding]) -> None:
+    """GRPO: sequences per GPU under TRL's semantics and under the older VLM-R1 / open-r1 one."""
+    from vramfit import recipe as recipe_mod
+    from vramfit.planner import plan_recipe
+
+    micro, g = setup.micro_batch, setup.num_generations
+    origin = mapped.origin("training.per_device_train_batch_size")
+    old = micro * g
+    ranks = recipe.world_size
+    what = (f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
+            f"{micro * ranks} completions = {micro * ranks // g if micro * ranks % g == 0 else micro * ranks / g} prompts x {g} per micro-step "
+            f"on {ranks} ranks); {old} under the semantics of VLM-R1 / open-r1 before the TRL change (each of the {micro} prompts "
+            f"expanded to {g} completions)")
+    try:
+        old_recipe = recipe_mod.load(recipe.source, [f"per_device_train_batch_size={old}",
+                                                     f"global_batch_size={old * setup.gradient_accumulation_steps * ranks}"])
+        old_plan = plan_recipe(old_recipe, fixes=False)
+    except ConfigError:
+        findings.append(Finding("info", origin.file, origin.key, what, "", "planner", origin.line))
+        return
+    verdict = "fits" if old_plan.fits else f"does not fit the {old_plan.gpu_memory_gib:.1f} GiB card"
+    severity = "info" if old_plan.fits else "warning"
+    fix = "" if old_plan.fits or micro < 2 else (f"with a checkout from before the change, divide per_device_train_batch_size by "
+                                                 f"num_generations: {mapped.edit('training.per_device_train_batch_size', max(1, micro // g))}")
+    findings.append(Finding(severity, origin.file, origin.key,
+                            f"{what}; planned with {old} sequences per GPU: {old_plan.per_gpu_peak_gib:.1f} GiB, {verdict}", fix,
+                            "planner", origin.line))
+
+
+def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:
+    r = mapped.recipe
+    hw = r["hardware"]
+    t = r["training"]
+    host = f", {hw['host_ram_gib']:g} GiB host RAM per node" if "host_ram_gib" in mapped.stated else ""
+    ranks = hw["gpus_per_node"] * hw["nodes"]
+    micro, accum = t.get("per_device_train_batch_size", 8), t.get("gradient_accumulation_steps", 1)
+    total = micro * accum * ranks if all(isinstance(v, int) for v in (micro, accum)) else "?"
+    lines = [f"read as: {r['method']} of {r['model']['id']} ({Path(r['model']['config']).name}), {r['launcher']}, "
+             f"{reference.zero_label(ds)} ({mapped.deepspeed_label})",
+             f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
+             f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
+             + (f" (the files, as written for {mapped.script_ranks} ranks: {r['global_batch_size']})"
+                if mapped.script_ranks and mapped.script_ranks != ranks else "")]
+    if ref is not None:
+        lines.append(f"closest recipe: {ref.name} ({why})")
+    return lines

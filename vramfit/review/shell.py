@@ -1,0 +1,384 @@
+"""Read a shell launch script without running it: its variables, its commands, as argv lists.
+
+What a shell would do, done on text: line continuations and comments (a physical-line scanner that
+knows quoting), `VAR=...` / `export VAR=...` in order, `$VAR`, `${VAR}`, `${VAR:-default}` and
+`$((arithmetic))` expanded where the script defines them, `bash -c '...'` read as a script of its
+own, `srun` options kept as hints, redirections dropped, then `shlex` for the words. Anything only
+the running shell knows (`$(command)`, positional `$1`, variables the script never sets) stays
+unresolved and is visible as such: the value keeps its `$NAME` / `$(...)`.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import re
+import shlex
+from dataclasses import dataclass, field
+
+UNRESOLVED = re.compile(r"\$(\{[^}]*\}|\(|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_REDIRECT = re.compile(r"(\d*|&)(>>|>\||>|<)(&\d+|&-)?")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+# Words that wrap the real command: dropped, the command after them is the one that runs.
+_WRAPPERS = {"nohup", "exec", "time", "command", "builtin", "then", "else", "do", "!"}
+_DECLARE = {"export", "declare", "local", "readonly", "typeset"}
+# srun options written `-x VALUE` / `--long VALUE` (long ones also as `--long=VALUE`).
+_SRUN_SHORT = set("ANnpcJtoeqwxCGmDd")
+_SRUN_LONG = {"nodes", "ntasks", "ntasks-per-node", "gres", "gpus", "gpus-per-node", "gpus-per-task",
+              "cpus-per-task", "partition", "job-name", "time", "mem", "mem-per-cpu", "output", "error",
+              "account", "qos", "nodelist", "exclude", "constraint", "quotatype", "chdir", "export"}
+_SRUN_SHORT_NAMES = {"N": "nodes", "n": "ntasks", "p": "partition", "c": "cpus-per-task", "G": "gpus"}
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    line: int  # first physical line of the command, 1-based
+    environment: dict[str, str] = field(default_factory=dict)  # what the process gets: exported variables + `VAR=value cmd`
+    srun: dict[str, str] = field(default_factory=dict)  # options of an enclosing `srun`
+
+
+@dataclass
+class Script:
+    commands: list[Command]
+    variables: dict[str, str]  # as they stand at the end of the script
+    exported: set[str]  # what a child process (`bash -c '...'`) sees
+    sbatch: dict[str, str]  # `#SBATCH --key=value` directives, long names
+    stray: list[tuple[int, list[str]]]  # (line, words): arguments cut off from their command
+
+
+def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 1) -> Script:
+    lines = list(_logical_lines(text, first_line))
+    sbatch = _sbatch([comment for _, _, comment in lines if comment])
+    env = dict(variables or {})
+    for key, names in (("nodes", ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")), ("ntasks-per-node", ("SLURM_NTASKS_PER_NODE",)),
+                       ("gpus-per-node", ("SLURM_GPUS_ON_NODE",))):
+        if key in sbatch:
+            for name in names:
+                env.setdefault(name, sbatch[key])
+    script = Script([], env, set(env), sbatch, [])
+    for line_no, body, _ in lines:
+        if body.strip():
+            _run_line(body, line_no, script)
+    return script
+
+
+def _logical_lines(text: str, first_line: int):
+    """(first line number, command text without comments, the comment) per logical line."""
+    buf: list[str] = []
+    start = line = first_line
+    quote = None
+    heredoc = None
+    i, n = 0, len(text)
+    physical = text.split("\n")
+    while i < n:
+        c = text[i]
+        if quote == "'":
+            buf.append(c)
+            quote = None if c == "'" else quote
+            line += c == "\n"
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":  # continuation, unquoted or inside double quotes
+                i += 2
+                line += 1
+                continue
+            buf += [c, text[i + 1]]
+            i += 2
+            continue
+        if quote == '"':
+            buf.append(c)
+            quote = None if c == '"' else quote
+            line += c == "\n"
+            i += 1
+            continue
+        if c in "'\"":
+            quote = c
+            buf.append(c)
+            i += 1
+            continue
+        if c == "#" and (not buf or buf[-1] in " \t;&|("):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            comment = text[i:end] if not "".join(buf).strip() else ""
+            yield start, "".join(buf), comment
+            buf, i = [], end
+            start = line
+            continue
+        if c == "\n":
+            body = "".join(buf)
+            if buf:
+                yield start, body, ""
+            buf = []
+            line += 1
+            i += 1
+            match = _HEREDOC.search(body)
+            if match:  # skip the here-document's lines: they are data, not commands
+                heredoc = match.group(2)
+                while line - first_line < len(physical) and physical[line - first_line].strip() != heredoc:
+                    i += len(physical[line - first_line]) + 1
+                    line += 1
+                i += len(physical[line - first_line]) + 1 if line - first_line < len(physical) else 0
+                line += 1
+            start = line
+            continue
+        buf.append(c)
+        i += 1
+    if buf:
+        yield start, "".join(buf), ""
+
+
+def _sbatch(comments: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for comment in comments:
+        if not comment.startswith("#SBATCH"):
+            continue
+        words = shlex.split(comment[len("#SBATCH"):], comments=True)
+        for i, word in enumerate(words):
+            if word.startswith("--"):
+                key, _, value = word[2:].partition("=")
+                out[key] = value or (words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else "")
+            elif word.startswith("-") and len(word) >= 2 and word[1] in _SRUN_SHORT_NAMES:
+                value = word[2:] or (words[i + 1] if i + 1 < len(words) else "")
+                out[_SRUN_SHORT_NAMES[word[1]]] = value
+    gres = re.search(r"gpu(?::[\w-]+)?:(\d+)", out.get("gres", ""))
+    if gres and "gpus-per-node" not in out:
+        out["gpus-per-node"] = gres.group(1)
+    return out
+
+
+def _run_line(body: str, line_no: int, script: Script) -> None:
+    expanded = expand(body, script.variables)
+    try:
+        lexer = shlex.shlex(expanded, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:  # an unbalanced quote: the shell would refuse the line too
+        script.stray.append((line_no, [body.strip()]))
+        return
+    command: list[str] = []
+    for word in [*words, ";"]:
+        if word in (";", "&", "&&", "||", "|", ";;", "|&"):
+            if command:
+                _simple_command(command, line_no, script, {})
+            command = []
+        else:
+            command.append(word)
+
+
+def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[str, str]) -> None:
+    while words and words[0] in _WRAPPERS | {"if", "elif", "while", "until"}:
+        words = words[1:]
+    env: dict[str, str] = {}
+    while words and _ASSIGNMENT.match(words[0]):
+        name, value = _ASSIGNMENT.match(words[0]).groups()
+        env[name] = value
+        words = words[1:]
+    if not words:
+        script.variables.update(env)
+        return
+    if words[0] in _DECLARE:
+        for word in words[1:]:
+            match = _ASSIGNMENT.match(word)
+            if match:
+                script.variables[match.group(1)] = match.group(2)
+            if words[0] == "export" and _NAME.fullmatch((match.group(1) if match else word)):
+                script.exported.add(match.group(1) if match else word)
+        return
+    if words[0].startswith("--"):
+        script.stray.append((line_no, words))
+        return
+    if words[0] == "env":
+        words = words[1:]
+        while words and _ASSIGNMENT.match(words[0]):
+            name, value = _ASSIGNMENT.match(words[0]).groups()
+            env[name] = value
+            words = words[1:]
+    if words and words[0] == "srun":
+        options, words = _srun_options(words[1:])
+        srun = {**srun, **options}
+    if len(words) >= 3 and words[0] in ("bash", "sh") and words[1] == "-c":
+        seen = {k: v for k, v in script.variables.items() if k in script.exported}
+        inner = parse(words[2], {**seen, **env}, line_no)
+        for command in inner.commands:
+            command.srun = {**srun, **command.srun}
+        script.commands += inner.commands
+        script.stray += inner.stray
+        return
+    if words:
+        exported = {k: v for k, v in script.variables.items() if k in script.exported}
+        script.commands.append(Command(words, line_no, {**exported, **env}, srun))
+
+
+def _srun_options(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        word = words[i]
+        if word.startswith("--"):
+            key, eq, value = word[2:].partition("=")
+            if not eq and key in _SRUN_LONG and i + 1 < len(words):
+                value, i = words[i + 1], i + 1
+            options[key] = value
+        elif len(word) >= 2 and word[1] in _SRUN_SHORT:
+            value = word[2:]
+            if not value and i + 1 < len(words):
+                value, i = words[i + 1], i + 1
+            options[_SRUN_SHORT_NAMES.get(word[1], word[1])] = value
+        i += 1
+    gres = re.search(r"gpu(?::[\w-]+)?:(\d+)", options.get("gres", ""))
+    if gres:
+        options.setdefault("gpus-per-node", gres.group(1))
+    return options, words[i:]
+
+
+def expand(text: str, variables: dict[str, str]) -> str:
+    """`text` with the variables the script defines substituted; single-quoted parts untouched."""
+    out: list[str] = []
+    quote = None
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        word_start = i == 0 or text[i - 1] in " \t"
+        if quote == "'":
+            out.append(c)
+            quote = None if c == "'" else quote
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n:
+            out += [c, text[i + 1]]
+            i += 2
+            continue
+        if c == '"':
+            quote = None if quote == '"' else '"'
+        elif c == "'" and quote is None:
+            quote = "'"
+        elif c == "$" and i + 1 < n:
+            value, i = _dollar(text, i, variables)
+            out.append(_insert(value, quote == '"'))
+            continue
+        elif c == "`" and quote in (None, '"'):
+            end = text.find("`", i + 1)
+            out.append("$(...)")
+            i = n if end < 0 else end + 1
+            continue
+        elif quote is None and word_start and _REDIRECT.match(text, i):
+            i = _skip_redirect(text, i)
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _skip_redirect(text: str, i: int) -> int:
+    """Past `> file`, `2>&1`, `&> file`, `>> file`, `< file`."""
+    match = _REDIRECT.match(text, i)
+    i = match.end()
+    if match.group(3):
+        return i
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    quote = None
+    while i < len(text) and (quote or text[i] not in " \t;&|"):
+        if text[i] in "'\"":
+            quote = None if quote == text[i] else (quote or text[i])
+        i += 1
+    return i
+
+
+def _insert(value: str, in_double_quotes: bool) -> str:
+    if in_double_quotes:
+        return value.replace("\\", "\\\\").replace('"', '\\"')
+    return " ".join(shlex.quote(word) for word in value.split())
+
+
+def _matching(text: str, i: int, open_: str, close: str) -> int:
+    """Index of the `close` that balances the `open_` at text[i]."""
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_:
+            depth += 1
+        elif text[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(text)
+
+
+def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
+    """The value of the `$...` at text[i], and the index after it."""
+    nxt = text[i + 1]
+    if text.startswith("$((", i):
+        end = _matching(text, i + 1, "(", ")")
+        inner = text[i + 3:end - 1]
+        return _arithmetic(expand(inner, variables), variables), end + 1
+    if nxt == "(":
+        return "$(...)", _matching(text, i + 1, "(", ")") + 1
+    if nxt == "{":
+        end = _matching(text, i + 1, "{", "}")
+        return _braced(text[i + 2:end], variables), end + 1
+    match = _NAME.match(text, i + 1)
+    if match:
+        name = match.group(0)
+        return variables.get(name, "$" + name), match.end()
+    if nxt in "0123456789@*#?!$-":
+        return "$" + nxt, i + 2
+    return "$", i + 1
+
+
+def _braced(inner: str, variables: dict[str, str]) -> str:
+    match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(:?[-=+?])?(.*)$", inner, re.S)
+    if not match:
+        return "${" + inner + "}"
+    name, op, word = match.groups()
+    value = variables.get(name)
+    if op is None:
+        return "${" + name + "}" if value is None else value
+    unset = value is None or (op.startswith(":") and value == "")
+    if op.endswith(("-", "=")):
+        if not unset:
+            return value
+        default = _word(word, variables)
+        if op.endswith("="):
+            variables[name] = default
+        return default
+    if op.endswith("+"):
+        return "" if unset else _word(word, variables)
+    return "${" + inner + "}" if unset else value
+
+
+def _word(word: str, variables: dict[str, str]) -> str:
+    """The `word` of `${VAR:-word}`: expanded, quotes removed."""
+    text = expand(word, variables)
+    try:
+        return " ".join(shlex.split(text))
+    except ValueError:
+        return text
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
+        ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv}
+
+
+def _arithmetic(expression: str, variables: dict[str, str]) -> str:
+    """`$(( ))` on integers, as bash does (`/` truncates); unresolved if anything is unknown."""
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return int(variables[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            left, right = value(node.left), value(node.right)
+            return int(left / right)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(node)
+
+    try:
+        return str(value(ast.parse(expression.strip(), mode="eval").body))
+    except (SyntaxError, ValueError, KeyError, ZeroDivisionError, TypeError):
+        return "$((...))"

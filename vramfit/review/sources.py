@@ -1,0 +1,458 @@
+"""Each input file read into what it says: settings as the user wrote them, launcher, hardware, the
+files it points to.
+
+Kinds: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train),
+a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, and a TrainingArguments-style JSON or
+YAML. A launch command is split into launcher and program arguments by the launcher's own argument
+parser (torch.distributed.run, deepspeed.launcher.runner, accelerate's `launch`), so a launcher flag
+means here what it means there. Files the script names (`--deepspeed x.json`, accelerate's
+`--config_file`, axolotl's config) are read too: a PATH given on the command line with the same file
+name first, then next to the script and in the folders above it, then in the current directory.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vramfit.problems import ConfigError, Problems, did_you_mean
+from vramfit.review import shell
+from vramfit.review.findings import Finding
+
+SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
+# Top-level keys that only a DeepSpeed JSON has.
+_DEEPSPEED_KEYS = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "zero_allow_untested_optimizer",
+                   "steps_per_print", "wall_clock_breakdown", "activation_checkpointing", "gradient_clipping"}
+_ACCELERATE_KEYS = {"compute_environment", "distributed_type"}  # `accelerate config` always writes both
+_AXOLOTL_KEYS = {"base_model", "micro_batch_size", "sequence_len", "datasets", "adapter", "num_epochs", "base_model_config",
+                 "lora_target_linear", "val_set_size", "sample_packing", "flash_attention", "plugins"}
+# How a script names the launcher (module run with `python -m`, or command).
+_MODULE_LAUNCHERS = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
+                     "deepspeed.launcher.runner": "deepspeed", "accelerate.commands.launch": "accelerate",
+                     "axolotl.cli.train": "axolotl"}
+
+
+@dataclass
+class Setting:
+    key: str  # as written: "--per_device_train_batch_size", "micro_batch_size"
+    value: Any  # shell: the words after the flag ([] for a bare flag); files: the parsed value
+    file: str
+    line: int | None = None
+
+
+@dataclass
+class Reference:
+    role: str  # the kind of file named: "deepspeed", "accelerate", "axolotl" or "training_args" (TRL's --config)
+    written: str  # the path as the file writes it
+    setting: Setting
+    source: "Source | None" = None  # once read
+
+
+@dataclass
+class Source:
+    path: Path
+    label: str  # how findings name the file
+    kind: str  # shell | deepspeed | accelerate | axolotl | training_args
+    text: str
+    document: Any = None  # parsed JSON / YAML
+    settings: list[Setting] = field(default_factory=list)
+    launcher: str | None = None
+    program: str = ""  # the training script or module the launch command runs
+    launch_line: int | None = None
+    # "gpus_per_node" / "nodes" -> (count, the flag that says so)
+    hardware: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
+    accelerate: dict[str, Any] = field(default_factory=dict)
+    references: list[Reference] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # the launch command's environment, as far as the script sets it
+
+    def line_of(self, key: str, after: int = 1) -> int | None:
+        """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
+        leaf = key.rsplit(".", 1)[-1]
+        pattern = (re.compile(rf"(^|[\s'\"]){re.escape(leaf)}(?=[\s='\"]|$)") if key.startswith("-")
+                   else re.compile(rf"^\s*-?\s*[\"']?{re.escape(leaf)}[\"']?\s*:"))
+        for number, text in enumerate(self.text.splitlines()[after - 1:], start=after):
+            if pattern.search(text):
+                return number
+        return None
+
+
+def label(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def read_all(paths: list[str]) -> list[Source]:
+    """Every PATH and every file they name, read; ConfigError (exit 2) when one cannot be read."""
+    problems = Problems()
+    sources = []
+    for given in paths:
+        try:
+            sources.append(read(Path(given)))
+        except ConfigError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise ConfigError(problems)
+    for source in list(sources):
+        _follow(source, sources, problems)
+    if problems:
+        raise ConfigError(problems)
+    return sources
+
+
+def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
+    for ref in source.references:
+        given = [s for s in sources if s.path.name == Path(ref.written).name and s is not source]
+        found = given[0] if given else None
+        if found is None:
+            candidate = locate(ref.written, source.path)
+            if candidate is None:
+                folders = [source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
+                problems.add(source.label, ref.setting.key,
+                             f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory "
+                             f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})",
+                             f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.")
+                continue
+            try:
+                found = read(candidate, kind=ref.role)
+            except ConfigError as error:
+                problems.extend(error.problems)
+                continue
+            sources.append(found)
+            _follow(found, sources, problems)
+        ref.source = found
+
+
+def locate(written: str, beside: Path) -> Path | None:
+    path = Path(os.path.expanduser(written))
+    if path.is_absolute():
+        return path if path.is_file() else None
+    for folder in [beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
+        if (folder / path).is_file():
+            return folder / path
+    return None
+
+
+def read(path: Path, kind: str | None = None) -> Source:
+    problems = Problems()
+    if not path.exists():
+        problems.add(str(path), "", "no such file", "check the path (a launch script, DeepSpeed JSON, accelerate or axolotl YAML).")
+    elif path.is_dir():
+        problems.add(str(path), "", "is a directory", "pass the launch script or config file inside it.")
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.add(str(path), "", f"cannot be read ({exc.__class__.__name__}: {exc})", "check the file's permissions and that it is UTF-8 text.")
+    if problems:
+        raise ConfigError(problems)
+    suffix = path.suffix.lower()
+    if kind is None and (suffix in SHELL_SUFFIXES or text.startswith("#!")):
+        kind = "shell"
+    if kind == "shell":
+        return _read_shell(path, text)
+    document = _parse_document(path, text, suffix)
+    if not isinstance(document, dict):
+        problems.add(label(path), "", f"must hold a mapping of keys, got {type(document).__name__}",
+                     "pass a launch script, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments file.")
+        raise ConfigError(problems)
+    kind = kind or _kind_of(document, suffix)
+    source = Source(path, label(path), kind, text, document)
+    if kind == "accelerate":
+        _read_accelerate(source)
+    elif kind in ("axolotl", "training_args"):
+        source.settings = [Setting(k, v, source.label, source.line_of(k)) for k, v in document.items()]
+        if isinstance(document.get("deepspeed"), str):
+            source.references.append(Reference("deepspeed", document["deepspeed"], source.settings[list(document).index("deepspeed")]))
+    return source
+
+
+def _parse_document(path: Path, text: str, suffix: str) -> Any:
+    problems = Problems()
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.add(label(path), "", f"is not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})", "fix the JSON syntax.")
+    elif suffix in (".yaml", ".yml"):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problems.add(label(path), "", f"is not valid YAML{where} ({getattr(exc, 'problem', exc)})", "fix the YAML syntax.")
+    else:
+        problems.add(label(path), "", f"cannot tell what kind of file '{suffix or path.name}' is",
+                     "pass a launch script (.sh, or a file starting with #!), a .json or a .yaml/.yml file.")
+    raise ConfigError(problems)
+
+
+def _kind_of(document: dict, suffix: str) -> str:
+    keys = set(document)
+    if suffix == ".json" and (keys & _DEEPSPEED_KEYS or {"fp16", "bf16"} & keys and isinstance(document.get("bf16", document.get("fp16")), dict)):
+        return "deepspeed"
+    if keys & _ACCELERATE_KEYS:
+        return "accelerate"
+    if keys & _AXOLOTL_KEYS:
+        return "axolotl"
+    return "training_args"
+
+
+# ----------------------------------------------------------------------------------------------- shell
+
+def _read_shell(path: Path, text: str) -> Source:
+    source = Source(path, label(path), "shell", text)
+    script = shell.parse(text)
+    for line, words in script.stray:
+        source.notes.append(Finding(
+            "warning", source.label, words[0],
+            f"'{' '.join(words)[:120]}' is a command of its own: the command above ended before it (a comment inside the "
+            "command, or a line without its trailing `\\`), so these arguments are never passed",
+            "remove the comment from inside the command and end every continued line with `\\`.", line=line))
+    launches = [(c, _launcher_of(c.argv)) for c in script.commands]
+    launches = [(c, found) for c, found in launches if found is not None]
+    if not launches:
+        problems = Problems()
+        problems.add(source.label, "", "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
+                     "pass the script that starts training.")
+        raise ConfigError(problems)
+    command, (launcher, tokens) = launches[0]
+    if len(launches) > 1:
+        source.notes.append(Finding("info", source.label, "", f"{len(launches)} launch commands; reviewed the first (line {command.line}), "
+                                    f"not those at line{'s' if len(launches) > 2 else ''} {', '.join(str(c.line) for c, _ in launches[1:])}",
+                                    "review the others by passing a script with that command alone.", line=command.line))
+    source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
+    args = _split_launch(source, launcher, tokens, command)
+    _program_settings(source, args, command.line)
+    if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
+        _count(source, "gpus_per_node", command.srun["ntasks-per-node"], "srun --ntasks-per-node")
+    if "nodes" not in source.hardware and "nodes" in command.srun:
+        _count(source, "nodes", command.srun["nodes"], "srun --nodes")
+    for key, directive in (("gpus_per_node", "gpus-per-node"), ("nodes", "nodes")):
+        if key not in source.hardware and directive in script.sbatch:
+            _count(source, key, script.sbatch[directive], f"#SBATCH --{directive}")
+    return source
+
+
+def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
+    name = os.path.basename(argv[0])
+    if name in ("torchrun", "deepspeed"):
+        return name, argv[1:]
+    if name == "accelerate" and argv[1:2] == ["launch"]:
+        return "accelerate", argv[2:]
+    if name == "axolotl" and argv[1:2] == ["train"]:
+        return "axolotl", argv[2:]
+    if not re.fullmatch(r"python[\d.]*", name):
+        return None
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "-m" and i + 1 < len(argv):
+            module = argv[i + 1]
+            if module in _MODULE_LAUNCHERS:
+                return _MODULE_LAUNCHERS[module], argv[i + 2:]
+            return "python", argv[i:]
+        if argv[i] == "-c":
+            return None
+        i += 2 if argv[i] in ("-W", "-X") else 1
+    if i < len(argv) and argv[i].endswith(".py"):
+        return "python", argv[i:]
+    return None
+
+
+def _launcher_parse(launcher: str):
+    if launcher == "torchrun":
+        from torch.distributed.run import parse_args
+    elif launcher == "torch.distributed.launch":
+        from torch.distributed.launch import parse_args
+    elif launcher == "deepspeed":
+        from deepspeed.launcher.runner import parse_args
+    else:
+        from accelerate.commands.launch import launch_command_parser
+
+        parse_args = launch_command_parser().parse_args
+    return parse_args
+
+
+@functools.lru_cache(maxsize=None)
+def launcher_options(launcher: str) -> tuple[str, ...]:
+    """The launcher's own option names, read from its --help (accelerate's help hides options
+    according to sys.argv, so it is asked as if run bare)."""
+    out = io.StringIO()
+    argv, sys.argv = sys.argv, [launcher]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            _launcher_parse(launcher)(["--help"])
+    finally:
+        sys.argv = argv
+    return tuple(sorted(set(re.findall(r"(?<![\w-])--[A-Za-z][\w-]*", out.getvalue())) - {"--help"}))
+
+
+def _parse_quietly(launcher: str, tokens: list[str]):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            return _launcher_parse(launcher)(tokens), ""
+    except SystemExit:
+        return None, " ".join(err.getvalue().strip().splitlines()[-1:]).split("error:", 1)[-1].strip()
+
+
+def _split_launch(source: Source, launcher: str, tokens: list[str], command: shell.Command) -> list[str]:
+    """Launcher settings into `source`; returns the program's arguments."""
+    if launcher == "python":
+        source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
+        return tokens[2:] if tokens[0] == "-m" else tokens[1:]
+    if launcher == "axolotl":
+        source.program = "axolotl train"
+        return tokens
+    ns, error = _parse_quietly(launcher, tokens)
+    for _ in range(len(tokens)):
+        if ns is not None:
+            break
+        invalid = re.match(r"argument (\S+): invalid .* value: '(.*)'$", error)
+        if error.startswith("unrecognized arguments:"):
+            unknown = error.split(":", 1)[1].split()
+            for flag in unknown:
+                name = flag.split("=", 1)[0]
+                source.notes.append(Finding("warning", source.label, name,
+                                            f"unknown flag {name}: not a TrainingArguments/GRPOConfig/launcher argument ({launcher} refuses it)."
+                                            f"{did_you_mean(name, launcher_options(launcher))}",
+                                            f"remove {name} or correct its name.", line=source.line_of(name, command.line)))
+            tokens = _without(tokens, unknown)
+        elif invalid and shell.UNRESOLVED.search(invalid.group(2)):  # set when the job runs ($SLURM_NODEID): not ours to check
+            tokens = _without(tokens, invalid.group(1).split("/"), always_value=True)
+        else:
+            break
+        ns, error = _parse_quietly(launcher, tokens)
+    if ns is None:
+        problems = Problems()
+        problems.add(source.label, launcher, f"{launcher} refuses the launch command at line {command.line} ({error})", "correct the launcher arguments.")
+        raise ConfigError(problems)
+    if launcher in ("torchrun", "torch.distributed.launch"):
+        source.program = ns.training_script
+        _count(source, "gpus_per_node", ns.nproc_per_node, _written(tokens, "--nproc_per_node", "--nproc-per-node"))
+        _count(source, "nodes", str(ns.nnodes).split(":")[-1], _written(tokens, "--nnodes"))
+        return list(ns.training_script_args)
+    if launcher == "deepspeed":
+        source.program = ns.user_script
+        include = re.fullmatch(r"localhost:([\d,]+)", ns.include or "")
+        if include:
+            _count(source, "gpus_per_node", str(len(include.group(1).split(","))), "--include")
+        elif ns.num_gpus > 0:
+            _count(source, "gpus_per_node", str(ns.num_gpus), _written(tokens, "--num_gpus", "--num_accelerators"))
+        if ns.num_nodes > 0:
+            _count(source, "nodes", str(ns.num_nodes), "--num_nodes")
+        return list(ns.user_args)
+    source.program = ns.training_script  # accelerate
+    settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
+    _accelerate_settings(source, settings, tokens)
+    if ns.config_file:
+        flag = _written(tokens, "--config_file", "--config-file")
+        source.references.append(Reference("accelerate", ns.config_file, Setting(flag, ns.config_file, source.label, source.line_of(flag, command.line))))
+    return list(ns.training_script_args)
+
+
+def _without(tokens: list[str], flags: list[str], always_value: bool = False) -> list[str]:
+    """The tokens less `flags` (and the value after one written `--flag value`: always, or when it
+    does not look like the script)."""
+    out, skip = [], False
+    for i, token in enumerate(tokens):
+        if skip:
+            skip = False
+            continue
+        if token in flags or token.split("=", 1)[0] in flags:
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+            skip = "=" not in token and (always_value or (not nxt.startswith("-") and not nxt.endswith(".py") and i + 2 < len(tokens)))
+            continue
+        out.append(token)
+    return out
+
+
+def _written(tokens: list[str], *names: str) -> str:
+    """How the script spells the flag (for messages): the first of `names` it uses."""
+    for token in tokens:
+        for name in names:
+            if token == name or token.startswith(name + "="):
+                return name
+    return names[0]
+
+
+def _count(source: Source, key: str, value: Any, flag: str) -> None:
+    if str(value).isdigit() and int(value) > 0:
+        source.hardware[key] = (int(value), flag)
+
+
+def _program_settings(source: Source, args: list[str], after: int) -> None:
+    """`--flag value...` groups; positional config files (axolotl) become references."""
+    current = None
+    for token in args:
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            current = Setting(name, [value] if eq else [], source.label, source.line_of(name, after))
+            source.settings.append(current)
+        elif current is not None:
+            current.value.append(token)
+        elif token.endswith((".yml", ".yaml")) and (source.launcher == "axolotl" or "axolotl" in source.program):
+            source.references.append(Reference("axolotl", token, Setting(token, token, source.label, source.line_of(token, after))))
+    for setting in source.settings:
+        resolved = len(setting.value) == 1 and not shell.UNRESOLVED.search(setting.value[0])
+        if setting.key == "--deepspeed" and resolved:
+            source.references.append(Reference("deepspeed", setting.value[0], setting))
+        elif setting.key == "--config" and resolved and setting.value[0].endswith((".yml", ".yaml")):  # TRL scripts' TrlParser
+            source.references.append(Reference("training_args", setting.value[0], setting))
+
+
+# ----------------------------------------------------------------------------------------------- accelerate
+
+def _read_accelerate(source: Source) -> None:
+    doc = source.document
+    from accelerate.commands.config.config_args import ClusterConfig
+    import dataclasses
+
+    known = [f.name for f in dataclasses.fields(ClusterConfig)]
+    for key in doc:
+        if key not in known:
+            source.notes.append(Finding("warning", source.label, key, f"unknown key {key}: not an accelerate config key.{did_you_mean(key, known)}",
+                                        "remove it or correct its name.", line=source.line_of(key)))
+    ds = doc.get("deepspeed_config") or {}
+    options = [o[2:] for o in launcher_options("accelerate")]
+    for key in ds if isinstance(ds, dict) else ():
+        if key not in options:
+            source.notes.append(Finding("warning", source.label, f"deepspeed_config.{key}",
+                                        f"unknown key {key}: accelerate launch has no such DeepSpeed option.{did_you_mean(key, options)}",
+                                        "remove it or correct its name.", line=source.line_of(key)))
+    _accelerate_settings(source, {k: v for k, v in doc.items() if k != "deepspeed_config"}, [], ds if isinstance(ds, dict) else {})
+
+
+def _accelerate_settings(source: Source, settings: dict[str, Any], tokens: list[str], deepspeed: dict | None = None) -> None:
+    """accelerate's settings (config file or launch flags) in the config-file vocabulary."""
+    ds = dict(deepspeed or {})
+    for key in ("zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps",
+                "gradient_clipping", "zero3_init_flag", "deepspeed_config_file"):
+        if key in settings and settings[key] is not None:
+            ds[key] = settings[key]
+    source.accelerate = {k: settings[k] for k in ("num_processes", "num_machines", "mixed_precision", "use_deepspeed", "distributed_type")
+                         if settings.get(k) is not None}
+    if ds:
+        source.accelerate["deepspeed_config"] = ds
+    machines = settings.get("num_machines") or 1
+    if settings.get("num_processes"):
+        flag = _written(tokens, "--num_processes", "--num-processes") if tokens else "num_processes"
+        _count(source, "gpus_per_node", str(int(settings["num_processes"]) // int(machines)), flag)
+    if settings.get("num_machines"):
+        _count(source, "nodes", str(settings["num_machines"]), _written(tokens, "--num_machines", "--num-machines") if tokens else "num_machines")
+    if isinstance(ds.get("deepspeed_config_file"), str) and ds["deepspeed_config_file"]:
+        key = "deepspeed_config.deepspeed_config_file" if not tokens else "--deepspeed_config_file"
+        source.references.append(Reference("deepspeed", ds["deepspeed_config_file"],
+                                           Setting(key, ds["deepspeed_config_file"], source.label, source.line_of(key))))
