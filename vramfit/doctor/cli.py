@@ -30,6 +30,9 @@ def _plan(diagnosis: Diagnosis, recipe: str, plan_fixes: PlanFixes) -> None:
         return
     results = plan_fixes(recipe, [fix["overrides"] for fix in priced])
     for fix, (_, peak, fits) in zip(priced, results):
+        if peak is None:  # the fix does not apply to this recipe
+            fix["fits"] = False
+            continue
         fix["predicted_peak_gib"], fix["fits"] = round(float(peak), 2), bool(fits)
     first = next((fix for fix in priced if fix.get("fits")), None)
     if first is not None:

@@ -176,7 +176,7 @@ def _generation_rollout(c: Context) -> list[dict]:
         fixes.append(_fix("overrides", {"gradient_checkpointing": True},
                           f"{c.numbers}: the policy's activations for all generated sequences are kept otherwise"))
     if s.get("max_pixels", 0) > PLAIN_PIXELS:
-        fixes.append(_fix("overrides", {"max_pixels": PLAIN_PIXELS},
+        fixes.append(_fix("overrides", {"data.max_pixels": PLAIN_PIXELS},
                           f"max_pixels={s['max_pixels']} allows up to {s['max_pixels'] // 784} image tokens per "
                           f"image; {PLAIN_PIXELS} caps it at {PLAIN_PIXELS // 784}"))
     if s.get("max_completion_length"):

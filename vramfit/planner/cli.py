@@ -135,11 +135,18 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float, bool]]:
     from vramfit.planner.plan import plan_recipe
     from vramfit.recipe import load
 
+    from vramfit.problems import ConfigError
+
     path = find_recipe(recipe)
+    load(path)  # a recipe that does not load is the caller's error, not a fix's
     out = []
     for overrides in fixes:
         items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
-        p = plan_recipe(load(path, items), fixes=False)
+        try:
+            p = plan_recipe(load(path, items), fixes=False)
+        except ConfigError:  # a fix written for another setup (a key this recipe does not have)
+            out.append((overrides, None, False))
+            continue
         out.append((overrides, p.per_gpu_peak_gib, p.ok))
     return out
 
