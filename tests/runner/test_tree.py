@@ -40,6 +40,12 @@ def test_recipe_folder(name):
     assert (folder / "README.md").is_file()
 
 
+def test_launch_scripts_are_one_script():
+    """Each folder carries its own copy (a copied folder runs by itself); the copies must not drift."""
+    texts = {(REPO / "recipes" / n / "launch.sh").read_text() for n in RECIPES}
+    assert len(texts) == 1
+
+
 def test_list_and_readme_table_agree_with_the_tree():
     names = [row[0] for row in catalog.rows()]
     assert names == RECIPES

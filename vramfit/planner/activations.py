@@ -145,11 +145,19 @@ class LogitsMode:
     liger: bool
     head_trainable: bool
     head_bytes: int  # bytes per element of the lm_head weight (its gradient has that dtype in Liger)
+    upcast: bool = True  # the loss runs on fp32 logits (setup.loss_fp32)
 
 
 def logits_bytes(m: LogitsMode, tokens: int) -> float:
     """Peak of the loss computation over `tokens` positions."""
     grad_weight = m.vocab * m.hidden * m.head_bytes if m.head_trainable else 0
+    if not m.liger and not m.upcast and m.act != FP32:
+        # Cross-entropy on the 16-bit logits (Qwen-1 remote code under DeepSpeed): the logits, their
+        # shifted contiguous copy and the 16-bit log_softmax output; in backward the kept log-probs,
+        # their gradient and the gradient of the copy - three 16-bit tensors at either moment.
+        forward = backward = tokens * m.vocab * 3 * m.act
+        head = tokens * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
+        return max(forward, backward, head)
     if not m.liger:
         forward = tokens * m.vocab * (m.act + FP32 + FP32) if m.act != FP32 else tokens * m.vocab * 2 * FP32
         backward = tokens * m.vocab * 3 * FP32  # kept log-probs + d(log-probs) + d(fp32 logits)

@@ -133,6 +133,10 @@ class Setup:
     quant_double: bool = True
     quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
+    # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
+    # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
+    # 16-bit logits with no upcast and no autocast around it (see `_loss_fp32`).
+    loss_fp32: bool = True
     # numerics
     precision: str = "bf16"  # bf16 | fp16 | fp32 | bf16-true
     optimizer: str = "adamw_torch_fused"
@@ -334,6 +338,7 @@ class Setup:
             quant_double=bool(extra.get("double_quantization", True)),
             quant_storage_float=storage != "uint8",
             frozen_fp32=str(extra.get("base_weights_dtype", "")).startswith("fp32"),
+            loss_fp32=_loss_fp32(config, row["precision"], "deepspeed" if stage else par),
             precision=row["precision"],
             optimizer=_scenario_optimizer(row, zero),
             attention=row.get("attention") or "sdpa",
@@ -538,6 +543,28 @@ def _count_records(path: Path) -> int | None:
         return len(data) if isinstance(data, list) else 1
     except json.JSONDecodeError:
         return sum(1 for line in text.splitlines() if line.strip())
+
+
+# Model code that computes its own loss on the 16-bit logits, without `logits.float()`:
+# Qwen-1's remote QWenLMHeadModel.forward (modeling_qwen.py: `shift_logits = lm_logits[..., :-1, :]
+# .contiguous()`, then `CrossEntropyLoss()(shift_logits.view(...), ...)`). Recognised by the config's
+# `_original.model_type` (model_configs write remote-code models as native shapes, see their README).
+NO_UPCAST_MODEL_TYPES = frozenset({"qwen"})
+
+
+def _loss_fp32(config: dict[str, Any], precision: str, engine: str) -> bool:
+    """Whether the cross-entropy runs on fp32 logits.
+
+    Only a model whose own code skips the upcast can compute it in 16 bits, and only when nothing
+    upcasts for it: torch.autocast puts cross_entropy / log_softmax on its fp32 list, and HF Trainer /
+    Accelerate enable autocast for fp16 / bf16 mixed precision except under DeepSpeed, whose engine
+    casts the module to 16 bits instead (accelerate `Accelerator.__init__`: native_amp is not set
+    for DistributedType.DEEPSPEED)."""
+    original = (config.get("_original") or {}).get("model_type")
+    if original not in NO_UPCAST_MODEL_TYPES or precision == "fp32":
+        return True
+    autocast = engine != "deepspeed" and precision in ("bf16", "fp16")
+    return autocast
 
 
 def _scenario_optimizer(row: dict[str, Any], zero: Zero) -> str:

@@ -116,7 +116,13 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # the prefetch bucket; prefetching stops at stage3_max_live_parameters, a single module never does.
         working = min(z.max_live_parameters, c.largest_layer + unit + z.prefetch_bucket_size)
         gathered = compute_b * min(arch.total, max(unit, working))
-        step = 0.0 if z.offload_optimizer else 4 * min(T / dp, z.sub_group_size)
+        if z.offload_params:
+            # partition_parameters.py `_all_gather_sequential`: the CPU partition is first copied to the
+            # GPU (`param_ds_tensor.to(device)`) and gathered from there into the full buffer.
+            gathered += compute_b * unit / dp
+        # stage3.py `_prepare_fp32_grad_for_sub_group`: `self.flatten(averaged_gradients).to(fp32)` - a
+        # 16-bit flat copy of the sub-group's gradient partition, then its fp32 copy, both alive at once.
+        step = 0.0 if z.offload_optimizer else (FP32_BYTES + train_b) * min(T / dp, z.sub_group_size)
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered,
                       step, True)
     if ds:  # ZeRO-1 / ZeRO-2
@@ -127,7 +133,11 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # transformers DeepSpeed docs (ZeRO-2): "overlap_comm uses 4.5x the allgather_bucket_size and
         # reduce_bucket_size values ... (5e8 x 2Bytes x 2 x 4.5)"; without it, one of each.
         buffers = (4.5 if z.overlap_comm else 1) * (z.allgather_bucket_size + z.reduce_bucket_size) * train_b
-        step = 0.0 if z.offload_optimizer else 4 * T / dp * (2 if foreach_intermediate(s.optimizer) else 1)
+        # stage_1_and_2.py `step`: `flat_grad_partition = self.flatten(averaged_gradients)` (16-bit) then
+        # `.to(fp32)` - both alive until `del flat_grad_partition`; then the fp32 partition alone (plus a
+        # foreach intermediate for torch's multi-tensor AdamW).
+        step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b,
+                                                           FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0,
                       step, False)
     if s.engine == "fsdp":
@@ -135,6 +145,12 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
         weights = 0.0 if offload else (T * train_b + F * frozen_b + Q * qb) / dp
         gather_b = qb if s.quantization else compute_b  # FSDP gathers the stored (packed) weights
         gathered = 2 * c.largest_layer * gather_b  # current unit + backward prefetch (BACKWARD_PRE)
+        # The root unit (what no wrapped layer owns: embeddings, lm_head, projector) is not resharded
+        # after forward - torch/distributed/fsdp/_runtime_utils.py `_post_forward_reshard`:
+        # `free_unsharded_flat_param = not state._is_root and ...` - so it stays gathered through the
+        # forward and backward; bitsandbytes leaves these modules unquantized (compute dtype).
+        root = sum(arch.groups.get(g, 0) for g in ("embed", "lm_head", "projector"))
+        gathered += root * compute_b * (1 + (1 / dp if offload else 0))  # + the shard copied up from the CPU
         gradients = 0.0 if offload else T * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered,

@@ -83,7 +83,7 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if loss_bytes is None:
         loss_bytes = logits_bytes(LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch),
-                                             counts.lm_head_trainable, a), loss_tokens)
+                                             counts.lm_head_trainable, a, s.loss_fp32), loss_tokens)
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
     at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
