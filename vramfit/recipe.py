@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vramfit.hardware import CATALOGUE
 from vramfit.paths import repo_root
@@ -101,6 +101,15 @@ class Recipe(Strict):
     training: dict[str, Any]
     data: Data
     env: dict[str, str] = {}
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_are_text(cls, value: Any) -> Any:
+        """`env.NCCL_DEBUG=1` reads as the number 1; environment values are text."""
+        if isinstance(value, dict):
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (int, float, bool)) else v
+                    for k, v in value.items()}
+        return value
 
     # Filled by `load`, not part of the file.
     source: Path = Field(default=Path("."), exclude=True)

@@ -274,14 +274,17 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
     rdir.mkdir(parents=True, exist_ok=True)
     cpu = gpus_present() < 2
     smoke_overrides = smoke.prepare(base, rdir, cpu=cpu)
-    if nodes == 2:
-        smoke_overrides += ["hardware.nodes=2", "hardware.gpus_per_node=1", f"output_dir={rdir / 'output'}"]
-    validated = validate(base.source, [*overrides, *smoke_overrides], plan=False)
+    topology = ["hardware.nodes=2", "hardware.gpus_per_node=1", f"output_dir={rdir / 'output'}"] if nodes == 2 else []
+    final = [*smoke_overrides, *overrides, *topology]  # the user's settings win over the smoke's defaults
+    validated = validate(base.source, final, plan=False)
     recipe = validated.recipe
     if not dry_run:
         # The default smoke folder is scratch: an earlier smoke output is set aside (moved, not deleted).
         overwrite = overwrite or (run_dir is None and not resume)
-        validated = _guard_outputs(validated, base.source, [*overrides, *smoke_overrides], rdir, resume, overwrite)
+        validated = _guard_outputs(validated, base.source, final, rdir, resume, overwrite)
+    env = launch_env(validated)
+    if cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # one GPU cannot host two ranks: run both on the CPU
     port = launch.free_port()
     launches = []
     hostfile = ""
@@ -298,4 +301,4 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
             print_dry_run(validated, argv, node_dir)
     if dry_run:
         return EXIT_OK
-    return _execute(launches, launch_env(validated), recipe.name)
+    return _execute(launches, env, recipe.name)

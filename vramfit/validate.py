@@ -28,6 +28,7 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
     problems = Problems()
     raw_ds = deepspeed_json.read(recipe.path(recipe.deepspeed), Problems(), file)
     problems.extend(recipe_rules.check(recipe, file, raw_ds))
+    problems.extend(recipe_rules.shared_paths(recipe_mod.read_yaml(recipe.source)[0] or {}, file))
     problems.extend(_batch(recipe, file))
     ta_problems, args = training_args.check(recipe, file)
     if recipe.method == "grpo" and any("num_generations" in p.what for p in ta_problems.items):

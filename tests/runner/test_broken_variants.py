@@ -72,9 +72,10 @@ CASES = [
      ["method=qlora", "model.lora.r=16", "model.lora.alpha=32", "model.lora.target_modules=[q_proj,v_proj]", "model.quantization.bits=4"], None,
      "model.quantization.quant_storage", "ZeRO-3 cannot shard 4-bit weights stored as uint8"),
     ("grpo-wrong-format", "vlm-r1-h20", ["data.format=llava_json"], None, "data.format", "has none"),
-    ("absolute-data-path", "sharegpt4v-7b-8xa100-40g", ["data.train_file=/home/alice/sharegpt4v.json"], None,
+    ("absolute-data-path", "sharegpt4v-7b-8xa100-40g", [], ("recipes/sharegpt4v-7b-8xa100-40g/recipe.yaml", _set("data", "train_file", "/home/alice/sharegpt4v.json")),
      "data.train_file", "absolute or personal path"),
-    ("home-output-dir", "sharegpt4v-7b-8xa100-40g", ["output_dir=~/checkpoints/run1"], None, "training.output_dir", "absolute or personal path"),
+    ("home-output-dir", "sharegpt4v-7b-8xa100-40g", [], ("recipes/sharegpt4v-7b-8xa100-40g/recipe.yaml", _set("training", "output_dir", "~/checkpoints/run1")),
+     "training.output_dir", "absolute or personal path"),
     ("missing-model-config", "vlm-r1-h20", ["model.config=model_configs/nope.json"], None, "model.config", "does not exist"),
     ("architecture-mismatch", "sharegpt4v-7b-8xa100-40g", ["model.architecture=LlamaForCausalLM"], None,
      "model.architecture", "set model.architecture: LlavaForConditionalGeneration"),
@@ -128,10 +129,10 @@ def test_broken_variant_is_refused(case, tree, capsys):
 
 
 def test_every_problem_is_reported_at_once(tree, capsys):
-    code = main(["validate", "vlm-r1-h20", "num_generations=5", "data.train_file=/home/alice/x.jsonl", "hardware.gpu=v100-32g", "--no-plan"])
+    code = main(["validate", "vlm-r1-h20", "num_generations=5", "global_batch_size=100", "hardware.gpu=v100-32g", "--no-plan"])
     err = capsys.readouterr().err
     assert code == 2
-    for key in ("training.num_generations", "data.train_file", "training.bf16"):
+    for key in ("training.num_generations", "global_batch_size", "training.bf16", "hardware.gpu"):
         assert f": {key}: " in err, err
 
 

@@ -193,3 +193,15 @@ def test_a_node_that_dies_fails_the_other(tree):
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_fingerprint_covers_code_and_resolved_config(tmp_path):
+    from vramfit.multinode import fingerprint
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "recipe.json").write_text('{"name": "x"}')
+        (tmp_path / name / "deepspeed.json").write_text('{"zero_optimization": {"stage": 3}}')
+    assert fingerprint(tmp_path / "a") == fingerprint(tmp_path / "b")
+    (tmp_path / "b" / "deepspeed.json").write_text('{"zero_optimization": {"stage": 2}}')
+    assert fingerprint(tmp_path / "a") != fingerprint(tmp_path / "b")
