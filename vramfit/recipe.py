@@ -215,6 +215,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields,
     return problems
 
 
+def _nul_strings(node: Any, prefix: str = ""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _nul_strings(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _nul_strings(v, f"{prefix}[{i}]")
+    elif isinstance(node, str) and "\x00" in node:
+        yield prefix, node
+
+
 def read_yaml(path: Path) -> tuple[Any, Problems]:
     problems = Problems()
     if path.is_dir():
@@ -248,11 +259,19 @@ def load(path: Path, overrides: list[str] = (), training_fields=None) -> Recipe:
         raise ConfigError(problems)
     data = copy.deepcopy(data)
     if overrides:
+        overrides = list(overrides)
+        for item in [o for o in overrides if "\x00" in o]:
+            problems.add(str(path), item.split("=", 1)[0].replace("\x00", "\\x00"), "contains a NUL byte", "remove it.")
+            overrides.remove(item)
         if training_fields is None:
             from vramfit.checks.training_args import fields_for
 
             training_fields = fields_for(data.get("method"))
         problems.extend(apply_overrides(data, list(overrides), training_fields, str(path)))
+    for key, value in _nul_strings(data):
+        problems.add(str(path), key, "contains a NUL byte, which no path or argument can carry", "remove it.")
+    if problems:
+        raise ConfigError(problems)
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:

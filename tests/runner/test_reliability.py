@@ -211,3 +211,18 @@ def test_killed_run_resumes_with_the_same_losses(tree, kill):
     after = {s: l for s, l in _losses_by_step(cut).items()}
     for step in range(4, 9):  # steps after the last complete checkpoint ran twice: the resumed values count
         assert math.isclose(after[step], reference[step], rel_tol=1e-4, abs_tol=1e-5), (step, after[step], reference[step])
+
+
+def test_a_failed_run_is_diagnosed_under_the_failure(tmp_path, capfd):
+    from vramfit.run import EXIT_FAILED, Launch, _execute
+
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in use. "
+           "Of the allocated memory 70.11 GiB is allocated by PyTorch, and 6.55 GiB is reserved by PyTorch but unallocated.")
+    launcher = [sys.executable, "-c", f"import sys; print({oom!r}); sys.exit(1)"]
+    code = _execute([Launch(launcher, tmp_path / "train.log")], {}, "vlm-r1-h20")
+    err = capfd.readouterr().err
+    assert code == EXIT_FAILED
+    assert "the run failed (launcher exit code 1)" in err and "vramfit doctor on" in err
+    assert "fragmentation" in err.lower() or "expandable_segments" in err
+    assert "CUDA out of memory" in (tmp_path / "train.log").read_text()
