@@ -108,3 +108,9 @@ def test_make_help_is_the_default_target():
     out = subprocess.run(["make", "-s"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     for target in ("run", "validate", "list", "show", "test"):
         assert re.search(rf"make {target}\b", out)
+
+
+def test_generated_docs_are_current():
+    """The README table and each recipe README's memory block come from the tree and the planner."""
+    result = subprocess.run([sys.executable, "-m", "vramfit.docs", "--check"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
