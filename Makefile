@@ -64,6 +64,7 @@ bench: $(STAMP) ## print the benchmark figures (planner accuracy and speed, doct
 	$(VENV)/bin/python benchmarks/planner_accuracy.py
 	$(VENV)/bin/python benchmarks/planner_speed.py
 	$(VENV)/bin/python benchmarks/doctor_speed.py
+	$(VENV)/bin/python benchmarks/gpu_memory.py --list
 
 clean: ## remove runs/ smoke outputs (never a recipe or a checkpoint outside runs/)
 	rm -rf runs/*-smoke

@@ -46,8 +46,9 @@ def plan_block(recipe) -> str:
     measured = recipe.folder / "measured.json"
     if measured.is_file():
         data = json.loads(measured.read_text())
-        lines += ["", f"Measured on {data.get('gpu', '?')} ({data.get('date', '?')}): "
-                      f"{data.get('peak_allocated_gib', '?')} GiB allocated, {data.get('peak_reserved_gib', '?')} GiB reserved."]
+        lines += ["", f"Measured on {data.get('gpu', '?')} ({data.get('date', '?')}), {data.get('scope', 'one GPU')}: "
+                      f"{data.get('peak_allocated_gib', '?')} GiB allocated, {data.get('peak_reserved_gib', '?')} GiB reserved "
+                      "(benchmarks/gpu_memory.py; all cases in measured.json)."]
     return "\n".join(lines)
 
 
