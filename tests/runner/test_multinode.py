@@ -127,8 +127,8 @@ def test_sbatch_for_deepspeed_launcher_writes_hostfile(tree):
 
 # --- real launches: two launcher processes on loopback, one rank each ---------------------------
 
-def _smoke(tree, run_dir, *extra, timeout=600):
-    return subprocess.run([*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--run-dir", str(run_dir), *extra],
+def _smoke(tree, run_dir, *extra, recipe=MULTI, timeout=600):
+    return subprocess.run([*VRAMFIT, "run", recipe, "--smoke", "--nodes", "2", "--run-dir", str(run_dir), *extra],
                           capture_output=True, text=True, cwd=tree, timeout=timeout)
 
 
@@ -136,14 +136,21 @@ def _losses(log: Path) -> list[float]:
     return [float(x) for x in re.findall(r"'loss': '?([0-9.]+)", log.read_text())]
 
 
+# One recipe per engine: torchrun (c10d rendezvous), the DeepSpeed launcher in its per-node mode
+# (hostfile + --no_ssh + --node_rank), accelerate with a two-machine config.
+NODE_FLAG = {"sharegpt4v-7b-16xa100-80g": "--node-rank={}", "sharegpt4v-7b-8xa100-40g": "--node_rank={}",
+             "axolotl-llama-3b-8xa100-80g": "--machine_rank={}"}
+
+
 @pytest.mark.slow
-def test_two_node_smoke_run_agrees_on_the_loss(tree):
+@pytest.mark.parametrize("recipe", sorted(NODE_FLAG), ids=["accelerate", "torchrun", "deepspeed"])
+def test_two_node_smoke_run_agrees_on_the_loss(tree, recipe):
     run_dir = tree / "runs" / "two-nodes"
-    result = _smoke(tree, run_dir)
+    result = _smoke(tree, run_dir, recipe=recipe)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for rank in (0, 1):
         launch = json.loads((run_dir / f"node{rank}" / "launch.json").read_text())
-        assert f"--node-rank={rank}" in launch["argv"] and "--nnodes=2" in launch["argv"]
+        assert NODE_FLAG[recipe].format(rank) in launch["argv"] and launch["nodes"] == 2
     metrics = [json.loads(l) for l in (run_dir / "output" / "metrics.jsonl").read_text().splitlines() if l.strip()]
     losses = [m["loss"] for m in metrics if "loss" in m]
     assert losses and all(l == l for l in losses)
