@@ -19,7 +19,7 @@ help: ## show this help
 	@echo
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo
-	@echo "  variables: RECIPE=<name>  SMOKE=1 (tiny CPU/GPU variant)  DRY_RUN=1  NODES=2  ARGS='key=value ...'"
+	@echo "  variables: RECIPE=<name>  SMOKE=1 (tiny CPU/GPU variant)  DRY_RUN=1  NODES=2 (with SMOKE)  RESUME=1  OVERWRITE=1  ARGS='key=value ...'"
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the pinned dependencies
 
-run: recipe-guard $(STAMP) ## run a recipe: make run RECIPE=vlm-r1-h20 [SMOKE=1] [DRY_RUN=1] [NODES=2]
-	$(VRAMFIT) run $(RECIPE) $(if $(SMOKE),--smoke) $(if $(DRY_RUN),--dry-run) $(if $(NODES),--nodes $(NODES)) $(ARGS)
+run: recipe-guard $(STAMP) ## run a recipe: make run RECIPE=vlm-r1-h20 [SMOKE=1] [DRY_RUN=1] [NODES=2] [RESUME=1]
+	$(VRAMFIT) run $(RECIPE) $(if $(SMOKE),--smoke) $(if $(DRY_RUN),--dry-run) $(if $(NODES),--nodes $(NODES)) $(if $(RESUME),--resume) $(if $(OVERWRITE),--overwrite) $(ARGS)
 
 validate: $(STAMP) ## validate RECIPE, or every recipe when RECIPE is unset
 	$(VRAMFIT) validate $(RECIPE) $(ARGS)

@@ -53,7 +53,9 @@ def exercise(command: str, capsys) -> None:
         return
     # Placeholders in prose commands: a real recipe and a real log.
     log = str(REPO / "tests" / "doctor" / "logs" / "vlmr1_grpo_6xh20_generation.log")
-    command = " ".join({"RECIPE": "vlm-r1-h20", "LOG": log}.get(w, w) for w in command.split())
+    hostfile = REPO / "tests" / "runner" / "hostfile.example"
+    names = {"RECIPE": "vlm-r1-h20", "LOG": log, "R": "0", "HOST": "127.0.0.1", "FILE": str(hostfile)}
+    command = " ".join(names.get(w, w) for w in command.split())
     if command.startswith("axolotl train "):
         config = yaml.safe_load((REPO / command.split()[-1]).read_text())  # axolotl itself is not a dependency
         assert config["sequence_len"] == 4096 and config["gradient_checkpointing"] is True
