@@ -29,7 +29,7 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
     raw_ds = deepspeed_json.read(recipe.path(recipe.deepspeed), Problems(), file)
     problems.extend(recipe_rules.check(recipe, file, raw_ds))
     problems.extend(recipe_rules.shared_paths(recipe_mod.read_yaml(recipe.source)[0] or {}, file))
-    problems.extend(_batch(recipe, file))
+    recipe_rules.batch_arithmetic(recipe, file, problems)
     ta_problems, args = training_args.check(recipe, file)
     if recipe.method == "grpo" and any("num_generations" in p.what for p in ta_problems.items):
         ta_problems = Problems([Problem(p.file, "training.num_generations", p.what, recipe_rules.grpo_fix(recipe))
@@ -49,12 +49,6 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
             if refusal:
                 raise ConfigError(refusal)
     return result
-
-
-def _batch(recipe, file) -> Problems:
-    problems = Problems()
-    recipe_rules.batch_arithmetic(recipe, file, problems)
-    return problems
 
 
 def fit_problems(plan, file: str, recipe) -> Problems:

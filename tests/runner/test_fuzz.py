@@ -73,32 +73,34 @@ def _check(tree, capsys, argv):
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-@FUZZ
-@given(data=st.data())
-def test_fuzzed_recipe_yaml(tree, capsys, data):
-    path = tree / "recipes" / RECIPE / "recipe.yaml"
+FORMATS = {"yaml": (yaml.safe_load, lambda doc: yaml.safe_dump(doc, allow_unicode=True)),
+           "json": (json.loads, lambda doc: json.dumps(doc, allow_nan=True))}
+
+
+def _fuzz_file(tree, capsys, data, relative: str, kind: str) -> None:
+    """Mutate one file of the tree, run the runner on it, and put the file back."""
+    path = tree / relative
     original = path.read_text()
-    doc = yaml.safe_load(original)
-    TALLY["yaml:" + _mutate(doc, data)] += 1
+    load, dump = FORMATS[kind]
+    doc = load(original)
+    TALLY[f"{kind}:" + _mutate(doc, data)] += 1
     try:
-        path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+        path.write_text(dump(doc))
         _check(tree, capsys, ["run", RECIPE, "--dry-run"])
     finally:
         path.write_text(original)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_recipe_yaml(tree, capsys, data):
+    _fuzz_file(tree, capsys, data, f"recipes/{RECIPE}/recipe.yaml", "yaml")
 
 
 @FUZZ
 @given(data=st.data())
 def test_fuzzed_deepspeed_json(tree, capsys, data):
-    path = tree / "deepspeed_configs" / "zero3.json"
-    original = path.read_text()
-    doc = json.loads(original)
-    TALLY["json:" + _mutate(doc, data)] += 1
-    try:
-        path.write_text(json.dumps(doc, allow_nan=True))
-        _check(tree, capsys, ["run", RECIPE, "--dry-run"])
-    finally:
-        path.write_text(original)
+    _fuzz_file(tree, capsys, data, "deepspeed_configs/zero3.json", "json")
 
 
 override_keys = st.sampled_from(["per_device_train_batch_size", "learning_rate", "num_generations", "hardware.gpu",

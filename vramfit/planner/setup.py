@@ -236,6 +236,7 @@ class Setup:
                 eval_samples = ASSUMED_EVAL_SAMPLES
                 notes.append(f"eval set size unknown (data.eval_file unreadable); {ASSUMED_EVAL_SAMPLES} samples assumed for the kept eval logits")
         return cls(
+            **_training_fields(t, zero, grpo),
             label=recipe.name,
             source=file,
             model_config=config_path,
@@ -255,30 +256,17 @@ class Setup:
             quant_double=bool(quant and quant.double_quant),
             quant_storage_float=bool(quant and quant.quant_storage != "uint8"),
             precision=precision,
-            optimizer="adamw_torch_fused" if zero.optimizer_block else str(_get(t, "optim")),
             attention=ATTENTION[recipe.model.attn_implementation],
-            gradient_checkpointing=_gradient_checkpointing(t, grpo),
-            liger=bool(_get(t, "use_liger_kernel")),
             seq_len=seq,
-            micro_batch=int(_get(t, "per_device_train_batch_size")),
-            gradient_accumulation_steps=int(_get(t, "gradient_accumulation_steps")),
             images_per_sample=images,
             image_tokens=tokens,
             vision_patches=patches,
             engine="deepspeed" if zero.stage else "ddp",
             zero=zero,
-            num_generations=int(_get(t, "num_generations")),
-            max_completion_length=int(_get(t, "max_completion_length")) if grpo else 0,
-            steps_per_generation=t.get("steps_per_generation"),
-            beta=float(_get(t, "beta")),
             ds3_gather_for_generation=bool(_get(t, "ds3_gather_for_generation")),
             use_vllm=bool(_get(t, "use_vllm")),
             eval_enabled=eval_on,
-            eval_batch=int(_get(t, "per_device_eval_batch_size")),
-            prediction_loss_only=bool(_get(t, "prediction_loss_only")),
-            eval_accumulation_steps=t.get("eval_accumulation_steps"),
             eval_samples=eval_samples,
-            dataloader_workers=int(_get(t, "dataloader_num_workers")),
             prefetch_factor=int(t.get("dataloader_prefetch_factor") or DEFAULT_PREFETCH_FACTOR),
             expandable_segments="expandable_segments:true" in recipe.env.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower(),
             notes=tuple(notes),
@@ -397,6 +385,7 @@ class Setup:
         lora = method in ("lora", "qlora") or "lora_r" in values
         world = gpus * nodes
         return cls(
+            **_training_fields(values, zero, grpo),
             label=path.stem,
             source=label,
             model_config=path,
@@ -411,30 +400,37 @@ class Setup:
             lora_dropout=float(values.get("lora_dropout", 0.05)) if lora else 0.0,
             quantization="nf4" if method == "qlora" else None,
             precision=precision,
-            optimizer="adamw_torch_fused" if zero.optimizer_block else str(_get(values, "optim")),
             attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
-            gradient_checkpointing=_gradient_checkpointing(values, grpo),
-            liger=bool(_get(values, "use_liger_kernel")),
             seq_len=seq,
-            micro_batch=int(_get(values, "per_device_train_batch_size")),
-            gradient_accumulation_steps=int(_get(values, "gradient_accumulation_steps")),
             images_per_sample=images,
             image_tokens=tokens,
             vision_patches=patches,
             engine="deepspeed" if zero.stage else ("ddp" if world > 1 else "single"),
             zero=zero,
-            num_generations=int(_get(values, "num_generations")),
-            max_completion_length=int(_get(values, "max_completion_length")) if grpo else 0,
-            steps_per_generation=values.get("steps_per_generation"),
-            beta=float(_get(values, "beta")),
             eval_enabled=any(k in values for k in ("per_device_eval_batch_size", "eval_samples")) or str(values.get("eval_strategy", "no")) != "no",
-            eval_batch=int(_get(values, "per_device_eval_batch_size")),
-            prediction_loss_only=bool(_get(values, "prediction_loss_only")),
-            eval_accumulation_steps=values.get("eval_accumulation_steps"),
             eval_samples=int(values.get("eval_samples", ASSUMED_EVAL_SAMPLES)),
-            dataloader_workers=int(_get(values, "dataloader_num_workers")),
             expandable_segments=bool(values.get("expandable_segments", False)),
         )
+
+
+def _training_fields(t: dict, zero, grpo: bool) -> dict:
+    """What the estimate reads from Hugging Face / TRL argument names (a recipe's `training:` or
+    the `key=value` arguments of `vramfit plan --model-config`); missing keys take the library defaults."""
+    return dict(
+        optimizer="adamw_torch_fused" if zero.optimizer_block else str(_get(t, "optim")),
+        gradient_checkpointing=_gradient_checkpointing(t, grpo),
+        liger=bool(_get(t, "use_liger_kernel")),
+        micro_batch=int(_get(t, "per_device_train_batch_size")),
+        gradient_accumulation_steps=int(_get(t, "gradient_accumulation_steps")),
+        num_generations=int(_get(t, "num_generations")),
+        max_completion_length=int(_get(t, "max_completion_length")) if grpo else 0,
+        steps_per_generation=t.get("steps_per_generation"),
+        beta=float(_get(t, "beta")),
+        eval_batch=int(_get(t, "per_device_eval_batch_size")),
+        prediction_loss_only=bool(_get(t, "prediction_loss_only")),
+        eval_accumulation_steps=t.get("eval_accumulation_steps"),
+        dataloader_workers=int(_get(t, "dataloader_num_workers")),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
