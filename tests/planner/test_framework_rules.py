@@ -1,6 +1,15 @@
 """Framework facts that the planner models from the scenario schema (docs/planner.md, "Accuracy")."""
+import dataclasses
+import json
+
+from planner_support import SHARED, needs_shared
+
+from vramfit.planner import params, plan, states, training
 from vramfit.planner.activations import LogitsMode, logits_bytes
-from vramfit.planner.setup import _loss_fp32
+from vramfit.planner.setup import Setup, _loss_fp32
+
+GIB = 2**30
+NF4_DQ_CONSTANTS = 1 / 64 + 4 / (64 * 256)  # uint8 absmax per 64 weights + one fp32 per 256 blocks
 
 QWEN1 = {"model_type": "qwen2", "_original": {"model_type": "qwen"}}
 NATIVE = {"model_type": "qwen2"}
@@ -22,3 +31,64 @@ def test_16bit_loss_is_smaller_than_upcast_loss():
     down = logits_bytes(LogitsMode(151936, 2048, 2, False, False, 2, False), 8192)
     assert down == 8192 * 151936 * 3 * 2
     assert down < up
+
+
+
+# bitsandbytes: what ZeRO-3 / FSDP can shard of a quantized model, and the dequantized weight.
+
+def scenario(row_id: str, **changes) -> dict:
+    lines = (SHARED / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()
+    rows = {json.loads(line)["id"]: json.loads(line) for line in lines if line.strip()}
+    return {**rows[row_id], **changes}
+
+
+def planned(row: dict):
+    s = Setup.from_scenario(row, SHARED)
+    arch = params.summary(s.model_config)
+    counts = params.count(arch, s)
+    return s, arch, counts, states.gpu_states(s, counts, arch)
+
+
+@needs_shared
+def test_quant_constants_stay_whole_under_fsdp_offload():
+    """P12 (Llama-2-70B nf4, double quant, bf16 storage, FSDP + CPU offload): the packed weights go
+    to the CPU; the absmax constants (a QuantState attribute, not a parameter) stay whole on each GPU."""
+    for gpus in (2, 8):
+        s, _, counts, st = planned(scenario("P12-r12", num_gpus=gpus))
+        assert s.engine == "fsdp" and s.zero.offload_params
+        assert counts.quantized > 60e9
+        assert abs(st.weights - counts.quantized * NF4_DQ_CONSTANTS) < 1e-3 * st.weights
+
+
+@needs_shared
+def test_zero3_shards_packed_4bit_weights_not_their_constants():
+    """P10 (Llama-2-70B nf4 in bf16 storage, ZeRO-3, no offload): per GPU = (packed + 16-bit rest) / dp
+    + the constants whole, so going from 2 to 4 GPUs removes a quarter of the shardable part only."""
+    _, _, counts, two = planned(scenario("P10-r10", num_gpus=2))
+    _, _, _, four = planned(scenario("P10-r10", num_gpus=4))
+    constants = counts.quantized * NF4_DQ_CONSTANTS
+    shardable = counts.quantized * 0.5 + (counts.total - counts.quantized + counts.adapters) * 2
+    assert abs((two.weights - constants) - shardable / 2) < 0.01 * shardable
+    assert abs((four.weights - constants) - shardable / 4) < 0.01 * shardable
+
+
+@needs_shared
+def test_bitsandbytes_dequantizes_the_widest_linear_gptq_does_not():
+    s, _, counts, _ = planned(scenario("P12-r12"))
+    assert counts.largest_quantized == 8192 * 28672  # Llama-2-70B gate / up / down projection
+    assert states.dequantized_bytes(s, counts) == 8192 * 28672 * 2  # in the bf16 compute dtype
+    gptq, _, gcounts, _ = planned(scenario("Q1-r31"))
+    assert gptq.quantization == "gptq-int4" and gcounts.largest_quantized > 0
+    assert states.dequantized_bytes(gptq, gcounts) == 0
+    plain, _, pcounts, _ = planned(scenario("Q1-r25"))
+    assert plain.quantization is None and pcounts.largest_quantized == 0
+
+
+@needs_shared
+def test_dequantized_weight_is_in_the_training_peak():
+    row = scenario("P12-r12")
+    s, arch, counts, _ = planned(row)
+    without = training.train_peak(s, arch, dataclasses.replace(counts, largest_quantized=0), s.seq_len)
+    p = plan(Setup.from_scenario(row, SHARED))
+    assert p.peak_phase == "train"
+    assert round(p.breakdown["activations"] * GIB - without["activations"]) == 8192 * 28672 * 2

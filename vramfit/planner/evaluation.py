@@ -11,8 +11,9 @@ unset, until the evaluation ends. Then they are converted to fp32 numpy arrays o
 from __future__ import annotations
 
 from vramfit.planner.activations import FP32, nograd_layer_bytes
-from vramfit.planner.params import Arch
+from vramfit.planner.params import Arch, Counts
 from vramfit.planner.setup import ceil_div
+from vramfit.planner.states import dequantized_bytes
 from vramfit.planner.training import act_bytes, text_sequences
 
 
@@ -20,11 +21,12 @@ def eval_steps(setup) -> int:
     return max(1, ceil_div(setup.eval_samples or 0, setup.eval_batch * setup.world))
 
 
-def eval_peak(setup, arch: Arch) -> tuple[dict[str, float], float]:
+def eval_peak(setup, arch: Arch, counts: Counts) -> tuple[dict[str, float], float]:
     """(GPU transient components in bytes, host bytes per rank for the kept logits)."""
     s, a, b = setup, act_bytes(setup), setup.eval_batch
     stacks = text_sequences(s, arch, s.seq_len)
     activations = max(b * own * nograd_layer_bytes(arch.stacks[name], a, s.attention, own) for name, own, _ in stacks)
+    activations += dequantized_bytes(s, counts)  # a quantized linear's weight, dequantized for its matmul
     tokens = b * stacks[-1][1]
     activations += sum(a * arch.text.hidden * b * own for _, own, _ in stacks)  # embeddings / encoder output
     if "vision" in arch.stacks and s.images_per_sample:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from vramfit.planner.activations import FP32, nograd_layer_bytes
 from vramfit.planner.params import Arch, Counts
-from vramfit.planner.states import States, full_weights
+from vramfit.planner.states import States, dequantized_bytes, full_weights
 from vramfit.planner.training import act_bytes
 
 TOKEN_TILE = 4096  # trl kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
@@ -61,4 +61,5 @@ def generation_peak(setup, arch: Arch, counts: Counts, states: States) -> dict[s
     gathered = 0.0
     if s.engine == "deepspeed" and s.zero.stage == 3 and s.ds3_gather_for_generation:
         gathered = max(0.0, full_weights(s, counts) - states.weights)
-    return {"gathered_params": gathered, "kv_cache": kv, "activations": max(prefill, vision) + sampling}
+    activations = max(prefill + dequantized_bytes(s, counts), vision) + sampling
+    return {"gathered_params": gathered, "kv_cache": kv, "activations": activations}

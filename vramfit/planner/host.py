@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from vramfit.planner.params import Arch, Counts
-from vramfit.planner.states import optimizer_state_bytes, quant_bytes
+from vramfit.planner.states import optimizer_state_bytes, shardable_quant_bytes
 
 PROCESS_BASE = 2.96e9  # bytes per rank process (peft README, see above)
 PIXEL_BYTES = 4 * 3  # fp32 pixel values, 3 channels
@@ -66,7 +66,7 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float) -> 
         offloaded += ranks * part * moments  # exp_avg, exp_avg_sq: not pinned (zeros_like)
     if s.engine == "deepspeed" and z.offload_params:
         dense = (c.total - c.quantized + c.adapters) / dp
-        nbytes = dense * (2 if s.sixteen_bit else 4) + c.quantized * quant_bytes(s) / dp
+        nbytes = dense * (2 if s.sixteen_bit else 4) + c.quantized * shardable_quant_bytes(s) / dp
         if z.pin_memory:
             pinned_bytes += ranks * pinned(nbytes, dense, 2 if s.sixteen_bit else 4, z.sub_group_size)
         else:
@@ -74,7 +74,7 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float) -> 
     if s.engine == "fsdp" and (z.offload_params or z.offload_optimizer):
         train_b = 2 if s.precision == "bf16-true" else 4
         offloaded += ranks * (T * (2 * train_b + moments) + (c.total - c.trainable_base - c.quantized) * load_b
-                              + c.quantized * quant_bytes(s)) / dp
+                              + c.quantized * shardable_quant_bytes(s)) / dp
     if offloaded:
         parts["offloaded_states"] = offloaded
     if pinned_bytes:

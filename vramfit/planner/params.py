@@ -373,6 +373,7 @@ class Counts:
     lora: int  # LoRA A/B parameters (extra, trainable)
     copies: int  # modules_to_save copies (extra, trainable)
     quantized: int  # frozen linear weights stored quantized
+    largest_quantized: int  # the widest quantized linear (dequantized whole for its matmul)
     lm_head_trainable: bool
     vision_grad_layers: int  # vision layers whose activations are kept for backward
     vision_full: bool  # the vision layers' own weights train
@@ -444,16 +445,18 @@ def count(arch: Arch, setup) -> Counts:
                 base += g[group]
             lm_head_trainable = lm_head_trainable or group == "lm_head" or (group == "embed" and arch.tied_embeddings)
 
-    quantized = 0
+    quantized = largest_quantized = 0
     if setup.quantization:
         trained_groups = {"projector"} if setup.train_projector else set()
         if vision_from is not None:
             trained_groups.add("vision")
-        quantized = sum(lin.in_features * lin.out_features for lin in arch.linears if lin.group not in trained_groups)
+        sizes = [lin.in_features * lin.out_features for lin in arch.linears if lin.group not in trained_groups]
+        quantized, largest_quantized = sum(sizes), max(sizes, default=0)
     grad_layers = vision_layers - vision_from if vision_from is not None else (vision_layers if vision_lora else 0)
     largest = max((max(s.layer_params) for s in arch.stacks.values()), default=0)
     return Counts(
         total=arch.total, trainable_base=base, lora=lora_params, copies=copies, quantized=quantized,
+        largest_quantized=largest_quantized,
         lm_head_trainable=bool(lm_head_trainable), vision_grad_layers=grad_layers,
         vision_full=vision_from is not None, text_trainable=llm_full,
         adapted=tuple(adapted), largest_layer=largest,

@@ -117,7 +117,7 @@ def plan(setup: Setup) -> Plan:
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
     elif s.eval_enabled:
-        ev, host_eval = evaluation.eval_peak(s, arch)
+        ev, host_eval = evaluation.eval_peak(s, arch, counts)
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
     frag = FRAGMENTATION_EXPANDABLE if s.expandable_segments else FRAGMENTATION
     phase_breakdowns, measures, phases = {}, {}, {}

@@ -20,7 +20,11 @@ persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stag
 Quantized frozen weights (bytes per parameter): nf4/fp4 4 bits + one absmax per 64 weights, with
 double quantization an 8-bit absmax plus one fp32 per 256 blocks (Dettmers et al. 2023, QLoRA,
 sec. 3: 0.127 bits/param of constants); int8 LLM.int8() 1 byte + an fp32 row scale; GPTQ int4
-(group 128) 4 bits + an fp16 scale and a 4-bit zero per group.
+(group 128) 4 bits + an fp16 scale and a 4-bit zero per group. Only the packed weights of a
+bitsandbytes 4-bit layer stored in a float dtype (`bnb_4bit_quant_storage`) are a parameter that
+ZeRO-3 / FSDP can shard and offload; the constants are a `QuantState` attribute of the weight
+(bitsandbytes nn/modules.py `Params4bit.quant_state`, restored from `Linear4bit.quant_state` after
+FSDP flattens the parameter), neither a parameter nor a buffer, so every GPU keeps all of them.
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ QUANT_BYTES = {
     "int8": 1.0 + 4 / 4096,
     "gptq-int4": 0.5 + (2 + 0.5) / 128,
 }
+PACKED_BYTES = {"nf4": 0.5, "fp4": 0.5, "int8": 1.0, "gptq-int4": 0.5}  # the weights alone, no constants
+BNB = ("nf4", "fp4", "int8")  # bitsandbytes formats: the matmul dequantizes the whole weight first
 
 
 def optimizer_state_bytes(name: str) -> float:
@@ -84,6 +90,25 @@ def quant_bytes(setup) -> float:
     return QUANT_BYTES[setup.quantization]
 
 
+def shardable_quant_bytes(setup) -> float:
+    """Bytes per quantized parameter that ZeRO-3 / FSDP shard (and offload): the packed 4-bit
+    weights when bitsandbytes stores them in a float dtype, nothing otherwise (int8 / GPTQ tensors
+    and every quantization constant stay whole on each GPU)."""
+    if setup.quantization in ("nf4", "fp4") and setup.quant_storage_float:
+        return PACKED_BYTES[setup.quantization]
+    return 0.0
+
+
+def dequantized_bytes(setup, counts: Counts) -> float:
+    """bitsandbytes computes a quantized linear by dequantizing its whole weight to the compute
+    dtype (autograd/_functions.py MatMul4Bit: `F.dequantize_4bit(B, quant_state).to(A.dtype)` in
+    forward and again in backward; MatMul8bitLt's backward rebuilds `CB * SCB / 127`): one weight
+    of the widest quantized linear, alive next to that layer's activations. GPTQ kernels do not."""
+    if setup.quantization not in BNB:
+        return 0.0
+    return counts.largest_quantized * (2 if setup.sixteen_bit else 4)
+
+
 def gpu_states(setup, counts: Counts, arch: Arch) -> States:
     s, c = setup, counts
     dp = s.world
@@ -104,9 +129,9 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
 
     if ds and s.zero.stage == 3:
         z = s.zero
-        q_sharded = s.quant_storage_float
-        weights = 0.0 if z.offload_params else ((T * train_b + F * frozen_b) + (Q * qb if q_sharded else 0)) / dp
-        weights += 0 if q_sharded else Q * qb
+        q_shard = Q * shardable_quant_bytes(s)
+        weights = 0.0 if z.offload_params else (T * train_b + F * frozen_b + q_shard) / dp
+        weights += Q * qb - q_shard  # quantization constants (and unshardable packed weights), whole
         persistent = sum(n * k for n, k in arch.small_params.items() if n <= z.param_persistence_threshold) * compute_b
         gradients = 0.0 if z.offload_optimizer else T * train_b / dp
         optimizer = 0.0 if z.offload_optimizer else T * (master + moments) / dp
@@ -142,8 +167,10 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
                       step, False)
     if s.engine == "fsdp":
         offload = s.zero.offload_params or s.zero.offload_optimizer
-        weights = 0.0 if offload else (T * train_b + F * frozen_b + Q * qb) / dp
-        gather_b = qb if s.quantization else compute_b  # FSDP gathers the stored (packed) weights
+        q_shard = Q * shardable_quant_bytes(s)
+        weights = 0.0 if offload else (T * train_b + F * frozen_b + q_shard) / dp
+        weights += Q * qb - q_shard  # quantization constants are not FSDP parameters: whole, on the GPU
+        gather_b = shardable_quant_bytes(s) or compute_b  # a unit gathers its packed 4-bit weights as stored
         gathered = 2 * c.largest_layer * gather_b  # current unit + backward prefetch (BACKWARD_PRE)
         # The root unit (what no wrapped layer owns: embeddings, lm_head, projector) is not resharded
         # after forward - torch/distributed/fsdp/_runtime_utils.py `_post_forward_reshard`:

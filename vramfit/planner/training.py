@@ -17,6 +17,7 @@ from pathlib import Path
 from vramfit.planner.activations import (FP32, LayerMode, LogitsMode, backward_transient, layer_bytes,
                                          logits_bytes, nograd_layer_bytes)
 from vramfit.planner.params import Arch, Counts
+from vramfit.planner.states import dequantized_bytes
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +88,9 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
     at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
-    at_layer = {"activations": base + recompute, "vision_activations": vision_kept, "logits": 0.0}
+    # the backward of a quantized linear holds its dequantized weight next to the layer's tensors
+    at_layer = {"activations": base + recompute + dequantized_bytes(s, counts), "vision_activations": vision_kept,
+                "logits": 0.0}
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
     return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
 
