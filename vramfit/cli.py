@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.items = [*args.items, *extra]
-    if args.command not in LIGHT:
+    if args.command not in LIGHT or getattr(args, "recipe", None):  # doctor --recipe plans
         from vramfit import libraries
 
         libraries.quiet()

@@ -89,6 +89,45 @@ def test_plan_fixes_prices_doctor_fixes():
     assert priced[0][1] > priced[1][1]
 
 
+def test_doctor_batch_splits_are_rebased_on_the_recipe():
+    """A split read from the log (8 x 1 -> 1 x 8) is priced on the recipe's own 4 x 4, keeping its
+    global batch (1 x 16 x 8 ranks = 128); a split that does not lower the recipe's 4 does not apply."""
+    priced = cli.plan_fixes("sharegpt4v-7b-8xa100-40g", [
+        {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 8},
+        {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2},
+        {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 3},
+    ])
+    (rebased, peak, fits), (_, same, _), (_, odd, _) = priced
+    assert rebased == {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 16}
+    assert peak is not None and fits
+    assert same is None and odd is None  # 4 is not lower than 4; 3 does not divide 16 samples
+
+
+def test_doctor_prints_the_rebased_fix(capsys):
+    from vramfit.cli import main
+
+    log = REPO / "tests" / "doctor" / "logs" / "sharegpt4v_zero3_backward_a100_40g.log"
+    assert main(["doctor", str(log), "--recipe", "sharegpt4v-7b-8xa100-40g", "--json"]) == 0
+    fixes = json.loads(capsys.readouterr().out)["fixes"]
+    splits = [f for f in fixes if "per_device_train_batch_size" in f.get("overrides", {}) and f.get("fits")]
+    assert splits
+    for fix in splits:
+        o = fix["overrides"]
+        assert o["per_device_train_batch_size"] * o["gradient_accumulation_steps"] * 8 == 128
+        assert "on sharegpt4v-7b-8xa100-40g" in fix["why"]
+
+
+def test_doctor_text_marks_fixes_that_do_not_apply(capsys):
+    """The log's 16 x 1 -> 8 x 2 split cannot lower this recipe's per-device 4: shown, not priced."""
+    from vramfit.cli import main
+
+    log = REPO / "tests" / "doctor" / "logs" / "sharegpt4v_zero3_backward_a100_40g.log"
+    assert main(["doctor", str(log), "--recipe", "sharegpt4v-7b-8xa100-40g"]) == 0
+    out = capsys.readouterr().out
+    assert "[planner: does not apply to this recipe]" in out
+    assert "Apply first: fix" in out
+
+
 def test_import_stays_light_and_help_lists_the_keys():
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     code = "import sys, vramfit.planner.cli; print(any(m in sys.modules for m in ('torch', 'transformers', 'deepspeed')))"

@@ -29,10 +29,14 @@ def _plan(diagnosis: Diagnosis, recipe: str, plan_fixes: PlanFixes) -> None:
     if not priced:
         return
     results = plan_fixes(recipe, [fix["overrides"] for fix in priced])
-    for fix, (_, peak, fits) in zip(priced, results):
+    for fix, (overrides, peak, fits) in zip(priced, results):
         if peak is None:  # the fix does not apply to this recipe
             fix["fits"] = False
             continue
+        if overrides != fix["overrides"]:  # rebased on the recipe's own batch numbers
+            shown = " ".join(f"{k}={v}" for k, v in overrides.items())
+            fix["why"] += f"; on {recipe} (its own per-device batch and accumulation) that is {shown}"
+            fix["overrides"] = dict(overrides)
         fix["predicted_peak_gib"], fix["fits"] = round(float(peak), 2), bool(fits)
     first = next((fix for fix in priced if fix.get("fits")), None)
     if first is not None:

@@ -111,9 +111,11 @@ def render(d: Diagnosis) -> str:
         lines.append("Fixes, cheapest first:")
         for number, fix in enumerate(d.fixes, 1):
             planned = ""
-            if "fits" in fix:
+            if "predicted_peak_gib" in fix:
                 verdict_word = "fits" if fix["fits"] else "does not fit"
                 planned = f"   [planner: peak {fix['predicted_peak_gib']:.1f} GiB, {verdict_word}]"
+            elif "fits" in fix:
+                planned = "   [planner: does not apply to this recipe]"
             lines.append(f"  {number}. {edit(fix)}{planned}")
             lines.append(f"     why: {fix['why']}")
         if any("fits" in fix for fix in d.fixes):

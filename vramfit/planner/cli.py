@@ -128,9 +128,15 @@ def _problem(file: str, key: str, what: str, fix: str):
     return Problem(file, key, what, fix)
 
 
-def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float, bool]]:
-    """Price override fixes for `vramfit doctor`: (overrides, predicted peak GiB, fits) for each,
-    each planned as the recipe loaded with those overrides. Fixes are dicts or key=value lists."""
+def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float | None, bool]]:
+    """Price override fixes for `vramfit doctor`: (overrides as priced, predicted peak GiB, fits) for
+    each, each planned as the recipe loaded with those overrides. Fixes are dicts or key=value lists.
+
+    A batch split read from a log (per-device batch down, accumulation up) is rebased on the recipe's
+    own numbers, so that the recipe's global batch is kept: accumulation = the recipe's per-device x
+    accumulation / the new per-device. A split that does not lower the recipe's per-device batch, or
+    does not divide its samples per rank, does not apply (peak None)."""
+    from vramfit.checks.recipe_rules import micro_and_accumulation
     from vramfit.paths import find_recipe
     from vramfit.planner.plan import plan_recipe
     from vramfit.recipe import load
@@ -138,9 +144,15 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float, bool]]:
     from vramfit.problems import ConfigError
 
     path = find_recipe(recipe)
-    load(path)  # a recipe that does not load is the caller's error, not a fix's
+    micro, accumulation = micro_and_accumulation(load(path))  # a recipe that does not load is the caller's error
     out = []
     for overrides in fixes:
+        if isinstance(overrides, dict) and {"per_device_train_batch_size", "gradient_accumulation_steps"} <= set(overrides):
+            new = int(overrides["per_device_train_batch_size"])
+            if new >= micro or (micro * accumulation) % new:
+                out.append((overrides, None, False))
+                continue
+            overrides = {**overrides, "gradient_accumulation_steps": micro * accumulation // new}
         items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
         try:
             p = plan_recipe(load(path, items), fixes=False)
