@@ -9,6 +9,7 @@ import difflib
 from dataclasses import dataclass, field
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+RECIPE_TREE = "recipe-tree"  # rules that keep recipes/ tidy: naming, no personal paths in shared files
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class Problem:
     what: str
     fix: str
     severity: str = "error"  # "error" blocks a launch, "warning" does not
+    rule: str = ""  # a family of checks a caller may leave out (RECIPE_TREE: the shared recipe tree's own)
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.key}: " if self.key else f"{self.file}: "
@@ -30,8 +32,8 @@ class Problem:
 class Problems:
     items: list[Problem] = field(default_factory=list)
 
-    def add(self, file: str, key: str, what: str, fix: str = "", severity: str = "error") -> None:
-        p = Problem(str(file), key, what, fix, severity)
+    def add(self, file: str, key: str, what: str, fix: str = "", severity: str = "error", rule: str = "") -> None:
+        p = Problem(str(file), key, what, fix, severity, rule)
         if p not in self.items:
             self.items.append(p)
 

@@ -241,3 +241,15 @@ def test_a_word_where_a_number_belongs_is_an_error_and_the_plan_waits(tmp_path):
     [word] = find(result, key="per_device_train_batch_size", severity="error")
     assert "'four' is a string where a number belongs" in word.what and word.line == 2
     assert find(result, source="planner", text="memory not planned")
+
+
+def test_user_paths_and_names_are_not_recipe_tree_findings(tmp_path):
+    """A user's own launch script names machine paths (/home/..., /data/...); the recipe tree's rules
+    (no personal paths in shared files, recipe naming) are not findings about their run."""
+    path = script(tmp_path, "--per_device_train_batch_size 1 --gradient_accumulation_steps 4 "
+                            "--output_dir /home/alice/runs/llama3b --data_path /Users/alice/data/train.json",
+                  head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
+    assert not find(result, text="absolute or personal path")
+    assert not find(result, key="name")
+    assert result.exit_code == 0, [f"{f.key}: {f.what}" for f in result.findings]

@@ -7,7 +7,7 @@ from typing import Any
 
 from vramfit.checks.deepspeed_json import section
 from vramfit.hardware import CATALOGUE
-from vramfit.problems import Problems
+from vramfit.problems import RECIPE_TREE, Problems
 from vramfit.recipe import NAME_RE
 
 # Defaults of transformers.TrainingArguments, used when a recipe leaves the key out.
@@ -78,9 +78,9 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     folder_name = recipe.folder.name
     if not NAME_RE.match(recipe.name):
         problems.add(file, "name", f"'{recipe.name}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>] with a GPU from {sorted(CATALOGUE)}",
-                     "rename it, e.g. llama-3b-lora-8xa100-80g.")
+                     "rename it, e.g. llama-3b-lora-8xa100-80g.", rule=RECIPE_TREE)
     if folder_name != recipe.name and recipe.folder.parent.name == "recipes":
-        problems.add(file, "name", f"'{recipe.name}' differs from its folder '{folder_name}'", f"set name: {folder_name}.")
+        problems.add(file, "name", f"'{recipe.name}' differs from its folder '{folder_name}'", f"set name: {folder_name}.", rule=RECIPE_TREE)
     if recipe.hardware.gpu not in recipe.name:
         problems.add(file, "hardware.gpu", f"'{recipe.hardware.gpu}' does not match the hardware in the name '{recipe.name}'",
                      "make the name and hardware.gpu agree.")
@@ -153,5 +153,6 @@ def shared_paths(raw: dict[str, Any], file: str) -> Problems:
             continue
         if ("/" in value or "\\" in value or value.startswith("~")) and _PERSONAL.search(value):
             problems.add(file, key, f"'{value}' is an absolute or personal path",
-                         "use a path relative to the repository (data/..., runs/...); give machine-specific paths on the command line.")
+                         "use a path relative to the repository (data/..., runs/...); give machine-specific paths on the command line.",
+                         rule=RECIPE_TREE)
     return problems

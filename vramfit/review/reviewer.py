@@ -22,12 +22,11 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
-from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConfigError, Problem
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
 from vramfit.review.sources import read_all
 
-_TREE_RULE = "is an absolute or personal path"
 
 
 @dataclass
@@ -110,7 +109,7 @@ def _validate(path: Path):
 
 def _for_a_run(p: Problem) -> bool:
     """False for the rules that keep the shared recipe tree tidy (its naming, repository-relative paths)."""
-    return p.key != "name" and _TREE_RULE not in p.what
+    return p.rule != RECIPE_TREE
 
 
 def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
