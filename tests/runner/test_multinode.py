@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -189,17 +188,32 @@ def test_a_node_that_dies_fails_the_other(tree):
         while time.time() < deadline and "loss" not in (run_dir / "node0" / "train.log").read_text():
             assert procs[0].poll() is None, (run_dir / "node0" / "train.log").read_text()[-3000:]
             time.sleep(1)
-        os.killpg(procs[1].pid, signal.SIGKILL)
+        kill_node(procs[1])
         start = time.time()
         code = procs[0].wait(timeout=240)
         assert code != 0
         assert time.time() - start < 180
     finally:
         for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_node(p)
+
+
+def kill_node(launcher: subprocess.Popen) -> None:
+    """What a node's death does: every process of it gone at once. torchrun starts each worker in a
+    session of its own (torch/distributed/elastic/.../subprocess_handler.py: start_new_session=True),
+    so killing the launcher's process group alone would leave the worker training."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(launcher.pid), *psutil.Process(launcher.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in tree:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    launcher.wait(timeout=30)
 
 
 def test_fingerprint_covers_code_and_resolved_config(tmp_path):

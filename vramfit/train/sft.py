@@ -4,10 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from transformers import Trainer
+from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
-from vramfit.train import data
+from vramfit.train import data, modality
 from vramfit.train.collate import Collator, Encoder, SupervisedDataset
-from vramfit.train.model import load_model, load_processing, trainable_summary
+from vramfit.train.model import is_vision_language, load_model, load_processing, trainable_summary
 
 
 def build_trainer(recipe, args, callbacks: list) -> Trainer:
@@ -21,6 +22,13 @@ def build_trainer(recipe, args, callbacks: list) -> Trainer:
         print(f"vramfit: trainable parameters: {trainable_summary(model)}", flush=True)
         if args.use_liger_kernel:
             print(f"vramfit: Liger kernels applied to the {model.config.model_type} model", flush=True)
+    if is_deepspeed_zero3_enabled() and is_vision_language(model.config):
+        # ZeRO-3 gathers parameters collectively: a text-only batch must run the vision tower too.
+        installed = modality.install(model)
+        if args.process_index == 0:
+            print("vramfit: ZeRO-3: text-only batches run the vision tower on a zero image" if installed else
+                  f"vramfit: ZeRO-3: no zero-image hook for model type '{model.config.model_type}'; "
+                  "a text-only batch on one rank while another has images can hang", flush=True)
     tokenizer = getattr(processing, "tokenizer", processing)
     return Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                    data_collator=Collator(tokenizer.pad_token_id), processing_class=processing, callbacks=callbacks)
