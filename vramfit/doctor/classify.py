@@ -13,7 +13,8 @@ from vramfit.doctor.phase import CONTEXT, phase_of
 from vramfit.doctor.scan import Event, Scan
 from vramfit.doctor.units import gib
 
-PRIMARY = ("cuda_oom", "batch_mismatch", "config_mismatch", "grpo_divisibility", "checkpointing_error")
+PRIMARY = ("cuda_oom", "collective_mismatch", "batch_mismatch", "config_mismatch", "grpo_divisibility",
+           "checkpointing_error")
 CONFIG_KINDS = ("batch_mismatch", "config_mismatch", "grpo_divisibility", "checkpointing_error")
 EVIDENCE_CHARS = 400
 
@@ -139,6 +140,14 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
             why += (f"; ZeRO-3 offloads {' and '.join(offload)} to host RAM"
                     + (" in pinned (unswappable) memory" if pinned else ""))
         return "host_ram", why + "; or give the node more host RAM (DocOwl#88 was fixed by moving to 128 GB)"
+    if kind == "collective_mismatch":
+        said = root.text[P.COLLECTIVE_MISMATCH.search(root.text).start():].strip()[:110]
+        return "communication", (f"the ranks called different collectives ('{said}'): every rank "
+                                 "must run the same collectives in the same order, and under ZeRO-3 each module's "
+                                 "parameters are all-gathered when it runs, so a rank whose batch skips a module "
+                                 "(a text-only batch skipping a VLM's vision tower) or takes another data-dependent "
+                                 "branch falls out of step; vramfit's trainer runs the vision tower on a zero image "
+                                 "for text-only llava batches (vramfit/train/modality.py)")
     if kind == "nccl_timeout":
         if "timeout_ms" in f:
             ran = f" ran {f['ran_for_ms']} ms" if "ran_for_ms" in f else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from math import gcd
 
+from vramfit.doctor import patterns as P
 from vramfit.doctor.classify import oom_numbers
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.scan import Event
@@ -227,6 +228,16 @@ def _host_ram(c: Context) -> list[dict]:
     return fixes
 
 
+def _collective_mismatch(c: Context) -> list[dict]:
+    what = f"'{c.root.text[P.COLLECTIVE_MISMATCH.search(c.root.text).start():].strip()[:70]}'"
+    return [
+        _fix("env", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+             f"{what}: torch then checks every collective's op and tensor shapes across ranks and names the "
+             "first one that differs (slower; for the diagnosis run only)"),
+        _fix("env", {"NCCL_DEBUG": "INFO"}, f"{what}: logs which collective each rank was in when it failed"),
+    ]
+
+
 def _communication(c: Context) -> list[dict]:
     f, s = c.d.figures, c.s
     timeout_s = f["timeout_ms"] // 1000 if "timeout_ms" in f else s.get("ddp_timeout", 1800)
@@ -357,6 +368,7 @@ BY_KIND = {
     "config_mismatch": _config_mismatch,
     "grpo_divisibility": _grpo,
     "checkpointing_error": _checkpointing,
+    "collective_mismatch": _collective_mismatch,
 }
 
 

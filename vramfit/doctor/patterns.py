@@ -20,6 +20,7 @@ ANCHOR = re.compile(
     rb"|global_step|batch_size|_steps|_strategy|max_completion|gradient_checkpointing|liger|offload"
     rb"|pin_memory|\"device\"|\"stage\"|zero_stage|world_size|nproc|NPROC|num_gpus|num_processes|nnodes"
     rb"|max_pixels|num_workers|ddp_timeout|PYTORCH_CUDA_ALLOC_CONF|ZeRO|DeepSpeed|deepspeed"
+    rb"|collective mismatch|doesn't match expected size|mismatch between collectives"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -99,6 +100,11 @@ NCCL_ERROR = re.compile(
     r"|NCCL error|ncclSystemError|ncclInternalError|ncclRemoteError"
 )
 RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
+# Ranks that called different collectives: gloo's size check, torch's TORCH_DISTRIBUTED_DEBUG=DETAIL check.
+COLLECTIVE_MISMATCH = re.compile(
+    r"Is there a distributed collective mismatch|Received data size doesn't match expected size"
+    r"|Detected mismatch between collectives"
+)
 
 # --- configuration errors ---
 DS_BATCH = re.compile(

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from vramfit.doctor import patterns as P
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.units import gib
 
@@ -10,6 +11,7 @@ VERDICT = {
     "cuda_oom": "CUDA out of memory",
     "host_oom": "host RAM ran out: a rank was killed",
     "nccl_timeout": "NCCL collective timed out or aborted",
+    "collective_mismatch": "the ranks ran different collectives",
     "batch_mismatch": "DeepSpeed batch sizes do not multiply out",
     "config_mismatch": "DeepSpeed config disagrees with TrainingArguments",
     "grpo_divisibility": "GRPO batch does not divide into num_generations groups",
@@ -19,6 +21,7 @@ WHAT = {  # (label, what)
     "cuda_oom": ("What ran out", "GPU memory"),
     "host_oom": ("What ran out", "host RAM (the kernel killed a rank; no Python error is printed for that)"),
     "nccl_timeout": ("What failed", "a collective operation between ranks"),
+    "collective_mismatch": ("What failed", "collectives between ranks: their order or sizes differ"),
     "batch_mismatch": ("What failed", "DeepSpeed's batch check, before training"),
     "config_mismatch": ("What failed", "the DeepSpeed / TrainingArguments consistency check, before training"),
     "grpo_divisibility": ("What failed", "TRL's GRPO batch check, before training"),
@@ -38,6 +41,7 @@ LOOKED_FOR = [
     "host RAM kills: exitcode -9 / Signal 9 (SIGKILL), 'Killed', DeepSpeed 'return code = -9', kernel and "
     "Slurm OOM-killer lines",
     "NCCL watchdog timeouts and aborted communicators",
+    "collective mismatches between ranks (gloo's size check, TORCH_DISTRIBUTED_DEBUG=DETAIL reports)",
     "DeepSpeed's train_batch_size assertion and the DeepSpeed-vs-TrainingArguments mismatch error",
     "TRL's num_generations divisibility errors",
     "ZeRO-3 + reentrant gradient checkpointing errors",
@@ -74,7 +78,11 @@ def _facts(d: Diagnosis) -> str:
     numbers = {k: v for k, v in f.items() if k != "step"}
     if numbers:
         return ", ".join(f"{k}={v}" for k, v in numbers.items())
-    return d.evidence[0]["text"][:100] if d.evidence else d.why[:100]
+    if not d.evidence:
+        return d.why[:100]
+    text = d.evidence[0]["text"]
+    said = P.COLLECTIVE_MISMATCH.search(text) if d.kind == "collective_mismatch" else None
+    return text[said.start() if said else 0:][:100]
 
 
 def _where(d: Diagnosis) -> str:

@@ -198,6 +198,9 @@ class Scan:
                 event.figures["killed_rss_gib"] = round(int(rss.group(1)) / 2**20, 2)
             self._failure(text, stream)
             return True
+        if P.COLLECTIVE_MISMATCH.search(text):
+            self._add("collective_mismatch", text, rank, stream)
+            return True
         match = P.NCCL_TIMEOUT.search(text)
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
