@@ -121,7 +121,8 @@ def main() -> int:
     shared = shared_dir()
     started = time.perf_counter()
     table = []
-    for row in rows(shared):
+    data = rows(shared)
+    for row in data:
         setup = Setup.from_scenario(row, shared)
         p = plan(setup)
         arch = params.summary(setup.model_config)
@@ -165,7 +166,7 @@ def main() -> int:
     print("recorded OOM rows predicted not to fit: " + ", ".join(f"{t[0]['id']} {'yes' if not t[2] else 'NO'} ({t[1]:.1f} GiB)" for t in ooms))
     print("targets: median <= 10%, p90 <= 25%, every recorded OOM predicted not to fit")
 
-    by_id = {r["id"]: r for r in rows(shared)}
+    by_id = {r["id"]: r for r in data}
     held = relative_errors(heldout(by_id), shared)
     print()
     print(f"held-out published figures ({HELDOUT.relative_to(REPO)}), not CSV rows:")

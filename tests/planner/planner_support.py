@@ -1,6 +1,7 @@
 """Paths shared by the planner tests (imported by name: tests/ folders are not packages)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,12 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("VRAMFIT_SHARED", REPO.parent / "shared"))
 SHARED_CONFIGS = SHARED / "reference" / "model-configs"
 RECIPES = REPO / "recipes"
+
+def scenario_rows() -> dict[str, dict]:
+    """The published calibration scenarios (shared/reference/calibration/scenarios.jsonl), by id."""
+    lines = (SHARED / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()
+    return {row["id"]: row for row in map(json.loads, filter(str.strip, lines))}
+
 
 needs_shared = pytest.mark.skipif(not (SHARED / "reference").is_dir(), reason="shared/reference not present")
 

@@ -1,8 +1,7 @@
 """Framework facts that the planner models from the scenario schema (docs/planner.md, "Accuracy")."""
 import dataclasses
-import json
 
-from planner_support import SHARED, needs_shared
+from planner_support import SHARED, needs_shared, scenario_rows
 
 from vramfit.planner import params, plan, states, training
 from vramfit.planner.activations import LogitsMode, logits_bytes
@@ -37,9 +36,7 @@ def test_16bit_loss_is_smaller_than_upcast_loss():
 # bitsandbytes: what ZeRO-3 / FSDP can shard of a quantized model, and the dequantized weight.
 
 def scenario(row_id: str, **changes) -> dict:
-    lines = (SHARED / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()
-    rows = {json.loads(line)["id"]: json.loads(line) for line in lines if line.strip()}
-    return {**rows[row_id], **changes}
+    return {**scenario_rows()[row_id], **changes}
 
 
 def planned(row: dict):

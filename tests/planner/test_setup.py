@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
 from vramfit.planner import Setup, params, plan
 from vramfit.planner.setup import GRPO_DEFAULTS, HF_DEFAULTS, image_geometry
 
-from planner_support import REPO, SHARED, needs_shared, recipe_path
+from planner_support import REPO, SHARED, needs_shared, recipe_path, scenario_rows
 
 RECIPE_NAMES = sorted(p.parent.name for p in (REPO / "recipes").glob("*/recipe.yaml"))
 
@@ -66,9 +65,9 @@ def test_grpo_prompt_holds_every_image_token():
 
 @needs_shared
 def test_every_scenario_plans():
-    rows = [json.loads(line) for line in (SHARED / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()]
+    rows = scenario_rows()
     assert len(rows) == 61
-    for row in rows:
+    for row in rows.values():
         p = plan(Setup.from_scenario(row, SHARED))
         assert p.per_gpu_peak_gib > 0 and p.measure(row["metric"]) > 0
 
@@ -76,7 +75,7 @@ def test_every_scenario_plans():
 @needs_shared
 def test_recorded_ooms_are_predicted_not_to_fit():
     """SKIPPED.md: mt0-xxl full fp32 batch 8 on one A100-80GB, MiniCPM-Llama3-V 2.5 full ZeRO-2 on 2 x A100-80GB."""
-    rows = {json.loads(line)["id"]: json.loads(line) for line in (SHARED / "reference" / "calibration" / "scenarios.jsonl").read_text().splitlines()}
+    rows = scenario_rows()
     mt0 = {**rows["P5-r5"], "method": "full", "lora": None}
     minicpm = {**rows["MV-r56"], "num_gpus": 2}
     assert not plan(Setup.from_scenario(mt0, SHARED)).fits

@@ -41,20 +41,22 @@ def test_node_rank_out_of_range(tree, capsys):
     assert "--node-rank 2 is outside 0..1" in err
 
 
-def test_hostfile_slots_and_hosts_checked(tree, capsys):
+def refused_hostfile(tree, capsys, text: str) -> str:
+    """The 8-GPU recipe on 2 nodes with this hostfile: refused, and the error text."""
     hostfile = tree / "hostfile"
-    hostfile.write_text("node1 slots=8\nnode2 slots=4\nnode3 slots=8\n")
-    err = refused(capsys, "run", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2",
-                  "--force", "--hostfile", str(hostfile))
+    hostfile.write_text(text)
+    return refused(capsys, "run", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2",
+                   "--force", "--hostfile", str(hostfile))
+
+
+def test_hostfile_slots_and_hosts_checked(tree, capsys):
+    err = refused_hostfile(tree, capsys, "node1 slots=8\nnode2 slots=4\nnode3 slots=8\n")
     assert "3 hosts, the recipe has hardware.nodes 2" in err
     assert "node2: slots=4, the recipe has hardware.gpus_per_node 8 (world size would be 20 instead of 16)" in err
 
 
 def test_hostfile_syntax(tree, capsys):
-    hostfile = tree / "hostfile"
-    hostfile.write_text("node1 gpus=8\nnode1 slots=8\n")
-    err = refused(capsys, "run", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2",
-                  "--force", "--hostfile", str(hostfile))
+    err = refused_hostfile(tree, capsys, "node1 gpus=8\nnode1 slots=8\n")
     assert "line 1: 'node1 gpus=8' is not `hostname slots=N`" in err
 
 

@@ -141,8 +141,7 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
                     + (" in pinned (unswappable) memory" if pinned else ""))
         return "host_ram", why + "; or give the node more host RAM (DocOwl#88 was fixed by moving to 128 GB)"
     if kind == "collective_mismatch":
-        said = root.text[P.COLLECTIVE_MISMATCH.search(root.text).start():].strip()[:110]
-        return "communication", (f"the ranks called different collectives ('{said}'): every rank "
+        return "communication", (f"the ranks called different collectives ('{root.text[:110]}'): every rank "
                                  "must run the same collectives in the same order, and under ZeRO-3 each module's "
                                  "parameters are all-gathered when it runs, so a rank whose batch skips a module "
                                  "(a text-only batch skipping a VLM's vision tower) or takes another data-dependent "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from math import gcd
 
-from vramfit.doctor import patterns as P
 from vramfit.doctor.classify import oom_numbers
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.scan import Event
@@ -229,7 +228,7 @@ def _host_ram(c: Context) -> list[dict]:
 
 
 def _collective_mismatch(c: Context) -> list[dict]:
-    what = f"'{c.root.text[P.COLLECTIVE_MISMATCH.search(c.root.text).start():].strip()[:70]}'"
+    what = f"'{c.root.text[:70]}'"
     return [
         _fix("env", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
              f"{what}: torch then checks every collective's op and tensor shapes across ranks and names the "

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-from vramfit.doctor import patterns as P
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.units import gib
 
@@ -78,11 +77,7 @@ def _facts(d: Diagnosis) -> str:
     numbers = {k: v for k, v in f.items() if k != "step"}
     if numbers:
         return ", ".join(f"{k}={v}" for k, v in numbers.items())
-    if not d.evidence:
-        return d.why[:100]
-    text = d.evidence[0]["text"]
-    said = P.COLLECTIVE_MISMATCH.search(text) if d.kind == "collective_mismatch" else None
-    return text[said.start() if said else 0:][:100]
+    return d.evidence[0]["text"][:100] if d.evidence else d.why[:100]
 
 
 def _where(d: Diagnosis) -> str:

@@ -198,8 +198,9 @@ class Scan:
                 event.figures["killed_rss_gib"] = round(int(rss.group(1)) / 2**20, 2)
             self._failure(text, stream)
             return True
-        if P.COLLECTIVE_MISMATCH.search(text):
-            self._add("collective_mismatch", text, rank, stream)
+        mismatch = P.COLLECTIVE_MISMATCH.search(text)
+        if mismatch:  # the event is the message itself, not the C++ enforce prefix before it
+            self._add("collective_mismatch", text[mismatch.start():], rank, stream)
             return True
         match = P.NCCL_TIMEOUT.search(text)
         if match or P.NCCL_ERROR.search(text):
