@@ -146,8 +146,16 @@ def _losses_by_step(run_dir: Path) -> dict[int, float]:
 
 
 def _start(tree, run_dir, *extra):
-    return subprocess.Popen([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(run_dir), *extra], cwd=tree,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    """Output goes to a file: a pipe nobody reads fills at 64 KiB and blocks the launcher mid-shutdown."""
+    console = open(tree / f"{run_dir.name}.console", "wb")
+    proc = subprocess.Popen([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(run_dir), *extra], cwd=tree,
+                            stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    console.close()
+    return proc
+
+
+def _console(tree, run_dir) -> str:
+    return (tree / f"{run_dir.name}.console").read_text(errors="replace")[-3000:]
 
 
 def _children_of(run_dir: Path) -> list[int]:
@@ -176,7 +184,7 @@ def _wait_for(predicate, timeout, proc=None):
 def test_sigterm_stops_every_rank(tree):
     run_dir = tree / "runs" / "term"
     proc = _start(tree, run_dir, "max_steps=500")
-    assert _wait_for(lambda: len(_losses_by_step(run_dir)) >= 1, 300, proc), proc.stdout.read().decode()[-3000:]
+    assert _wait_for(lambda: len(_losses_by_step(run_dir)) >= 1, 300, proc), _console(tree, run_dir)
     os.kill(proc.pid, signal.SIGTERM)
     code = proc.wait(timeout=120)
     assert code == 128 + signal.SIGTERM
@@ -197,7 +205,7 @@ def test_killed_run_resumes_with_the_same_losses(tree, kill):
     proc = _start(tree, cut, *steps)
     # Kill once checkpoint-3 is complete and training went on past it.
     assert _wait_for(lambda: outputs.complete(cut / "output" / "checkpoint-3") is not None and max(_losses_by_step(cut) or [0]) >= 4,
-                     300, proc)
+                     300, proc), _console(tree, cut)
     os.killpg(proc.pid, kill)
     proc.wait(timeout=120)
     assert _wait_for(lambda: not _children_of(cut), 30)

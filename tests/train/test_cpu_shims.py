@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,13 +46,17 @@ def _ranks(shim: bool, folder) -> list[dict]:
 
     environ = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE")}
     environ.update(WORLD_SIZE="2", LOCAL_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    procs = [subprocess.Popen([sys.executable, "-c", RANK, "shim" if shim else "plain", str(folder)], cwd=REPO,
-                              env={**environ, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(2)]
-    outputs = [p.communicate(timeout=180) for p in procs]
-    for proc, (_, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err[-3000:]
-    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    # Files, not pipes: rank 1's unread pipe could fill while we wait on rank 0, which waits on rank 1.
+    out = [Path(folder) / f"rank{r}.out" for r in range(2)]
+    err = [Path(folder) / f"rank{r}.err" for r in range(2)]
+    procs = []
+    for r in range(2):
+        with open(out[r], "w") as o, open(err[r], "w") as e:
+            procs.append(subprocess.Popen([sys.executable, "-c", RANK, "shim" if shim else "plain", str(folder)], cwd=REPO,
+                                          env={**environ, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=o, stderr=e))
+    for r, proc in enumerate(procs):
+        assert proc.wait(timeout=180) == 0, err[r].read_text()[-3000:]
+    return [json.loads(o.read_text().strip().splitlines()[-1]) for o in out]
 
 
 @pytest.fixture(scope="module")
