@@ -184,6 +184,7 @@ def test_the_parent_flow_on_a_faked_subprocess(tmp_path, monkeypatch, capsys):
         return _fake(case.name, peaks[case.name], tps)
 
     monkeypatch.setattr(bench, "run_child", fake_run_child)
+    monkeypatch.setattr(bench, "host_memory_gib", lambda: (2015.0, 1900.0))  # a GPU node's RAM, not this host's
     opts = bench.parse(["--case", "llama3b-4k-mb1", "--case", "llama3b-4k-mb1-liger", "--emulate", "40,96",
                         "--out", str(tmp_path)])
     assert bench.measure([CASES[n] for n in opts.case], opts) == 0
@@ -204,6 +205,16 @@ def test_the_parent_flow_on_a_faked_subprocess(tmp_path, monkeypatch, capsys):
     assert "planner within 10%" in out and "Liger: Llama-3.2-3B at 4k peak >= 40% lower" in out
     assert "llama3b-4k-mb1: peak 45.00 -> 25.00 GiB (44% lower), tokens/s 900 -> 1000 (not lower): PASS" in out
     assert re.search(r"^llama3b-4k-mb1 +45\.00 +45\.90 +900 ", out, re.M)
+
+
+def test_a_case_the_host_cannot_hold_is_skipped_not_run(tmp_path, monkeypatch, capsys):
+    case = CASES["llama3b-4k-mb1"]
+    need = bench.predict(case, bench.DEFAULT_CARD, "sdpa", True, host_ram_gib=2015.0)["host_ram_gib"]
+    monkeypatch.setattr(bench, "run_child", lambda *a, **k: pytest.fail("a case the host cannot hold was started"))
+    monkeypatch.setattr(bench, "host_memory_gib", lambda: (need / 0.9, need / 2))
+    opts = bench.parse(["--case", case.name, "--out", str(tmp_path)])
+    assert bench.measure([case], opts) == 0
+    assert f"[{case.name}] skipped: host RAM: the planner needs {need:.0f} GiB" in capsys.readouterr().out
 
 
 def test_an_oom_unconstrained_run_infers_smaller_cards(tmp_path):

@@ -40,7 +40,7 @@ RANK = textwrap.dedent("""
 """)
 
 
-def _ranks(shim: bool, folder) -> list[dict]:
+def _ranks(shim: bool, folder, script: str = RANK) -> list[dict]:
     """Two ranks on this host, started as the DeepSpeed launcher starts them (it sets LOCAL_SIZE)."""
     from vramfit.launch import free_port
 
@@ -52,10 +52,10 @@ def _ranks(shim: bool, folder) -> list[dict]:
     procs = []
     for r in range(2):
         with open(out[r], "w") as o, open(err[r], "w") as e:
-            procs.append(subprocess.Popen([sys.executable, "-c", RANK, "shim" if shim else "plain", str(folder)], cwd=REPO,
+            procs.append(subprocess.Popen([sys.executable, "-c", script, "shim" if shim else "plain", str(folder)], cwd=REPO,
                                           env={**environ, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=o, stderr=e))
     for r, proc in enumerate(procs):
-        assert proc.wait(timeout=180) == 0, err[r].read_text()[-3000:]
+        assert proc.wait(timeout=300) == 0, err[r].read_text()[-3000:]
     return [json.loads(o.read_text().strip().splitlines()[-1]) for o in out]
 
 
@@ -127,3 +127,46 @@ def test_qwen_processor_shim_works(tmp_path):
                                         return_tensors="pt")
     assert out["image_grid_thw"].tolist() == [[1, 4, 4]]
     assert (out["input_ids"] == processor.image_token_id).sum() == 4
+
+
+# Two ranks through DeepSpeed's own init on CPU: its shared-memory all-reduce, then what it left in /dev/shm.
+SHM_RANK = textwrap.dedent("""
+    import json, os, sys
+    if sys.argv[1] == "shim":
+        from vramfit.train import cpu_shims
+        cpu_shims.install()
+    import deepspeed, torch
+    import deepspeed.comm as dist
+    from vramfit.train.cpu_shims import shm_segment
+    deepspeed.init_distributed(dist_backend="gloo")
+    rank = dist.get_rank()
+    uses_shm = deepspeed.comm.comm.cdb.shm_comm_op is not None
+    t = torch.full((8,), float(rank + 1))
+    dist.inference_all_reduce(t)
+    dist.barrier()
+    segments = [shm_segment(r) for r in range(2)]
+    print(json.dumps({"uses_shm": uses_shm, "sum": t.tolist(), "segments": segments}))
+    torch.distributed.destroy_process_group()
+""")
+
+
+def _left_behind(ranks: list[dict]) -> list[str]:
+    segments = ranks[0]["segments"]
+    left = [s for s in segments if os.path.exists(s)]
+    for s in left:  # a test leaves nothing behind either
+        os.unlink(s)
+    return left
+
+
+@needs_cpu_host
+def test_shm_segment_shim_is_needed(tmp_path):
+    ranks = _ranks(False, tmp_path, SHM_RANK)
+    assert all(r["uses_shm"] for r in ranks), "DeepSpeed no longer uses its shared-memory all-reduce on CPU"
+    assert _left_behind(ranks), "DeepSpeed now removes its /dev/shm segments itself: drop the shim"
+
+
+@needs_cpu_host
+def test_shm_segment_shim_works(tmp_path):
+    ranks = _ranks(True, tmp_path, SHM_RANK)
+    assert all(r["uses_shm"] and r["sum"] == [3.0] * 8 for r in ranks), ranks
+    assert _left_behind(ranks) == []
