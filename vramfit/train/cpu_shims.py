@@ -25,7 +25,8 @@ library handles the case itself) or broken (the shim no longer gets past the fai
    host, each creates /dev/shm/deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank> (66 MB) and
    no code path unlinks it (`shared_close` in ops/csrc/cpu/comm/shm.cpp is never called): every
    2-rank smoke run left 132 MB of host RAM behind until reboot (224 files, 15 GB of a 24 GB
-   machine, after a day of test runs). The shim unlinks this rank's segment once every rank has
+   machine, after a day of test runs; sglang's Xeon CI filled /dev/shm with them and later jobs died
+   with SIGBUS, sgl-project/sglang#38638). The shim unlinks this rank's segment once every rank has
    mapped every other's (a barrier after DeepSpeed's init); the mappings stay valid, so the
    all-reduce keeps working and a killed run leaves nothing behind.
 """
