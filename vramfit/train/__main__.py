@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK
@@ -96,5 +97,20 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def run() -> None:
+    """main(), then out without interpreter teardown, on failure too: a rank whose collective failed
+    (a peer died or hung, the ddp_timeout expired) still has gloo/NCCL work queued on communication
+    threads, and the interpreter's exit waited on them for good (seen: the traceback printed, the
+    rank alive 400 s later), so the launcher never learnt the run had failed."""
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    exit_now(code)
+
+
 if __name__ == "__main__":
-    exit_now(main())
+    run()
