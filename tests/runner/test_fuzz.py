@@ -70,7 +70,8 @@ def _check(tree, capsys, argv):
     assert not run_dir.exists()
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+# derandomize: CI runs the same examples every time, so a failure there reproduces here.
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
 FORMATS = {"yaml": (yaml.safe_load, lambda doc: yaml.safe_dump(doc, allow_unicode=True)),
@@ -139,3 +140,11 @@ def test_directory_where_a_file_belongs(tree, capsys):
 def test_report_tally(capsys):
     with capsys.disabled():
         print(f"\nfuzz tally: {dict(sorted(TALLY.items()))}")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("overrides", [["global_batch_size=1000000000000"], ["global_batch_size=999999999990"],
+                                       ["per_device_train_batch_size=1000000000000", "global_batch_size=8000000000000"]])
+def test_absurd_batch_sizes_are_refused_quickly(tree, capsys, overrides):
+    """Found by the fuzzer: the batch fix searched every integer up to global_batch_size (minutes)."""
+    _check(tree, capsys, ["run", RECIPE, "--dry-run", *overrides])

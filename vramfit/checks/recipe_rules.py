@@ -20,8 +20,18 @@ def micro_and_accumulation(recipe) -> tuple[int, int]:
     return t.get("per_device_train_batch_size", HF_DEFAULT_MICRO_BATCH), t.get("gradient_accumulation_steps", HF_DEFAULT_ACCUMULATION)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int, up_to: int | None = None) -> list[int]:
+    """The divisors of n (those <= up_to), ascending, in O(sqrt n) steps and never more than 10**6:
+    a fuzzed global_batch_size=10**12 took minutes through a loop over every integer. For n above
+    10**12 the divisors between 10**6 and n / 10**6 are skipped; no real batch is that large."""
+    limit = n if up_to is None else min(n, up_to)
+    found = set()
+    d = 1
+    while d * d <= n and d <= 10**6:
+        if n % d == 0:
+            found.update(x for x in (d, n // d) if x <= limit)
+        d += 1
+    return sorted(found)
 
 
 def batch_arithmetic(recipe, file: str, problems: Problems) -> None:
@@ -36,7 +46,7 @@ def batch_arithmetic(recipe, file: str, problems: Problems) -> None:
     if gbs % (micro * ranks) == 0:
         fix = f"set gradient_accumulation_steps: {gbs // (micro * ranks)} (keeps micro-batch {micro})."
     else:
-        options = [m for m in _divisors(gbs) if gbs % (m * ranks) == 0 and m <= max(micro, 1) * 4]
+        options = [m for m in divisors(gbs, up_to=max(micro, 1) * 4) if gbs % (m * ranks) == 0]
         fix = (f"set per_device_train_batch_size: {options[-1]} and gradient_accumulation_steps: {gbs // (options[-1] * ranks)}."
                if options else f"global_batch_size {gbs} is not a multiple of {ranks} ranks; choose a multiple of {ranks}.")
     problems.add(file, "global_batch_size", equation, fix)
@@ -50,7 +60,7 @@ def grpo_fix(recipe) -> str:
     g = t.get("num_generations", 8)
     ranks = recipe.world_size
     gen_batch = t.get("generation_batch_size") or micro * ranks * steps
-    valid = [d for d in _divisors(gen_batch) if d >= 2]
+    valid = [d for d in divisors(gen_batch, up_to=1024) if d >= 2]
     parts = [f"generation batch = per_device_train_batch_size x ranks x steps_per_generation = {micro} x {ranks} x {steps} = {gen_batch}, "
              f"not divisible by num_generations {g}; valid num_generations: {valid}"]
     for k in range(steps + 1, steps + 65):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vramfit.checks.recipe_rules import divisors
 from vramfit.problems import ConfigError
 
 COMMON_MAX_PIXELS = 1_003_520  # 1,280 image tokens (upstream-setups.md: "1,003,520 px is common")
@@ -84,7 +85,7 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
             out.append(("generation", {"steps_per_generation": 1}, "generate one micro-step's completions at a time"))
     if gpu_short:
         b, ga = s.micro_batch, s.gradient_accumulation_steps
-        for nb in [d for d in range(b - 1, 0, -1) if b % d == 0]:
+        for nb in reversed(divisors(b, up_to=b - 1)):
             out.append(("micro_batch", {"per_device_train_batch_size": nb, "gradient_accumulation_steps": ga * b // nb},
                         f"micro-batch {b} -> {nb}, accumulation {ga} -> {ga * b // nb}: same global batch"))
         if not s.gradient_checkpointing:
