@@ -106,14 +106,14 @@ def stream(launches: list[Launch], env: dict[str, str], stop_grace_s: float = ST
     procs = [subprocess.Popen(l.argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True) for l in launches]
     received: list[int] = []
-    stop_at: list[float] = []
+    stop_at: float | None = None  # when the launchers were first told to stop
     under: dict[int, dict] = {p.pid: {} for p in procs}  # psutil processes seen under each launcher
     lock = threading.Lock()
 
     def stop_all(signum, _frame=None):
+        nonlocal stop_at
         received.append(signum)
-        if not stop_at:
-            stop_at.append(time.monotonic())
+        stop_at = stop_at or time.monotonic()
         for proc in procs:
             _stop_tree(proc, under[proc.pid], signal.SIGTERM if len(received) == 1 else signal.SIGKILL)
 
@@ -145,10 +145,10 @@ def stream(launches: list[Launch], env: dict[str, str], stop_grace_s: float = ST
                     if proc.returncode != 0 and not first_failure:
                         first_failure = proc.returncode
                         if len(procs) > 1:  # one node failed: do not leave the others waiting on it
-                            stop_at.append(time.monotonic())
+                            stop_at = stop_at or time.monotonic()
                             for other in procs:
                                 _signal_group(other, signal.SIGTERM)
-            if stop_at and not killed and time.monotonic() - stop_at[0] > stop_grace_s:
+            if stop_at and not killed and time.monotonic() - stop_at > stop_grace_s:
                 killed = True
                 print(f"vramfit: a launcher did not stop within {stop_grace_s:.0f} s of SIGTERM; killing it and its ranks.",
                       file=sys.stderr, flush=True)

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from vramfit.checks.deepspeed_json import section
+from vramfit.divisors import divisors
 from vramfit.hardware import CATALOGUE
 from vramfit.problems import RECIPE_TREE, Problems
 from vramfit.recipe import NAME_RE
@@ -18,20 +19,6 @@ _PERSONAL = re.compile(r"^(/|~|[A-Za-z]:\\)|/home/|/Users/|/root/|\\Users\\")
 def micro_and_accumulation(recipe) -> tuple[int, int]:
     t = recipe.training
     return t.get("per_device_train_batch_size", HF_DEFAULT_MICRO_BATCH), t.get("gradient_accumulation_steps", HF_DEFAULT_ACCUMULATION)
-
-
-def divisors(n: int, up_to: int | None = None) -> list[int]:
-    """The divisors of n (those <= up_to), ascending, in O(sqrt n) steps and never more than 10**6:
-    a fuzzed global_batch_size=10**12 took minutes through a loop over every integer. For n above
-    10**12 the divisors between 10**6 and n / 10**6 are skipped; no real batch is that large."""
-    limit = n if up_to is None else min(n, up_to)
-    found = set()
-    d = 1
-    while d * d <= n and d <= 10**6:
-        if n % d == 0:
-            found.update(x for x in (d, n // d) if x <= limit)
-        d += 1
-    return sorted(found)
 
 
 def batch_arithmetic(recipe, file: str, problems: Problems) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from math import gcd
 
+from vramfit.divisors import divisors
 from vramfit.doctor.classify import oom_numbers
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.scan import Event
@@ -184,7 +185,7 @@ def _generation_rollout(c: Context) -> list[dict]:
     if generations:
         batch = (per_device or 1) * (c.world or 1) * accumulation
         if c.world:
-            smaller = next((g for g in range(generations - 1, 1, -1) if batch % g == 0), None)
+            smaller = max((g for g in divisors(batch, up_to=generations - 1) if g >= 2), default=None)
         else:
             smaller = generations // 2
         if smaller and smaller >= 2:
@@ -335,7 +336,7 @@ def _grpo(c: Context) -> list[dict]:
 
 def _fewer_generations(batch: int, generations: int, valid: list[int] | None = None,
                        key: str = "num_generations") -> list[dict]:
-    valid = valid or [g for g in range(2, batch + 1) if batch % g == 0]
+    valid = valid or [g for g in divisors(batch) if g >= 2]
     smaller = max((g for g in valid if g < generations), default=None)
     if not smaller:
         return []

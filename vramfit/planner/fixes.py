@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vramfit.checks.recipe_rules import divisors
+from vramfit.divisors import divisors
 from vramfit.problems import ConfigError
 
 COMMON_MAX_PIXELS = 1_003_520  # 1,280 image tokens (upstream-setups.md: "1,003,520 px is common")
