@@ -8,7 +8,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# Exit codes, the same for every command (each --help and the README state them):
+#   0 ok / fits, 1 does not fit or the run failed, 2 bad input (nothing launched or written),
+#   3 incomplete (an answer was given but part of it could not be computed, e.g. an unknown model
+#   in a review), 70 internal error (a bug in vramfit: one line and a bug-report hint, no traceback;
+#   70 is EX_SOFTWARE in sysexits.h).
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_INTERNAL = 0, 1, 2, 3, 70
 RECIPE_TREE = "recipe-tree"  # rules that keep recipes/ tidy: naming, no personal paths in shared files
 
 
