@@ -48,6 +48,8 @@ class Quantization(Strict):
     # bitsandbytes packs 4-bit weights into this dtype; ZeRO-3 can only shard them when it is a
     # float type matching the compute dtype (uint8 storage keeps every rank holding full weights).
     quant_storage: Literal["uint8", "bfloat16", "float16", "float32"] = "uint8"
+    # bitsandbytes (load_in_4bit / load_in_8bit), or a GPTQ / AWQ int4 checkpoint (group 128).
+    method: Literal["bitsandbytes", "gptq", "awq"] = "bitsandbytes"
 
 
 class Trainable(Strict):
@@ -89,6 +91,21 @@ class Data(Strict):
     max_slice_nums: Union[int, None] = Field(default=None, ge=1, le=64)
 
 
+class Knobs(Strict):
+    """What the run does that the Hugging Face / TRL argument classes of `training:` cannot say
+    (TRL SFTConfig, torchtune, axolotl names; vramfit/planner/knobs.py models each). `training:`
+    keeps TrainingArguments / GRPOConfig keys: fsdp, fsdp_config, optim, use_vllm, vllm_mode, ..."""
+
+    packing: bool = False  # TRL SFTConfig.packing (BFD: padding-free sequences filled to data.max_length)
+    padding_free: bool = False  # TRL SFTConfig.padding_free
+    typical_length: Union[int, None] = Field(default=None, gt=0, le=1_048_576)  # a typical sample's tokens
+    activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
+    loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
+    optimizer_in_bwd: bool = False  # torchtune
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
+    lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
+
+
 class Recipe(Strict):
     name: str
     summary: str = Field(min_length=1)
@@ -101,6 +118,7 @@ class Recipe(Strict):
     training: dict[str, Any]
     data: Data
     env: dict[str, str] = {}
+    planner: Knobs = Knobs()
 
     @field_validator("env", mode="before")
     @classmethod

@@ -129,10 +129,12 @@ class Setup:
     lora_fused_qkv: bool = False
     modules_to_save: tuple[str, ...] = ()
     modules_to_save_copies: bool = True  # PEFT ModulesToSaveWrapper keeps the original and trains a copy
-    quantization: str | None = None  # nf4 | fp4 | int8 | gptq-int4
+    quantization: str | None = None  # nf4 | fp4 | int8 | gptq-int4 | awq-int4
     quant_double: bool = True
     quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
+    master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
+    lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
     # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
     # 16-bit logits with no upcast and no autocast around it (see `_loss_fp32`).
@@ -143,10 +145,16 @@ class Setup:
     attention: str = "sdpa"  # flash | sdpa | eager
     gradient_checkpointing: bool = False
     liger: bool = False
+    loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    activation_offloading: bool = False  # TRL OffloadActivations: kept activations live in host RAM
+    optimizer_in_backward: bool = False  # torchtune optimizer_in_bwd: each gradient freed after its step
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
     decoder_seq_len: int | None = None
     micro_batch: int = 1
+    packing: bool = False  # TRL packing (BFD): every sequence filled to the cap, no padding mask
+    padding_free: bool = False  # TRL padding_free: the batch flattened, no padding mask
+    typical_seq_len: int | None = None  # a typical sample's tokens, planned besides the cap
     gradient_accumulation_steps: int = 1
     images_per_sample: int = 0
     image_tokens: int = 0  # LLM tokens per image
@@ -154,6 +162,9 @@ class Setup:
     # parallelism
     engine: str = "deepspeed"  # deepspeed | fsdp | ddp | single
     zero: Zero = field(default_factory=Zero)
+    fsdp_sharding: str = "full_shard"  # full_shard | shard_grad_op | hybrid_shard | hybrid_shard_zero2 | no_shard
+    fsdp_version: int = 1
+    fsdp_offload: bool = False
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -161,6 +172,9 @@ class Setup:
     beta: float = 0.0
     ds3_gather_for_generation: bool = True
     use_vllm: bool = False
+    vllm_mode: str = "colocate"  # TRL 1.16 default
+    vllm_gpu_memory_utilization: float = 0.3  # TRL 1.16 default
+    vllm_sleep: bool = False  # vllm_enable_sleep_mode
     # evaluation
     eval_enabled: bool = False
     eval_batch: int = 8
@@ -218,7 +232,15 @@ class Setup:
         grpo = recipe.method == "grpo"
         hidden = _hidden_size(config)
         zero = Zero.from_json(ds, hidden)
-        precision = _precision(t, grpo)
+        quant = recipe.model.quantization
+        knob_values = {**t, **recipe.planner.model_dump(), "quant_method": quant.method if quant else None}
+        if quant and quant.method == "bitsandbytes":
+            knob_values.update({"load_in_4bit": quant.bits == 4, "load_in_8bit": quant.bits == 8,
+                                "bnb_4bit_quant_type": quant.quant_type, "bnb_4bit_use_double_quant": quant.double_quant,
+                                "bnb_4bit_quant_storage": quant.quant_storage})
+        knob = _knob_fields(knob_values, recipe.method, config, zero, problems, file)
+        if problems:
+            raise ConfigError(problems)
         arch = params.summary(config_path)
         tokens, patches = image_geometry(arch, recipe.data.max_pixels, recipe.data.max_slice_nums)
         images = recipe.data.images_per_sample if patches else 0
@@ -227,7 +249,6 @@ class Setup:
             # TRL 1.16 does not truncate prompts: image tokens count in full even past data.max_length.
             seq = max(seq, images * tokens)
         lora = recipe.model.lora
-        quant = recipe.model.quantization
         eval_on = str(t.get("eval_strategy", HF_DEFAULTS["eval_strategy"])) != "no" or bool(t.get("do_eval"))
         eval_samples, notes = None, []
         if eval_on:
@@ -235,8 +256,9 @@ class Setup:
             if eval_samples is None and not _get(t, "prediction_loss_only"):
                 eval_samples = ASSUMED_EVAL_SAMPLES
                 notes.append(f"eval set size unknown (data.eval_file unreadable); {ASSUMED_EVAL_SAMPLES} samples assumed for the kept eval logits")
+        engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else "ddp")
         return cls(
-            **_training_fields(t, zero, grpo),
+            **{"zero": zero, **_training_fields(t, zero, grpo), **knob},
             label=recipe.name,
             source=file,
             model_config=config_path,
@@ -252,19 +274,13 @@ class Setup:
             lora_targets=lora.target_modules if lora else None,
             lora_dropout=lora.dropout if lora else 0.0,
             modules_to_save=tuple(lora.modules_to_save) if lora else (),
-            quantization=(("nf4" if quant.quant_type == "nf4" else "fp4") if quant.bits == 4 else "int8") if quant else None,
-            quant_double=bool(quant and quant.double_quant),
-            quant_storage_float=bool(quant and quant.quant_storage != "uint8"),
-            precision=precision,
             attention=ATTENTION[recipe.model.attn_implementation],
             seq_len=seq,
             images_per_sample=images,
             image_tokens=tokens,
             vision_patches=patches,
-            engine="deepspeed" if zero.stage else "ddp",
-            zero=zero,
+            engine=engine,
             ds3_gather_for_generation=bool(_get(t, "ds3_gather_for_generation")),
-            use_vllm=bool(_get(t, "use_vllm")),
             eval_enabled=eval_on,
             eval_samples=eval_samples,
             prefetch_factor=int(t.get("dataloader_prefetch_factor") or DEFAULT_PREFETCH_FACTOR),
@@ -376,16 +392,20 @@ class Setup:
         zero = Zero.from_json(ds, _hidden_size(config)) if ds else Zero()
         method = values.get("method", "full")
         grpo = method == "grpo"
-        precision = _precision(values, grpo)
+        lora = method in ("lora", "qlora") or "lora_r" in values
+        knob = _knob_fields(values, method, config, zero, problems, label)
+        if problems:
+            raise ConfigError(problems)
         tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"))
         images = int(values.get("images_per_sample", 1 if patches else 0)) if patches else 0
         seq = int(values.get("seq_len", values.get("max_length", values.get("max_prompt_length", 2048 if not grpo else 512))))
         if grpo:
             seq = max(seq, images * tokens)
-        lora = method in ("lora", "qlora") or "lora_r" in values
         world = gpus * nodes
+        engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else ("ddp" if world > 1 else "single"))
+        modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
         return cls(
-            **_training_fields(values, zero, grpo),
+            **{"zero": zero, **_training_fields(values, zero, grpo), **knob},
             label=path.stem,
             source=label,
             model_config=path,
@@ -394,23 +414,65 @@ class Setup:
             nodes=nodes,
             host_ram_gib=values.get("host_ram_gib"),
             method=method,
+            train_projector=bool(values.get("train_projector", not lora)),
             train_vision=bool(values.get("train_vision", False)),
             lora_r=int(values.get("lora_r", 16)) if lora else None,
             lora_targets=_targets(values.get("lora_target_modules", "all-linear")) if lora else None,
             lora_dropout=float(values.get("lora_dropout", 0.05)) if lora else 0.0,
-            quantization="nf4" if method == "qlora" else None,
-            precision=precision,
+            modules_to_save=modules,
             attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
             seq_len=seq,
             images_per_sample=images,
             image_tokens=tokens,
             vision_patches=patches,
-            engine="deepspeed" if zero.stage else ("ddp" if world > 1 else "single"),
-            zero=zero,
+            engine=engine,
             eval_enabled=any(k in values for k in ("per_device_eval_batch_size", "eval_samples")) or str(values.get("eval_strategy", "no")) != "no",
             eval_samples=int(values.get("eval_samples", ASSUMED_EVAL_SAMPLES)),
             expandable_segments=bool(values.get("expandable_segments", False)),
         )
+
+
+def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems,
+                 file: str) -> dict[str, Any]:
+    """Setup fields of the launch knobs (knobs.py), shared by recipes and `--model-config`."""
+    from vramfit.planner import knobs
+
+    out: dict[str, Any] = {}
+    fsdp = knobs.fsdp_fields(values.get("fsdp"), values.get("fsdp_config"), problems, file)
+    if fsdp:
+        if zero.stage:
+            problems.add(file, "fsdp", f"FSDP and DeepSpeed ZeRO-{zero.stage} both set (transformers refuses both)",
+                         "drop the DeepSpeed JSON or the fsdp key.")
+        if fsdp["fsdp_offload"]:
+            out["zero"] = Zero(offload_optimizer=True, offload_params=True)  # host.py reads the offload flags here
+        out.update(fsdp)
+    fsdp_config = {k.removeprefix("fsdp_"): v for k, v in (values.get("fsdp_config") or {}).items()}
+    if fsdp and knobs._truthy(fsdp_config.get("activation_checkpointing")):
+        out["gradient_checkpointing"] = True  # accelerate FSDP activation_checkpointing wraps every layer
+    out.update(knobs.precision_fields(values, method == "grpo", problems, file))
+    out["frozen_fp32"] = out["master_fp32"]
+    out.update(knobs.quant_fields(values, method, config, problems, file))
+    kernel = knobs.loss_kernel(values, problems, file)
+    out["loss_kernel"] = kernel
+    if kernel == "liger":
+        out["liger"] = True
+    out["activation_offloading"] = knobs.offloading(values)
+    out["packing"] = bool(values.get("packing"))
+    out["padding_free"] = bool(values.get("padding_free")) or out["packing"]  # TRL: BFD packing is padding-free
+    if values.get("typical_length") is not None:
+        out["typical_seq_len"] = int(values["typical_length"])
+    out["optimizer_in_backward"] = bool(values.get("optimizer_in_bwd") or values.get("optimizer_in_backward"))
+    if out["optimizer_in_backward"]:
+        if zero.stage:
+            problems.add(file, "optimizer_in_bwd", "optimizer-in-backward is a torchtune / plain-PyTorch feature; DeepSpeed runs its own step",
+                         "drop optimizer_in_bwd or the DeepSpeed JSON.")
+        if int(values.get("gradient_accumulation_steps") or 1) > 1:
+            problems.add(file, "optimizer_in_bwd", f"optimizer-in-backward steps at every backward; gradient accumulation "
+                         f"({values.get('gradient_accumulation_steps')}) cannot work with it (torchtune refuses the pair)",
+                         "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.")
+    out.update(knobs.vllm_fields(values, problems, file))
+    out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
+    return out
 
 
 def _training_fields(t: dict, zero, grpo: bool) -> dict:
@@ -436,16 +498,35 @@ def _training_fields(t: dict, zero, grpo: bool) -> dict:
 # ----------------------------------------------------------------------------------------------
 # `--model-config` keys: Hugging Face / TRL names, then planner keys. Value kinds for parsing.
 ARG_KEYS = {
-    "per_device_train_batch_size": int, "gradient_accumulation_steps": int, "gradient_checkpointing": bool,
-    "use_liger_kernel": bool, "optim": str, "bf16": bool, "fp16": bool, "per_device_eval_batch_size": int,
+    "per_device_train_batch_size": int, "gradient_accumulation_steps": int, "gradient_checkpointing": (bool, ("offload",)),
+    "use_liger_kernel": bool, "optim": str, "bf16": (bool, ("full",)), "fp16": bool, "per_device_eval_batch_size": int,
     "prediction_loss_only": bool, "eval_accumulation_steps": int, "eval_strategy": str,
     "num_generations": int, "max_completion_length": int, "max_prompt_length": int, "beta": float,
     "steps_per_generation": int, "dataloader_num_workers": int, "attn_implementation": str,
     "method": str, "seq_len": int, "max_length": int, "lora_r": int, "lora_dropout": float,
     "lora_target_modules": str, "max_pixels": int, "max_slice_nums": int, "images_per_sample": int,
     "train_vision": bool, "host_ram_gib": float, "eval_samples": int, "expandable_segments": bool, "deepspeed": str,
+    # launch knobs (knobs.py): TrainingArguments / accelerate, TRL, PEFT, bitsandbytes, torchtune, axolotl names
+    "fsdp": str, "dtype": str, "torch_dtype": str,
+    "load_in_4bit": bool, "load_in_8bit": bool, "bnb_4bit_quant_type": str, "bnb_4bit_use_double_quant": bool,
+    "bnb_4bit_quant_storage": str, "quant_method": str,
+    "modules_to_save": str, "activation_offloading": bool, "packing": bool, "padding_free": bool,
+    "cut_cross_entropy": bool, "optimizer_in_bwd": bool,
+    "use_vllm": bool, "vllm_mode": str, "vllm_gpu_memory_utilization": float, "vllm_enable_sleep_mode": bool,
+    # planner keys
+    "typical_length": int, "loss_kernel": str, "lora_vision_tower": bool, "train_projector": bool,
 }
-CHOICES = {"method": ("full", "lora", "qlora", "grpo"), "attn_implementation": tuple(ATTENTION)}
+# `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
+FSDP_CONFIG_KEYS = ("version", "sharding_strategy", "reshard_after_forward", "offload_params", "cpu_offload",
+                    "auto_wrap_policy", "transformer_layer_cls_to_wrap", "activation_checkpointing", "cpu_ram_efficient_loading",
+                    "state_dict_type", "use_orig_params", "sync_module_states", "forward_prefetch", "backward_prefetch",
+                    "limit_all_gathers", "min_num_params", "xla")
+CHOICES = {"method": ("full", "lora", "qlora", "grpo"), "attn_implementation": tuple(ATTENTION),
+           "vllm_mode": ("colocate", "server"), "loss_kernel": ("torch", "liger", "cce", "chunked"),
+           "bnb_4bit_quant_type": ("nf4", "fp4"), "quant_method": ("bitsandbytes", "gptq", "awq"),
+           "dtype": ("auto", "bfloat16", "float16", "float32"), "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
+           "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32")}
+FRACTIONS = ("vllm_gpu_memory_utilization",)
 
 
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
@@ -463,18 +544,35 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         items = parsed
     values: dict[str, Any] = {}
     for key, value in items:
+        if key.startswith("fsdp_config."):
+            sub = key.split(".", 1)[1].removeprefix("fsdp_")
+            if sub not in FSDP_CONFIG_KEYS:
+                problems.add(label, key, f"unknown fsdp_config key '{sub}'.{did_you_mean(sub, FSDP_CONFIG_KEYS)}",
+                             f"use one of: {', '.join(FSDP_CONFIG_KEYS)}.")
+                continue
+            values.setdefault("fsdp_config", {})[sub] = value
+            continue
         kind = ARG_KEYS.get(key)
         if kind is None:
-            problems.add(label, key, f"unknown key '{key}'.{did_you_mean(key, ARG_KEYS)}",
-                         f"use one of: {', '.join(ARG_KEYS)}.")
+            problems.add(label, key, f"unknown key '{key}'.{did_you_mean(key, [*ARG_KEYS, 'fsdp_config.version'])}",
+                         f"use one of: {', '.join(ARG_KEYS)}, fsdp_config.<key>.")
             continue
-        ok = isinstance(value, bool) if kind is bool else (
+        words: tuple[str, ...] = ()
+        if isinstance(kind, tuple):
+            kind, words = kind
+        if key == "fsdp" and isinstance(value, bool):
+            value = "full_shard" if value else ""
+        ok = (isinstance(value, bool) or (isinstance(value, str) and value.lower() in words)) if kind is bool else (
             isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
             if kind in (int, float) else isinstance(value, str))
         if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers"))):
             ok = False
+        if ok and key in FRACTIONS and value > 1:
+            ok = False
         if not ok or (key in CHOICES and value not in CHOICES[key]):
-            want = f"one of {', '.join(CHOICES[key])}" if key in CHOICES else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+            want = f"one of {', '.join(CHOICES[key])}" if key in CHOICES else "a fraction in (0, 1]" if key in FRACTIONS else (
+                f"true, false or {' or '.join(words)}" if words else
+                {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind])
             problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")
             continue
         values[key] = value

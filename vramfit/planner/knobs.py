@@ -1,0 +1,203 @@
+"""The launch knobs beyond batch and length, read as the libraries spell them, into `Setup` fields.
+
+One reader for both ways in: a recipe (`training:` holds TrainingArguments / GRPOConfig names,
+`planner:` the knobs the runner's own arguments cannot say) and `vramfit plan --model-config`
+overrides. Each knob names the library code whose behaviour the planner models:
+
+| knob (as spelt) | library | modelled (module) |
+|---|---|---|
+| `fsdp="full_shard auto_wrap offload"`, `fsdp_config.version=2`, `fsdp_config.reshard_after_forward` | transformers `TrainingArguments.fsdp` (FSDPOption), accelerate `FullyShardedDataParallelPlugin` | states.py FSDP branch |
+| `bf16=full` (axolotl), `dtype=bfloat16` with neither bf16 nor fp16 (HF Trainer: no autocast) | axolotl `bf16: full`; transformers `from_pretrained(dtype=...)` | states.py: pure bf16 |
+| `dtype=float32` with `bf16=true` | torch.autocast over fp32 parameters | states.py: fp32 master in AMP |
+| `load_in_4bit`, `load_in_8bit`, `bnb_4bit_quant_type`, `bnb_4bit_use_double_quant`, `bnb_4bit_quant_storage` | transformers `BitsAndBytesConfig` (defaults fp4, no double quant, uint8 storage) | states.py quant bytes / sharding |
+| `quant_method=gptq\|awq` (or the config.json `quantization_config`) | auto-gptq / AutoAWQ int4 group-128 layers | states.py QUANT_BYTES |
+| `modules_to_save=embed_tokens,lm_head`, LoRA `target_modules` naming `embed_tokens` / `lm_head` | PEFT `ModulesToSaveWrapper`, `lora.Embedding` | params.count + plan.py |
+| `lora_vision_tower=false` (planner) | PEFT `all-linear` takes every nn.Linear but the output layer, vision tower included | plan.py |
+| `train_projector=true\|false` (planner) | - | params.count |
+| `activation_offloading=true` (TRL SFTConfig), `gradient_checkpointing=offload` (axolotl) | trl/models/activation_offloading.py `OffloadActivations` | training.py |
+| `packing`, `padding_free` (TRL SFTConfig), `typical_length` (planner) | trl/trainer/sft_trainer.py BFD packing, `DataCollatorForLanguageModeling(padding_free=True)` | activations.py / plan.py |
+| `loss_kernel=torch\|liger\|cce\|chunked` (planner), `cut_cross_entropy=true` (axolotl) | liger FLCE, apple ml-cross-entropy, torchtune `CEWithChunkedOutputLoss` | activations.py `logits_bytes` |
+| `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
+| `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from vramfit.problems import Problems
+
+# transformers 5.23 trainer_utils.FSDPOption values (`fsdp` is a space-separated string or a list).
+FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard", "offload", "auto_wrap")
+SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard")
+# accelerate utils/dataclasses.py FullyShardedDataParallelPlugin: sharding_strategy as a name or
+# the 1-based index of torch's ShardingStrategy enum (FULL_SHARD=1, SHARD_GRAD_OP=2, NO_SHARD=3,
+# HYBRID_SHARD=4, _HYBRID_SHARD_ZERO2=5).
+ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
+LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+QUANT_METHODS = ("bitsandbytes", "gptq", "awq")
+VLLM_MODES = ("colocate", "server")
+# TRL 1.16 grpo_config.py field defaults (tests/planner/test_knobs.py reads them from GRPOConfig).
+VLLM_DEFAULTS = {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3, "vllm_enable_sleep_mode": False}
+# transformers 5.23 BitsAndBytesConfig defaults (checked in the same test).
+BNB_DEFAULTS = {"bnb_4bit_quant_type": "fp4", "bnb_4bit_use_double_quant": False, "bnb_4bit_quant_storage": "uint8"}
+
+
+def fsdp_fields(fsdp: Any, config: dict[str, Any] | None, problems: Problems, file: str, key: str = "fsdp") -> dict[str, Any]:
+    """Setup fields for `fsdp` / `fsdp_config` (TrainingArguments and accelerate spellings), {} when off."""
+    config = dict(config or {})
+    # TrainingArguments strips a leading "fsdp_" from fsdp_config keys; accelerate writes them with it.
+    config = {k.removeprefix("fsdp_"): v for k, v in config.items()}
+    if isinstance(fsdp, bool):
+        options = ["full_shard"] if fsdp else []
+    elif isinstance(fsdp, str):
+        options = fsdp.replace(",", " ").split()
+    elif isinstance(fsdp, (list, tuple)):
+        options = [str(o) for o in fsdp]
+    elif fsdp is None:
+        options = []
+    else:
+        problems.add(file, key, f"{fsdp!r} is not an FSDP option string", f"write {key}=\"full_shard auto_wrap\".")
+        return {}
+    options = [o.lower() for o in options]
+    version = config.get("version")
+    if not options and version is None and "sharding_strategy" not in config and "reshard_after_forward" not in config:
+        return {}
+    bad = [o for o in options if o not in FSDP_OPTIONS]
+    if bad:
+        problems.add(file, key, f"unknown FSDP option '{bad[0]}' (transformers FSDPOption: {', '.join(FSDP_OPTIONS)})",
+                     f"write {key}=\"full_shard auto_wrap\" (add offload for CPU offload).")
+        return {}
+    modes = [o for o in options if o in SHARDING]
+    strategy = config.get("sharding_strategy")
+    if strategy is not None:
+        strategy = ACCELERATE_SHARDING.get(str(strategy), str(strategy).lower())
+        if strategy not in SHARDING:
+            problems.add(file, f"{key}_config.sharding_strategy", f"unknown sharding strategy {config.get('sharding_strategy')!r}",
+                         f"use one of {', '.join(s.upper() for s in SHARDING)}.")
+            return {}
+        modes.append(strategy)
+    if len(set(modes)) > 1:
+        problems.add(file, key, f"more than one sharding strategy ({', '.join(modes)})", "keep one of them.")
+        return {}
+    try:
+        version = int(version or 1)
+    except (TypeError, ValueError):
+        version = 0
+    if version not in (1, 2):
+        problems.add(file, f"{key}_config.version", f"FSDP version {config.get('version')!r} is not 1 or 2", f"write {key}_config.version=2.")
+        return {}
+    sharding = modes[0] if modes else "full_shard"
+    # FSDP2 (torch fully_shard) has no sharding strategy; `reshard_after_forward=False` is its
+    # SHARD_GRAD_OP (accelerate maps FULL_SHARD -> True, SHARD_GRAD_OP -> False).
+    reshard = config.get("reshard_after_forward")
+    if reshard is not None:
+        if str(reshard).lower() in ("false", "0", "shard_grad_op"):
+            sharding = "shard_grad_op"
+        elif str(reshard).lower() in ("full_shard",) or reshard is True:
+            sharding = "full_shard"
+    offload = "offload" in options or _truthy(config.get("offload_params")) or _truthy(config.get("cpu_offload"))
+    return {"engine": "fsdp", "fsdp_sharding": sharding, "fsdp_version": version, "fsdp_offload": offload}
+
+
+def precision_fields(values: dict[str, Any], grpo: bool, problems: Problems, file: str, prefix: str = "") -> dict[str, Any]:
+    """`precision` and `master_fp32` from bf16 / fp16 (TrainingArguments; axolotl's `bf16: full`) and
+    the load dtype (`dtype` / `torch_dtype`, transformers 5 renames the latter)."""
+    dtype = values.get("dtype", values.get("torch_dtype"))
+    if dtype is not None:
+        dtype = str(dtype).replace("torch.", "")
+        if dtype not in DTYPES:
+            problems.add(file, f"{prefix}dtype", f"{dtype!r} is not a torch dtype the model can load in",
+                         f"use one of {', '.join(DTYPES)}.")
+            dtype = None
+    bf16, fp16 = values.get("bf16"), values.get("fp16")
+    if isinstance(bf16, str) and bf16.lower() in ("full", "true-bf16"):
+        return {"precision": "bf16-true", "master_fp32": False}  # axolotl: bf16 weights, no autocast
+    if fp16:
+        return {"precision": "fp16", "master_fp32": dtype == "float32"}
+    if bf16 is None:
+        bf16 = grpo  # GRPOConfig: bf16 defaults to True when fp16 is not set
+    if bf16:
+        return {"precision": "bf16", "master_fp32": dtype == "float32"}
+    if dtype in ("bfloat16", "float16"):
+        # Trainer without bf16/fp16 runs no autocast: the loaded 16-bit weights train as they are.
+        return {"precision": "bf16-true", "master_fp32": False}
+    return {"precision": "fp32", "master_fp32": False}
+
+
+def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    """Quantization of the frozen base: bitsandbytes keys (BitsAndBytesConfig names), `quant_method`
+    (gptq / awq), or the checkpoint's own config.json `quantization_config`."""
+    qc = config.get("quantization_config") or {}
+    method_q = values.get("quant_method") or (qc.get("quant_method") if qc else None)
+    out: dict[str, Any] = {}
+    if method_q is not None:
+        method_q = str(method_q).lower()
+        if method_q not in QUANT_METHODS:
+            problems.add(file, "quant_method", f"{method_q!r} is not a quantization the planner models", f"use one of {', '.join(QUANT_METHODS)}.")
+            return {}
+    bits = 4 if values.get("load_in_4bit") else 8 if values.get("load_in_8bit") else None
+    if method_q in ("gptq", "awq"):
+        qbits = int(qc.get("bits", values.get("bits", 4)) or 4) if qc.get("quant_method") == method_q or not qc else 4
+        if qbits != 4:
+            problems.add(file, "quant_method", f"{method_q} with {qbits} bits is not modelled (4-bit only)", "use a 4-bit checkpoint.")
+            return {}
+        out["quantization"] = f"{method_q}-int4"
+    elif bits is not None or method == "qlora" or method_q == "bitsandbytes":
+        if method_q == "bitsandbytes" and bits is None and qc:
+            bits = 4 if qc.get("load_in_4bit") else 8 if qc.get("load_in_8bit") else 4
+        bits = bits or 4
+        src = {**BNB_DEFAULTS, **{k: v for k, v in qc.items() if k in BNB_DEFAULTS}, **{k: values[k] for k in BNB_DEFAULTS if k in values}}
+        if bits == 8:
+            out["quantization"] = "int8"
+        else:
+            qtype = str(values.get("bnb_4bit_quant_type", "nf4" if method == "qlora" and "bnb_4bit_quant_type" not in qc else src["bnb_4bit_quant_type"]))
+            if qtype not in ("nf4", "fp4"):
+                problems.add(file, "bnb_4bit_quant_type", f"{qtype!r} is not nf4 or fp4", "write bnb_4bit_quant_type=nf4.")
+                return {}
+            storage = str(src["bnb_4bit_quant_storage"]).replace("torch.", "")
+            if storage not in ("uint8", "bfloat16", "float16", "float32"):
+                problems.add(file, "bnb_4bit_quant_storage", f"{storage!r} is not a storage dtype bitsandbytes takes",
+                             "write bnb_4bit_quant_storage=bfloat16 (or uint8).")
+                return {}
+            out.update(quantization=qtype, quant_double=bool(src["bnb_4bit_use_double_quant"]), quant_storage_float=storage != "uint8")
+    if out and method in ("full", "grpo") and not values.get("lora_r"):
+        problems.add(file, "method", f"method {method} trains every weight, but the base is quantized ({out['quantization']})",
+                     "use method=qlora (LoRA on the quantized base) or drop the quantization keys.")
+        return {}
+    return out
+
+
+def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
+    kernel = values.get("loss_kernel")
+    if values.get("cut_cross_entropy"):
+        kernel = kernel or "cce"
+    if kernel is None:
+        return "liger" if values.get("use_liger_kernel") else "torch"
+    if kernel not in LOSS_KERNELS:
+        problems.add(file, "loss_kernel", f"{kernel!r} is not a loss the planner models", f"use one of {', '.join(LOSS_KERNELS)}.")
+        return "torch"
+    return str(kernel)
+
+
+def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    mode = str(values.get("vllm_mode", VLLM_DEFAULTS["vllm_mode"]))
+    if mode not in VLLM_MODES:
+        problems.add(file, "vllm_mode", f"{mode!r} is not colocate or server (TRL GRPOConfig.vllm_mode)", "write vllm_mode=colocate.")
+        mode = "colocate"
+    util = values.get("vllm_gpu_memory_utilization", VLLM_DEFAULTS["vllm_gpu_memory_utilization"])
+    if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < float(util) <= 1:
+        problems.add(file, "vllm_gpu_memory_utilization", f"{util!r} is not a fraction in (0, 1]", "write vllm_gpu_memory_utilization=0.3.")
+        util = VLLM_DEFAULTS["vllm_gpu_memory_utilization"]
+    return {"use_vllm": bool(values.get("use_vllm", False)), "vllm_mode": mode, "vllm_gpu_memory_utilization": float(util),
+            "vllm_sleep": bool(values.get("vllm_enable_sleep_mode", False))}
+
+
+def offloading(values: dict[str, Any]) -> bool:
+    """TRL `activation_offloading`; axolotl `activation_offloading: true` or `gradient_checkpointing: offload`."""
+    gc = values.get("gradient_checkpointing")
+    return bool(values.get("activation_offloading")) or (isinstance(gc, str) and gc.lower() == "offload")
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("true", "1", "yes")
