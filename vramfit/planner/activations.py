@@ -49,6 +49,7 @@ class LayerMode:
     lora_dropout: bool = False
     attention: str = "sdpa"
     liger: bool = False  # Liger RMSNorm + SwiGLU patched in
+    masked: bool = True  # a padding mask reaches attention (False: packing / padding-free, position_ids only)
 
 
 def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tuple[float, float]:
@@ -76,7 +77,9 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += a * h  # the normalised output, input of the projections
 
     # Self-attention.
-    repeat_kv = mode.attention != "flash" and kvh < nh  # sdpa / eager expand GQA heads when masked
+    # sdpa / eager expand GQA heads when masked (transformers integrations/sdpa_attention.py
+    # `use_gqa_in_sdpa`: enable_gqa only without a mask); eager always repeats.
+    repeat_kv = kvh < nh and (mode.attention == "eager" or (mode.attention == "sdpa" and mode.masked))
     kv_heads = nh if repeat_kv else kvh
     # q, k, v (after RoPE) and the output: kept by flash / sdpa (which return it in [b, s, heads, d]
     # layout, so the output projection reads the same tensor); eager's matmul keeps no output, only
@@ -146,11 +149,31 @@ class LogitsMode:
     head_trainable: bool
     head_bytes: int  # bytes per element of the lm_head weight (its gradient has that dtype in Liger)
     upcast: bool = True  # the loss runs on fp32 logits (setup.loss_fp32)
+    kernel: str = "torch"  # torch | liger | cce | chunked (setup.loss_kernel)
 
+
+# torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss: num_output_chunks = 8.
+CHUNKED_OUTPUT_CHUNKS = 8
 
 def logits_bytes(m: LogitsMode, tokens: int) -> float:
     """Peak of the loss computation over `tokens` positions."""
     grad_weight = m.vocab * m.hidden * m.head_bytes if m.head_trainable else 0
+    if m.kernel == "cce" and not m.liger:
+        # Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009; apple/ml-cross-entropy
+        # cut_cross_entropy/cce.py): the logits are never written to global memory - forward keeps a
+        # fp32 log-sum-exp per token, backward writes the gradient of the hidden states (`de`, the
+        # input's dtype) and, when the head trains, of the classifier (`dc`).
+        return tokens * FP32 + tokens * m.hidden * m.act + grad_weight
+    if m.kernel == "chunked" and not m.liger:
+        # torchtune: the output projection runs per chunk, so all 16-bit logits exist as 8 chunks;
+        # CEWithChunkedOutputLoss upcasts one chunk at a time, and cross_entropy keeps each chunk's
+        # fp32 log-softmax for backward. Backward: the kept log-probs, then per chunk its two fp32
+        # gradients; then the head's backward as below.
+        chunk = -(-tokens // CHUNKED_OUTPUT_CHUNKS)
+        forward = tokens * m.vocab * (m.act + FP32) + chunk * m.vocab * FP32
+        backward = tokens * m.vocab * FP32 + chunk * m.vocab * 2 * FP32
+        head = tokens * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
+        return max(forward, backward, head)
     if not m.liger and not m.upcast and m.act != FP32:
         # Cross-entropy on the 16-bit logits (Qwen-1 remote code under DeepSpeed): the logits, their
         # shifted contiguous copy and the 16-bit log_softmax output; in backward the kept log-probs,

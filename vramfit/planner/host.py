@@ -38,8 +38,10 @@ def pinned(nbytes: float, elements: float, elem_bytes: int, sub_group: int) -> f
     return full * rounded(chunk) + (rounded(rest) if rest else 0.0)
 
 
-def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float) -> dict[str, float]:
-    """Host RAM per node (bytes), by component, at the larger of loading and training."""
+def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
+             offloaded_activations_per_rank: float = 0.0) -> dict[str, float]:
+    """Host RAM per node (bytes), by component, at the larger of loading and training.
+    `offloaded_activations_per_rank`: activations TRL's OffloadActivations keeps in pinned host memory."""
     s, c = setup, counts
     ranks = s.gpus_per_node
     dp = s.world
@@ -48,6 +50,8 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float) -> 
     zero3_init = s.engine == "deepspeed" and z.stage == 3  # transformers builds it under zero.Init
     load = c.total * load_b / (dp if zero3_init else 1)
     parts: dict[str, float] = {"processes": ranks * PROCESS_BASE}
+    if offloaded_activations_per_rank:
+        parts["offloaded_activations"] = ranks * offloaded_activations_per_rank
 
     T = c.trainable
     moments = optimizer_state_bytes(s.optimizer)

@@ -21,6 +21,7 @@ host under pressure, so they are shown in the peak but not held against the card
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +32,9 @@ GIB = 2**30
 HEADROOM = 0.05
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
-RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model")
-ORDER = ("weights", "gathered_params", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers",
+RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model",
+            "vllm")
+ORDER = ("vllm", "weights", "gathered_params", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers",
          "reference_model", "optimizer_step", "activations", "vision_activations", "logits", "kv_cache",
          "eval_logits", "allocator_reserve", "cuda_context")
 
@@ -58,6 +60,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     fixes: list[dict[str, Any]] = field(default_factory=list)
     fixes_searched: bool = False
+    typical: dict[str, Any] | None = None  # the plan at a typical sample length (setup.typical_seq_len)
 
     @property
     def usable_gib(self) -> float:
@@ -89,14 +92,60 @@ class Plan:
 
 
 def plan(setup: Setup) -> Plan:
-    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py)."""
+    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py).
+
+    With a typical length (`typical_seq_len`) the step is planned twice: at the cap (the verdict:
+    the longest batch will come) and at the typical length (shown beside it)."""
+    result = _plan(setup)
+    if setup.typical_seq_len and setup.typical_seq_len < setup.seq_len:
+        if setup.packing:
+            result.notes.append(f"packing fills every sequence to the cap ({setup.seq_len} tokens): a typical length of "
+                                f"{setup.typical_seq_len} does not lower the peak; the verdict uses the cap")
+            result.typical = {"seq_len": setup.seq_len, "per_gpu_peak_gib": result.per_gpu_peak_gib, "fits": result.fits}
+        else:
+            t = _plan(setup.replace(seq_len=setup.typical_seq_len, typical_seq_len=None))
+            what = "padding-free batches" if setup.padding_free else "batches padded to their longest sample"
+            result.notes.append(f"at the typical length ({setup.typical_seq_len} tokens, {what}) the peak is "
+                                f"{t.per_gpu_peak_gib:.1f} GiB; the verdict uses the cap ({setup.seq_len} tokens, "
+                                f"{result.per_gpu_peak_gib:.1f} GiB), which the longest batch reaches")
+            result.typical = {"seq_len": setup.typical_seq_len, "per_gpu_peak_gib": t.per_gpu_peak_gib, "fits": t.fits}
+    return result
+
+
+def lora_targets(setup: Setup, arch) -> Setup:
+    """`all-linear` on the LLM only (`lora_vision_tower=false`): PEFT's own all-linear takes every
+    nn.Linear but the output layer (peft tuners_utils.py `_maybe_include_all_linear_layers`), the
+    vision tower included; the LLM-only form names the other linears."""
+    if setup.lora and setup.lora_targets == "all-linear" and not setup.lora_vision_tower:
+        return setup.replace(lora_targets=tuple(lin.name for lin in arch.linears if lin.group != "vision"))
+    return setup
+
+
+def embedding_lora(setup: Setup, arch) -> int:
+    """LoRA parameters on the input embeddings / lm_head when target_modules names them (PEFT
+    lora/layer.py `Embedding`: lora_embedding_A (r x vocab) and B (hidden x r); on lm_head a Linear
+    (hidden -> vocab): r x (hidden + vocab)). params.count only sees the transformer linears."""
+    if not setup.lora or isinstance(setup.lora_targets, str):
+        return 0
+    names = {t.rsplit(".", 1)[-1] for t in setup.lora_targets}
+    embed = names & {"embed_tokens", "wte", "word_embeddings", "shared"}
+    head = "lm_head" in names and not arch.tied_embeddings
+    return (len(embed) > 0) * setup.lora_r * (arch.vocab + arch.text.hidden) + head * setup.lora_r * (arch.vocab + arch.text.hidden)
+
+
+def _plan(setup: Setup) -> Plan:
     s = setup
     arch = params.summary(s.model_config)
+    s = lora_targets(s, arch)
     counts = params.count(arch, s)
+    extra = embedding_lora(s, arch)
+    if extra:
+        counts = dataclasses.replace(counts, lora=counts.lora + extra)
     st = states.gpu_states(s, counts, arch)
     gpu = s.gpu_spec
     paged = st.optimizer_paged
     resident = {
+        "vllm": vllm_share(s),
         "weights": st.weights, "gradients": st.gradients, "optimizer_states": st.optimizer - paged,
         "paged_optimizer_states": paged, "zero_buffers": st.buffers, "reference_model": grpo.reference_weights(s, counts),
     }
@@ -111,8 +160,21 @@ def plan(setup: Setup) -> Plan:
     notes = list(s.notes)
     if is_grpo and not s.use_vllm:
         raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
+    elif is_grpo and s.vllm_mode == "server":
+        notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
     elif is_grpo:
-        notes.append("use_vllm: generation runs in vLLM, not modelled here")
+        share = s.vllm_gpu_memory_utilization * gpu.memory_gib
+        if s.vllm_sleep:
+            # vllm_enable_sleep_mode: TRL puts the engine to sleep (level 1: weights offloaded to the CPU,
+            # KV cache discarded) outside generation and wakes it for each generation.
+            for phase in raw.values():
+                phase["vllm"] = 0.0
+            raw["generation"] = {**between_steps, "vllm": share * GIB}
+            notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) "
+                         "is held only while generating")
+        else:
+            notes.append(f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
+                         f"({share:.1f} GiB: weights, activations and KV cache) next to training, on every GPU")
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
@@ -134,7 +196,7 @@ def plan(setup: Setup) -> Plan:
     peak_phase = max(phases, key=phases.get)
     peak = phases[peak_phase]
     binding = max(phases[p] - phase_breakdowns[p].get("paged_optimizer_states", 0.0) for p in phases)
-    host_parts = host.host_ram(s, counts, arch, host_eval)
+    host_parts = host.host_ram(s, counts, arch, host_eval, training.offloaded_activation_bytes(s, arch, counts, seq))
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
@@ -150,6 +212,16 @@ def plan(setup: Setup) -> Plan:
                     "frozen": counts.frozen, "quantized": counts.quantized},
         notes=notes,
     )
+
+
+def vllm_share(setup: Setup) -> float:
+    """Bytes a colocated vLLM engine holds on each training GPU: vLLM sizes its instance as
+    gpu_memory_utilization x the card's total memory (vllm/worker/gpu_worker.py
+    `determine_available_memory`: requested_memory = total_gpu_memory * gpu_memory_utilization), weights
+    and KV cache inside it; TRL's GRPOTrainer builds one per process in colocate mode."""
+    if setup.method != "grpo" or not setup.use_vllm or setup.vllm_mode != "colocate":
+        return 0.0
+    return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 
 
 def plan_recipe(recipe, fixes: bool = True) -> Plan:

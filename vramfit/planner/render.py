@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 LABELS = {
-    "weights": "weights", "gathered_params": "gathered params (ZeRO-3/FSDP)", "gradients": "gradients",
+    "vllm": "vLLM (colocated share)", "weights": "weights", "gathered_params": "gathered params (ZeRO-3/FSDP)", "gradients": "gradients",
     "optimizer_states": "optimizer states", "paged_optimizer_states": "optimizer states (paged)",
     "zero_buffers": "ZeRO buffers", "reference_model": "reference model", "optimizer_step": "optimizer step temporaries",
     "activations": "activations", "vision_activations": "vision activations", "logits": "logits + loss",
@@ -45,7 +45,15 @@ def to_json(p) -> dict[str, Any]:
                    "offload_params": s.zero.offload_params, "micro_batch": s.micro_batch,
                    "gradient_accumulation_steps": s.gradient_accumulation_steps, "seq_len": s.seq_len,
                    "image_tokens_per_image": s.image_tokens, "gradient_checkpointing": s.gradient_checkpointing,
-                   "liger": s.liger, "attention": s.attention},
+                   "liger": s.liger, "attention": s.attention, "precision_master_fp32": s.master_fp32,
+                   "fsdp": {"sharding": s.fsdp_sharding, "version": s.fsdp_version, "offload": s.fsdp_offload} if s.engine == "fsdp" else None,
+                   "quantization": s.quantization, "quant_double": s.quant_double, "quant_storage_float": s.quant_storage_float,
+                   "modules_to_save": list(s.modules_to_save), "loss_kernel": s.loss_kernel,
+                   "activation_offloading": s.activation_offloading, "packing": s.packing, "padding_free": s.padding_free,
+                   "typical_seq_len": s.typical_seq_len, "optimizer_in_backward": s.optimizer_in_backward,
+                   "use_vllm": s.use_vllm, "vllm_mode": s.vllm_mode if s.use_vllm else None,
+                   "vllm_gpu_memory_utilization": s.vllm_gpu_memory_utilization if s.use_vllm else None},
+        "typical_length": p.typical,
         "fixes": p.fixes,
         "notes": p.notes,
     }
@@ -60,6 +68,7 @@ def render(p) -> str:
     width = max(len(LABELS[k]) for k in components)
     lines = [f"{p.label}: {s.world} x {s.gpu_spec.label} ({p.gpu_memory_gib:.2f} GiB), {s.method}, "
              f"{s.engine}{' ZeRO-' + str(s.zero.stage) if s.zero.stage else ''}"
+             f"{f' {s.fsdp_sharding} v{s.fsdp_version}' if s.engine == 'fsdp' else ''}"
              f"{' + optimizer offload' if s.zero.offload_optimizer else ''}{' + param offload' if s.zero.offload_params else ''}, "
              f"micro-batch {s.micro_batch} x {s.seq_len} tokens" + (f" + {s.max_completion_length} completion" if s.method == "grpo" else ""),
              f"parameters: {p.parameters['total'] / 1e9:.3f} B, trainable {p.parameters['trainable'] / 1e9:.3f} B", ""]

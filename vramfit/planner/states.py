@@ -28,7 +28,7 @@ FSDP flattens the parameter), neither a parameter nor a buffer, so every GPU kee
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramfit.planner.params import Arch, Counts
 
@@ -38,8 +38,11 @@ QUANT_BYTES = {
     "nf4-dq": 0.5 + 1 / 64 + 4 / (64 * 256),
     "int8": 1.0 + 4 / 4096,
     "gptq-int4": 0.5 + (2 + 0.5) / 128,
+    # AutoAWQ awq/modules/linear/gemm.py WQLinear_GEMM: qweight int32 (in, out/8) = 4 bits a weight,
+    # qzeros int32 (in/128, out/8) = a 4-bit zero and scales fp16 (in/128, out) per group of 128.
+    "awq-int4": 0.5 + (2 + 0.5) / 128,
 }
-PACKED_BYTES = {"nf4": 0.5, "fp4": 0.5, "int8": 1.0, "gptq-int4": 0.5}  # the weights alone, no constants
+PACKED_BYTES = {"nf4": 0.5, "fp4": 0.5, "int8": 1.0, "gptq-int4": 0.5, "awq-int4": 0.5}  # the weights alone, no constants
 BNB = ("nf4", "fp4", "int8")  # bitsandbytes formats: the matmul dequantizes the whole weight first
 
 
@@ -110,6 +113,29 @@ def dequantized_bytes(setup, counts: Counts) -> float:
 
 
 def gpu_states(setup, counts: Counts, arch: Arch) -> States:
+    st = _gpu_states(setup, counts, arch)
+    if setup.optimizer_in_backward:
+        # torchtune `optimizer_in_bwd` (training/_optimizer_in_bwd / torch `register_post_accumulate_grad_hook`):
+        # each parameter steps as soon as its gradient is accumulated and the gradient is freed, so
+        # gradients never coexist - at most the largest trainable tensor's - and no step phase follows.
+        b = 2 if setup.precision == "bf16-true" or (setup.sixteen_bit and not setup.master_fp32 and setup.engine != "fsdp") else 4
+        largest = arch.largest_module if counts.trainable_base else 0
+        dp = _fsdp_dp(setup) if setup.engine == "fsdp" else 1
+        st = replace(st, gradients=min(counts.trainable, largest) * b / dp, step=0.0, persistent_grads=False)
+    return st
+
+
+def _fsdp_dp(setup) -> int:
+    """Ranks one FSDP unit is sharded over: none for NO_SHARD, the node for the hybrid strategies
+    (torch FSDP HYBRID_SHARD: shard within a node, replicate across nodes; accelerate builds the
+    2-D device mesh the same way for FSDP2)."""
+    mode = setup.fsdp_sharding
+    if mode == "no_shard":
+        return 1
+    return setup.gpus_per_node if mode.startswith("hybrid") else setup.world
+
+
+def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     s, c = setup, counts
     dp = s.world
     ds = s.engine == "deepspeed"
@@ -166,18 +192,31 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0,
                       step, False)
     if s.engine == "fsdp":
-        offload = s.zero.offload_params or s.zero.offload_optimizer
+        dp = _fsdp_dp(s)
+        offload = s.fsdp_offload or s.zero.offload_params or s.zero.offload_optimizer
         q_shard = Q * shardable_quant_bytes(s)
         weights = 0.0 if offload else (T * train_b + F * frozen_b + q_shard) / dp
         weights += Q * qb - q_shard  # quantization constants are not FSDP parameters: whole, on the GPU
         gather_b = shardable_quant_bytes(s) or compute_b  # a unit gathers its packed 4-bit weights as stored
-        gathered = 2 * c.largest_layer * gather_b  # current unit + backward prefetch (BACKWARD_PRE)
-        # The root unit (what no wrapped layer owns: embeddings, lm_head, projector) is not resharded
-        # after forward - torch/distributed/fsdp/_runtime_utils.py `_post_forward_reshard`:
-        # `free_unsharded_flat_param = not state._is_root and ...` - so it stays gathered through the
-        # forward and backward; bitsandbytes leaves these modules unquantized (compute dtype).
-        root = sum(arch.groups.get(g, 0) for g in ("embed", "lm_head", "projector"))
-        gathered += root * compute_b * (1 + (1 / dp if offload else 0))  # + the shard copied up from the CPU
+        if s.fsdp_sharding in ("shard_grad_op", "hybrid_shard_zero2"):
+            # SHARD_GRAD_OP (FSDP2: reshard_after_forward=False): torch/distributed/fsdp/_runtime_utils.py
+            # `_post_forward_reshard` does not free the unsharded parameters after forward; every unit
+            # stays gathered until its backward: the whole model unsharded through the step.
+            gathered = (c.total - Q + c.adapters) * compute_b + q_shard * dp
+        elif s.fsdp_sharding == "no_shard":
+            # NO_SHARD keeps every parameter whole; with a mixed-precision policy (param_dtype 16-bit
+            # over fp32 parameters) the low-precision copy of the whole model is live for the step.
+            gathered = (c.total - Q + c.adapters) * compute_b if train_b != compute_b else 0.0
+        else:
+            gathered = 2 * c.largest_layer * gather_b  # current unit + backward prefetch (BACKWARD_PRE)
+            # The root unit (what no wrapped layer owns: embeddings, lm_head, projector) is not resharded
+            # after forward - torch/distributed/fsdp/_runtime_utils.py `_post_forward_reshard`:
+            # `free_unsharded_flat_param = not state._is_root and ...`; FSDP2 likewise
+            # (_fully_shard/_fsdp_state.py `_lazy_init`: the root's post_forward_mesh_info = None) - so it
+            # stays gathered through the forward and backward; bitsandbytes leaves these modules
+            # unquantized (compute dtype).
+            root = sum(arch.groups.get(g, 0) for g in ("embed", "lm_head", "projector"))
+            gathered += root * compute_b * (1 + (1 / dp if offload else 0))  # + the shard copied up from the CPU
         gradients = 0.0 if offload else T * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered,
@@ -185,7 +224,9 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
     # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
     # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
     ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets
-    loaded = T - c.lora if sixteen and s.precision != "bf16-true" else 0
+    # dtype=float32 (`master_fp32`): the trainable weights are loaded in fp32, autocast computes in
+    # 16 bits - fp32 weights, gradients and moments (the "mixed precision with fp32 master" of AMP).
+    loaded = T - c.lora if sixteen and s.precision != "bf16-true" and not s.master_fp32 else 0
     fp32_trainable = T - loaded
     per_loaded = compute_b / FP32_BYTES
     weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb

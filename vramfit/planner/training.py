@@ -35,7 +35,7 @@ def liger_model_types() -> frozenset[str]:
 
 def liger_active(setup, arch: Arch) -> bool:
     types = liger_model_types()
-    return setup.liger and arch.model_type in types and arch.text_model_type in types | {arch.model_type}
+    return (setup.liger or setup.loss_kernel == "liger") and arch.model_type in types and arch.text_model_type in types | {arch.model_type}
 
 
 def act_bytes(setup) -> int:
@@ -48,6 +48,7 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         adapted=tuple(ad for ad in counts.adapted if ad.stack == stack),
         lora_rank=setup.lora_r or 0, lora_dropout=setup.lora_dropout > 0,
         attention=setup.attention, liger=liger_active(setup, arch),
+        masked=not (setup.packing or setup.padding_free),
     )
 
 
@@ -70,11 +71,11 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         per_token, per_sample = layer_bytes(st, text_mode(s, arch, counts, name), own, cross)
         tokens = b * own
         full = per_token * tokens + per_sample * b
+        per_layer = a * st.hidden * tokens if s.gradient_checkpointing else full  # checkpointed: the layer input
+        kept += on_gpu_layers(s, st.layers) * per_layer
         if s.gradient_checkpointing:
-            kept += st.layers * a * st.hidden * tokens  # each layer's input
             recompute = max(recompute, full + backward_transient(st, a) * tokens)
         else:
-            kept += st.layers * full
             recompute = max(recompute, backward_transient(st, a) * tokens)
     text = arch.text
     loss_tokens = b * stacks[-1][1]
@@ -84,7 +85,7 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if loss_bytes is None:
         loss_bytes = logits_bytes(LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch),
-                                             counts.lm_head_trainable, a, s.loss_fp32), loss_tokens)
+                                             counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel), loss_tokens)
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
     at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
@@ -111,7 +112,38 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     per_token, _ = layer_bytes(st, mode, setup.vision_patches)
     full = per_token * tokens
     if setup.gradient_checkpointing:
-        kept = layers * a * st.hidden * tokens
+        kept = on_gpu_layers(setup, layers) * a * st.hidden * tokens
         return kept, kept + full + backward_transient(st, a) * tokens
-    kept = layers * full
+    kept = on_gpu_layers(setup, layers) * full
     return kept, kept + backward_transient(st, a) * tokens
+
+
+# trl/models/activation_offloading.py OffloadActivations (TRL 1.16; axolotl uses the same): every saved
+# tensor of >= min_offload_size (1024) bytes is copied to pinned host memory in forward; with streams
+# (the default) the last `max_fwd_stash_size` (5) saved tensors stay alive on the GPU until their copy
+# is done, and backward brings back the tensors of the autograd node it is running. The last output
+# Linear is exempt (get_act_offloading_ctx_manager wraps lm_head in NoOpManager): the logits stay.
+# On the GPU at the loss: with checkpointing (one saved input per layer) the last 5 layer inputs;
+# without, 5 tensors of the last layer - counted as that whole layer.
+MAX_FWD_STASH_SIZE = 5
+
+
+def on_gpu_layers(setup, layers: int) -> int:
+    """Layers whose kept activations sit on the GPU at the loss."""
+    if not setup.activation_offloading:
+        return layers
+    return min(layers, MAX_FWD_STASH_SIZE if setup.gradient_checkpointing else 1)
+
+
+def offloaded_activation_bytes(setup, arch: Arch, counts: Counts, seq: int) -> float:
+    """Bytes of kept activations one rank holds in host memory under activation offloading."""
+    if not setup.activation_offloading:
+        return 0.0
+    s, a, b = setup, act_bytes(setup), setup.micro_batch
+    total = 0.0
+    for name, own, cross in text_sequences(s, arch, seq):
+        st = arch.stacks[name]
+        per_token, per_sample = layer_bytes(st, text_mode(s, arch, counts, name), own, cross)
+        per_layer = a * st.hidden * b * own if s.gradient_checkpointing else per_token * b * own + per_sample * b
+        total += (st.layers - on_gpu_layers(s, st.layers)) * per_layer
+    return total
