@@ -1,4 +1,4 @@
-"""The launch knobs beyond batch and length, read as the libraries spell them, into `Setup` fields.
+r"""The launch knobs beyond batch and length, read as the libraries spell them, into `Setup` fields.
 
 One reader for both ways in: a recipe (`training:` holds TrainingArguments / GRPOConfig names,
 `planner:` the knobs the runner's own arguments cannot say) and `vramfit plan --model-config`

@@ -224,8 +224,8 @@ class Setup:
                          "point model.config at a file under model_configs/.")
             raise ConfigError(problems)
         config = params.read_config(config_path)
-        ds_path = recipe.path(recipe.deepspeed)
-        ds = _read_deepspeed(ds_path, file, problems)
+        # `deepspeed: none` - no DeepSpeed (FSDP via training.fsdp, or plain DDP)
+        ds = {} if recipe.deepspeed == "none" else _read_deepspeed(recipe.path(recipe.deepspeed), file, problems)
         if problems:
             raise ConfigError(problems)
         t = dict(recipe.training)

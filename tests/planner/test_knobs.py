@@ -1,0 +1,317 @@
+"""Every launch knob (vramfit/planner/knobs.py): accepted as the libraries spell it, and moving the
+plan in the direction and by the amount the library's own code says."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+
+from vramfit.planner import params, states, training
+from vramfit.planner.activations import FP32
+from vramfit.planner.knobs import BNB_DEFAULTS, VLLM_DEFAULTS
+from vramfit.planner.setup import Setup
+from vramfit.problems import ConfigError
+
+from planner_support import REPO, recipe_path
+
+plan = importlib.import_module("vramfit.planner.plan")  # the module (vramfit.planner.plan is also the function)
+
+LLAMA = REPO / "model_configs" / "llama-3.2-3b.json"  # 3.2 B, tied embeddings, 24 q / 8 kv heads
+VLM = REPO / "model_configs" / "qwen2.5-vl-3b-instruct.json"
+GIB = 2**30
+
+
+def setup(*items, gpus=8, nodes=1, gpu="a100-80g", config=LLAMA, deepspeed=None) -> Setup:
+    return Setup.from_args(config, gpu, gpus, nodes, deepspeed, list(items))
+
+
+def counts(s: Setup):
+    arch = params.summary(s.model_config)
+    return arch, params.count(arch, plan.lora_targets(s, arch))
+
+
+def gib(p, key, phase="train"):
+    return p.phase_breakdowns[phase].get(key, 0.0)
+
+
+# ---------------------------------------------------------------------------------------- FSDP
+def test_fsdp_full_shard_shards_fp32_states_over_the_world():
+    s = setup("fsdp=full_shard auto_wrap", "bf16=true")
+    assert s.engine == "fsdp" and s.fsdp_sharding == "full_shard" and s.fsdp_version == 1
+    arch, c = counts(s)
+    st = states.gpu_states(s, c, arch)
+    # accelerate upcasts FSDP parameters to fp32 under mixed precision: 4 B weights, 4 B grads, 8 B moments, / 8
+    assert st.weights == pytest.approx(c.trainable * 4 / 8)
+    assert st.gradients == pytest.approx(c.trainable * 4 / 8)
+    assert st.optimizer == pytest.approx(c.trainable * 8 / 8)
+    # FSDP2 (fully_shard) keeps the same states; the root stays gathered in both
+    s2 = setup("fsdp=full_shard auto_wrap", "fsdp_config.version=2", "bf16=true")
+    assert s2.fsdp_version == 2
+    assert states.gpu_states(s2, c, arch) == st
+
+
+def test_fsdp_shard_grad_op_keeps_the_whole_model_gathered():
+    full = setup("fsdp=full_shard", "bf16=true")
+    grad_op = setup("fsdp=shard_grad_op", "bf16=true")
+    arch, c = counts(full)
+    a, b = states.gpu_states(full, c, arch), states.gpu_states(grad_op, c, arch)
+    assert b.weights == a.weights and b.gradients == a.gradients
+    assert b.gathered == pytest.approx(c.total * 2)  # every unit unsharded in bf16 until its backward
+    assert b.gathered > a.gathered
+    # FSDP2 spelling of the same strategy
+    assert setup("fsdp=full_shard", "fsdp_config.reshard_after_forward=false").fsdp_sharding == "shard_grad_op"
+
+
+def test_hybrid_shard_shards_within_the_node_only():
+    full = setup("fsdp=full_shard", "bf16=true", gpus=4, nodes=2)
+    hybrid = setup("fsdp=hybrid_shard", "bf16=true", gpus=4, nodes=2)
+    arch, c = counts(full)
+    assert states.gpu_states(hybrid, c, arch).weights == pytest.approx(2 * states.gpu_states(full, c, arch).weights)
+    # accelerate's spelling: sharding_strategy by name or its 1-based number (4 = HYBRID_SHARD)
+    assert setup("fsdp_config.sharding_strategy=4", gpus=4, nodes=2).fsdp_sharding == "hybrid_shard"
+    assert setup("fsdp_config.fsdp_sharding_strategy=HYBRID_SHARD", gpus=4, nodes=2).fsdp_sharding == "hybrid_shard"
+
+
+def test_fsdp_cpu_offload_moves_states_to_the_host():
+    on = plan.plan(setup("fsdp=full_shard auto_wrap offload", "bf16=true"))
+    off = plan.plan(setup("fsdp=full_shard auto_wrap", "bf16=true"))
+    assert gib(on, "weights") == 0 and gib(on, "gradients") == 0 and gib(on, "optimizer_states") == 0
+    assert on.host_breakdown["offloaded_states"] > 0 and "offloaded_states" not in off.host_breakdown
+    assert setup("fsdp=full_shard", "fsdp_config.offload_params=true").fsdp_offload
+
+
+def test_fsdp_and_deepspeed_together_is_refused():
+    with pytest.raises(ConfigError, match="FSDP and DeepSpeed"):
+        setup("fsdp=full_shard", deepspeed=str(REPO / "deepspeed_configs" / "zero3.json"))
+
+
+# ----------------------------------------------------------------------------------- precision
+def test_pure_bf16_halves_weights_grads_and_moments_against_fp32_master():
+    master = setup("bf16=true", "dtype=float32", gpus=1)
+    pure = setup("dtype=bfloat16", gpus=1)  # HF Trainer without bf16/fp16: no autocast, bf16 weights train
+    assert master.precision == "bf16" and master.master_fp32 and pure.precision == "bf16-true"
+    assert setup("bf16=full", gpus=1).precision == "bf16-true"  # axolotl
+    arch, c = counts(master)
+    m, p = states.gpu_states(master, c, arch), states.gpu_states(pure, c, arch)
+    assert m.weights == pytest.approx(c.trainable * 4) and p.weights == pytest.approx(c.trainable * 2)
+    assert m.gradients == pytest.approx(c.trainable * 4) and p.gradients == pytest.approx(c.trainable * 2)
+    assert m.optimizer == pytest.approx(c.trainable * 8) and p.optimizer == pytest.approx(c.trainable * 4)
+
+
+# -------------------------------------------------------------------------------- quantization
+def test_bitsandbytes_defaults_are_the_library_defaults():
+    from transformers import BitsAndBytesConfig
+
+    cfg = BitsAndBytesConfig(load_in_4bit=True)
+    assert cfg.bnb_4bit_quant_type == BNB_DEFAULTS["bnb_4bit_quant_type"]
+    assert cfg.bnb_4bit_use_double_quant == BNB_DEFAULTS["bnb_4bit_use_double_quant"]
+    assert str(cfg.bnb_4bit_quant_storage).replace("torch.", "") == BNB_DEFAULTS["bnb_4bit_quant_storage"]
+
+
+@pytest.mark.parametrize("items, kind, per_param", [
+    (("method=qlora",), "nf4", states.QUANT_BYTES["nf4"]),
+    (("method=qlora", "bnb_4bit_use_double_quant=true"), "nf4", states.QUANT_BYTES["nf4-dq"]),
+    (("method=lora", "load_in_4bit=true"), "fp4", states.QUANT_BYTES["nf4"]),  # BitsAndBytesConfig default fp4
+    (("method=lora", "load_in_8bit=true"), "int8", states.QUANT_BYTES["int8"]),
+    (("method=lora", "quant_method=gptq"), "gptq-int4", states.QUANT_BYTES["gptq-int4"]),
+    (("method=lora", "quant_method=awq"), "awq-int4", states.QUANT_BYTES["awq-int4"]),
+])
+def test_quantized_base_weights_take_their_format_bytes(items, kind, per_param):
+    s = setup(*items, "bf16=true", gpus=1, gpu="rtx4090")
+    assert s.quantization == kind
+    arch, c = counts(s)
+    plain = setup("method=lora", "bf16=true", gpus=1, gpu="rtx4090")
+    _, c0 = counts(plain)
+    delta = states.gpu_states(plain, c0, arch).weights - states.gpu_states(s, c, arch).weights
+    assert c.quantized > 0
+    assert delta == pytest.approx(c.quantized * (2 - per_param), rel=1e-9)
+
+
+def test_double_quantization_saves_the_paper_constant():
+    arch, c = counts(setup("method=qlora"))
+    a = states.gpu_states(setup("method=qlora", gpus=1), c, arch).weights
+    b = states.gpu_states(setup("method=qlora", "bnb_4bit_use_double_quant=true", gpus=1), c, arch).weights
+    # QLoRA sec. 3: 32/64 = 0.5 bits -> 8/64 + 32/(64*256) = 0.127 bits per parameter
+    assert (a - b) * 8 / c.quantized == pytest.approx(0.5 - 0.127, abs=1e-3)
+
+
+def test_quant_storage_bfloat16_lets_fsdp_shard_the_packed_weights():
+    uint8 = setup("method=qlora", "fsdp=full_shard", "bf16=true")
+    bf16 = setup("method=qlora", "fsdp=full_shard", "bf16=true", "bnb_4bit_quant_storage=bfloat16")
+    arch, c = counts(uint8)
+    delta = states.gpu_states(uint8, c, arch).weights - states.gpu_states(bf16, c, arch).weights
+    assert delta == pytest.approx(c.quantized * 0.5 * (1 - 1 / 8))
+
+
+def test_quantized_full_fine_tuning_is_refused():
+    with pytest.raises(ConfigError, match="trains every weight"):
+        setup("load_in_4bit=true")
+
+
+# ------------------------------------------------------------------------------------------ LoRA
+def test_modules_to_save_trains_a_copy_of_the_embeddings():
+    base = setup("method=lora")
+    saved = setup("method=lora", "modules_to_save=embed_tokens,lm_head")
+    arch, c0 = counts(base)
+    _, c1 = counts(saved)
+    # PEFT ModulesToSaveWrapper: a trainable copy of embed_tokens; Llama-3.2-3B ties lm_head to it
+    assert c1.trainable - c0.trainable == arch.groups["embed"] == arch.vocab * arch.text.hidden
+    assert c1.lm_head_trainable and not c0.lm_head_trainable
+    assert plan.plan(saved).per_gpu_peak_gib > plan.plan(base).per_gpu_peak_gib
+
+
+def test_lora_on_the_embeddings_adds_rank_times_vocab_plus_hidden():
+    base = setup("method=lora", "lora_target_modules=q_proj,v_proj")
+    emb = setup("method=lora", "lora_target_modules=q_proj,v_proj,embed_tokens")
+    arch = params.summary(LLAMA)
+    assert plan.embedding_lora(emb, arch) == 16 * (arch.vocab + arch.text.hidden)
+    assert plan.embedding_lora(base, arch) == 0
+    assert plan.plan(emb).parameters["lora_and_copies"] - plan.plan(base).parameters["lora_and_copies"] == 16 * (arch.vocab + arch.text.hidden)
+
+
+def test_all_linear_with_and_without_the_vision_tower():
+    both = setup("method=lora", config=VLM, gpus=1)
+    llm = setup("method=lora", "lora_vision_tower=false", config=VLM, gpus=1)
+    arch, c_both = counts(both)
+    _, c_llm = counts(llm)
+    vision = sum(16 * (lin.in_features + lin.out_features) for lin in arch.linears if lin.group == "vision")
+    assert vision > 0 and c_both.lora - c_llm.lora == vision
+    assert c_both.vision_grad_layers > 0 and c_llm.vision_grad_layers == 0
+
+
+def test_projector_frozen_or_trained():
+    frozen = setup("method=lora", config=VLM, gpus=1)
+    trained = setup("method=lora", "train_projector=true", config=VLM, gpus=1)
+    arch, c0 = counts(frozen)
+    _, c1 = counts(trained)
+    assert arch.groups["projector"] > 0 and c1.trainable - c0.trainable == arch.groups["projector"]
+
+
+# ------------------------------------------------------------------------------- activations
+def test_activation_offloading_keeps_five_checkpoints_on_the_gpu_and_the_rest_on_the_host():
+    items = ("bf16=true", "gradient_checkpointing=true", "per_device_train_batch_size=4", "seq_len=4096")
+    on, off = plan.plan(setup(*items, "activation_offloading=true")), plan.plan(setup(*items))
+    arch = params.summary(LLAMA)
+    layer_input = 4 * 4096 * arch.text.hidden * 2 / GIB
+    assert gib(off, "activations") - gib(on, "activations") == pytest.approx((arch.text.layers - 5) * layer_input, rel=1e-6)
+    s_on = setup(*items, "activation_offloading=true")
+    host = training.offloaded_activation_bytes(s_on, arch, params.count(arch, s_on), 4096) / GIB
+    assert host == pytest.approx((arch.text.layers - 5) * layer_input, rel=1e-6)
+    assert gib(on, "logits") == gib(off, "logits")  # lm_head is exempt (NoOpManager)
+    assert setup(*items[:1], "gradient_checkpointing=offload").activation_offloading  # axolotl
+
+
+def test_packing_drops_the_padding_mask_so_sdpa_keeps_gqa_heads_unrepeated():
+    items = ("bf16=true", "per_device_train_batch_size=2", "seq_len=4096")
+    padded, packed = plan.plan(setup(*items)), plan.plan(setup(*items, "packing=true"))
+    arch = params.summary(LLAMA)
+    t = arch.text
+    repeated = 2 * (t.heads - t.kv_heads) * t.head_dim * 2  # k and v expanded to every query head, bf16
+    saved = t.layers * repeated * 2 * 4096 / GIB
+    assert gib(padded, "activations") - gib(packed, "activations") == pytest.approx(saved, rel=1e-6)
+
+
+def test_typical_length_is_planned_beside_the_cap_and_the_verdict_uses_the_cap():
+    items = ("bf16=true", "per_device_train_batch_size=4", "seq_len=8192", "typical_length=1024")
+    p = plan.plan(setup(*items, "padding_free=true"))
+    cap = plan.plan(setup(*items[:-1], "padding_free=true"))
+    assert p.per_gpu_peak_gib == cap.per_gpu_peak_gib and p.typical["seq_len"] == 1024
+    assert p.typical["per_gpu_peak_gib"] < p.per_gpu_peak_gib
+    assert any("verdict uses the cap" in n for n in p.notes)
+    packed = plan.plan(setup(*items, "packing=true"))
+    assert packed.typical["per_gpu_peak_gib"] == packed.per_gpu_peak_gib  # packing fills to the cap
+
+
+@pytest.mark.parametrize("kernel", ["cce", "chunked", "liger"])
+def test_fused_and_chunked_losses_lower_the_logits_peak(kernel):
+    items = ("bf16=true", "per_device_train_batch_size=4", "seq_len=4096")
+    torch_loss = gib(plan.plan(setup(*items)), "logits")
+    fused = gib(plan.plan(setup(*items, f"loss_kernel={kernel}")), "logits")
+    assert fused < torch_loss
+    if kernel == "cce":
+        arch = params.summary(LLAMA)
+        tokens = 4 * 4096
+        head_grad = arch.vocab * arch.text.hidden * 2  # full fine-tuning: the (tied) head trains
+        assert fused == pytest.approx((tokens * FP32 + tokens * arch.text.hidden * 2 + head_grad) / GIB)
+        assert setup(*items, "cut_cross_entropy=true").loss_kernel == "cce"  # axolotl
+
+
+def test_chunked_loss_keeps_the_bf16_logits_and_fp32_log_probs():
+    items = ("bf16=true", "per_device_train_batch_size=4", "seq_len=4096")
+    arch = params.summary(LLAMA)
+    tokens = 4 * 4096
+    chunk = tokens // 8
+    expected = tokens * arch.vocab * (2 + 4) + chunk * arch.vocab * 4
+    assert gib(plan.plan(setup(*items, "loss_kernel=chunked")), "logits") == pytest.approx(expected / GIB)
+
+
+def test_optimizer_in_backward_frees_gradients_as_it_goes():
+    items = ("dtype=bfloat16",)
+    plain, inbwd = setup(*items, gpus=1), setup(*items, "optimizer_in_bwd=true", gpus=1)
+    arch, c = counts(plain)
+    a, b = states.gpu_states(plain, c, arch), states.gpu_states(inbwd, c, arch)
+    assert a.gradients == pytest.approx(c.trainable * 2)
+    assert b.gradients == pytest.approx(arch.largest_module * 2) and b.step == 0
+    with pytest.raises(ConfigError, match="gradient accumulation"):
+        setup(*items, "optimizer_in_bwd=true", "gradient_accumulation_steps=4", gpus=1)
+
+
+# ---------------------------------------------------------------------------------------- GRPO
+def test_vllm_defaults_are_trl_defaults():
+    from trl import GRPOConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    for key, value in VLLM_DEFAULTS.items():
+        assert fields[key] == value
+
+
+def test_colocated_vllm_holds_its_share_of_the_card_on_every_phase():
+    items = ("method=grpo", "use_vllm=true", "per_device_train_batch_size=8")
+    co = plan.plan(setup(*items, "vllm_gpu_memory_utilization=0.5", gpu="h100"))
+    share = 0.5 * co.gpu_memory_gib
+    assert all(b["vllm"] == pytest.approx(share) for b in co.phase_breakdowns.values())
+    server = plan.plan(setup(*items, "vllm_mode=server", gpu="h100"))
+    assert all("vllm" not in b for b in server.phase_breakdowns.values())
+    assert co.per_gpu_peak_gib - server.per_gpu_peak_gib == pytest.approx(share, rel=1e-6)
+    sleep = plan.plan(setup(*items, "vllm_gpu_memory_utilization=0.5", "vllm_enable_sleep_mode=true", gpu="h100"))
+    assert "vllm" not in sleep.phase_breakdowns["train"] and sleep.phase_breakdowns["generation"]["vllm"] == pytest.approx(share)
+
+
+# ------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("item, message", [
+    ("vllm_gpu_memory_utilisation=0.3", "Did you mean 'vllm_gpu_memory_utilization'"),
+    ("fsdp_config.verison=2", "Did you mean 'version'"),
+    ("fsdp=full_shard sharded", "unknown FSDP option 'sharded'"),
+    ("vllm_gpu_memory_utilization=1.5", "fraction"),
+    ("loss_kernel=fast", "one of torch, liger, cce, chunked"),
+    ("fsdp_config.version=3", "not 1 or 2"),
+    ("bnb_4bit_quant_storage=int4", "one of uint8"),
+])
+def test_bad_knobs_are_refused_with_the_key_and_a_fix(item, message):
+    with pytest.raises(ConfigError) as err:
+        setup(item)
+    assert message in str(err.value.problems.items[0])
+
+
+# ---------------------------------------------------------------------------------- recipes
+def test_recipe_planner_section_reaches_the_plan_and_stays_strict():
+    from vramfit.recipe import load
+
+    path = recipe_path("axolotl-llama-3b-8xa100-80g")
+    recipe = load(path, ["planner.loss_kernel=cce", "planner.activation_offloading=true", "planner.packing=true",
+                         "planner.typical_length=512"])
+    s = Setup.from_recipe(recipe)
+    assert s.loss_kernel == "cce" and s.activation_offloading and s.packing and s.padding_free and s.typical_seq_len == 512
+    assert Setup.from_recipe(load(path)).loss_kernel == "torch"  # the recipe as published is unchanged
+    with pytest.raises(ConfigError, match="Did you mean 'loss_kernel'"):
+        load(path, ["planner.loss_kernal=cce"])
+
+
+def test_recipe_fsdp_training_keys_switch_the_engine():
+    from vramfit.recipe import load
+
+    recipe = load(recipe_path("axolotl-llama-3b-8xa100-80g"),
+                  ["deepspeed=none", "training.fsdp=full_shard auto_wrap offload", "training.fsdp_config={version: 2}"])
+    s = Setup.from_recipe(recipe)
+    assert s.engine == "fsdp" and s.fsdp_version == 2 and s.fsdp_offload and s.zero.stage == 0
