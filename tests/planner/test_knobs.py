@@ -315,3 +315,19 @@ def test_recipe_fsdp_training_keys_switch_the_engine():
                   ["deepspeed=none", "training.fsdp=full_shard auto_wrap offload", "training.fsdp_config={version: 2}"])
     s = Setup.from_recipe(recipe)
     assert s.engine == "fsdp" and s.fsdp_version == 2 and s.fsdp_offload and s.zero.stage == 0
+
+
+def test_torch_compile_keeps_what_the_partitioner_saves():
+    items = ("dtype=bfloat16", "per_device_train_batch_size=2", "seq_len=4096")
+    eager, compiled = plan.plan(setup(*items, gpus=1)), plan.plan(setup(*items, "torch_compile=true", gpus=1))
+    arch = params.summary(LLAMA)
+    t = arch.text
+    # per layer and token: each RMSNorm drops its fp32 copy and the 16-bit input of `weight * x` is the
+    # only one left (2 norms), the gated MLP drops act(gate) (recomputed)
+    saved = t.layers * (t.norms_per_layer * FP32 * t.hidden + 2 * t.ffn) * 2 * 4096 / GIB
+    assert gib(eager, "activations") - gib(compiled, "activations") == pytest.approx(saved, rel=1e-6)
+    # HF compiles the loss inside the model: 16-bit logits + their 16-bit gradient instead of fp32 copies
+    assert gib(compiled, "logits") < gib(eager, "logits")
+    tune = setup(*items, "compile=true", gpus=1)  # torchtune: layers only, unless the loss is the chunked one
+    assert tune.compile_layers and not tune.compile_loss
+    assert setup(*items, "compile=true", "loss_kernel=chunked", gpus=1).compile_loss

@@ -150,6 +150,7 @@ class LogitsMode:
     head_bytes: int  # bytes per element of the lm_head weight (its gradient has that dtype in Liger)
     upcast: bool = True  # the loss runs on fp32 logits (setup.loss_fp32)
     kernel: str = "torch"  # torch | liger | cce | chunked (setup.loss_kernel)
+    compiled: bool = False  # the cross-entropy runs under torch.compile (setup.compile_loss)
 
 
 # torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss: num_output_chunks = 8.
@@ -170,8 +171,22 @@ def logits_bytes(m: LogitsMode, tokens: int) -> float:
         # fp32 log-softmax for backward. Backward: the kept log-probs, then per chunk its two fp32
         # gradients; then the head's backward as below.
         chunk = -(-tokens // CHUNKED_OUTPUT_CHUNKS)
-        forward = tokens * m.vocab * (m.act + FP32) + chunk * m.vocab * FP32
-        backward = tokens * m.vocab * FP32 + chunk * m.vocab * 2 * FP32
+        if m.compiled:
+            # compiled `compute_cross_entropy`: the upcast and log-softmax fuse into one kernel that
+            # saves its 16-bit input chunk and a log-sum-exp per row; backward writes the chunk's fp32
+            # gradient and its 16-bit cast.
+            forward = tokens * m.vocab * m.act + chunk * m.vocab * FP32
+            backward = tokens * m.vocab * m.act + chunk * m.vocab * (FP32 + m.act)
+        else:
+            forward = tokens * m.vocab * (m.act + FP32) + chunk * m.vocab * FP32
+            backward = tokens * m.vocab * FP32 + chunk * m.vocab * 2 * FP32
+        head = tokens * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
+        return max(forward, backward, head)
+    if not m.liger and m.compiled and m.act != FP32:
+        # the whole model compiled (HF torch_compile): the upcast and log-softmax fuse; saved are the
+        # 16-bit logits and a log-sum-exp per token; backward writes the 16-bit logits gradient.
+        forward = tokens * m.vocab * m.act + tokens * FP32
+        backward = tokens * m.vocab * 2 * m.act
         head = tokens * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
         return max(forward, backward, head)
     if not m.liger and not m.upcast and m.act != FP32:

@@ -17,6 +17,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `activation_offloading=true` (TRL SFTConfig), `gradient_checkpointing=offload` (axolotl) | trl/models/activation_offloading.py `OffloadActivations` | training.py |
 | `packing`, `padding_free` (TRL SFTConfig), `typical_length` (planner) | trl/trainer/sft_trainer.py BFD packing, `DataCollatorForLanguageModeling(padding_free=True)` | activations.py / plan.py |
 | `loss_kernel=torch\|liger\|cce\|chunked` (planner), `cut_cross_entropy=true` (axolotl) | liger FLCE, apple ml-cross-entropy, torchtune `CEWithChunkedOutputLoss` | activations.py `logits_bytes` |
+| `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 """
@@ -197,6 +198,16 @@ def offloading(values: dict[str, Any]) -> bool:
     """TRL `activation_offloading`; axolotl `activation_offloading: true` or `gradient_checkpointing: offload`."""
     gc = values.get("gradient_checkpointing")
     return bool(values.get("activation_offloading")) or (isinstance(gc, str) and gc.lower() == "offload")
+
+
+def compile_fields(values: dict[str, Any], kernel: str) -> dict[str, bool]:
+    """torch.compile: transformers `torch_compile` compiles the whole model, its loss included (the
+    loss runs inside `forward` when labels are passed); torchtune `compile` compiles each decoder layer
+    (training/_compile.py `compile_model`) and, for CEWithChunkedOutputLoss, the per-chunk cross-entropy
+    (`compile_loss` patches `compute_cross_entropy` in place; other losses are returned compiled but the
+    recipes discard the return value, so they run eagerly)."""
+    hf, tune = bool(values.get("torch_compile")), bool(values.get("compile"))
+    return {"compile_layers": hf or tune, "compile_loss": hf or (tune and kernel == "chunked")}
 
 
 def _truthy(value: Any) -> bool:

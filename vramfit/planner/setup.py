@@ -147,6 +147,8 @@ class Setup:
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
     activation_offloading: bool = False  # TRL OffloadActivations: kept activations live in host RAM
+    compile_layers: bool = False  # torch.compile over the decoder layers (HF torch_compile, torchtune compile)
+    compile_loss: bool = False  # ... and over the cross-entropy (HF: inside the compiled model; torchtune: chunked CE)
     optimizer_in_backward: bool = False  # torchtune optimizer_in_bwd: each gradient freed after its step
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -457,6 +459,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     if kernel == "liger":
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
+    out.update(knobs.compile_fields(values, kernel))
     out["packing"] = bool(values.get("packing"))
     out["padding_free"] = bool(values.get("padding_free")) or out["packing"]  # TRL: BFD packing is padding-free
     if values.get("typical_length") is not None:
@@ -511,7 +514,7 @@ ARG_KEYS = {
     "load_in_4bit": bool, "load_in_8bit": bool, "bnb_4bit_quant_type": str, "bnb_4bit_use_double_quant": bool,
     "bnb_4bit_quant_storage": str, "quant_method": str,
     "modules_to_save": str, "activation_offloading": bool, "packing": bool, "padding_free": bool,
-    "cut_cross_entropy": bool, "optimizer_in_bwd": bool,
+    "cut_cross_entropy": bool, "optimizer_in_bwd": bool, "torch_compile": bool, "compile": bool,
     "use_vllm": bool, "vllm_mode": str, "vllm_gpu_memory_utilization": float, "vllm_enable_sleep_mode": bool,
     # planner keys
     "typical_length": int, "loss_kernel": str, "lora_vision_tower": bool, "train_projector": bool,

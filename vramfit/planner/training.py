@@ -47,7 +47,11 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         act=act_bytes(setup), trainable=counts.text_trainable,
         adapted=tuple(ad for ad in counts.adapted if ad.stack == stack),
         lora_rank=setup.lora_r or 0, lora_dropout=setup.lora_dropout > 0,
-        attention=setup.attention, liger=liger_active(setup, arch),
+        # torch.compile's partitioner (torch/_functorch/partitioners.py `min_cut_rematerialization_partition`)
+        # recomputes the pointwise ops it fused instead of saving their outputs: the RMSNorm keeps its
+        # input (not the fp32 copy), the gated MLP keeps gate and up (act(gate) and the product are
+        # recomputed) - what Liger's kernels keep, so the same per-layer terms apply.
+        attention=setup.attention, liger=liger_active(setup, arch) or setup.compile_layers,
         masked=not (setup.packing or setup.padding_free),
     )
 
@@ -85,7 +89,8 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if loss_bytes is None:
         loss_bytes = logits_bytes(LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch),
-                                             counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel), loss_tokens)
+                                             counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel, s.compile_loss),
+                                  loss_tokens)
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
     at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
