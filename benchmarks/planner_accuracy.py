@@ -26,6 +26,18 @@ Alternative readings: a row flagged ambiguous is predicted again with an input i
 as the other reading (the MiniCPM-V scripts pass per_device_train_batch_size 2 where the README
 says 1). Shown for information; the headline figures use the scenarios as published.
 
+Sources (`source_of`): every figure is grouped by the repository that published it - huggingface/peft
+(P rows), QwenLM/Qwen (Q rows), OpenBMB/MiniCPM-V (MV rows) and, from sources the planner was not built
+beside, benchmarks/external_figures.jsonl (pytorch/torchtune's README table, predicted through
+`Setup.from_args` as `vramfit plan --model-config` would, each override read from the source's config;
+the published files are under benchmarks/external/). Printed per source: rows, median and p90 |error|,
+against the targets (median <= 10%, p90 <= 25% for every source with 5 or more rows).
+
+Leave-one-source-out: vramfit/planner/provenance.py lists each constant taken from a measurement and
+the source it was read from; each source is predicted again with the constants read from it replaced
+by their library / paper fallbacks. External rows are also shown without the launch knobs (the keys
+the planner could not be told before vramfit/planner/knobs.py): what a user got before.
+
 Usage: python benchmarks/planner_accuracy.py   (shared/ found as <repo>/../shared or $VRAMFIT_SHARED)
 """
 from __future__ import annotations
@@ -54,6 +66,13 @@ OOM_ROWS = [
 
 
 HELDOUT = REPO / "benchmarks" / "heldout_figures.jsonl"
+EXTERNAL = REPO / "benchmarks" / "external_figures.jsonl"
+# keys of vramfit/planner/knobs.py (and torch.compile): dropped to show what the planner could be told before
+KNOB_KEYS = ("packing", "padding_free", "typical_length", "loss_kernel", "cut_cross_entropy", "compile", "torch_compile",
+             "activation_offloading", "optimizer_in_bwd", "dtype", "torch_dtype", "fsdp", "fsdp_config", "load_in_4bit",
+             "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage", "quant_method",
+             "modules_to_save", "lora_vision_tower", "train_projector", "vllm_mode", "vllm_gpu_memory_utilization",
+             "vllm_enable_sleep_mode")
 # (row id prefix, changed inputs, where the scenario's notes name that reading)
 ALTERNATIVES = [
     ("MV-", {"micro_batch": 2}, "MiniCPM-V: the scripts' per_device_train_batch_size 2 (README: 1)"),
@@ -109,6 +128,51 @@ def deepspeed_estimate(row: dict, setup: Setup, arch) -> float:
         _, gpu = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=setup.gpus_per_node, num_nodes=1,
                                                        cpu_offload=offload)
     return gpu / GIB
+
+
+def source_of(row_id: str) -> str:
+    from vramfit.planner.provenance import MINICPM, PEFT, QWEN
+
+    if row_id.startswith("MV"):
+        return MINICPM
+    if row_id.startswith("Q"):
+        return QWEN
+    if row_id.startswith("P"):
+        return PEFT
+    raise KeyError(row_id)
+
+
+def external() -> list[dict]:
+    return [json.loads(line) for line in EXTERNAL.read_text().splitlines() if line.strip()]
+
+
+def predict_external(row: dict, knobs: bool = True) -> float:
+    overrides = row["overrides"]
+    if not knobs:  # bf16 weights could only be said as bf16 mixed precision before
+        overrides = ["bf16=true" if o in ("dtype=bfloat16", "torch_dtype=bfloat16") else o for o in overrides]
+        overrides = [o for o in overrides if o.split("=")[0].split(".")[0] not in KNOB_KEYS]
+    setup = Setup.from_args(REPO / row["model_config"], row["gpu"], row["gpus"], row.get("nodes", 1), row.get("deepspeed"), overrides)
+    return plan(setup).measure(row["metric"])
+
+
+def leave_one_source_out(source: str, predict_all) -> list[float]:
+    """|errors| of `source`'s figures with the constants calibrated on it set to their fallbacks."""
+    import importlib
+
+    from vramfit.planner.provenance import calibrated_on
+
+    saved = []
+    for c in calibrated_on(source):
+        if c.fallback is None or "[" in c.name:
+            continue
+        module = importlib.import_module(c.module)
+        saved.append((module, c.name, getattr(module, c.name)))
+        setattr(module, c.name, c.fallback)
+    try:
+        return predict_all(source)
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 def summarise(errors: list[float]) -> tuple[float, float]:
@@ -178,6 +242,62 @@ def main() -> int:
     both = ours + [abs(e) for *_, e in held]
     amed, ap90 = summarise(both)
     print(f"all {len(both)} published figures: median |error| {amed:.1%}, p90 |error| {ap90:.1%}")
+
+    ext = external()
+    print()
+    print(f"published peaks from sources the planner was not built beside ({EXTERNAL.relative_to(REPO)}), "
+          "via Setup.from_args (`vramfit plan --model-config`):")
+    print(f"{'figure':<10} {'source':<20} {'measured':>9} {'planner':>8} {'err':>7} {'no knobs':>9} {'err':>7}")
+    ext_errors, ext_before = [], []
+    for row in ext:
+        predicted, before = predict_external(row), predict_external(row, knobs=False)
+        e, b = (predicted - row["measured_gib"]) / row["measured_gib"], (before - row["measured_gib"]) / row["measured_gib"]
+        ext_errors.append((row["source"], abs(e)))
+        ext_before.append((row["source"], abs(b)))
+        print(f"{row['id']:<10} {row['source'][:20]:<20} {row['measured_gib']:>9.2f} {predicted:>8.2f} {e:>+7.1%} {before:>9.2f} {b:>+7.1%}"
+              + ("  (ambiguous)" if row.get("ambiguous") else ""))
+    emed2, ep902 = summarise([e for _, e in ext_errors])
+    bmed, bp90 = summarise([e for _, e in ext_before])
+    print(f"external: {len(ext)} figures, median |error| {emed2:.1%}, p90 |error| {ep902:.1%} "
+          f"(without the launch knobs: median {bmed:.1%}, p90 {bp90:.1%})")
+
+    # per source: CSV rows, held-out figures and external figures together
+    by_source: dict[str, list[float]] = {}
+    for t in table:
+        if t[0]["measured_gib"] is not None:
+            by_source.setdefault(source_of(t[0]["id"]), []).append(abs((t[1] - t[0]["measured_gib"]) / t[0]["measured_gib"]))
+    for fid, _, _, e in held:
+        by_source.setdefault(source_of(fid), []).append(abs(e))
+    for src, e in ext_errors:
+        by_source.setdefault(src, []).append(e)
+
+    def predict_source(src: str) -> list[float]:
+        out = [abs(e) for *_, e in relative_errors([r for r in data if r["measured_gib"] and source_of(r["id"]) == src], shared)]
+        out += [abs(e) for *_, e in relative_errors([r for r in heldout(by_id) if source_of(r["id"]) == src], shared)]
+        out += [abs((predict_external(r) - r["measured_gib"]) / r["measured_gib"]) for r in ext if r["source"] == src]
+        return out
+
+    from vramfit.planner.provenance import calibrated_on
+
+    print()
+    print("per source (CSV rows + held-out + external figures), and leave-one-source-out (the constants read from "
+          "that source replaced by their fallbacks, vramfit/planner/provenance.py):")
+    print(f"{'source':<22} {'rows':>5} {'median':>7} {'p90':>7}  {'LOSO median':>11} {'LOSO p90':>9}  constants dropped  target (>= 5 rows)")
+    everything = []
+    for src in sorted(by_source):
+        errs = by_source[src]
+        everything += errs
+        med_s, p90_s = summarise(errs)
+        dropped = [c.name for c in calibrated_on(src) if c.fallback is not None]
+        lmed, lp90 = summarise(leave_one_source_out(src, predict_source)) if dropped else (med_s, p90_s)
+        ok = "-" if len(errs) < 5 else ("met" if med_s <= 0.10 and p90_s <= 0.25 else "MISSED")
+        print(f"{src:<22} {len(errs):>5} {med_s:>7.1%} {p90_s:>7.1%}  {lmed:>11.1%} {lp90:>9.1%}  {', '.join(dropped) or 'none':<17}  {ok}")
+    omed, op90 = summarise(everything)
+    print(f"{'overall':<22} {len(everything):>5} {omed:>7.1%} {op90:>7.1%}")
+    print("constants taken from a measurement (provenance.py):")
+    for c in __import__("vramfit.planner.provenance", fromlist=["CONSTANTS"]).CONSTANTS:
+        print(f"  {c.module.rsplit('.', 1)[-1]}.{c.name}: {c.measured_in}; calibrated on a benchmark source: "
+              f"{c.calibrated_on or 'no'}; fallback {c.fallback!r} ({c.fallback_source}); moves {c.affects}")
 
     print()
     print("alternative readings of ambiguous rows (information only; the figures above use the scenarios as published):")
