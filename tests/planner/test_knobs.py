@@ -287,10 +287,12 @@ def test_colocated_vllm_holds_its_share_of_the_card_on_every_phase():
     ("loss_kernel=fast", "one of torch, liger, cce, chunked"),
     ("fsdp_config.version=3", "not 1 or 2"),
     ("bnb_4bit_quant_storage=int4", "one of uint8"),
+    ("lora_target_modules=(q_proj", "not a regular expression"),
+    ("modules_to_save=embed_token", "Did you mean 'embed_tokens'"),
 ])
 def test_bad_knobs_are_refused_with_the_key_and_a_fix(item, message):
     with pytest.raises(ConfigError) as err:
-        setup(item)
+        setup("method=lora", item)
     assert message in str(err.value.problems.items[0])
 
 
@@ -331,3 +333,23 @@ def test_torch_compile_keeps_what_the_partitioner_saves():
     tune = setup(*items, "compile=true", gpus=1)  # torchtune: layers only, unless the loss is the chunked one
     assert tune.compile_layers and not tune.compile_loss
     assert setup(*items, "compile=true", "loss_kernel=chunked", gpus=1).compile_loss
+
+
+@pytest.mark.parametrize("items, code", [
+    (["per_device_train_batch_size=1", "seq_len=1024", "bf16=true", "fsdp=full_shard auto_wrap"], 0),
+    (["per_device_train_batch_size=64", "seq_len=8192", "bf16=true", "fsdp=full_shard"], 1),
+    (["fsdp=full_shard sharded"], 2),
+    (["method=lora", "lora_target_modules=[q"], 2),
+])
+def test_plan_exit_codes_with_knobs(items, code, capsys):
+    import argparse
+
+    from vramfit.planner import cli
+
+    parser = argparse.ArgumentParser(prog="vramfit plan")
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--model-config", str(LLAMA), "--gpu", "a100-80g", "--gpus", "8", *items])
+    assert cli.run(args) == code
+    out, err = capsys.readouterr()
+    if code == 2:
+        assert "Traceback" not in err and "Fix:" in err

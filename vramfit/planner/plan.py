@@ -124,12 +124,13 @@ def lora_targets(setup: Setup, arch) -> Setup:
 def embedding_lora(setup: Setup, arch) -> int:
     """LoRA parameters on the input embeddings / lm_head when target_modules names them (PEFT
     lora/layer.py `Embedding`: lora_embedding_A (r x vocab) and B (hidden x r); on lm_head a Linear
-    (hidden -> vocab): r x (hidden + vocab)). params.count only sees the transformer linears."""
+    (hidden -> vocab): r x (hidden + vocab), tied or not - PEFT wraps the output Linear module).
+    params.count only sees the transformer linears."""
     if not setup.lora or isinstance(setup.lora_targets, str):
         return 0
     names = {t.rsplit(".", 1)[-1] for t in setup.lora_targets}
     embed = names & {"embed_tokens", "wte", "word_embeddings", "shared"}
-    head = "lm_head" in names and not arch.tied_embeddings
+    head = "lm_head" in names
     return (len(embed) > 0) * setup.lora_r * (arch.vocab + arch.text.hidden) + head * setup.lora_r * (arch.vocab + arch.text.hidden)
 
 

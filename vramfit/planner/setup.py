@@ -475,6 +475,21 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
                          "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.")
     out.update(knobs.vllm_fields(values, problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
+    targets = values.get("lora_target_modules")
+    if isinstance(targets, str) and targets != "all-linear" and "," not in targets:
+        import re
+
+        try:
+            re.compile(targets)
+        except re.error as exc:
+            problems.add(file, "lora_target_modules", f"{targets!r} is not a regular expression PEFT can match ({exc})",
+                         "write module names (q_proj,v_proj), all-linear, or a valid regex.")
+    from vramfit.planner.params import SAVE_GROUPS
+
+    for name in str(values.get("modules_to_save") or "").split(","):
+        if name and name not in SAVE_GROUPS:
+            problems.add(file, "modules_to_save", f"'{name}' is not a module the planner can size.{did_you_mean(name, SAVE_GROUPS)}",
+                         f"use names from: {', '.join(SAVE_GROUPS)}.")
     return out
 
 
@@ -565,6 +580,8 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
             kind, words = kind
         if key == "fsdp" and isinstance(value, bool):
             value = "full_shard" if value else ""
+        if key == "fsdp" and isinstance(value, list):  # TrainingArguments also takes a list of options
+            value = " ".join(map(str, value))
         ok = (isinstance(value, bool) or (isinstance(value, str) and value.lower() in words)) if kind is bool else (
             isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
             if kind in (int, float) else isinstance(value, str))
