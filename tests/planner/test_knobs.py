@@ -353,3 +353,38 @@ def test_plan_exit_codes_with_knobs(items, code, capsys):
     out, err = capsys.readouterr()
     if code == 2:
         assert "Traceback" not in err and "Fix:" in err
+
+
+# ------------------------------------------------------------------------- vision inputs
+@pytest.fixture(scope="module")
+def stock_qwen2vl(tmp_path_factory):
+    """A stock transformers Qwen2-VL config (class defaults, small widths): no private keys."""
+    import json
+
+    from transformers import Qwen2VLConfig
+
+    cfg = Qwen2VLConfig(text_config={"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                                     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000},
+                        vision_config={"depth": 2, "embed_dim": 64, "hidden_size": 256, "num_heads": 4})
+    path = tmp_path_factory.mktemp("stock") / "config.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    return path
+
+
+def test_stock_qwen2vl_config_takes_the_processor_max_pixels(stock_qwen2vl):
+    from vramfit.planner.setup import QWEN2VL_MAX_PIXELS
+
+    s = setup("method=lora", config=stock_qwen2vl, gpus=1)
+    assert s.image_tokens == QWEN2VL_MAX_PIXELS // 28**2 == 1280 and s.vision_patches == 4 * 1280
+    small = setup("method=lora", "max_pixels=200704", config=stock_qwen2vl, gpus=1)
+    assert small.image_tokens == 256
+
+
+def test_video_frames_add_tokens_per_temporal_group(stock_qwen2vl):
+    from vramfit.planner.setup import QWEN2VL_VIDEO_MAX_PIXELS
+
+    s = setup("method=lora", "frames_per_sample=16", "images_per_sample=0", config=stock_qwen2vl, gpus=1)
+    per_group = QWEN2VL_VIDEO_MAX_PIXELS // 28**2
+    assert s.image_tokens == 8 * per_group and s.images_per_sample == 1  # 16 frames / temporal_patch_size 2
+    with pytest.raises(ConfigError, match="no video geometry"):
+        setup("frames_per_sample=8")

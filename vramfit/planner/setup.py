@@ -398,8 +398,18 @@ class Setup:
         knob = _knob_fields(values, method, config, zero, problems, label)
         if problems:
             raise ConfigError(problems)
-        tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"))
+        tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"), config, values.get("max_tiles"))
         images = int(values.get("images_per_sample", 1 if patches else 0)) if patches else 0
+        frames = int(values.get("frames_per_sample", 0))
+        if frames:
+            video = video_geometry(arch, config, frames, values.get("video_max_pixels"))
+            if video is None:
+                problems.add(label, "frames_per_sample", f"{path.name} has no video geometry the planner knows (Qwen2-VL family only)",
+                             "drop frames_per_sample, or plan the frames as images (images_per_sample).")
+                raise ConfigError(problems)
+            # one vision unit per sample holding the images and the video: same tokens, same patches
+            tokens, patches = images * tokens + video[0], images * patches + video[1]
+            images = 1
         seq = int(values.get("seq_len", values.get("max_length", values.get("max_prompt_length", 2048 if not grpo else 512))))
         if grpo:
             seq = max(seq, images * tokens)
@@ -533,6 +543,7 @@ ARG_KEYS = {
     "use_vllm": bool, "vllm_mode": str, "vllm_gpu_memory_utilization": float, "vllm_enable_sleep_mode": bool,
     # planner keys
     "typical_length": int, "loss_kernel": str, "lora_vision_tower": bool, "train_projector": bool,
+    "max_tiles": int, "frames_per_sample": int, "video_max_pixels": int,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = ("version", "sharding_strategy", "reshard_after_forward", "offload_params", "cpu_offload",
@@ -585,7 +596,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         ok = (isinstance(value, bool) or (isinstance(value, str) and value.lower() in words)) if kind is bool else (
             isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
             if kind in (int, float) else isinstance(value, str))
-        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers"))):
+        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample"))):
             ok = False
         if ok and key in FRACTIONS and value > 1:
             ok = False
@@ -704,15 +715,27 @@ def scenario_gpu(name: str) -> str:
     raise KeyError(f"no catalogue GPU for '{name}'")
 
 
-def image_geometry(arch, max_pixels: int | None, max_slices: int | None) -> tuple[int, int]:
+# Processor defaults for stock Hugging Face configs (transformers 5.23), used when the config carries
+# no `_image_tokens` of ours and the user passes no processor setting:
+# qwen2_vl/image_processing_qwen2_vl.py: size longest_edge 28 * 28 * 1280 (max_pixels);
+# qwen2_vl/video_processing_qwen2_vl.py: longest_edge 28 * 28 * 768 per frame, temporal_patch_size 2.
+QWEN2VL_MAX_PIXELS = 28 * 28 * 1280
+QWEN2VL_VIDEO_MAX_PIXELS = 28 * 28 * 768
+
+
+def image_geometry(arch, max_pixels: int | None, max_slices: int | None, config: dict | None = None,
+                   max_tiles: int | None = None) -> tuple[int, int]:
     """(LLM tokens, vision-encoder tokens) per image at the recipe's worst case (the caps)."""
     img = arch.image
     if not arch.groups.get("vision"):
         return 0, 0
     patch = img.get("patch_size") or 14
-    if "per_28px_square" in img:  # Qwen2-VL family: 2x2 patches merged into one token
+    if isinstance(patch, (list, tuple)):
+        patch = patch[0]
+    if "per_28px_square" in img or (img.get("spatial_merge_size") and not img.get("image_size")):
+        # Qwen2-VL family (a stock config: vision_config.spatial_merge_size): 2x2 patches merged into one token
         merge = img.get("spatial_merge_size") or 2
-        pixels = max_pixels or img["default_max_pixels"]
+        pixels = max_pixels or img.get("default_max_pixels") or QWEN2VL_MAX_PIXELS
         tokens = pixels // (patch * merge) ** 2
         return tokens, tokens * merge * merge
     if "per_slice" in img or "per_448px_slice_16x" in img:  # MiniCPM-V: slices + an overview image
@@ -728,8 +751,34 @@ def image_geometry(arch, max_pixels: int | None, max_slices: int | None) -> tupl
         side = (img.get("image_px") or img["image_size"]) // patch
         patches = img.get("patches_before_merge") or side * side + (1 if img.get("select_strategy") == "default" else 0)
         return img["per_image"], patches
-    side = (img.get("image_size") or 224) // patch
+    size = img.get("image_size") or 224
+    if isinstance(size, (list, tuple)):
+        size = size[0]
+    side = size // patch
+    config = config or {}
+    if config.get("image_seq_length") and config.get("downsample_ratio"):
+        # InternVL (stock config): image_seq_length tokens per 448-px tile after pixel shuffle; the ViT sees
+        # its patches + a CLS token per tile; tiles: GotOcr2ImageProcessor crop_to_patches up to max_patches
+        # plus a thumbnail (max_tiles=N; the class default crops nothing: one tile).
+        tiles = (max_tiles + 1) if max_tiles and max_tiles > 1 else 1
+        return int(config["image_seq_length"]) * tiles, (side * side + 1) * tiles
+    if config.get("mm_tokens_per_image"):  # Gemma 3: a fixed number of pooled tokens per image
+        return int(config["mm_tokens_per_image"]), side * side
     return side * side, side * side
+
+
+def video_geometry(arch, config: dict, frames: int, max_pixels: int | None) -> tuple[int, int] | None:
+    """(LLM tokens, vision-encoder tokens) of one video of `frames` frames (Qwen2-VL family: frames are
+    grouped by the vision config's temporal_patch_size, each group tokenised like one image)."""
+    vision = (config or {}).get("vision_config") or {}
+    temporal = vision.get("temporal_patch_size")
+    if not temporal or not arch.image.get("spatial_merge_size"):
+        return None
+    merge = arch.image["spatial_merge_size"]
+    patch = arch.image.get("patch_size") or 14
+    per_group = (max_pixels or QWEN2VL_VIDEO_MAX_PIXELS) // (patch * merge) ** 2
+    groups = -(-frames // temporal)
+    return groups * per_group, groups * per_group * merge * merge
 
 
 def ceil_div(a: int, b: int) -> int:
