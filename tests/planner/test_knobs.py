@@ -388,3 +388,15 @@ def test_video_frames_add_tokens_per_temporal_group(stock_qwen2vl):
     assert s.image_tokens == 8 * per_group and s.images_per_sample == 1  # 16 frames / temporal_patch_size 2
     with pytest.raises(ConfigError, match="no video geometry"):
         setup("frames_per_sample=8")
+
+
+def test_model_config_fixes_offer_the_knobs_and_each_fits():
+    from vramfit.planner.plan import plan_args
+
+    p = plan_args(LLAMA, "rtx4090", 1, overrides=["dtype=bfloat16", "per_device_train_batch_size=8", "seq_len=4096",
+                                                 "method=lora", "gradient_checkpointing=true"])
+    assert not p.ok and p.fixes
+    keys = {k for f in p.fixes for k in f["overrides"]}
+    assert keys & {"loss_kernel", "activation_offloading", "per_device_train_batch_size"}
+    for f in p.fixes:
+        assert f["per_gpu_peak_gib"] <= p.gpu_memory_gib * 0.95

@@ -13,6 +13,8 @@ Order (throughput cost, lowest first):
 5. micro-batch down, accumulation up (same global batch) - a few % per halving;
 6. gradient checkpointing - about 30% slower backward (one more forward);
 7. fewer image tokens (`max_pixels`) - changes the data;
+   with `--model-config` (the user's own run) also: Cut Cross-Entropy after Liger, activation
+   offloading after checkpointing, FSDP CPU offload with the DeepSpeed offloads;
 8. optimizer offload to host RAM (a DeepSpeed JSON from deepspeed_configs/) - the slowest.
 Host RAM misfits try: fewer dataloader workers, then less offload.
 
@@ -80,6 +82,11 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
             out.append(("allocator", {"expandable_segments": True}, "less allocator fragmentation"))
     if gpu_short and s.method != "grpo" and not s.liger and liger_active(s.replace(liger=True), _arch(s)):
         out.append(("liger", {"use_liger_kernel": True}, "Liger fused linear cross-entropy: no logits tensor; faster"))
+    # --model-config plans the user's own run, which can switch a loss kernel, offload activations or
+    # FSDP state; a recipe's runner does not apply the planner: keys, so recipes get none of these.
+    own_run = mode == "args"
+    if own_run and gpu_short and s.method != "grpo" and s.loss_kernel == "torch" and not liger_active(s, _arch(s)):
+        out.append(("loss", {"loss_kernel": "cce"}, "Cut Cross-Entropy: the loss without a [tokens x vocab] logits tensor"))
     if gpu_short and s.method == "grpo" and "generation" in p.phases and (s.steps_per_generation or s.gradient_accumulation_steps) > 1:
         if (s.micro_batch * s.world) % s.num_generations == 0:
             out.append(("generation", {"steps_per_generation": 1}, "generate one micro-step's completions at a time"))
@@ -90,6 +97,9 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
                         f"micro-batch {b} -> {nb}, accumulation {ga} -> {ga * b // nb}: same global batch"))
         if not s.gradient_checkpointing:
             out.append(("checkpointing", {"gradient_checkpointing": True}, "recompute activations in backward (~30% slower)"))
+        if own_run and not s.activation_offloading:
+            out.append(("activation_offloading", {"activation_offloading": True},
+                        "kept activations in pinned host RAM (TRL / axolotl activation_offloading), copies overlap compute"))
         if s.image_tokens > COMMON_MAX_PIXELS // 784 and _arch(s).image.get("per_28px_square"):
             key = "data.max_pixels" if mode == "recipe" else "max_pixels"
             out.append(("max_pixels", {key: COMMON_MAX_PIXELS}, f"{s.image_tokens} -> {COMMON_MAX_PIXELS // 784} image tokens per image"))
@@ -107,6 +117,8 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
                 less = (opt.offload_params, opt.offload_optimizer) < (z.offload_params, z.offload_optimizer)
                 if less and opt.stage >= z.stage:
                     out.append(("offload_less", {"deepspeed": path}, f"ZeRO-{opt.stage}, less in host RAM"))
+    elif s.engine == "fsdp" and own_run and gpu_short and not s.fsdp_offload:
+        out.append(("offload", {"fsdp_config.offload_params": True}, "FSDP CPU offload: parameters, gradients and optimizer step in host RAM"))
     elif not p.host_ram_fits and s.dataloader_workers:
         out.append(("workers", {"dataloader_num_workers": 0}, "no forked dataloader workers"))
     return out
