@@ -151,7 +151,9 @@ def predict_external(row: dict, knobs: bool = True) -> float:
     if not knobs:  # bf16 weights could only be said as bf16 mixed precision before
         overrides = ["bf16=true" if o in ("dtype=bfloat16", "torch_dtype=bfloat16") else o for o in overrides]
         overrides = [o for o in overrides if o.split("=")[0].split(".")[0] not in KNOB_KEYS]
-    setup = Setup.from_args(REPO / row["model_config"], row["gpu"], row["gpus"], row.get("nodes", 1), row.get("deepspeed"), overrides)
+    config = row["model_config"]
+    path = shared_dir() / config.removeprefix("shared/") if config.startswith("shared/") else REPO / config
+    setup = Setup.from_args(path, row["gpu"], row["gpus"], row.get("nodes", 1), row.get("deepspeed"), overrides)
     return plan(setup).measure(row["metric"])
 
 
