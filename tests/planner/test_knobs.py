@@ -400,3 +400,23 @@ def test_model_config_fixes_offer_the_knobs_and_each_fits():
     assert keys & {"loss_kernel", "activation_offloading", "per_device_train_batch_size"}
     for f in p.fixes:
         assert f["per_gpu_peak_gib"] <= p.gpu_memory_gib * 0.95
+
+
+def test_every_external_published_row_is_accepted_as_a_user_would_type_it():
+    """benchmarks/external_figures.jsonl: each row names its source and what was published, and its
+    overrides go through `vramfit plan --model-config` unchanged (the benchmark prints the errors)."""
+    import json
+
+    from planner_support import SHARED
+
+    rows = [json.loads(line) for line in (REPO / "benchmarks" / "external_figures.jsonl").read_text().splitlines() if line.strip()]
+    assert len(rows) >= 20 and len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source_url"].startswith("https://github.com/") and "/blob/" in r["source_url"] and r["published"]
+        assert r["metric"] in ("allocated", "reserved", "nvidia-smi", "unstated") and r["measured_gib"] > 0
+        config = r["model_config"]
+        path = SHARED / config.removeprefix("shared/") if config.startswith("shared/") else REPO / config
+        if not path.is_file():
+            pytest.skip(f"{path} not present")
+        s = Setup.from_args(path, r["gpu"], r["gpus"], r.get("nodes", 1), None, r["overrides"])
+        assert s.seq_len > 0
