@@ -34,6 +34,17 @@ Hugging Face / TRL argument name (per_device_train_batch_size=2), which resolves
   max_slice_nums=N (MiniCPM-V)  images_per_sample=N  train_vision=true|false
   host_ram_gib=X (node size, to check host RAM)  eval_samples=N  expandable_segments=true|false
   deepspeed=FILE|preset (same as --deepspeed)
+launch knobs (docs/planner.md "Launch knobs"):
+  fsdp="full_shard auto_wrap [offload]"|shard_grad_op|hybrid_shard|no_shard  fsdp_config.version=2
+  fsdp_config.reshard_after_forward=false  fsdp_config.offload_params=true  fsdp_config.sharding_strategy=...
+  dtype=bfloat16 (no bf16/fp16: pure bf16) | dtype=float32 bf16=true (fp32 master)  bf16=full (axolotl)
+  load_in_4bit / load_in_8bit=true  bnb_4bit_quant_type=nf4|fp4  bnb_4bit_use_double_quant=true
+  bnb_4bit_quant_storage=bfloat16  quant_method=gptq|awq  modules_to_save=embed_tokens,lm_head
+  lora_vision_tower=false  train_projector=true|false  activation_offloading=true  packing=true
+  padding_free=true  typical_length=N (planned beside the cap; the verdict uses the cap)
+  loss_kernel=torch|liger|cce|chunked  cut_cross_entropy=true  torch_compile=true  compile=true (torchtune)
+  optimizer_in_bwd=true  use_vllm=true vllm_mode=colocate|server vllm_gpu_memory_utilization=0.3
+  vllm_enable_sleep_mode=true  max_tiles=N (InternVL)  frames_per_sample=N video_max_pixels=N (Qwen2-VL)
 
 examples:
   vramfit plan vlm-r1-h20
