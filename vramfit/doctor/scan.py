@@ -311,6 +311,8 @@ class Scan:
             return True
         silent = P.SILENT_KILL.search(with_noise or text)
         if silent:
+            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
+                self.settings.values.setdefault("uses_deepspeed", True)
             if len(self.silent_kills) < MAX_EVENTS:
                 event = Event("host_oom", self.lines, text.strip(), rank)
                 event.phase = self._where()
