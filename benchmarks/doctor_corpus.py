@@ -55,9 +55,11 @@ def main() -> int:
     args = parser.parse_args()
     rows = sorted(Path(args.corpus).glob("*.log"))
     counts = {"kind": 0, "phase": 0, "first_fix": 0, "all": 0}
+    heldout = [0, 0]  # logs collected after the doctor was tuned on the rest: all three right, total
     crashes = []
     for log in rows:
-        want = json.loads(log.with_name(log.stem + ".source.json").read_text())["expected"]
+        side = json.loads(log.with_name(log.stem + ".source.json").read_text())
+        want = side["expected"]
         try:
             d = diagnose(log)
         except Exception:  # the doctor must never crash; count it and show where
@@ -69,6 +71,9 @@ def main() -> int:
         for axis, ok in right.items():
             counts[axis] += ok
         counts["all"] += all(right.values())
+        if side.get("heldout"):
+            heldout[0] += all(right.values())
+            heldout[1] += 1
         if args.verbose and not all(right.values()):
             print(f"{log.stem}: kind {d.kind} (want {want['kind']}), phase {d.phase} (want {want['phase']}), "
                   f"first fix {sorted(got_fix) if got_fix else None} (want {want['first_fix']})")
@@ -78,6 +83,8 @@ def main() -> int:
         label = "all three" if axis == "all" else axis
         print(f"  {label:<10} {counts[axis]:>3}/{n}  {100 * counts[axis] / max(n, 1):5.1f}%")
     print(f"  tracebacks {len(crashes):>3}")
+    if heldout[1]:
+        print(f"  held-out subset (collected after the changes; see its sidecars): all three {heldout[0]}/{heldout[1]}")
     for name, text in crashes:
         print(f"--- {name}\n{text}")
     project()

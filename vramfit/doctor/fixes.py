@@ -129,7 +129,8 @@ def _evidence(c: Context) -> set[str]:
         if func in LOGITS:
             found.add("logits")
         low = path.lower()
-        if any(word in low for word in VISION) and ("/models/" in low or "modeling_" in low):
+        model_file = "/models/" in low or "modeling_" in low or "transformers_modules/" in low
+        if model_file and any(word in low.rsplit("/", 2)[-1] or word in low.rsplit("/", 2)[-2:][0] for word in VISION):
             found.add("vision")
         elif func == "_prepare_attention_mask" and "_vl" in low:
             found.add("vision")

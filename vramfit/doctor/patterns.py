@@ -23,7 +23,7 @@ ANCHOR = re.compile(
     rb"|collective mismatch|doesn't match expected size|mismatch between collectives"
     rb"|Tried to allocate|exp_avg|log_softmax|cross_entropy|shared memory|/dev/shm|No available memory|KV cache"
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
-    rb"|fp16 partitions|cpu_adam|CPUAdam"
+    rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -105,6 +105,7 @@ SHM = re.compile(
     r"is killed by signal: Bus error|insufficient shared memory|out of shared memory|failed to extend /dev/shm"
     r"|/dev/shm\S* \(?No space left on device|No space left on device.{0,80}/dev/shm"
     r"|Error while creating shared memory segment|unable to (?:write to|open) (?:file|shared memory)\s*<?/?torch_"
+    r"|posix_fallocate failed\W+No space left on device"  # NCCL < 2.12's include/shm.h
 )
 # A launcher tearing ranks down after one exited; with no Python error anywhere, that rank was killed.
 SILENT_KILL = re.compile(r"Killing subprocess \d+|Sending process \d+ closing signal SIGTERM")

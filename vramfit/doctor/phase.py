@@ -93,4 +93,11 @@ def phase_of(frames) -> str:
         if context:
             return context
     found = {_step(path, func) for path, func in frames}
+    if any(_model_code(path) for path, _ in frames):  # inside a model's own code: its forward (or a recompute)
+        found.add("forward")
     return next((p for p in ("optimizer_step", "backward", "forward") if p in found), "unknown")
+
+
+def _model_code(path: str) -> bool:
+    """A model's own file: transformers/models/..., remote code (transformers_modules/...), modeling_*.py."""
+    return "transformers/models/" in path or "transformers_modules/" in path or "/modeling_" in path
