@@ -267,4 +267,7 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     diagnosis.figures, diagnosis.ranks = figures, ranks
     diagnosis.evidence = _evidence(scan, root)
     diagnosis.notes += _notes(scan, root, ranks)
+    if root.extra.get("bogus_figures"):
+        diagnosis.notes.append("Some figures in the message are impossible (more memory in use than the GPU has: "
+                               "NVML under WSL or a container reports nonsense); they were left out.")
     return diagnosis, root

@@ -107,6 +107,8 @@ class Context:
         variable = "PYTORCH_HIP_ALLOC_CONF" if self.root.extra.get("platform") == "rocm" else "PYTORCH_CUDA_ALLOC_CONF"
         if "expandable_segments:true" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")).lower():
             return []
+        if "max_split_size_mb" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")) and "reserved_total" in raw:
+            return []  # already set, and this version has nothing better
         if "reserved_total" in raw:  # torch 1.4-2.0 wording: expandable segments did not exist yet
             return [_fix("env", {variable: "max_split_size_mb:128"},
                          reason + "; this PyTorch (1.x/2.0 message) predates expandable segments: blocks above "
@@ -272,11 +274,16 @@ def _host_ram(c: Context) -> list[dict]:
                               "ZeRO-3's zero.Init (the DeepSpeed config given to TrainingArguments before "
                               "from_pretrained) has each rank materialise only its 1/N shard of the weights"))
     workers = s.get("dataloader_num_workers")
-    if c.root.extra.get("dataloader") or (workers or 0) > 0 or (phase == "unknown" and not s.get("uses_deepspeed")):
+    if workers != 0 and (c.root.extra.get("dataloader") or (workers or 0) > 0
+                         or (phase == "unknown" and not s.get("uses_deepspeed"))):
         new = 0 if c.root.extra.get("dataloader") or not workers else max(0, workers // 2)
         fixes.append(_fix("overrides", {"dataloader_num_workers": new},
                           f"dataloader_num_workers={workers if workers is not None else 'unknown'}: each worker is "
                           "a forked copy of the rank's Python heap (its dataset included), per rank"))
+    if phase in ("unknown", "forward", "backward", "evaluation") and s.get("dataloader_pin_memory") is not False:
+        fixes.append(_fix("overrides", {"dataloader_pin_memory": False},
+                          f"'{c.root.text[:60]}': pinned batches are page-locked host RAM the kernel cannot reclaim, "
+                          "one set per worker and rank"))
     offload = [w for w in ("param", "optimizer") if s.get(f"offload_{w}") in ("cpu", "nvme")]
     known = "offload_param" in s or "offload_optimizer" in s
     if s.get("uses_deepspeed") or known:
@@ -318,14 +325,19 @@ def _host_ram(c: Context) -> list[dict]:
 
 def _shared_memory(c: Context) -> list[dict]:
     workers = c.s.get("dataloader_num_workers")
+    fewer = [] if workers == 0 else [
+        _fix("overrides", {"dataloader_num_workers": max(0, (workers or 2) // 2)},
+             f"dataloader_num_workers={workers if workers is not None else 'unknown'}: fewer workers hold fewer "
+             "batches in shared memory at once (0 uses none, slower input)")]
     return [
         _fix("launch", {"--shm-size": "16g"},
              f"'{c.root.text[:70]}': /dev/shm (docker's default is 64 MB) is too small for the batches DataLoader "
              "workers pass to the rank; give the container more (docker run --shm-size=16g, or --ipc=host; "
              "Kubernetes: an emptyDir with medium: Memory at /dev/shm)"),
-        _fix("overrides", {"dataloader_num_workers": max(0, (workers or 2) // 2)},
-             f"dataloader_num_workers={workers if workers is not None else 'unknown'}: fewer workers hold fewer "
-             "batches in shared memory at once (0 uses none, slower input)"),
+        *fewer,
+        _fix("env", {"NCCL_SHM_DISABLE": "1"},
+             f"'{c.root.text[:60]}': when it is NCCL's segment that fails, NCCL can use P2P/sockets instead of "
+             "/dev/shm (slower between GPUs without NVLink)"),
     ]
 
 

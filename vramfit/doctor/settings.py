@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ddp_timeout": ("int", ("ddp_timeout",)),
     "max_pixels": ("int", ("max_pixels",)),
     "dataloader_num_workers": ("int", ("dataloader_num_workers",)),
+    "dataloader_pin_memory": ("bool", ("dataloader_pin_memory",)),
     "zero_stage": ("int", ("zero_stage", "zero_optimization_stage")),
 }
 _SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
