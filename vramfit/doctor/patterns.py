@@ -108,7 +108,7 @@ SHM = re.compile(
     r"|posix_fallocate failed\W+No space left on device"  # NCCL < 2.12's include/shm.h
 )
 # A launcher tearing ranks down after one exited; with no Python error anywhere, that rank was killed.
-SILENT_KILL = re.compile(r"Killing subprocess \d+|Sending process \d+ closing signal SIGTERM")
+SILENT_KILL = re.compile(r"Killing subprocess (\d+)|Sending process (\d+) closing signal SIGTERM")
 # Who reported the kill, in the words of the report.
 KILL_SOURCES = [
     (re.compile(r"exits with return code = -9"), "DeepSpeed's launcher reports a rank exited with return code -9"),

@@ -87,6 +87,7 @@ class Scan:
         self.tracebacks = 0
         self.max_rank: int | None = None
         self.dangling: tuple = ()  # frames of a traceback the paste ends inside
+        self.torn_down: set[str] = set()  # pids the launcher tore down after a rank failed
 
     # --- the per-line hot path ---
 
@@ -288,6 +289,10 @@ class Scan:
                     self.exceptions.append(event)
             if stream.frames and not stream.closed:
                 self.dangling = tuple(stream.frames)
+        # ranks per node from the launcher's teardown: the ranks it stopped plus the one that failed
+        failed = {rank for rank, _ in self.failures}
+        if self.torn_down and "nproc_per_node" not in self.settings.values and len(failed) <= 1:
+            self.settings.values["nproc_per_node"] = len(self.torn_down) + max(1, len(failed))
 
     def _event(self, text: str, rank: int | None, stream: Stream, with_noise: str = "") -> bool:
         """Record the failure this line reports, if any."""
@@ -311,6 +316,8 @@ class Scan:
             return True
         silent = P.SILENT_KILL.search(with_noise or text)
         if silent:
+            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
+                self.torn_down.add(silent.group(1) or silent.group(2))
             if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
                 self.settings.values.setdefault("uses_deepspeed", True)
             if len(self.silent_kills) < MAX_EVENTS:
