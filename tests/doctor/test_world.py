@@ -95,6 +95,18 @@ def test_torch_1_4_reserved_in_total_is_net_of_allocated_and_never_negative(tmp_
     assert "reserved_unallocated_gib" not in odd.figures  # a torn paste never becomes a negative reserve
 
 
+@pytest.mark.parametrize("line", [
+    "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/conda-bld/pytorch_1524590031827/work/aten/src/"
+    "THC/generic/THCStorage.cu:58",  # torch 0.4
+    "RuntimeError: CUDA driver error: out of memory",
+    "torch.AcceleratorError: CUDA error: out of memory",  # torch 2.8+
+    "RuntimeError: MPS backend out of memory (MPS allocated: 17.80 GB, other allocations: 210.42 MB, max allowed: "
+    "18.13 GB). Tried to allocate 256.00 MB on private pool.",
+])
+def test_older_and_other_backend_wordings_are_gpu_oom(tmp_path, line):
+    assert diagnose(log(tmp_path, line + "\n")).kind == "cuda_oom"
+
+
 def test_hip_out_of_memory_gets_the_hip_allocator_variable(tmp_path):
     d = diagnose(log(tmp_path, "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.70 GiB. GPU 0 has a "
                                "total capacity of 63.98 GiB of which 0 bytes is free. Of the allocated memory 50.93 GiB "

@@ -73,6 +73,8 @@ OOM = re.compile(
     r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|OutOfMemoryError"
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
+    r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
+    r"|XPU out of memory"
     r"|larger than the available KV cache memory"
 )
 VLLM_KV = re.compile(r"No available memory for the cache blocks|available KV cache memory")
