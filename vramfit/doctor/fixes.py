@@ -162,6 +162,8 @@ def _true_capacity(c: Context) -> list[dict]:
         fixes += c.zero()
     else:
         seen = _evidence(c)
+        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", 1) <= 1:
+            seen.add("vision")  # a VLM run at one sample per GPU: image tokens are what is left to cut
         if "vision" in seen:
             pixels = min(c.s.get("max_pixels") or PLAIN_PIXELS * 2, PLAIN_PIXELS * 2) // 2
             fixes.append(_fix("overrides", {"data.max_pixels": pixels},

@@ -23,7 +23,7 @@ ANCHOR = re.compile(
     rb"|collective mismatch|doesn't match expected size|mismatch between collectives"
     rb"|Tried to allocate|exp_avg|log_softmax|cross_entropy|shared memory|/dev/shm|No available memory|KV cache"
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
-    rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate"
+    rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -108,6 +108,8 @@ SHM = re.compile(
     r"|/dev/shm\S* \(?No space left on device|No space left on device.{0,80}/dev/shm"
     r"|Error while creating shared memory segment|unable to (?:write to|open) (?:file|shared memory)\s*<?/?torch_"
     r"|posix_fallocate failed\W+No space left on device"  # NCCL < 2.12's include/shm.h
+    # a rank dead of SIGBUS (7): a shared-memory page that could not be backed
+    r"|exitcode\s*:\s*-7\b|failed \(exitcode: -7\)|Signal 7 \(SIGBUS\)|return code = -7\b|Signals\.SIGBUS"
 )
 # A launcher tearing ranks down after one exited; with no Python error anywhere, that rank was killed.
 SILENT_KILL = re.compile(r"Killing subprocess (\d+)|Sending process (\d+) closing signal SIGTERM")
@@ -184,8 +186,10 @@ HINTS = [
     (re.compile(r"Saving (?:the )?model|Saving checkpoint|save_checkpoint"), "checkpoint_save"),
     (re.compile(r"Loading checkpoint shards|Loading model|DeepSpeedZeroOptimizer|Creating ZeRO|ZeRO Offload"
                 r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
-                r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"), "model_load"),
+                r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
+                r"|partition count \[\d+\] and sizes"), "model_load"),
 ]
 # Within model loading: building optimizer states (host RAM for offloaded states) rather than reading weights.
-OPTIMIZER_INIT = re.compile(r"optimizer states|fp16 partitions|DeepSpeedZeroOptimizer|Creating ZeRO|cpu_adam|CPUAdam")
+OPTIMIZER_INIT = re.compile(r"optimizer states|fp16 partitions|DeepSpeedZeroOptimizer|Creating ZeRO|cpu_adam|CPUAdam"
+                            r"|partition count")
 STEP = re.compile(r"global_step/max_steps'?:\s*'?(\d+)/(\d+)")
