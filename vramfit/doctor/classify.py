@@ -211,6 +211,25 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
     return "true_capacity", f"the {where} needs more than the GPU had ({numbers})"
 
 
+def _message_version(root: Event) -> tuple[str, str] | None:
+    """Which PyTorch printed the OOM message, and what its figures mean in that version."""
+    text, f = root.text, root.figures
+    if "reserved" not in text and "cached" not in text:
+        return None
+    if "cached)" in text:
+        return "1.0-1.3", ("torch 1.0-1.3 message: 'cached' is the allocator's cache minus what is allocated, i.e. "
+                           "already the reserved-but-unallocated memory; it is not subtracted again")
+    if "reserved in total by PyTorch" in text:
+        spare = f.get("reserved_unallocated_gib")
+        shown = f" = {gib(spare)}" if spare is not None else " (not computable from this paste)"
+        return "1.4-2.0", ("torch 1.4-2.0 message: 'reserved in total by PyTorch' includes what is allocated; "
+                           f"reserved but unallocated = reserved - allocated{shown}")
+    version = "2.5+" if "private pools" in text else "2.1+"
+    return version, (f"torch {version} message: 'allocated by PyTorch' is live tensors, 'reserved by PyTorch but "
+                     "unallocated' is cached blocks; 'this process has ... in use' adds the CUDA context and "
+                     "non-PyTorch allocations (NCCL buffers, cuBLAS workspaces)")
+
+
 def _stalled(scan: Scan, ranks: list[int], figures: dict) -> str:
     """Which rank the others were waiting on: the one whose collective count lags, else the one that is silent."""
     seqs: dict[int, int] = {}
@@ -267,6 +286,10 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     diagnosis.figures, diagnosis.ranks = figures, ranks
     diagnosis.evidence = _evidence(scan, root)
     diagnosis.notes += _notes(scan, root, ranks)
+    version = _message_version(root) if root.kind == "cuda_oom" else None
+    if version:
+        diagnosis.figures["torch_message"] = version[0]
+        diagnosis.notes.append(version[1] + ".")
     if root.extra.get("bogus_figures"):
         diagnosis.notes.append("Some figures in the message are impossible (more memory in use than the GPU has: "
                                "NVML under WSL or a container reports nonsense); they were left out.")

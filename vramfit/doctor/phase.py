@@ -45,6 +45,11 @@ CONTEXT = {
 BACKWARD = {
     "backward", "_engine_run_backward", "run_backward", "reduce_partition_and_remove_grads",
     "reduce_ready_partitions_and_remove_grads", "reduce_independent_p_g_buckets_and_remove_grads",
+    # DeepSpeed's gradient hooks, ZeRO-1/2 (stage_1_and_2.py) and ZeRO-3 (stage3.py, parameter_offload.py)
+    "grad_handling_hook", "reduce_ipg_grads", "average_tensor", "allreduce_bucket", "allreduce_and_copy",
+    "gradient_reduction_w_predivide", "copy_grads_in_partition", "async_accumulate_grad_in_cpu_via_gpu",
+    "__reduce_and_partition_ipg_grads", "partition_grads", "__avg_scatter_grads", "pre_sub_module_backward_function",
+    "_pre_backward_module_hook",
 }
 OPTIMIZER = {
     "_optimizer_step", "_take_model_step", "optimizer_step", "clip_grad_norm_", "unscale_and_clip_grads",
@@ -53,6 +58,8 @@ OPTIMIZER = {
     "_maybe_opt_step",
 }
 FORWARD = {"forward", "_call_impl", "_wrapped_call_impl", "compute_loss", "training_step",
+           # ZeRO-3 gathering a module's parameters as it runs
+           "pre_sub_module_forward_function", "_pre_forward_module_hook", "fetch_sub_module",
            # the loss over the logits is the end of the forward pass
            "cross_entropy", "log_softmax", "nll_loss", "concatenated_forward", "get_batch_logps", "_get_batch_logps",
            "selective_log_softmax", "loss_function", "ForCausalLMLoss", "fixed_cross_entropy"}
