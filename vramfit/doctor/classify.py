@@ -286,6 +286,11 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     diagnosis.figures, diagnosis.ranks = figures, ranks
     diagnosis.evidence = _evidence(scan, root)
     diagnosis.notes += _notes(scan, root, ranks)
+    if root.extra.get("platform"):
+        diagnosis.figures["platform"] = root.extra["platform"]
+    if root.kind == "host_oom" and any("slurmstepd" in e.text or "srun:" in e.text
+                                       for e in scan.events.get("host_oom", ())):
+        root.extra["slurm"] = True  # a cgroup limit of the job, not the node's RAM
     version = _message_version(root) if root.kind == "cuda_oom" else None
     if version:
         diagnosis.figures["torch_message"] = version[0]

@@ -309,9 +309,10 @@ def _host_ram(c: Context) -> list[dict]:
         fixes.append(_fix("launch", {"--nproc_per_node": c.per_node // 2},
                           f"{ranks} share one host's RAM: half as many ranks per node (more nodes) halves what "
                           "loading and offload hold there"))
-    if c.root.extra.get("slurm") or "Slurm" in c.d.why or "slurmstepd" in c.root.text:
-        fixes.append(_fix("launch", {"--mem": "0"},
-                          "the job's cgroup limit killed it, not the node: ask Slurm for the node's whole memory"))
+    if c.root.extra.get("slurm") or "slurmstepd" in c.root.text:
+        fixes.insert(0, _fix("launch", {"--mem": "0"},
+                             "Slurm's oom-kill: the job's cgroup limit killed it, not the node's RAM; ask Slurm for "
+                             "the node's whole memory (sbatch --mem=0) or what the run needs"))
     if phase == "model_load" and optimizer_init and not fixes:
         fixes.append(_fix("overrides", {"deepspeed": ZERO3},
                           "killed while building optimizer states: sharding them over more ranks lowers each share"))

@@ -98,7 +98,7 @@ PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.
 HOST_KILL = re.compile(
     r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|exits with return code = -9"
     r"|Signals\.SIGKILL|got signal: 9\b|Killed process \d+|oom-kill:|oom_reaper|invoked oom-killer"
-    r"|oom_kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
+    r"|oom[_-]kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
     r"|task \d+: Out Of Memory"
 )
 DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal: (?!Bus error)")
@@ -118,7 +118,7 @@ KILL_SOURCES = [
     (re.compile(r"exits with return code = -9"), "DeepSpeed's launcher reports a rank exited with return code -9"),
     (re.compile(r"exitcode\s*:\s*-9|Signal 9 \(SIGKILL\)"), "torchrun reports a rank exited with -9 (SIGKILL)"),
     (re.compile(r"Killed process|oom-kill|oom_reaper|oom-killer"), "the kernel's OOM killer killed the process"),
-    (re.compile(r"oom_kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
+    (re.compile(r"oom[_-]kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
     (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
     (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
     (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),

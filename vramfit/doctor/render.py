@@ -117,7 +117,10 @@ def render(d: Diagnosis) -> str:
     if d.kind == "unknown":
         return _nothing(d)
     first = next((fix for fix in d.fixes if fix.get("apply_first")), d.fixes[0] if d.fixes else None)
-    verdict = f"{d.source}: {VERDICT[d.kind]} in {_where(d)} ({_facts(d)})."
+    said = VERDICT[d.kind]
+    if d.kind == "cuda_oom" and d.figures.get("platform") == "rocm":
+        said = "HIP (AMD GPU) out of memory"
+    verdict = f"{d.source}: {said} in {_where(d)} ({_facts(d)})."
     if first:
         verdict += f" Fix: {edit(first)}."
     elif d.kind == "other_error":
