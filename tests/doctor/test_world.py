@@ -214,6 +214,24 @@ def test_a_small_allocation_while_saving_gets_a_saving_fix_first(tmp_path):
         "zero_optimization.stage3_gather_16bit_weights_on_model_save"}
 
 
+def test_oom_reported_under_an_nccl_error_keeps_the_frames_phase(tmp_path):
+    text = traceback(*TRAIN, ("torch/_tensor.py", "backward"), ("torch/distributed/distributed_c10d.py", "all_reduce"),
+                     error="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                           "NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
+    text += "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank0]: Last error:\n" \
+            "[rank0]: Cuda failure 'out of memory'\n"
+    d = diagnose(log(tmp_path, text))
+    assert (d.kind, d.phase) == ("cuda_oom", "backward")
+
+
+def test_adapter_reload_after_training_is_not_an_activation_problem(tmp_path):
+    error = MESSAGE.replace("Tried to allocate 2.00 GiB", "Tried to allocate 64.00 MiB")
+    d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "_load_best_model"),
+                                         ("peft/peft_model.py", "load_adapter"), error=error)))
+    assert d.phase == "model_load" and keys(d)[0] == {"load_best_model_at_end"}
+    assert not any("use_liger_kernel" in k for k in keys(d))
+
+
 def test_inside_stage3_never_suggests_zero3_and_checkpointing_frames_mean_it_is_on(tmp_path):
     frames = (*TRAIN, ("deepspeed/runtime/zero/stage3.py", "_optimizer_step"))
     text = '{"zero_optimization": {"stage": 2}}\n' + traceback(*frames)  # the frames outrank an earlier line

@@ -118,6 +118,7 @@ class Context:
         return [_fix("env", {variable: "expandable_segments:True"}, reason)]
 
 
+ADAPTER_LOAD = ("load_adapter", "load_peft_weights", "_load_best_model")
 LOGITS = ("cross_entropy", "log_softmax", "logsumexp", "_get_batch_logps", "get_batch_logps", "concatenated_forward",
           "selective_log_softmax", "loss_function", "ForCausalLMLoss", "fixed_cross_entropy", "lm_head")
 VISION = ("vision", "visual", "siglip", "clip", "vit", "image_encoder", "patch_embed")
@@ -158,6 +159,13 @@ def _true_capacity(c: Context) -> list[dict]:
         return _vllm(c)
     if phase == "checkpoint_save":
         fixes += _save(c)
+    elif phase == "model_load" and any(func in ADAPTER_LOAD for _, func in c.root.frames):
+        if any(func == "_load_best_model" for _, func in c.root.frames):
+            fixes.append(_fix("overrides", {"load_best_model_at_end": False},
+                              f"{c.numbers} reloading the best adapter after training: PEFT's load_adapter "
+                              "materialises a second copy of the adapter weights on the GPU; load the best "
+                              "checkpoint afterwards instead"))
+        fixes += c.zero()
     elif phase in ("model_load", "optimizer_step"):  # weights and optimizer states, not activations
         fixes += c.zero()
     else:

@@ -237,6 +237,8 @@ class Scan:
     def _exception(self, match, text: str, rank: int | None, stream: Stream) -> None:
         """An exception line that is no failure the doctor knows: kept in case nothing else explains the crash."""
         name = match.group(2)
+        if name.startswith("nccl"):  # NCCL's result code inside a DistBackendError's message, not a new exception
+            return
         frames = tuple(stream.frames) if not stream.closed else ()
         stream.closed = True
         stream.ipython = None
@@ -349,7 +351,8 @@ class Scan:
         match = P.NCCL_TIMEOUT.search(text)
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
-            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream)
+            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream,
+                              close=bool(match))
             if match:
                 event.extra.update(op=match.group("op"), seq=int(match.group("seq")))
                 event.figures["timeout_ms"] = int(match.group("timeout"))
@@ -478,12 +481,15 @@ class Scan:
 
     # --- events ---
 
-    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True) -> Event:
-        """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS."""
+    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True,
+             close: bool = True) -> Event:
+        """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS. An event that
+        does not `close` the traceback leaves its frames to the next line (an NCCL error whose 'Last error'
+        lines say the CUDA failure underneath)."""
         event = Event(kind, self.lines, text.strip(), rank)
         if frames and not stream.closed:
             event.frames = tuple(stream.frames)
-        stream.closed = True
+        stream.closed = stream.closed or close
         event.phase = phase_of(event.frames)
         if event.phase == "unknown":
             event.phase = self._where()
