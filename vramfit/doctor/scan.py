@@ -206,8 +206,9 @@ class Scan:
         if exception:
             self._exception(exception, text, rank, stream)
             return True
-        hint = P.SOURCE_HINT.search(text)
-        if hint and not stream.closed:  # a source line under a frame: 'denom = (exp_avg_sq.sqrt() ...'
+        hint = P.SOURCE_HINT.search(text) if "(" in text else None
+        if hint and not stream.closed and (stream.frames or "=" in text):
+            # a source line under a frame, or the code line a paste starts with: 'denom = (exp_avg_sq.sqrt() ...'
             stream.frames.append(("<source>", hint.group(1)))
         return self._context_line(with_noise, key, stream) or bool(hint)
 
