@@ -170,12 +170,14 @@ def _true_capacity(c: Context) -> list[dict]:
         fixes += c.zero()
     else:
         seen = _evidence(c)
+        where = "inside the vision encoder" if "vision" in seen else ""
         if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", 1) <= 1:
             seen.add("vision")  # a VLM run at one sample per GPU: image tokens are what is left to cut
+            where = where or f"in a VLM run at one sample per GPU with max_pixels={c.s['max_pixels']}"
         if "vision" in seen:
             pixels = min(c.s.get("max_pixels") or PLAIN_PIXELS * 2, PLAIN_PIXELS * 2) // 2
             fixes.append(_fix("overrides", {"data.max_pixels": pixels},
-                              f"{c.numbers} inside the vision encoder: its activations (and an eager attention "
+                              f"{c.numbers} {where}: the vision encoder's activations (and an eager attention "
                               f"mask) grow with the patches per image, quadratically for attention; "
                               f"max_pixels={pixels} caps an image at {pixels // 784} tokens"))
         if "logits" in seen:
