@@ -34,7 +34,9 @@ def _diagnose(stream: BinaryIO, source: str) -> Diagnosis:
     for lines, nul_bytes in read_lines(stream):
         scan.feed(lines)
         scan.nul_bytes += nul_bytes
+    scan.finish()
     diagnosis, root = classify(scan, source)
     if root is not None:
-        diagnosis.fixes = fixes_for(diagnosis, root, scan.settings.world_size(), scan.settings.per_node())
+        diagnosis.fixes = fixes_for(diagnosis, root, scan.settings.world_size(), scan.settings.per_node(),
+                                    scan._hint_text)
     return diagnosis

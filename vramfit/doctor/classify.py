@@ -13,7 +13,7 @@ from vramfit.doctor.phase import CONTEXT, phase_of
 from vramfit.doctor.scan import Event, Scan
 from vramfit.doctor.units import gib
 
-PRIMARY = ("cuda_oom", "collective_mismatch", "batch_mismatch", "config_mismatch", "grpo_divisibility",
+PRIMARY = ("cuda_oom", "shm_exhausted", "collective_mismatch", "batch_mismatch", "config_mismatch", "grpo_divisibility",
            "checkpointing_error")
 CONFIG_KINDS = ("batch_mismatch", "config_mismatch", "grpo_divisibility", "checkpointing_error")
 EVIDENCE_CHARS = 400
@@ -42,7 +42,10 @@ def fragmented(f: dict) -> bool:
     spare, total = f.get("reserved_unallocated_gib"), f.get("total_gib")
     if spare is None or not total:
         return False
-    return spare > 0.05 * total or (spare >= f.get("requested_gib", 0) and spare >= 0.02 * total)
+    requested = f.get("requested_gib", 0)
+    if "free_gib" in f and spare + f["free_gib"] < requested:  # even one contiguous block could not serve it
+        return False
+    return spare > 0.05 * total or (spare >= requested and spare >= 0.02 * total)
 
 
 def _root(scan: Scan, checkpointing: bool) -> Event | None:
@@ -53,11 +56,24 @@ def _root(scan: Scan, checkpointing: bool) -> Event | None:
                  if kind != "checkpointing_error" or checkpointing]
     if primaries:
         return min(primaries, key=lambda e: e.line)
-    return events["nccl_timeout"][0] if events.get("nccl_timeout") else None
+    if events.get("nccl_timeout"):
+        return events["nccl_timeout"][0]
+    if scan.silent_kills and not scan.exceptions and not scan.tracebacks:
+        return scan.silent_kills[0]  # ranks torn down, and none of them printed a Python error
+    return scan.exceptions[0] if scan.exceptions else None
+
+
+def _same(scan: Scan, root: Event) -> list[Event]:
+    """The events of the root's kind (the root first among them)."""
+    if root.kind == "other_error":
+        return scan.exceptions
+    if root.extra.get("silent"):
+        return scan.silent_kills
+    return scan.events.get(root.kind) or [root]
 
 
 def _ranks(scan: Scan, root: Event) -> list[int]:
-    ranks = {e.rank for e in scan.events[root.kind] if e.rank is not None}
+    ranks = {e.rank for e in _same(scan, root) if e.rank is not None}
     if not ranks and root.kind == "host_oom":
         ranks = {rank for rank, code in scan.failures if code == -9}
     if not ranks and scan.root_cause_rank is not None:
@@ -67,7 +83,7 @@ def _ranks(scan: Scan, root: Event) -> list[int]:
 
 def _evidence(scan: Scan, root: Event) -> list[dict]:
     """The root line first, then a few lines of the same failure and one of each other kind."""
-    same = [e for e in scan.events[root.kind] if e is not root][:3]
+    same = [e for e in _same(scan, root) if e is not root][:3]
     others = [kind_events[0] for kind, kind_events in scan.events.items() if kind != root.kind][:3]
     chosen = [root, *sorted([*same, *others], key=lambda e: e.line)]
     return [{"line": e.line, "text": e.text[:EVIDENCE_CHARS]} for e in chosen]
@@ -77,7 +93,7 @@ def _notes(scan: Scan, root: Event, ranks: list[int]) -> list[str]:
     notes = []
     who = f"rank {ranks[0]}" if ranks else "the failing rank"
     for kind, events in scan.events.items():
-        if kind == root.kind:
+        if kind == root.kind or not events:
             continue
         first = events[0]
         where = f"line {first.line}" + (f", rank {first.rank}" if first.rank is not None else "")
@@ -127,10 +143,23 @@ def _configuration(root: Event) -> str:
 def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool) -> tuple[str, str]:
     """(cause, why) for the root event."""
     f, kind = figures, root.kind
+    if kind == "other_error":
+        return "not_memory", (f"'{root.text[:160]}' is not a memory failure: no memory setting fixes it; the "
+                              "traceback above it says which code raised it")
+    if kind == "shm_exhausted":
+        return "shared_memory", (f"'{root.text[:110]}': /dev/shm ran out. DataLoader workers hand every batch to the "
+                                 "rank through shared memory (and NCCL keeps intra-node buffers there); containers "
+                                 "default to 64 MB of it. This is not host RAM in general, and not GPU memory")
+    if kind == "host_oom" and root.extra.get("silent"):
+        return "host_ram", (f"'{root.text[:90]}': the launcher tore the ranks down, and no rank printed a Python "
+                            "error: a process that dies without a traceback was killed by a signal, most often "
+                            "SIGKILL from the kernel's OOM killer for host RAM"
+                            + ("; it died while loading" if phase == "model_load" else ""))
     if kind == "host_oom":
         offload = [w for w in ("param", "optimizer") if settings.get(f"offload_{w}") in ("cpu", "nvme")]
         pinned = any(settings.get(f"offload_{w}_pin_memory") for w in offload)
-        how = next(description for regex, description in P.KILL_SOURCES if regex.search(root.text))
+        how = next((description for regex, description in P.KILL_SOURCES if regex.search(root.text)),
+                   "the process was killed (SIGKILL)")
         why = f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
         if "killed_rss_gib" in f:
             why += f"; the killed process held {gib(f['killed_rss_gib'])} resident"
@@ -166,6 +195,9 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
         every = f" (eval_steps={settings['eval_steps']})" if by_step else ""
         return "evaluation_spike", (f"out of memory in evaluation{at}{every} while training steps ran ({numbers}): "
                                     "evaluation keeps logits/predictions on the GPU on top of the training state")
+    if root.extra.get("vllm"):
+        return "generation_rollout", (f"'{root.text[:120]}': vLLM sizes its KV cache from gpu_memory_utilization x "
+                                      "the GPU, minus the weights and its activation peak; nothing was left for it")
     if phase == "generation":
         generations = settings.get("num_generations")
         return "generation_rollout", (f"out of memory while generating completions ({numbers})"
@@ -179,6 +211,46 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
     return "true_capacity", f"the {where} needs more than the GPU had ({numbers})"
 
 
+def _message_version(root: Event) -> tuple[str, str] | None:
+    """Which PyTorch printed the OOM message, and what its figures mean in that version."""
+    text, f = root.text, root.figures
+    if "reserved" not in text and "cached" not in text:
+        return None
+    if "cached)" in text:
+        return "1.0-1.3", ("torch 1.0-1.3 message: 'cached' is the allocator's cache minus what is allocated, i.e. "
+                           "already the reserved-but-unallocated memory; it is not subtracted again")
+    if "reserved in total by PyTorch" in text:
+        spare = f.get("reserved_unallocated_gib")
+        shown = f" = {gib(spare)}" if spare is not None else " (not computable from this paste)"
+        return "1.4-2.0", ("torch 1.4-2.0 message: 'reserved in total by PyTorch' includes what is allocated; "
+                           f"reserved but unallocated = reserved - allocated{shown}")
+    version = "2.5+" if "private pools" in text else "2.1+"
+    return version, (f"torch {version} message: 'allocated by PyTorch' is live tensors, 'reserved by PyTorch but "
+                     "unallocated' is cached blocks; 'this process has ... in use' adds the CUDA context and "
+                     "non-PyTorch allocations (NCCL buffers, cuBLAS workspaces)")
+
+
+def _stalled(scan: Scan, ranks: list[int], figures: dict) -> str:
+    """Which rank the others were waiting on: the one whose collective count lags, else the one that is silent."""
+    seqs: dict[int, int] = {}
+    for event in scan.events.get("nccl_timeout", ()):
+        if event.rank is not None and "seq" in event.extra:
+            seqs[event.rank] = min(seqs.get(event.rank, event.extra["seq"]), event.extra["seq"])
+    if len(set(seqs.values())) > 1:
+        behind = min(seqs, key=seqs.get)
+        ahead = max(seqs, key=seqs.get)
+        figures["stalled_rank"] = behind
+        return (f"; rank {behind} is waiting at SeqNum={seqs[behind]} while rank {ahead} is at {seqs[ahead]}: "
+                f"rank {behind} fell {seqs[ahead] - seqs[behind]} collectives behind")
+    if len(ranks) > 1:
+        world = scan.settings.world_size() or max(max(ranks), scan.max_rank or 0) + 1
+        silent = sorted(set(range(world)) - set(ranks))
+        if len(silent) == 1:
+            figures["stalled_rank"] = silent[0]
+            return f"; rank {silent[0]} reported no timeout: the others were waiting on it"
+    return ""
+
+
 def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     settings = scan.settings.values
     diagnosis = Diagnosis(source=source, settings=dict(settings), lines_read=scan.lines)
@@ -190,6 +262,8 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     if root is None:
         return diagnosis, None
     phase = root.phase
+    if phase == "unknown" and not root.frames and scan.dangling and root.kind == "cuda_oom":
+        phase = phase_of(scan.dangling)  # the error was named first, then a traceback the paste ends inside
     if root.kind == "host_oom" and phase == "unknown":
         # a sibling's traceback can say the run was loading, saving, evaluating or generating
         framed = sorted((e for events in scan.events.values() for e in events if e.frames), key=lambda e: e.line)
@@ -199,19 +273,29 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
         phase = "evaluation"
     figures = dict(root.figures)
     if root.kind == "host_oom":  # the kernel's report of the same kill says how much it held
-        held = [e.figures["killed_rss_gib"] for e in scan.events["host_oom"] if "killed_rss_gib" in e.figures]
+        held = [e.figures["killed_rss_gib"] for e in scan.events.get("host_oom", ()) if "killed_rss_gib" in e.figures]
         if held:
             figures["killed_rss_gib"] = max(held)
     if root.step is not None:
         figures["step"] = root.step
     cause, why = _cause(root, figures, phase, settings, by_step)
     ranks = _ranks(scan, root)
-    if root.kind == "nccl_timeout" and len(ranks) > 1:
-        silent = sorted(set(range(scan.settings.world_size() or max(ranks) + 1)) - set(ranks))
-        if len(silent) == 1:
-            why += f"; rank {silent[0]} reported no timeout: the others were waiting on it"
+    if root.kind == "nccl_timeout":
+        why += _stalled(scan, ranks, figures)
     diagnosis.kind, diagnosis.phase, diagnosis.cause, diagnosis.why = root.kind, phase, cause, why
     diagnosis.figures, diagnosis.ranks = figures, ranks
     diagnosis.evidence = _evidence(scan, root)
     diagnosis.notes += _notes(scan, root, ranks)
+    if root.extra.get("platform"):
+        diagnosis.figures["platform"] = root.extra["platform"]
+    if root.kind == "host_oom" and any("slurmstepd" in e.text or "srun:" in e.text
+                                       for e in scan.events.get("host_oom", ())):
+        root.extra["slurm"] = True  # a cgroup limit of the job, not the node's RAM
+    version = _message_version(root) if root.kind == "cuda_oom" else None
+    if version:
+        diagnosis.figures["torch_message"] = version[0]
+        diagnosis.notes.append(version[1] + ".")
+    if root.extra.get("bogus_figures"):
+        diagnosis.notes.append("Some figures in the message are impossible (more memory in use than the GPU has: "
+                               "NVML under WSL or a container reports nonsense); they were left out.")
     return diagnosis, root

@@ -9,6 +9,7 @@ from __future__ import annotations
 from math import gcd
 
 from vramfit.divisors import divisors
+from vramfit.doctor import patterns as P
 from vramfit.doctor.classify import oom_numbers
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.scan import Event
@@ -29,8 +30,10 @@ def _fix(form: str, values: dict, why: str) -> dict:
 class Context:
     """What the fixes are built from: the diagnosis, its root event and the run's settings."""
 
-    def __init__(self, diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None):
+    def __init__(self, diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None,
+                 hint_text: str = ""):
         self.d, self.root, self.s = diagnosis, root, diagnosis.settings
+        self.hint_text = hint_text
         self.world, self.per_node = world_size, per_node
         f = diagnosis.figures
         if "requested_gib" in f and "free_gib" in f:  # the short form, for the why of each fix
@@ -47,6 +50,8 @@ class Context:
         """Lower per-device batch, raise accumulation to keep the global batch."""
         per_device = self.s.get("per_device_train_batch_size")
         accumulation = self.s.get("gradient_accumulation_steps", 1)
+        if per_device == 1:
+            return []
         if per_device is None:
             return [_fix("overrides", {"per_device_train_batch_size": 1},
                          f"{reason}; the log does not show the per-device batch: raise gradient_accumulation_steps "
@@ -96,26 +101,92 @@ class Context:
         return []
 
     def expandable(self, reason: str) -> list[dict]:
+        """The allocator setting that lets cached blocks serve the request, in the version the message is from:
+        expandable segments from torch 2.1; max_split_size_mb before (1.10-2.0); nothing in 1.0-1.3."""
+        raw = self.root.raw
+        variable = "PYTORCH_HIP_ALLOC_CONF" if self.root.extra.get("platform") == "rocm" else "PYTORCH_CUDA_ALLOC_CONF"
         if "expandable_segments:true" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")).lower():
             return []
-        return [_fix("env", EXPANDABLE, reason)]
+        if "max_split_size_mb" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")) and "reserved_total" in raw:
+            return []  # already set, and this version has nothing better
+        if "reserved_total" in raw:  # torch 1.4-2.0 wording: expandable segments did not exist yet
+            return [_fix("env", {variable: "max_split_size_mb:128"},
+                         reason + "; this PyTorch (1.x/2.0 message) predates expandable segments: blocks above "
+                         "128 MiB are then never split, which keeps large free blocks whole")]
+        if "reserved_unallocated" in raw and "cached" in self.root.text:  # torch 1.0-1.3: no allocator settings
+            return []
+        return [_fix("env", {variable: "expandable_segments:True"}, reason)]
+
+
+ADAPTER_LOAD = ("load_adapter", "load_peft_weights", "_load_best_model")
+LOGITS = ("cross_entropy", "log_softmax", "logsumexp", "_get_batch_logps", "get_batch_logps", "concatenated_forward",
+          "selective_log_softmax", "loss_function", "ForCausalLMLoss", "fixed_cross_entropy", "lm_head")
+VISION = ("vision", "visual", "siglip", "clip", "vit", "image_encoder", "patch_embed")
+
+
+def _evidence(c: Context) -> set[str]:
+    """What the frames say the failing allocation was: 'logits' (the loss over sequence x vocabulary),
+    'vision' (the image encoder's patches)."""
+    found = set()
+    for path, func in c.root.frames:
+        if func in LOGITS:
+            found.add("logits")
+        low = path.lower()
+        model_file = "/models/" in low or "modeling_" in low or "transformers_modules/" in low
+        if model_file and any(word in low.rsplit("/", 2)[-1] or word in low.rsplit("/", 2)[-2:][0] for word in VISION):
+            found.add("vision")
+        elif func == "_prepare_attention_mask" and "_vl" in low:
+            found.add("vision")
+    return found
+
+
+def _save(c: Context) -> list[dict]:
+    fixes = []
+    if c.s.get("zero_stage") == 3:
+        fixes.append(_fix("deepspeed", {"zero_optimization.stage3_gather_16bit_weights_on_model_save": False},
+                          f"{c.numbers} while saving under ZeRO-3: gathering full 16-bit weights for the save is the "
+                          "spike; save the ZeRO shards and consolidate offline with zero_to_fp32.py"))
+    fixes.append(_fix("overrides", {"save_only_model": True},
+                      f"{c.numbers} while saving: skips gathering and writing optimizer state at each save"))
+    fixes.append(_fix("overrides", {"save_strategy": "epoch"},
+                      f"{c.numbers} while saving: fewer saves, each still needs the same room"))
+    return fixes
 
 
 def _true_capacity(c: Context) -> list[dict]:
     phase, fixes = c.d.phase, []
+    if c.root.extra.get("vllm"):
+        return _vllm(c)
     if phase == "checkpoint_save":
-        fixes.append(_fix("deepspeed", {"zero_optimization.stage3_gather_16bit_weights_on_model_save": False},
-                          f"{c.numbers} while saving: gathering full 16-bit weights for the save is the spike; "
-                          "save the ZeRO shards and consolidate offline with zero_to_fp32.py"))
-        fixes.append(_fix("overrides", {"save_only_model": True},
-                          f"{c.numbers} while saving: skips gathering and writing optimizer state at each save"))
+        fixes += _save(c)
+    elif phase == "model_load" and any(func in ADAPTER_LOAD for _, func in c.root.frames):
+        if any(func == "_load_best_model" for _, func in c.root.frames):
+            fixes.append(_fix("overrides", {"load_best_model_at_end": False},
+                              f"{c.numbers} reloading the best adapter after training: PEFT's load_adapter "
+                              "materialises a second copy of the adapter weights on the GPU; load the best "
+                              "checkpoint afterwards instead"))
+        fixes += c.zero()
     elif phase in ("model_load", "optimizer_step"):  # weights and optimizer states, not activations
         fixes += c.zero()
     else:
-        fixes += c.activations()
+        seen = _evidence(c)
+        where = "inside the vision encoder" if "vision" in seen else ""
+        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", 1) <= 1:
+            seen.add("vision")  # a VLM run at one sample per GPU: image tokens are what is left to cut
+            where = where or f"in a VLM run at one sample per GPU with max_pixels={c.s['max_pixels']}"
+        if "vision" in seen:
+            pixels = min(c.s.get("max_pixels") or PLAIN_PIXELS * 2, PLAIN_PIXELS * 2) // 2
+            fixes.append(_fix("overrides", {"data.max_pixels": pixels},
+                              f"{c.numbers} {where}: the vision encoder's activations (and an eager attention "
+                              f"mask) grow with the patches per image, quadratically for attention; "
+                              f"max_pixels={pixels} caps an image at {pixels // 784} tokens"))
+        if "logits" in seen:
+            fixes += c.activations()[:1] if c.off("use_liger_kernel") else []
         fixes += c.batch_splits(c.numbers)
+        fixes += [fix for fix in c.activations() if fix not in fixes and "gradient_checkpointing" in fix["overrides"]]
         if c.s.get("num_generations") and c.s.get("max_completion_length"):
             fixes.append(_completion(c))
+        fixes += [fix for fix in c.activations() if fix not in fixes]
         fixes += c.zero()
     spare = c.d.figures.get("reserved_unallocated_gib", 0)
     if spare >= 0.25:
@@ -129,7 +200,7 @@ def _fragmentation(c: Context) -> list[dict]:
     fixes = c.expandable(f"{gib(f['reserved_unallocated_gib'])} reserved but unallocated vs a "
                          f"{gib(f.get('requested_gib', 0))} request: expandable segments let the allocator grow "
                          "a segment instead of needing one free block (no speed cost)")
-    return fixes + c.activations() + c.batch_splits(c.numbers)
+    return fixes + c.batch_splits(c.numbers) + c.activations()
 
 
 def _evaluation_spike(c: Context) -> list[dict]:
@@ -167,6 +238,8 @@ def _completion(c: Context) -> dict:
 
 
 def _generation_rollout(c: Context) -> list[dict]:
+    if c.root.extra.get("vllm"):
+        return _vllm(c)
     s = c.s
     generations = s.get("num_generations")
     per_device, accumulation = s.get("per_device_train_batch_size"), s.get("gradient_accumulation_steps", 1)
@@ -196,36 +269,106 @@ def _generation_rollout(c: Context) -> list[dict]:
 
 
 def _host_ram(c: Context) -> list[dict]:
-    s, fixes = c.s, []
-    if c.d.phase == "checkpoint_save":
+    """Host-RAM knobs in the order the log points at: what was running when the kill came first."""
+    s, fixes, phase = c.s, [], c.d.phase
+    ranks = f"{c.per_node} ranks per node" if c.per_node and c.per_node > 1 else "every rank"
+    optimizer_init = phase == "model_load" and bool(P.OPTIMIZER_INIT.search(c.hint_text))
+    if phase == "checkpoint_save":
         fixes.append(_fix("overrides", {"save_only_model": True},
                           "killed while saving: gathering optimizer state (12 bytes per parameter) into host RAM "
                           "for the checkpoint is the spike; save the model only"))
+    elif phase == "model_load" and not optimizer_init:
+        fixes.append(_fix("overrides", {"low_cpu_mem_usage": True},
+                          f"killed while loading the checkpoint: with {ranks} each materialising the whole model in "
+                          "host RAM, load shard by shard onto the meta device (from_pretrained(low_cpu_mem_usage=True))"))
+        if s.get("zero_stage") != 3:
+            fixes.append(_fix("overrides", {"deepspeed": ZERO3},
+                              "ZeRO-3's zero.Init (the DeepSpeed config given to TrainingArguments before "
+                              "from_pretrained) has each rank materialise only its 1/N shard of the weights"))
     workers = s.get("dataloader_num_workers")
-    if c.root.extra.get("dataloader") or ((workers or 0) > 2 and c.d.phase != "model_load"):
-        fixes.append(_fix("overrides", {"dataloader_num_workers": 0 if c.root.extra.get("dataloader") else 2},
-                          f"dataloader_num_workers={workers if workers is not None else 'unknown'}: each worker "
-                          "is a forked copy of the rank's Python heap"))
+    if workers != 0 and (c.root.extra.get("dataloader") or (workers or 0) > 0
+                         or (phase == "unknown" and not s.get("uses_deepspeed"))):
+        new = 0 if c.root.extra.get("dataloader") or not workers else max(0, workers // 2)
+        fixes.append(_fix("overrides", {"dataloader_num_workers": new},
+                          f"dataloader_num_workers={workers if workers is not None else 'unknown'}: each worker is "
+                          "a forked copy of the rank's Python heap (its dataset included), per rank"))
+    if phase in ("unknown", "forward", "backward", "evaluation") and s.get("dataloader_pin_memory") is not False:
+        fixes.append(_fix("overrides", {"dataloader_pin_memory": False},
+                          f"'{c.root.text[:60]}': pinned batches are page-locked host RAM the kernel cannot reclaim, "
+                          "one set per worker and rank"))
     offload = [w for w in ("param", "optimizer") if s.get(f"offload_{w}") in ("cpu", "nvme")]
     known = "offload_param" in s or "offload_optimizer" in s
-    if not known and not s.get("uses_deepspeed"):
-        return fixes
-    pinned = [w for w in (offload if known else ["param", "optimizer"]) if s.get(f"offload_{w}_pin_memory", True)]
-    ranks = f"{c.per_node} ranks per node" if c.per_node and c.per_node > 1 else "every rank"
-    if pinned:
+    if s.get("uses_deepspeed") or known:
+        pinned = [w for w in (offload if known else ["param", "optimizer"]) if s.get(f"offload_{w}_pin_memory", True)]
         shown = "" if known else " (the log does not show the DeepSpeed config; if it offloads)"
-        fixes.append(_fix("deepspeed", {f"zero_optimization.offload_{w}.pin_memory": False for w in pinned},
-                          f"rank killed for host RAM{shown}: pinned {' and '.join(pinned)} offload buffers on "
-                          f"{ranks} cannot be paged out; unpinned, copies are slower but the kernel can page them"))
-    if "param" in offload or not known:
-        fixes.append(_fix("overrides", {"deepspeed": ZERO3_OFFLOAD_OPTIMIZER},
-                          f"parameter offload keeps weights in host RAM for {ranks}; keep parameters on the GPU "
-                          "and offload only the optimizer"))
-    if "optimizer" in offload:
+        if pinned:
+            fixes.append(_fix("deepspeed", {f"zero_optimization.offload_{w}.pin_memory": False for w in pinned},
+                              f"rank killed for host RAM{shown}: pinned {' and '.join(pinned)} offload buffers on "
+                              f"{ranks} cannot be paged out; unpinned, copies are slower but the kernel can page them"))
+        if offload or not known:
+            which = offload or ["optimizer"]
+            fixes.append(_fix("deepspeed", {f"zero_optimization.offload_{w}.device": "nvme" for w in which},
+                              f"offloaded {' and '.join(which)} states live in host RAM on {ranks} (the fp32 "
+                              "optimizer states alone are 12 bytes per parameter); NVMe offload moves them to "
+                              "disk (set nvme_path)"))
+        if "param" in offload:
+            fixes.append(_fix("overrides", {"deepspeed": ZERO3_OFFLOAD_OPTIMIZER},
+                              f"parameter offload keeps weights in host RAM for {ranks}; keep parameters on the GPU "
+                              "and offload only the optimizer"))
+    if c.per_node and c.per_node > 1:
+        fixes.append(_fix("launch", {"--nproc_per_node": c.per_node // 2},
+                          f"{ranks} share one host's RAM: half as many ranks per node (more nodes) halves what "
+                          "loading and offload hold there"))
+    if c.root.extra.get("slurm") or "slurmstepd" in c.root.text:
+        fixes.insert(0, _fix("launch", {"--mem": "0"},
+                             "Slurm's oom-kill: the job's cgroup limit killed it, not the node's RAM; ask Slurm for "
+                             "the node's whole memory (sbatch --mem=0) or what the run needs"))
+    if phase == "model_load" and optimizer_init and not fixes:
         fixes.append(_fix("overrides", {"deepspeed": ZERO3},
-                          f"no offload at all: host RAM then holds only the checkpoint while loading ({ranks}); "
-                          "needs GPU room for the sharded optimizer states"))
+                          "killed while building optimizer states: sharding them over more ranks lowers each share"))
+    if not fixes:
+        fixes.append(_fix("overrides", {"dataloader_num_workers": 0},
+                          "killed for host RAM: DataLoader workers are the usual extra copies of a rank's heap"))
+    said = f"'{c.root.text[:70]}'"
+    for fix in fixes:  # every why quotes what it read
+        if not any(ch.isdigit() for ch in fix["why"]) and "'" not in fix["why"]:
+            fix["why"] = f"{said}: {fix['why']}"
     return fixes
+
+
+def _shared_memory(c: Context) -> list[dict]:
+    workers = c.s.get("dataloader_num_workers")
+    fewer = [] if workers == 0 else [
+        _fix("overrides", {"dataloader_num_workers": max(0, (workers or 2) // 2)},
+             f"dataloader_num_workers={workers if workers is not None else 'unknown'}: fewer workers hold fewer "
+             "batches in shared memory at once (0 uses none, slower input)")]
+    return [
+        _fix("launch", {"--shm-size": "16g"},
+             f"'{c.root.text[:70]}': /dev/shm (docker's default is 64 MB) is too small for the batches DataLoader "
+             "workers pass to the rank; give the container more (docker run --shm-size=16g, or --ipc=host; "
+             "Kubernetes: an emptyDir with medium: Memory at /dev/shm)"),
+        *fewer,
+        _fix("env", {"NCCL_SHM_DISABLE": "1"},
+             f"'{c.root.text[:60]}': when it is NCCL's segment that fails, NCCL can use P2P/sockets instead of "
+             "/dev/shm (slower between GPUs without NVLink)"),
+    ]
+
+
+def _vllm(c: Context) -> list[dict]:
+    current = c.s.get("vllm_gpu_memory_utilization")
+    target = round(min(0.95, (current or 0.7) + 0.2), 2)
+    return [
+        _fix("overrides", {"vllm_gpu_memory_utilization": target},
+             f"'{c.root.text[:70]}': vLLM keeps gpu_memory_utilization x GPU for weights + KV cache; after the "
+             f"weights nothing was left. {target} gives the cache room (when training shares the GPU, the trainer "
+             "gets less)"),
+        _fix("overrides", {"vllm_max_model_len": 4096},
+             "a shorter max_model_len needs fewer KV blocks to serve one sequence"),
+    ]
+
+
+def _not_memory(c: Context) -> list[dict]:
+    return []
 
 
 def _collective_mismatch(c: Context) -> list[dict]:
@@ -362,6 +505,8 @@ BY_CAUSE = {
     "generation_rollout": _generation_rollout,
     "host_ram": _host_ram,
     "communication": _communication,
+    "shared_memory": _shared_memory,
+    "not_memory": _not_memory,
 }
 BY_KIND = {
     "batch_mismatch": _batch_mismatch,
@@ -372,8 +517,9 @@ BY_KIND = {
 }
 
 
-def fixes_for(diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None) -> list[dict]:
-    context = Context(diagnosis, root, world_size, per_node)
+def fixes_for(diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None,
+              hint_text: str = "") -> list[dict]:
+    context = Context(diagnosis, root, world_size, per_node, hint_text)
     build = BY_KIND.get(diagnosis.kind) or BY_CAUSE[diagnosis.cause]
     return build(context)
 

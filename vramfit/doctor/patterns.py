@@ -21,6 +21,9 @@ ANCHOR = re.compile(
     rb"|pin_memory|\"device\"|\"stage\"|zero_stage|world_size|nproc|NPROC|num_gpus|num_processes|nnodes"
     rb"|max_pixels|num_workers|ddp_timeout|PYTORCH_CUDA_ALLOC_CONF|ZeRO|DeepSpeed|deepspeed"
     rb"|collective mismatch|doesn't match expected size|mismatch between collectives"
+    rb"|Tried to allocate|exp_avg|log_softmax|cross_entropy|shared memory|/dev/shm|No available memory|KV cache"
+    rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
+    rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -32,10 +35,35 @@ HOST_PREFIX = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]*\d[a-z0-9-]*
 RANK_PREFIX = re.compile(r"^\[([A-Za-z_]+?)(\d+)\]:\s?")
 LABEL_PREFIX = re.compile(r"^(\d{1,5}): ")
 
-# Python and rich tracebacks.
+# What launchers, loggers and log viewers put before a message, none of it naming a stream: a viewer's line
+# number "[80746] ", docker compose "vllm-1  | ", ray "(pid=12) ", glog "E0629 00:06:24.298000 1402 api.py:826] ",
+# python logging "[2023-04-07 13:08:55,468] [INFO] [launch.py:318:sigkill_handler] ", vLLM "ERROR 11-18 18:07:28
+# engine.py:366] ".
+NOISE_PREFIX = re.compile(
+    r"^(?:\[\d+\]\s+|[\w.-]+-\d+\s+\|\s+|\([\w.-]+ pid=\d+\)\s+"
+    r"|\[?[EWIFD]\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]{0,200}\]\s?"
+    r"|\[?\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d[,.\d]*\]?\s+(?:\[?[A-Z]+\]?\s+)?(?:\[[\w.:<>-]+\]\s+)?"
+    r"|(?:ERROR|INFO|WARNING|DEBUG)\s+\d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\]\s+)"
+)
+
+# Python, IPython / Jupyter, rich and TorchScript ("At:") tracebacks.
 TRACEBACK = "Traceback (most recent call last)"
-FRAME = re.compile(r'File "([^"]+)", line \d+, in (\S+)|([^\s│|]+\.py):\d+ in (\w+)')
-EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+FRAMES = (
+    re.compile(r'File "([^"]+)", line \d+, in (\S+)'),  # python
+    re.compile(r"([^\s│|]+\.py):\d+ in (\w+)"),  # rich
+    re.compile(r"^\s*File (\S+?\.py):\d+,? in (?:[\w.<>]+\.)?(\w+)\("),  # IPython: File path:12, in Class.func(
+    re.compile(r"^\s*(\S+\.py)\(\d+\): (\w+)"),  # TorchScript "At:" blocks
+    re.compile(r"^\s*()line \d+, in (\w+)\s*$"),  # a frame cut at the start of a paste
+)
+PARTIAL_FRAME = re.compile(r'File "[^"]*$|File "[^"]+",?\s*$')  # a frame wrapped onto the next line
+IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceback \(most recent call last\)")
+EXCEPTION_LINE = re.compile(r"^\s*(?:\*\*\* )?(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+EXCEPTION = re.compile(r"^\s*(?:\*\*\* )?((?:[\w.]+\.)?(\w*(?:Error|Exception)))\b:?\s*(.*)")
+# Exceptions that only report another process's failure; the failure itself is elsewhere in the log.
+WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
+            "SystemExit", "DistBackendError", "RendezvousError"}
+# Source lines under a frame that say what the frame computed when the frame itself is missing.
+SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?)\b")
 
 # tqdm: "desc:  12%|███▏      | 50/400 [10:23<1:12:00, 12.34s/it]"
 BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[[^\]]*\]?")
@@ -44,16 +72,23 @@ BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P
 OOM = re.compile(
     r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|OutOfMemoryError"
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
-    r"|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
+    r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
+    r"|XPU out of memory"
+    r"|larger than the available KV cache memory"
 )
+VLLM_KV = re.compile(r"No available memory for the cache blocks|available KV cache memory")
 OOM_FIGURES = {
     "requested": [re.compile(r"Tried to allocate " + SIZE)],
     "gpu": [re.compile(r"\bGPU (\d+)")],
     "total": [re.compile(SIZE + r" total capacity"), re.compile(r"total capac\w* of " + SIZE)],
     "free": [re.compile(r"of which " + SIZE + r" is free"), re.compile(SIZE + r" free")],
     "allocated": [re.compile(SIZE + r" already allocated"), re.compile(SIZE + r" is allocated by PyTorch")],
-    "reserved_total": [re.compile(SIZE + r" (?:reserved in total by PyTorch|cached)")],
-    "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated")],
+    # torch 1.4-2.0: reserved in total, allocated included
+    "reserved_total": [re.compile(SIZE + r" reserved in total by PyTorch")],
+    # torch 1.0-1.3 "cached" is the cache minus what is allocated (amount_cached - amount_allocated), and
+    # torch 2.1+ says so in words: both are reserved-but-unallocated already
+    "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated"), re.compile(SIZE + r" cached\)")],
     "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"),
                re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
 }
@@ -63,16 +98,27 @@ PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.
 HOST_KILL = re.compile(
     r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|exits with return code = -9"
     r"|Signals\.SIGKILL|got signal: 9\b|Killed process \d+|oom-kill:|oom_reaper|invoked oom-killer"
-    r"|oom_kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
+    r"|oom[_-]kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
     r"|task \d+: Out Of Memory"
 )
-DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal")
+DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal: (?!Bus error)")
+# /dev/shm too small: DataLoader workers pass batches through it, NCCL its intra-node buffers.
+SHM = re.compile(
+    r"is killed by signal: Bus error|insufficient shared memory|out of shared memory|failed to extend /dev/shm"
+    r"|/dev/shm\S* \(?No space left on device|No space left on device.{0,80}/dev/shm"
+    r"|Error while creating shared memory segment|unable to (?:write to|open) (?:file|shared memory)\s*<?/?torch_"
+    r"|posix_fallocate failed\W+No space left on device"  # NCCL < 2.12's include/shm.h
+    # a rank dead of SIGBUS (7): a shared-memory page that could not be backed
+    r"|exitcode\s*:\s*-7\b|failed \(exitcode: -7\)|Signal 7 \(SIGBUS\)|return code = -7\b|Signals\.SIGBUS"
+)
+# A launcher tearing ranks down after one exited; with no Python error anywhere, that rank was killed.
+SILENT_KILL = re.compile(r"Killing subprocess (\d+)|Sending process (\d+) closing signal SIGTERM")
 # Who reported the kill, in the words of the report.
 KILL_SOURCES = [
     (re.compile(r"exits with return code = -9"), "DeepSpeed's launcher reports a rank exited with return code -9"),
     (re.compile(r"exitcode\s*:\s*-9|Signal 9 \(SIGKILL\)"), "torchrun reports a rank exited with -9 (SIGKILL)"),
     (re.compile(r"Killed process|oom-kill|oom_reaper|oom-killer"), "the kernel's OOM killer killed the process"),
-    (re.compile(r"oom_kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
+    (re.compile(r"oom[_-]kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
     (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
     (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
     (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),
@@ -139,6 +185,11 @@ HINTS = [
     (re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*"), "training"),
     (re.compile(r"Saving (?:the )?model|Saving checkpoint|save_checkpoint"), "checkpoint_save"),
     (re.compile(r"Loading checkpoint shards|Loading model|DeepSpeedZeroOptimizer|Creating ZeRO|ZeRO Offload"
-                r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"), "model_load"),
+                r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
+                r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
+                r"|partition count \[\d+\] and sizes"), "model_load"),
 ]
+# Within model loading: building optimizer states (host RAM for offloaded states) rather than reading weights.
+OPTIMIZER_INIT = re.compile(r"optimizer states|fp16 partitions|DeepSpeedZeroOptimizer|Creating ZeRO|cpu_adam|CPUAdam"
+                            r"|partition count")
 STEP = re.compile(r"global_step/max_steps'?:\s*'?(\d+)/(\d+)")

@@ -9,6 +9,8 @@ from vramfit.doctor.units import gib
 VERDICT = {
     "cuda_oom": "CUDA out of memory",
     "host_oom": "host RAM ran out: a rank was killed",
+    "shm_exhausted": "shared memory (/dev/shm) ran out",
+    "other_error": "the run failed, and not for memory",
     "nccl_timeout": "NCCL collective timed out or aborted",
     "collective_mismatch": "the ranks ran different collectives",
     "batch_mismatch": "DeepSpeed batch sizes do not multiply out",
@@ -19,6 +21,8 @@ VERDICT = {
 WHAT = {  # (label, what)
     "cuda_oom": ("What ran out", "GPU memory"),
     "host_oom": ("What ran out", "host RAM (the kernel killed a rank; no Python error is printed for that)"),
+    "shm_exhausted": ("What ran out", "/dev/shm, the shared memory DataLoader workers and NCCL use (not GPU memory)"),
+    "other_error": ("What failed", "a Python exception that is not about memory"),
     "nccl_timeout": ("What failed", "a collective operation between ranks"),
     "collective_mismatch": ("What failed", "collectives between ranks: their order or sizes differ"),
     "batch_mismatch": ("What failed", "DeepSpeed's batch check, before training"),
@@ -34,11 +38,15 @@ CAUSE = {
     "host_ram": "host RAM",
     "configuration_error": "configuration error",
     "communication": "communication",
+    "shared_memory": "shared memory",
+    "not_memory": "not memory",
 }
 LOOKED_FOR = [
     "CUDA out of memory in every PyTorch format, CUDA error: out of memory, CUBLAS_STATUS_ALLOC_FAILED",
     "host RAM kills: exitcode -9 / Signal 9 (SIGKILL), 'Killed', DeepSpeed 'return code = -9', kernel and "
     "Slurm OOM-killer lines",
+    "/dev/shm exhaustion: DataLoader bus errors, NCCL 'failed to extend /dev/shm'",
+    "Python exceptions that are not about memory (reported as such)",
     "NCCL watchdog timeouts and aborted communicators",
     "collective mismatches between ranks (gloo's size check, TORCH_DISTRIBUTED_DEBUG=DETAIL reports)",
     "DeepSpeed's train_batch_size assertion and the DeepSpeed-vs-TrainingArguments mismatch error",
@@ -47,7 +55,7 @@ LOOKED_FOR = [
 ]
 
 
-FORMS = {"overrides": "", "env": "export ", "deepspeed": "in the DeepSpeed JSON set "}
+FORMS = {"overrides": "", "env": "export ", "deepspeed": "in the DeepSpeed JSON set ", "launch": "launch with "}
 
 
 def _value(v) -> str:
@@ -62,6 +70,10 @@ def edit(fix: dict) -> str:
     return FORMS[form] + " ".join(f"{k}={_value(v)}" for k, v in fix[form].items())
 
 
+def _other(d: Diagnosis) -> str:
+    return d.evidence[0]["text"][:160] if d.evidence else d.why[:160]
+
+
 def _facts(d: Diagnosis) -> str:
     f = d.figures
     if d.kind == "cuda_oom":
@@ -71,6 +83,8 @@ def _facts(d: Diagnosis) -> str:
         if "reserved_unallocated_gib" in f:
             parts.append(f"{gib(f['reserved_unallocated_gib'])} reserved but unallocated")
         return "; ".join(parts)
+    if d.kind in ("other_error", "shm_exhausted"):
+        return _other(d)
     if d.kind == "host_oom":
         held = f", the killed process held {gib(f['killed_rss_gib'])}" if "killed_rss_gib" in f else ""
         return f"SIGKILL{held}"
@@ -103,8 +117,16 @@ def render(d: Diagnosis) -> str:
     if d.kind == "unknown":
         return _nothing(d)
     first = next((fix for fix in d.fixes if fix.get("apply_first")), d.fixes[0] if d.fixes else None)
-    verdict = f"{d.source}: {VERDICT[d.kind]} in {_where(d)} ({_facts(d)})."
-    verdict += f" Fix: {edit(first)}." if first else " No setting fixes this; see the cause."
+    said = VERDICT[d.kind]
+    if d.kind == "cuda_oom" and d.figures.get("platform") == "rocm":
+        said = "HIP (AMD GPU) out of memory"
+    verdict = f"{d.source}: {said} in {_where(d)} ({_facts(d)})."
+    if first:
+        verdict += f" Fix: {edit(first)}."
+    elif d.kind == "other_error":
+        verdict += " No memory setting fixes this: fix the error the traceback names."
+    else:
+        verdict += " No setting fixes this; see the cause."
     label, what = WHAT[d.kind]
     if d.cause == "host_ram" and d.kind == "cuda_oom":
         what = "host RAM (pinned memory; reported as a CUDA error)"

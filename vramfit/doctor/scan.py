@@ -44,7 +44,7 @@ class Event:
 
 
 class Stream:
-    __slots__ = ("frames", "closed", "failure_rank", "root_next", "mismatch")
+    __slots__ = ("frames", "closed", "failure_rank", "root_next", "mismatch", "partial", "ipython", "wrapped")
 
     def __init__(self):
         self.frames: deque = deque(maxlen=MAX_FRAMES)
@@ -52,6 +52,14 @@ class Stream:
         self.failure_rank: int | None = None  # in a ChildFailedError block
         self.root_next = False
         self.mismatch: Event | None = None  # collecting "- ds ... vs hf ..." lines
+        self.partial: str | None = None  # a 'File "...' frame wrapped onto the next line
+        self.ipython: tuple | None = None  # (exception, line, rank) of an IPython header awaiting its message
+        self.wrapped: list | None = None  # [event, text so far, lines left]: an OOM message wrapped over lines
+
+
+WRAP_LINES = 6  # lines an OOM message may be wrapped over
+COMPLETE = ("reserved in total by PyTorch)", "cached)", "but unallocated", "PYTORCH_CUDA_ALLOC_CONF",
+            "PYTORCH_HIP_ALLOC_CONF", "environment-variables")
 
 
 class Scan:
@@ -70,7 +78,16 @@ class Scan:
         self._train_bar: tuple[int, bytes] | None = None
         self._bars = {"evaluation": 0, "model_load": 0, "generation": 0}  # line of the last such bar
         self._hint = (0, "unknown")
+        self._hint_text = ""
         self._quiet: set[bytes] = set()
+        self._watch = 0  # lines to read whatever they say: the rest of a wrapped message or frame
+        self._pending: tuple | None = None  # (stream key,) whose wrapped message or frame the next line continues
+        self.exceptions: list[Event] = []  # Python exceptions that are no known failure (first few)
+        self.silent_kills: list[Event] = []  # a launcher tearing down ranks that printed no error
+        self.tracebacks = 0
+        self.max_rank: int | None = None
+        self.dangling: tuple = ()  # frames of a traceback the paste ends inside
+        self.torn_down: set[str] = set()  # pids the launcher tore down after a rank failed
 
     # --- the per-line hot path ---
 
@@ -86,6 +103,10 @@ class Scan:
     def _plain(self, segment: bytes) -> None:
         """Look closer at lines with an anchor; remember the shapes of lines that turned out to say nothing
         (a warning repeated every step costs one lookup after its first time)."""
+        if self._watch:
+            self._watch -= 1
+            self._line(segment)
+            return
         shape = segment.translate(None, DIGITS)
         if shape in self._quiet:
             return
@@ -142,21 +163,33 @@ class Scan:
 
     def _line(self, raw: bytes) -> bool:
         """Read one anchored line; False when it turned out to say nothing."""
-        key, rank, text = split_prefix(clean(raw))
+        key, rank, text, with_noise = split_prefix(clean(raw))
         stream = self._stream(key)
-        if P.TRACEBACK in text:
-            stream.frames.clear()
-            stream.closed = False
+        if rank is not None and (self.max_rank is None or rank > self.max_rank):
+            self.max_rank = rank
+        pending, self._pending = self._pending, None
+        if pending is not None and key in ("", pending[0]):  # wrapped lines lose the launcher's prefix
+            owner = self._streams.get(pending[0], stream)
+            if owner.wrapped is not None and self._unwrap(owner, text, key):
+                return True
+            if owner.partial is not None:
+                joined, owner.partial = owner.partial + text.strip(), None
+                if self._frame(joined, owner):
+                    return True
+            owner.wrapped = owner.partial = None
+        header = P.IPYTHON_HEADER.match(text)
+        if header:  # IPython prints the exception's name first, its message after the frames
+            self._open(stream)
+            stream.ipython = (header.group(1), self.lines, rank)
             return True
-        frame = P.FRAME.search(text)
-        if frame:
-            if stream.closed:
-                stream.frames.clear()
-                stream.closed = False
-            path, func = frame.group(1) or frame.group(3), frame.group(2) or frame.group(4)
-            stream.frames.append((path, func))
-            if "utils/checkpoint" in path or "stage3" in path:
-                self.checkpointing_context = True
+        if P.TRACEBACK in text:
+            self._open(stream)
+            return True
+        if self._frame(text, stream):
+            return True
+        if 'File "' in text and P.PARTIAL_FRAME.search(text):
+            stream.partial = text.strip()
+            self._pending, self._watch = (key,), 1
             return True
         if stream.mismatch is not None:
             item = P.HF_MISMATCH_ITEM.search(text)
@@ -166,26 +199,140 @@ class Scan:
                     items.append(item.groups())
                 return True
             stream.mismatch = None
-        if self._event(text, rank, stream):
+        if self._event(text, rank, stream, with_noise):
+            stream.ipython = None
             return True
-        if P.EXCEPTION_LINE.match(text):
-            stream.closed = True
+        exception = P.EXCEPTION.match(text) if P.EXCEPTION_LINE.match(text) else None
+        if exception:
+            self._exception(exception, text, rank, stream)
             return True
-        return self._context_line(text, key, stream)
+        hint = P.SOURCE_HINT.search(text) if "(" in text else None
+        if hint and not stream.closed and (stream.frames or "=" in text):
+            # a source line under a frame, or the code line a paste starts with: 'denom = (exp_avg_sq.sqrt() ...'
+            stream.frames.append(("<source>", hint.group(1)))
+        return self._context_line(with_noise, key, stream) or bool(hint)
 
-    def _event(self, text: str, rank: int | None, stream: Stream) -> bool:
+    def _open(self, stream: Stream) -> None:
+        stream.frames.clear()
+        stream.closed = False
+        stream.ipython = None
+        self.tracebacks += 1
+
+    def _frame(self, text: str, stream: Stream) -> bool:
+        for regex in P.FRAMES:
+            frame = regex.search(text)
+            if frame:
+                break
+        else:
+            return False
+        if stream.closed:
+            stream.frames.clear()
+            stream.closed = False
+        path, func = frame.group(1), frame.group(2)
+        stream.frames.append((path, func))
+        if "utils/checkpoint" in path or "stage3" in path:
+            self.checkpointing_context = True
+        self.settings.from_frame(path, func)
+        return True
+
+    def _exception(self, match, text: str, rank: int | None, stream: Stream) -> None:
+        """An exception line that is no failure the doctor knows: kept in case nothing else explains the crash."""
+        name = match.group(2)
+        if name.startswith("nccl"):  # NCCL's result code inside a DistBackendError's message, not a new exception
+            return
+        frames = tuple(stream.frames) if not stream.closed else ()
+        stream.closed = True
+        stream.ipython = None
+        if name in P.WRAPPERS or name.endswith("Warning") or len(self.exceptions) >= MAX_EVENTS:
+            return
+        event = Event("other_error", self.lines, text.strip(), rank, frames)
+        event.phase = phase_of(frames)
+        event.extra["exception"] = match.group(1)
+        self.exceptions.append(event)
+
+    def _unwrap(self, stream: Stream, text: str, key: str) -> bool:
+        """The next piece of an OOM message hard-wrapped over lines ('GPU  has a to' / 'tal capacity of ...')."""
+        event, so_far, left = stream.wrapped
+        piece = text.rstrip("\r")
+        stripped = piece.strip()
+        if (not stripped or left <= 0 or P.TRACEBACK in piece or P.FRAMES[0].search(piece)
+                or P.EXCEPTION_LINE.match(piece) or P.OOM.search(piece)):
+            stream.wrapped = None
+            return False
+        joint = so_far[-1:] + piece[:1]
+        glue = "" if (not joint.strip() or len(joint) < 2 or len(so_far) >= 60) else " "
+        so_far = so_far + glue + piece
+        self._oom_parse(event, so_far)
+        if any(word in so_far for word in COMPLETE):
+            stream.wrapped = None
+        else:
+            stream.wrapped = [event, so_far, left - 1]
+            self._pending, self._watch = (key or self._key_of(stream),), 1
+        return True
+
+    def _key_of(self, stream: Stream) -> str:
+        return next((k for k, v in self._streams.items() if v is stream), "")
+
+    def finish(self) -> None:
+        """After the last line: IPython headers whose message never came, a paste that ends inside a traceback."""
+        for stream in self._streams.values():
+            if stream.ipython is not None:
+                name, line, rank = stream.ipython
+                frames = tuple(stream.frames)
+                if "OutOfMemory" in name:
+                    event = Event("cuda_oom", line, name, rank, frames)
+                    event.phase = phase_of(frames)
+                    if event.phase == "unknown":
+                        event.phase = self._where()
+                    self.events.setdefault("cuda_oom", []).append(event)
+                elif name.split(".")[-1] not in P.WRAPPERS and len(self.exceptions) < MAX_EVENTS:
+                    event = Event("other_error", line, name, rank, frames)
+                    event.phase = phase_of(frames)
+                    event.extra["exception"] = name
+                    self.exceptions.append(event)
+            if stream.frames and not stream.closed:
+                self.dangling = tuple(stream.frames)
+        # ranks per node from the launcher's teardown: the ranks it stopped plus the one that failed
+        failed = {rank for rank, _ in self.failures}
+        if self.torn_down and "nproc_per_node" not in self.settings.values and len(failed) <= 1:
+            self.settings.values["nproc_per_node"] = len(self.torn_down) + max(1, len(failed))
+
+    def _event(self, text: str, rank: int | None, stream: Stream, with_noise: str = "") -> bool:
         """Record the failure this line reports, if any."""
-        if P.OOM.search(text):
+        oom = P.OOM.search(text)
+        if oom:
             event = self._add("cuda_oom", text, rank, stream)
-            for name, regexes in P.OOM_FIGURES.items():
-                for regex in regexes:
-                    match = regex.search(text)
-                    if match:
-                        event.raw[name] = match.group(1)
-                        break
-            self._oom_figures(event)
+            if "HIP" in text:
+                event.extra["platform"] = "rocm"
+            if P.VLLM_KV.search(text) or any("vllm" in path for path, _ in event.frames):
+                event.extra["vllm"] = True
+                if event.phase == "unknown" or P.VLLM_KV.search(text):
+                    event.phase = "generation"
+            self._oom_parse(event, text)
+            if "Tried to allocate" in text and not any(word in text for word in COMPLETE):
+                stream.wrapped = [event, text, WRAP_LINES]
+                self._pending, self._watch = (self._key_of(stream),), 1
+            return True
+        shm = P.SHM.search(text)
+        if shm:
+            self._add("shm_exhausted", text, rank, stream)
+            return True
+        silent = P.SILENT_KILL.search(with_noise or text)
+        if silent:
+            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
+                self.torn_down.add(silent.group(1) or silent.group(2))
+            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
+                self.settings.values.setdefault("uses_deepspeed", True)
+            if len(self.silent_kills) < MAX_EVENTS:
+                event = Event("host_oom", self.lines, text.strip(), rank)
+                event.phase = self._where()
+                event.extra["silent"] = True
+                self.silent_kills.append(event)
             return True
         if P.HOST_KILL.search(text) or P.DATALOADER_KILL.search(text):
+            hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
+            if hint:  # "Loading checkpoint shards: 57% 4/7 [...]ERROR:...failed (exitcode: -9)"
+                self._hint, self._hint_text = (self.lines, hint), text
             killed = P.KILLED_RANK.search(text)
             if stream.failure_rank is not None and text.lstrip().startswith(("exitcode", "traceback")):
                 rank = stream.failure_rank
@@ -205,7 +352,8 @@ class Scan:
         match = P.NCCL_TIMEOUT.search(text)
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
-            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream)
+            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream,
+                              close=bool(match))
             if match:
                 event.extra.update(op=match.group("op"), seq=int(match.group("seq")))
                 event.figures["timeout_ms"] = int(match.group("timeout"))
@@ -260,13 +408,33 @@ class Scan:
         self._add("checkpointing_error", text, rank, stream)
         return True
 
+    def _oom_parse(self, event: Event, text: str) -> None:
+        event.text = text.strip()
+        for name, regexes in P.OOM_FIGURES.items():
+            for regex in regexes:
+                match = regex.search(text)
+                if match:
+                    event.raw[name] = match.group(1)
+                    break
+        self._oom_figures(event)
+
     def _oom_figures(self, event: Event) -> None:
         raw, f = event.raw, event.figures
         for name in ("requested", "total", "free", "allocated", "reserved_unallocated", "in_use"):
             if name in raw:
                 f[f"{name}_gib"] = to_gib(raw[name])
-        if "reserved_total" in raw and "allocated" in raw:  # torch <= 2.0 prints reserved in total
-            f["reserved_unallocated_gib"] = round(to_gib(raw["reserved_total"]) - f["allocated_gib"], 6)
+        if "reserved_total" in raw and "allocated" in raw and "reserved_unallocated" not in raw:
+            # torch 1.4-2.0 print reserved in total, allocated included; 1.0-1.3's "cached" and 2.1+'s
+            # "reserved but unallocated" are already net of it and are never subtracted again
+            spare = round(to_gib(raw["reserved_total"]) - f["allocated_gib"], 6)
+            if spare >= 0:
+                f["reserved_unallocated_gib"] = spare
+        if "total_gib" in f:  # NVML's figures under WSL / some containers are nonsense (17179869184 GiB)
+            for name in ("in_use_gib", "allocated_gib", "free_gib"):
+                if f.get(name, 0) > 1.05 * f["total_gib"]:
+                    del f[name]
+                    raw.pop(name[:-4], None)
+                    event.extra["bogus_figures"] = True
         if "gpu" in raw:
             f["gpu"] = int(raw["gpu"])
 
@@ -303,7 +471,7 @@ class Scan:
             return True
         hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
         if hint:
-            self._hint = (self.lines, hint)
+            self._hint, self._hint_text = (self.lines, hint), text
         step = P.STEP.search(text)
         if step:
             self._train_bar = (self.lines, step.group(0).encode())
@@ -314,12 +482,15 @@ class Scan:
 
     # --- events ---
 
-    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True) -> Event:
-        """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS."""
+    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True,
+             close: bool = True) -> Event:
+        """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS. An event that
+        does not `close` the traceback leaves its frames to the next line (an NCCL error whose 'Last error'
+        lines say the CUDA failure underneath)."""
         event = Event(kind, self.lines, text.strip(), rank)
         if frames and not stream.closed:
             event.frames = tuple(stream.frames)
-        stream.closed = True
+        stream.closed = stream.closed or close
         event.phase = phase_of(event.frames)
         if event.phase == "unknown":
             event.phase = self._where()

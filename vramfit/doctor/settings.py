@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ddp_timeout": ("int", ("ddp_timeout",)),
     "max_pixels": ("int", ("max_pixels",)),
     "dataloader_num_workers": ("int", ("dataloader_num_workers",)),
+    "dataloader_pin_memory": ("bool", ("dataloader_pin_memory",)),
     "zero_stage": ("int", ("zero_stage", "zero_optimization_stage")),
 }
 _SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
@@ -48,6 +49,7 @@ JSON_DEVICE = re.compile(r"[\"']device[\"']\s*:\s*[\"'](\w+)")
 JSON_PIN = re.compile(r"[\"']pin_memory[\"']\s*:\s*(true|false)", re.IGNORECASE)
 JSON_STAGE = re.compile(r"[\"']stage[\"']\s*:\s*(\d)")
 REPR_STAGE = re.compile(r"zero_config\b.*?\bstage=(\d)|deepspeed\W+\S*zero(\d)")  # or a JSON named zero3*
+ZERO3_FILES = ("zero/stage3.py", "partition_parameters.py", "parameter_offload.py", "partitioned_param_coordinator")
 ALLOC_CONF = re.compile(r"PYTORCH_CUDA_ALLOC_CONF\s*[=:]\s*[\"']?([\w:,.]+)")
 
 
@@ -110,6 +112,24 @@ class Settings:
             del self._section[stream]
         else:
             self._section[stream] = (which, left - 1)
+
+    def from_frame(self, path: str, func: str) -> None:
+        """What a traceback's frames prove about the run: a frame inside ZeRO-3's files means ZeRO-3 is on,
+        whatever an earlier line said; one inside torch.utils.checkpoint means checkpointing is on."""
+        v = self.values
+        if "deepspeed" in path:
+            v.setdefault("uses_deepspeed", True)
+            if any(name in path for name in ZERO3_FILES):
+                v["zero_stage"] = 3
+            elif "stage_1_and_2" in path or "zero/stage2" in path or "zero/stage1" in path:
+                if v.get("zero_stage") == 3 or v.get("zero_stage") is None:
+                    v["zero_stage"] = 2
+            if "cpu_adam" in path:
+                v["offload_optimizer"] = v.get("offload_optimizer") if v.get("offload_optimizer") in ("cpu", "nvme") else "cpu"
+        if "torch/utils/checkpoint" in path or func in ("checkpoint", "_checkpoint_without_reentrant_generator"):
+            v["gradient_checkpointing"] = True
+        if "fully_sharded_data_parallel" in path or "/fsdp/" in path:
+            v.setdefault("fsdp", True)
 
     def per_node(self) -> int | None:
         """Ranks per node: what shares one host's RAM."""
