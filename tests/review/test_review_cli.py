@@ -124,8 +124,10 @@ def test_model_name_matching_and_model_config_flag(tmp_path):
                                       "--model_max_length 2048\n")
     assert review([str(local)], gpu="a100-80g").plan.setup.model_config.name == "qwen2.5-vl-3b-instruct.json"
     other = write(tmp_path, "other.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path my-org/secret-7b --model_max_length 2048\n")
-    result = review([str(other)], gpu="a100-80g")
-    assert result.exit_code == 2 and "--model-config model_configs/<file>.json" in result.findings[0].fix
+    result = review([str(other)], gpu="a100-80g")  # an unknown model: incomplete (exit 3), never "would fail"
+    [missing] = find(result, key="--model_name_or_path", text="memory not planned")
+    assert result.exit_code == 3 and result.plan is None and "--model-config" in missing.fix and missing.severity == "info"
+    assert not find(result, severity="error")
     assert review([str(other)], gpu="a100-80g", model_config="model_configs/llava-1.5-7b.json").plan.setup.model_config.name == "llava-1.5-7b.json"
 
 

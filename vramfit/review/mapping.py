@@ -19,11 +19,12 @@ from typing import Any
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
-from vramfit.review import shell
+from vramfit.review import shell, trainers
 from vramfit.review.findings import Finding
 from vramfit.review.sources import Setting, Source, launcher_options, locate
 
 MODEL_CONFIGS = PACKAGE_ROOT / "model_configs"
+STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no model, when the model's config is not found
 
 # Upstream script arguments (LLaVA / ShareGPT4V / TinyChart / MiniCPM-V / VLM-R1 / TRL ModelConfig /
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
@@ -55,6 +56,11 @@ NOT_MODELLED = {
     "reward_funcs", "min_pixels", "image_min_pixels", "template", "stage", "overwrite_cache", "preprocessing_num_workers",
     "max_samples", "plot_loss", "cache_dir", "mpt_attn_impl",
 }
+# TRL fields that set the training sequence length.
+TRL_LENGTHS = ("max_length", "max_seq_length")
+# GRPOConfig fields the planner reads from the recipe's training section.
+GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
+             "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer"}
 # The environment variables of the launch that change memory.
@@ -119,6 +125,8 @@ class Mapped:
     deepspeed_label: str = ""  # how findings name the DeepSpeed settings' file
     stated: dict[str, str] = field(default_factory=dict)  # hardware key -> the flag that stated it
     not_modelled: list[str] = field(default_factory=list)
+    model_missing: str = ""  # why the memory could not be planned (no config for the model); empty when it was
+    model_how: str = ""  # where the model's config came from
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
@@ -161,28 +169,6 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 
 # ------------------------------------------------------------------------------------------------ model
 
-def model_candidates() -> dict[str, Path]:
-    """Every model name a model_configs/ file stands for (from its `_model`), lowercased -> file."""
-    out: dict[str, Path] = {}
-    for path in sorted(MODEL_CONFIGS.glob("*.json")):
-        try:
-            described = str(json.loads(path.read_text()).get("_model", ""))
-        except (OSError, json.JSONDecodeError):
-            continue
-        for word in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described):
-            if re.search(r"\d", word) and len(word) >= 5:
-                out.setdefault(word.rsplit("/", 1)[-1].lower(), path)
-    return out
-
-
-def model_config_for(model_id: str) -> Path | None:
-    """The model_configs/ file for a model id or local path: same name, or that name plus a suffix."""
-    name = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
-    matches = [(len(c), p) for c, p in model_candidates().items()
-               if name == c or (name.startswith(c) and name[len(c)] in "-_.")]
-    return max(matches, key=lambda m: m[0])[1] if matches else None
-
-
 # ------------------------------------------------------------------------------------------------ build
 
 class _Builder:
@@ -202,8 +188,14 @@ class _Builder:
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
-        self.grpo = "grpo" in programs.lower() or "num_generations" in names
+        self.trainer = _trainer(sources, names)
+        self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
+        if self.grpo:
+            self.trainer = "grpo"
         self.parser = None
+        self.model_missing: str = ""
+        self.model_missing_origin: Origin | None = None
+        self.model_how = ""
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -229,19 +221,15 @@ class _Builder:
         if self.parser is None:
             from transformers import HfArgumentParser
 
-            from vramfit.checks.training_args import config_class
-
-            self.parser = HfArgumentParser(config_class("grpo" if self.grpo else None), allow_abbrev=False, exit_on_error=False)
+            self.parser = HfArgumentParser(trainers.config_class(self.trainer), allow_abbrev=False, exit_on_error=False)
         return self.parser
 
     @property
     def fields(self) -> list[str]:
-        from vramfit.checks.training_args import fields_for
-
-        return fields_for("grpo" if self.grpo else None)
+        return list(trainers.fields(self.trainer))
 
     def cls_name(self) -> str:
-        return "GRPOConfig" if self.grpo else "TrainingArguments"
+        return trainers.config_class(self.trainer).__name__
 
     # ---- values
     def typed(self, name: str, setting: Setting) -> tuple[bool, Any]:
@@ -289,8 +277,17 @@ class _Builder:
     # ---- one setting
     def training(self, name: str, setting: Setting) -> None:
         ok, value = self.typed(name, setting)
-        if ok:
-            self.set(f"training.{name}", value, setting)
+        if not ok:
+            return
+        if name == "max_steps" and value == -1:
+            return  # the Hugging Face default: train for num_train_epochs
+        if self.trainer and name in trainers.trl_only(self.trainer) and not (self.grpo and name in GRPO_KEEP):
+            if name in TRL_LENGTHS and isinstance(value, int) and not self.grpo:
+                self.set("data.max_length", value, setting)
+            else:
+                self.not_modelled.append(setting.key)
+            return
+        self.set(f"training.{name}", value, setting)
 
     def read(self, setting: Setting, axolotl: bool) -> None:
         name = setting.key.lstrip("-").replace("-", "_")
@@ -408,6 +405,7 @@ class _Builder:
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
         self._liger()
+        self._trl_defaults()
         self._model(model_config)
         self._method()
         self._data()
@@ -415,10 +413,39 @@ class _Builder:
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
             self.recipe["env"] = env
-        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled)
+        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled,
+                        model_missing=self.model_missing, model_how=self.model_how)
+        if self.model_missing:
+            o = self.model_missing_origin
+            mapped.findings.append(Finding("info", o.file, o.key, self.model_missing, "pass --model-config path/to/config.json (the model's "
+                                           "config.json from its Hugging Face page), or run where the Hub can be reached.", "planner", o.line))
         self._deepspeed(mapped)
         self._launcher(mapped)
         return mapped
+
+    def _trl_defaults(self) -> None:
+        """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
+        bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
+        scripts pin TRL versions whose defaults differ."""
+        if not self.trainer or self.grpo or trainers.config_class(self.trainer).__module__.startswith("transformers"):
+            return
+        cls = self.cls_name()
+        where = Setting(f"({cls} default)", None, self.settings.label, self.settings.launch_line)
+        t = self.recipe["training"]
+        for name, value in trainers.changed_defaults(self.trainer).items():
+            if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
+                continue
+            if name not in t:
+                self.set(f"training.{name}", value, where)
+        if "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
+            self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
+        if self.trainer in ("dpo", "kto", "orpo", "cpo", "reward", "gkd", "online_dpo", "rloo"):
+            what = {"dpo": "a frozen reference model and chosen + rejected sequences", "kto": "a frozen reference model",
+                    "gkd": "the teacher model and on-policy generation", "online_dpo": "generation and a reward model",
+                    "rloo": "generation"}.get(self.trainer, "chosen + rejected sequences" if self.trainer != "reward" else "the score head")
+            origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+            self.findings.append(Finding("info", origin.file, origin.key, f"{cls}: reviewed with the {cls} defaults and planned as "
+                                         f"supervised training of the policy; {what} not planned yet", line=origin.line))
 
     def _liger(self) -> None:
         axolotl = next((s for s in self.sources if s.kind == "axolotl"), None)
@@ -433,41 +460,47 @@ class _Builder:
             self.set("training.use_liger_kernel", True, flce)
 
     def _model(self, model_config: str | None) -> None:
+        """The model's config: --model-config, else found the way the libraries find it (vramfit.models);
+        none found: a stand-in config for the checks that need no model, and the review says it is incomplete."""
+        from vramfit import models
+
         problems = Problems()
         model_id = self.get("model.id")
-        first = self.primary.label
         if model_config:
             path = Path(model_config)
-            if not path.is_file() and (MODEL_CONFIGS / path.name).is_file():
-                path = MODEL_CONFIGS / path.name
+            if not path.is_file():
+                named = [p for p in models.table_files() if p.name == path.name]
+                path = named[0] if named else path
             if not path.is_file():
                 problems.add(model_config, "--model-config", "no such file",
-                             f"pass one of: {', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in sorted(MODEL_CONFIGS.glob('*.json')))}.")
+                             "pass a config.json (a Hugging Face model folder's), or one of vramfit's: "
+                             f"{', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in models.table_files())}.")
                 raise ConfigError(problems)
-        elif model_id is None:
-            problems.add(first, "", "names no model (--model_name_or_path, base_model)",
-                         "pass the model's config with --model-config model_configs/<file>.json.")
-            raise ConfigError(problems)
+            how = "--model-config"
         else:
-            path = model_config_for(str(model_id))
+            resolved = models.resolve(None if model_id is None else str(model_id), self.primary.path.parent)
+            path, how = resolved.path, resolved.how
             if path is None:
-                origin = self.origins["model.id"]
-                names = sorted(model_candidates())
-                problems.add(origin.file, origin.key, f"no model config under model_configs/ stands for '{model_id}'."
-                             f"{did_you_mean(str(model_id).rsplit('/', 1)[-1].lower(), names)}",
-                             f"pass --model-config model_configs/<file>.json for a model of the same shape (files: "
-                             f"{', '.join(p.name for p in sorted(MODEL_CONFIGS.glob('*.json')))}).")
-                raise ConfigError(problems)
+                origin = self.origins.get("model.id")
+                named = f"'{model_id}'" if model_id is not None else "no model (--model_name_or_path, base_model, model)"
+                self.model_missing = (f"memory not planned: no config.json found for {named} (looked in {', '.join(resolved.looked)}); "
+                                      "everything that needs no model was checked")
+                self.model_missing_origin = origin or Origin(self.primary.label, "", self.primary.launch_line)
+                path = STAND_IN
+                how = "stand-in"
         try:
-            config = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a file from model_configs/.")
+            config = json.loads(Path(path).read_text())
+            if not isinstance(config, dict) or "model_type" not in config:
+                raise ValueError("no model_type")
+        except (OSError, ValueError) as exc:
+            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a model's config.json.")
             raise ConfigError(problems) from None
         self.config = config
+        self.model_how = how
         model = self.recipe["model"]
-        model.setdefault("id", str(config.get("_model", path.stem)).split(" ", 1)[0])
+        model.setdefault("id", str(config.get("_model", Path(path).stem)).split(" ", 1)[0])
         model["architecture"] = (config.get("architectures") or ["?"])[0]
-        model["config"] = str(path.resolve())
+        model["config"] = str(Path(path).resolve())
 
     def _method(self) -> None:
         if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
@@ -606,6 +639,26 @@ class _Builder:
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _trainer(sources: list[Source], names: set[str]) -> str | None:
+    """The trainer the launch runs: the file's own call, its stage / rlhf_type / rl setting, the entry point's name."""
+    for source in sources:
+        if source.trainer:
+            return source.trainer
+    for source in sources:
+        for s in source.settings:
+            key = s.key.lstrip("-").replace("-", "_")
+            value = s.value[0] if isinstance(s.value, list) and s.value else s.value
+            if key in ("stage", "rlhf_type", "rl") and isinstance(value, str) and value.lower() in trainers.STAGES:
+                return trainers.STAGES[value.lower()]
+    for source in sources:
+        if source.program.startswith("swift "):
+            return "sft" if source.program.endswith(("sft", "pt")) else None
+        found = trainers.from_entry(source.program) if source.program else None
+        if found:
+            return found
+    return None
 
 
 def _first(sources: list[Source], kinds: tuple[str, ...]) -> Source:

@@ -22,7 +22,7 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
-from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, RECIPE_TREE, ConfigError, Problem
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
 from vramfit.review.sources import read_all
@@ -53,7 +53,7 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
             mapped = mapping.build(sources, workdir, model_config)
-            ref, why = reference.closest(mapped.recipe, against, gpu)
+            ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
             return _unreadable(error)
@@ -65,16 +65,16 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
             warnings.simplefilter("ignore", FutureWarning)
             recipe, problems = _validate(path)
-        findings += [_finding(p, mapped) for p in problems if _for_a_run(p)]
+        findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
         plan = None
-        if recipe is not None:
+        if recipe is not None and not mapped.model_missing:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
             if ref is not None:
                 findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_OK
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
@@ -105,6 +105,11 @@ def _validate(path: Path):
         return recipe_mod.load(path), problems
     except ConfigError:
         return None, problems
+
+
+def _needs_model(p: Problem) -> bool:
+    """A problem read off the stand-in model config (the real one was not found): not the user's."""
+    return p.key.startswith(("model", "data.max_pixels", "data.images", "data.format")) or "model_configs/" in p.file or p.file.endswith(".json") and "llama-3.2-3b" in p.file
 
 
 def _for_a_run(p: Problem) -> bool:
