@@ -62,7 +62,7 @@ def test_unknown_flag_is_reported_with_did_you_mean(tmp_path):
     path = script(tmp_path, "--per_device_train_bath_size 4 --lerning_rate 1e-5")
     result = review([str(path)], gpu="a100-80g")
     [typo] = find(result, key="--per_device_train_bath_size", severity="warning")
-    assert typo.what == ("unknown flag --per_device_train_bath_size: not a TrainingArguments/GRPOConfig/launcher argument. "
+    assert typo.what == ("unknown flag --per_device_train_bath_size: not a TrainingArguments or launcher argument. "
                          "Did you mean '--per_device_train_batch_size'?")
     assert typo.line == 7 and typo.file.endswith("run.sh")
     assert find(result, key="--lerning_rate", text="Did you mean '--learning_rate'?")

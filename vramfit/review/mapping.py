@@ -9,6 +9,8 @@ under their new name and reported. Everything else is reported as unknown, with 
 """
 from __future__ import annotations
 
+import difflib
+import functools
 import json
 import re
 import shlex
@@ -38,6 +40,7 @@ ALIASES = {
     "double_quant": "model.quantization.double_quant", "quant_type": "model.quantization.quant_type",
     "attn_implementation": "model.attn_implementation",
     "data_path": "data.train_file", "dataset_name": "data.train_file", "dataset": "data.train_file",
+    "max_seq_len": "data.max_length", "lora_dim": "model.lora.r",  # DeepSpeed-Chat
     "eval_data_path": "data.eval_file", "image_folder": "data.image_folder", "image_root": "data.image_folder",
 }
 # Switches that pick the method when on.
@@ -172,7 +175,8 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------------ build
 
 class _Builder:
-    def __init__(self, sources: list[Source], workdir: Path):
+    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None):
+        self.transformers_version = transformers_version
         self.sources = sources
         self.workdir = workdir
         self.primary = _first(sources, ("shell", "axolotl", "training_args", "accelerate", "deepspeed"))
@@ -337,6 +341,15 @@ class _Builder:
                       "drop it and filter overlong prompts from the data set (TRL's advice).")
             return
         spelled_new = f"--{new}" if setting.key.startswith("--") else new
+        pin = self.pin(setting)
+        if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
+            self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; the installed transformers "
+                      f"{_installed('transformers')} {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
+            if name == "group_by_length":
+                self.set("training.train_sampling_strategy", "group_by_length" if self.scalar(setting) else "random", setting)
+            else:
+                self.training(new, setting)
+            return
         if name == "group_by_length":
             strategy = "group_by_length" if self.scalar(setting) else "random"
             self.note("warning", setting, f"{setting.key} is {why}", f"write {spelled_new} {strategy}.")
@@ -344,6 +357,15 @@ class _Builder:
             return
         self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
         self.training(new, setting)
+
+    def pin(self, setting: Setting):
+        """The transformers version the file's repository pins (or --transformers-version), else None."""
+        from vramfit.review.versions import Pin, find_pin
+
+        if self.transformers_version:
+            return Pin("transformers", "==", self.transformers_version, "--transformers-version")
+        source = next((s for s in self.sources if s.label == setting.file), None)
+        return find_pin(source.path) if source is not None else None
 
     def upstream(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
@@ -395,7 +417,16 @@ class _Builder:
         if not dashed:
             hint = hint.replace("'--", "'")
         what = "flag" if dashed else "key"
-        kinds = "an axolotl, TrainingArguments or GRPOConfig key" if axolotl else "a TrainingArguments/GRPOConfig/launcher argument"
+        cls = self.cls_name()
+        kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
+        program = source.program or ""
+        typo = difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field of the class
+        if not axolotl and source.kind == "shell" and not _known_argument_set(program) and not typo:
+            self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
+            return
+        if axolotl and name in axolotl_schema():
+            self.not_modelled.append(setting.key)
+            return
         self.note("warning", setting, f"unknown {what} {setting.key}: not {kinds}.{hint}", f"remove {setting.key} or correct its name.")
 
     # ---- the whole recipe
@@ -641,6 +672,37 @@ class _Builder:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
 
 
+def _installed(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _known_argument_set(program: str) -> bool:
+    """Programs whose every argument vramfit knows (TRL's scripts and CLI, axolotl, LLaMA-Factory, ms-swift): an unknown flag
+    there is a mistake. Any other script parses its own dataclasses: an argument vramfit does not know is the script's."""
+    p = program.replace("\\", "/")
+    return (p.startswith(("trl ", "axolotl", "llamafactory", "swift ")) or "/trl/" in f"/{p}" or p.startswith("trl/")
+            or "examples/scripts/" in p or p.startswith("-m trl") or p.startswith("-m axolotl"))
+
+
+def axolotl_schema() -> frozenset[str]:
+    """Every key of axolotl's config schema (read from its pydantic models; the list ships with its source commit)."""
+    return _axolotl_keys()
+
+
+@functools.lru_cache(maxsize=None)
+def _axolotl_keys() -> frozenset[str]:
+    path = Path(__file__).with_name("axolotl_schema.json")
+    try:
+        return frozenset(json.loads(path.read_text())["keys"])
+    except (OSError, ValueError, KeyError):
+        return frozenset()
+
+
 def _trainer(sources: list[Source], names: set[str]) -> str | None:
     """The trainer the launch runs: the file's own call, its stage / rlhf_type / rl setting, the entry point's name."""
     for source in sources:
@@ -687,9 +749,9 @@ def _json_dict(value: Any) -> Any:
     return value
 
 
-def build(sources: list[Source], workdir: Path, model_config: str | None = None) -> Mapped:
-    """The recipe dict the files describe (hardware: only what the files state); ConfigError when no model."""
-    return _Builder(sources, workdir).build(model_config)
+def build(sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None) -> Mapped:
+    """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
+    return _Builder(sources, workdir, transformers_version).build(model_config)
 
 
 
