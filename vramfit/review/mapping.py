@@ -299,11 +299,20 @@ class _Builder:
         if axolotl and value is None:
             return  # axolotl: an empty key is unset
         words = value if isinstance(value, list) and self._is_words(setting) else []
+        if len(words) > 1 and any(w.endswith(",") for w in words):
+            # `--lora_target_modules "q_proj", "v_proj"`: the shell passes 'q_proj,' (comma included), which names no module
+            bad = [w for w in words if w.endswith(",")]
+            fixed = [w.rstrip(",") for w in words if w.rstrip(",")]
+            self.note("warning", setting, f"{', '.join(repr(w) for w in bad)} ends in a comma: the shell passes the comma as part of the word, "
+                      f"so the script gets {bad[0]!r}, which names nothing ({bad[0].rstrip(',')!r} is silently left out); reviewed as "
+                      f"{' '.join(fixed)}", f"separate the values with spaces only: {setting.key} {' '.join(fixed)}.")
+            setting = Setting(setting.key, fixed, setting.file, setting.line)
+            words, value = fixed, fixed
         if any(shell.UNRESOLVED.search(w) for w in words):
             self.note("warning", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
                       "write the value in the script, or define the variable above the command.")
             return
-        if name in ("deepspeed", "local_rank") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
+        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
         fields = self.fields
         if axolotl:
@@ -458,11 +467,19 @@ class _Builder:
         """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
         scripts pin TRL versions whose defaults differ."""
-        if not self.trainer or self.grpo or trainers.config_class(self.trainer).__module__.startswith("transformers"):
+        t = self.recipe["training"]
+        python = next((src for src in self.sources if src.path.suffix == ".py"), None)
+        trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
+        no_metrics = python is not None and "compute_metrics" not in python.text
+        if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
+            why = (f"{python.label} passes the Trainer no compute_metrics" if no_metrics else
+                   f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else ""))
+            self.set("training.prediction_loss_only", True, Setting(f"({why}: Trainer.evaluate keeps no logits)", None,
+                                                                   self.settings.label, self.settings.launch_line))
+        if not trl or self.grpo:
             return
         cls = self.cls_name()
         where = Setting(f"({cls} default)", None, self.settings.label, self.settings.launch_line)
-        t = self.recipe["training"]
         for name, value in trainers.changed_defaults(self.trainer).items():
             if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
                 continue
@@ -627,6 +644,10 @@ class _Builder:
                                                  f"pass only {chosen.label}, or point the script at {other.label}."))
         elif inline is not None:
             text, name, origin = json.dumps(inline.value, indent=2), "inline.json", Origin(inline.file, inline.key, inline.line)
+        elif self._named_zero() is not None:
+            document, origin, how = self._named_zero()
+            text, name = json.dumps(document, indent=2), "named.json"
+            mapped.deepspeed_label = f"{origin.file} ({how})"
         elif accelerate is not None:
             from accelerate.utils import DeepSpeedPlugin
 
@@ -654,6 +675,33 @@ class _Builder:
         self.recipe["deepspeed"] = f"deepspeed_configs/reviewed-{name}"
         self.origins["deepspeed"] = origin
         mapped.deepspeed_label = mapped.deepspeed_label or origin.file
+
+    def _named_zero(self):
+        """(DeepSpeed document, origin, how) for a ZeRO stage named by a flag, not a JSON: ms-swift's `--deepspeed zero2`
+        presets, DeepSpeed-Chat's `--zero_stage N [--offload]`; None when no flag names one."""
+        from vramfit.review.sources import DEEPSPEED_PRESET
+
+        flags = {s.key: s for src in self.sources if src.kind == "shell" for s in src.settings}
+        auto = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+        ds = flags.get("--deepspeed")
+        preset = DEEPSPEED_PRESET.fullmatch(ds.value[0]) if ds is not None and len(ds.value) == 1 else None
+        if preset:
+            stage, offload = int(preset.group(1)), bool(preset.group(2))
+            zero = {"stage": stage}
+            if offload:
+                zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+                if stage == 3:
+                    zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+            return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
+        zs = flags.get("--zero_stage")
+        if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
+            zero = {"stage": int(zs.value[0])}
+            if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
+                zero["offload_param"] = {"device": "cpu"}
+                zero["offload_optimizer"] = {"device": "cpu"}
+            return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--zero_stage {zs.value[0]}"
+        return None
 
     def _launcher(self, mapped: Mapped) -> None:
         launcher = next((s.launcher for s in self.sources if s.launcher), None)

@@ -37,6 +37,8 @@ _AXOLOTL_KEYS = {"base_model", "micro_batch_size", "sequence_len", "datasets", "
                  "lora_target_linear", "val_set_size", "sample_packing", "flash_attention", "plugins"}
 # How a script names the launcher (module run with `python -m`, or command).
 SWIFT_TRAIN = ("sft", "pt", "rlhf")
+# ms-swift's named DeepSpeed presets (swift/llm/ds_config): --deepspeed zero2, zero3_offload, ...
+DEEPSPEED_PRESET = re.compile(r"(?:default-)?zero([0-3])(_offload)?")
 _MODULE_LAUNCHERS = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
                      "deepspeed.launcher.runner": "deepspeed", "accelerate.commands.launch": "accelerate",
                      "axolotl.cli.train": "axolotl"}
@@ -227,6 +229,11 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
             "remove the comment from inside the command and end every continued line with `\\`.", line=line))
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
+    if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
+        problems = Problems()
+        problems.add(source.label, "", "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
+                     "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.")
+        raise ConfigError(problems)
     if not launches:
         problems = Problems()
         problems.add(source.label, "", "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
@@ -431,7 +438,12 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     source.program = ns.training_script  # accelerate
     settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
     _accelerate_settings(source, settings, tokens)
-    if ns.config_file:
+    if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
+        flag = _written(tokens, "--config_file", "--config-file")
+        source.notes.append(Finding("warning", source.label, flag, f"its value {ns.config_file!r} is set when the script runs (an argument or a "
+                                    "variable the script does not define), so the accelerate config was not read",
+                                    f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.", line=source.line_of(flag, command.line)))
+    elif ns.config_file:
         flag = _written(tokens, "--config_file", "--config-file")
         source.references.append(Reference("accelerate", ns.config_file, Setting(flag, ns.config_file, source.label, source.line_of(flag, command.line))))
     return list(ns.training_script_args)
@@ -481,7 +493,7 @@ def _program_settings(source: Source, args: list[str], after: int) -> None:
             source.references.append(Reference("axolotl", token, Setting(token, token, source.label, source.line_of(token, after))))
     for setting in source.settings:
         resolved = len(setting.value) == 1 and not shell.UNRESOLVED.search(setting.value[0])
-        if setting.key == "--deepspeed" and resolved:
+        if setting.key == "--deepspeed" and resolved and not DEEPSPEED_PRESET.fullmatch(setting.value[0]):
             source.references.append(Reference("deepspeed", setting.value[0], setting))
         elif setting.key == "--config" and resolved and setting.value[0].endswith((".yml", ".yaml")):  # TRL scripts' TrlParser
             source.references.append(Reference("training_args", setting.value[0], setting))
