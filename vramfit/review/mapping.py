@@ -41,6 +41,7 @@ ALIASES = {
     "attn_implementation": "model.attn_implementation",
     "data_path": "data.train_file", "dataset_name": "data.train_file", "dataset": "data.train_file",
     "max_seq_len": "data.max_length", "lora_dim": "model.lora.r",  # DeepSpeed-Chat
+    "model": "model.id", "target_modules": "model.lora.target_modules",  # ms-swift
     "eval_data_path": "data.eval_file", "image_folder": "data.image_folder", "image_root": "data.image_folder",
 }
 # Switches that pick the method when on.
@@ -65,7 +66,7 @@ TRL_LENGTHS = ("max_length", "max_seq_length")
 GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
              "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
-UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer"}
+UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits"}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -76,6 +77,8 @@ RENAMED = {
     "per_gpu_train_batch_size": ("per_device_train_batch_size", "renamed per_device_train_batch_size"),
     "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "renamed per_device_eval_batch_size"),
     "group_by_length": ("train_sampling_strategy", "replaced by train_sampling_strategy in the installed transformers"),
+    "overwrite_output_dir": (None, "gone from the installed transformers (the Trainer writes into output_dir as it is)"),
+    "logging_dir": (None, "gone from the installed transformers (logs go under output_dir)"),
     "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
 }
 # axolotl's names for recipe settings; axolotl keys that are TrainingArguments names pass through.
@@ -309,7 +312,7 @@ class _Builder:
             setting = Setting(setting.key, fixed, setting.file, setting.line)
             words, value = fixed, fixed
         if any(shell.UNRESOLVED.search(w) for w in words):
-            self.note("warning", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
+            self.note("info", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
                       "write the value in the script, or define the variable above the command.")
             return
         if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
@@ -349,8 +352,14 @@ class _Builder:
             self.note("warning", setting, f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                       "drop it and filter overlong prompts from the data set (TRL's advice).")
             return
-        spelled_new = f"--{new}" if setting.key.startswith("--") else new
         pin = self.pin(setting)
+        if new is None:
+            old = pin is not None and pin.major and pin.major < 5
+            self.note("info" if old else "warning", setting, (f"this repository pins {pin}, where {setting.key} is accepted; the installed "
+                      f"transformers {_installed('transformers')}: {setting.key} is {why}") if old else f"{setting.key} is {why}",
+                      f"drop {setting.key}" + (" when you upgrade." if old else "."))
+            return
+        spelled_new = f"--{new}" if setting.key.startswith("--") else new
         if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
             self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; the installed transformers "
                       f"{_installed('transformers')} {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
@@ -385,6 +394,10 @@ class _Builder:
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)
+        elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
+            self.method, self.method_origin = ("full" if value == "full" else "qlora" if value == "qlora" else "lora"), Origin(setting.file, setting.key, setting.line)
+        elif name == "quant_bits" and value in (4, 8):
+            self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
             self.method, self.method_origin = ("lora" if value == "lora" else "full"), Origin(setting.file, setting.key, setting.line)
         elif name == "bits" and value in (4, 8):
@@ -432,6 +445,9 @@ class _Builder:
         typo = difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field of the class
         if not axolotl and source.kind == "shell" and not _known_argument_set(program) and not typo:
             self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
+            return
+        if not axolotl and name in trl_script_fields():  # TrlParser's ScriptArguments / ModelConfig: data and model loading
+            self.not_modelled.append(setting.key)
             return
         if axolotl and name in axolotl_schema():
             self.not_modelled.append(setting.key)
@@ -733,8 +749,21 @@ def _known_argument_set(program: str) -> bool:
     """Programs whose every argument vramfit knows (TRL's scripts and CLI, axolotl, LLaMA-Factory, ms-swift): an unknown flag
     there is a mistake. Any other script parses its own dataclasses: an argument vramfit does not know is the script's."""
     p = program.replace("\\", "/")
-    return (p.startswith(("trl ", "axolotl", "llamafactory", "swift ")) or "/trl/" in f"/{p}" or p.startswith("trl/")
+    return (p.startswith(("trl ", "axolotl", "llamafactory")) or "/trl/" in f"/{p}" or p.startswith("trl/")
             or "examples/scripts/" in p or p.startswith("-m trl") or p.startswith("-m axolotl"))
+
+
+@functools.lru_cache(maxsize=None)
+def trl_script_fields() -> frozenset[str]:
+    """The fields of TRL's ScriptArguments and ModelConfig, which TRL's scripts parse beside the trainer's config."""
+    import dataclasses
+
+    try:
+        import trl
+
+        return frozenset(f.name for cls in (trl.ScriptArguments, trl.ModelConfig) for f in dataclasses.fields(cls))
+    except (ImportError, AttributeError):
+        return frozenset()
 
 
 def axolotl_schema() -> frozenset[str]:
@@ -762,6 +791,11 @@ def _trainer(sources: list[Source], names: set[str]) -> str | None:
             value = s.value[0] if isinstance(s.value, list) and s.value else s.value
             if key in ("stage", "rlhf_type", "rl") and isinstance(value, str) and value.lower() in trainers.STAGES:
                 return trainers.STAGES[value.lower()]
+    for source in sources:
+        if source.kind == "training_args" and not source.trainer:
+            found = trainers.from_entry(str(source.path.relative_to(source.path.parents[min(3, len(source.path.parents) - 1)])))
+            if found:
+                return found
     for source in sources:
         if source.program.startswith("swift "):
             return "sft" if source.program.endswith(("sft", "pt")) else None

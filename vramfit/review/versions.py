@@ -33,7 +33,8 @@ def find_pin(script: Path, package: str = "transformers", levels: int = 5) -> Pi
     pattern = re.compile(_PIN.pattern.format(pkg=re.escape(package)), re.IGNORECASE)
     folder = script.resolve().parent
     for _ in range(levels):
-        names = sorted(p.name for p in folder.glob("requirements*.txt")) + [n for n in PIN_FILES if n != "requirements.txt"]
+        names = (sorted(p.name for p in folder.glob("requirements*.txt")) + [n for n in PIN_FILES if n != "requirements.txt"]
+                 + sorted(f"requirements/{p.name}" for p in folder.glob("requirements/*.txt")))
         for name in names:
             path = folder / name
             if not path.is_file():
