@@ -55,7 +55,7 @@ def test_tinychart_documented_fix_of_128_gib_hosts_fits():
     paths, hw = SEED_RUNS["tinychart"]
     result = review([str(p) for p in paths], **{**hw, "host_ram_gib": 128})
     assert result.plan.host_ram_fits and 64 < result.plan.host_ram_gib < 128
-    assert result.plan.host_breakdown["dataloader_workers"] < 1  # GiB
+    assert result.plan.host_breakdown["dataloader_workers"] < 10  # GiB: decoded batches only, not 32 workers x 2.96 GB
 
 
 def test_tinychart_gpu_count_comes_from_the_flag_when_the_script_asks_nvidia_smi(seed_review):

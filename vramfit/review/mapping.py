@@ -66,7 +66,7 @@ TRL_LENGTHS = ("max_length", "max_seq_length")
 GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
              "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
-UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits"}
+UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -255,7 +255,8 @@ class _Builder:
             except ArgumentError as exc:
                 error = str(exc)
                 continue
-            if rest:
+            pin = self.pin(setting) if rest else None
+            if rest and not (pin is not None and pin.major and pin.major < 5) and not self.primary.program.startswith("swift "):
                 self.note("warning", setting, f"takes one value in the installed {self.cls_name()}; {' '.join(rest)!r} would be left over "
                           "(HfArgumentParser refuses arguments it does not use)", f"keep one value: {setting.key} {value[0]}.")
             return True, _json_dict(_whole(getattr(ns, name), value))
@@ -349,6 +350,15 @@ class _Builder:
         new, why = RENAMED[name]
         if name == "max_prompt_length":
             self.prompt_text = int(self.scalar(setting))
+            from vramfit.review.versions import find_pin
+
+            source = next((s for s in self.sources if s.label == setting.file), None)
+            trl_pin = find_pin(source.path, "trl") if source is not None else None
+            if trl_pin is not None and trl_pin.major == 0:
+                self.note("info", setting, f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
+                          f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                          "drop it and filter overlong prompts from the data set when you upgrade.")
+                return
             self.note("warning", setting, f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                       "drop it and filter overlong prompts from the data set (TRL's advice).")
             return
@@ -396,7 +406,7 @@ class _Builder:
             self.set(f"model.train.{part}", on if value else not on, setting)
         elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = ("full" if value == "full" else "qlora" if value == "qlora" else "lora"), Origin(setting.file, setting.key, setting.line)
-        elif name == "quant_bits" and value in (4, 8):
+        elif name in ("quant_bits", "quantization_bit") and value in (4, 8):  # ms-swift, LLaMA-Factory
             self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
             self.method, self.method_origin = ("lora" if value == "lora" else "full"), Origin(setting.file, setting.key, setting.line)
@@ -442,8 +452,9 @@ class _Builder:
         cls = self.cls_name()
         kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
         program = source.program or ""
-        typo = difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field of the class
-        if not axolotl and source.kind == "shell" and not _known_argument_set(program) and not typo:
+        own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
+        typo = not own_parser and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field
+        if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
             self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
             return
         if not axolotl and name in trl_script_fields():  # TrlParser's ScriptArguments / ModelConfig: data and model loading
@@ -628,7 +639,8 @@ class _Builder:
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
-            self.findings.append(Finding("warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
+            own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
+            self.findings.append(Finding("info" if own else "warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
                                          f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
                                          f"set {edit(self.settings.kind, 'data.max_length', SEQUENCE_DEFAULT)} (or the length you train at) explicitly.",
                                          line=self.settings.launch_line))

@@ -226,6 +226,9 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
     micro, g = setup.micro_batch, setup.num_generations
     origin = mapped.origin("training.per_device_train_batch_size")
     old = micro * g
+    program = mapped.primary.program.replace("\\", "/")
+    if "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program:
+        return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     what = (f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
             f"{micro * ranks} completions = {micro * ranks // g if micro * ranks % g == 0 else micro * ranks / g} prompts x {g} per micro-step "

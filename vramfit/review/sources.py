@@ -279,6 +279,7 @@ def _read_python(path: Path, text: str) -> Source:
         start = tree.body[0].lineno
         script = shell.parse(doc, first_line=start)
         if any(_launcher_of(c.argv) for c in script.commands):
+            script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
             source = _read_shell(path, text, script)
             source.notes.append(Finding("info", source.label, "", f"read the launch command{'s' if len([c for c in script.commands if _launcher_of(c.argv)]) > 1 else ''} "
                                         "of the script's docstring (its usage example)", line=source.launch_line))
@@ -388,6 +389,9 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         for key, name in (("gpus_per_node", "NPROC_PER_NODE"), ("nodes", "NNODES")):
             if name in command.environment:
                 _count(source, key, command.environment[name], name)
+        visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
+        if "gpus_per_node" not in source.hardware and re.fullmatch(r"\d+", visible):
+            _count(source, "gpus_per_node", "1", "CUDA_VISIBLE_DEVICES")  # one device and no NPROC_PER_NODE: a single process
         return tokens[1:]
     if launcher == "llamafactory":
         source.program = "llamafactory-cli train"
