@@ -81,8 +81,8 @@ def test_launcher_flags_unknown_or_after_the_script(tmp_path):
 
 def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
     result = review([str(script(tmp_path, "--per_device_train_batch_size $1"))], gpu="a100-80g")
-    [runtime] = find(result, key="--per_device_train_batch_size", severity="info")
-    assert "its value '$1' is set when the script runs" in runtime.what
+    [runtime] = find(result, key="--per_device_train_batch_size", text="set when the script runs")
+    assert "its value '$1' is set when the script runs" in runtime.what and runtime.severity == "info"
 
 
 @pytest.mark.parametrize("make, message", [
