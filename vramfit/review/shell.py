@@ -66,8 +66,9 @@ def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 
             continue
         if depth:
             depth -= bool(re.search(r"(^|[;\s])esac\b", text))
-            for name in re.findall(r"(?:^|[\s;)])([A-Za-z_][A-Za-z0-9_]*)=", text):  # set from the script's arguments: unknown here
-                script.variables.pop(name, None)
+            for name in re.findall(r"(?:^|[\s;)])([A-Za-z_][A-Za-z0-9_]*)=", text):  # set from the script's arguments:
+                if not script.variables.get(name):  # a default stands; an empty one (MODEL="") is unknown here
+                    script.variables.pop(name, None)
             continue
         if text:
             _run_line(body, line_no, script)
