@@ -24,6 +24,9 @@ KNOWN_FALSE_ERRORS = {
     "vlmr1-multinode_training_demo": "the launch is written into a docker-compose heredoc",
     "swift-cached_dataset-dpo": "Megatron-SWIFT launch: said, not planned",
     "seed-minicpmv": "the --gpu verdict of the documented evaluation spike repeats the spike's own error",
+    "axolotl-llama-3-fft-8b-liger-fsdp": "axolotl's fsdp_config is read but planned as plain data parallel until the planner's FSDP knob lands",
+    "fastchat-train-lora": "eval logits planned as kept: FastChat's train_lora.py (not in the corpus) passes the Trainer no compute_metrics",
+    "llava-v1_5-pretrain": "the planner's activations + logits for a projector-only pretrain at micro-batch 32 exceed what upstream ran on 80 GB",
 }
 
 

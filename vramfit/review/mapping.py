@@ -56,7 +56,7 @@ TRAIN_SWITCHES = {
 NOT_MODELLED = {
     "version", "vision_tower", "mm_projector_type", "mm_vision_select_layer", "mm_use_im_start_end", "mm_use_im_patch_token",
     "image_aspect_ratio", "group_by_modality_length", "lazy_preprocess", "llm_type", "torch_dtype", "dtype", "lora_task_type",
-    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "tune_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
+    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
     "reward_funcs", "min_pixels", "image_min_pixels", "template", "stage", "overwrite_cache", "preprocessing_num_workers",
     "max_samples", "plot_loss", "cache_dir", "mpt_attn_impl",
 }
@@ -66,7 +66,7 @@ TRL_LENGTHS = ("max_length", "max_seq_length")
 GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
              "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
-UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
+UPSTREAM_SPECIAL = {"tune_mm_mlp_adapter", "bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -400,7 +400,12 @@ class _Builder:
         if name in METHOD_SWITCHES and isinstance(value, bool):
             if value:
                 self.method, self.method_origin = METHOD_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
-            self.lora_off = not value
+            elif name != "q_lora":  # `--q_lora False` says "not quantized", not "no LoRA"
+                self.lora_off = True
+        elif name == "tune_mm_mlp_adapter" and value is True:  # LLaVA's projector-only pretrain: LLM and vision tower frozen
+            self.set("model.train.projector", True, setting)
+            self.set("model.train.llm", False, setting)
+            self.set("model.train.vision_tower", False, setting)
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)

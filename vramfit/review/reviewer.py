@@ -159,6 +159,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         findings.append(Finding("info", mapped.primary.label, "", f"memory not planned: the planner cannot read these settings ({exc})",
                                 "fix the errors above, then review again.", "planner"))
         return None
+    except Exception as exc:  # an architecture the planner does not summarise yet: the rest of the review stands
+        mapped.model_missing = (f"memory not planned: the planner cannot summarise {recipe.model.architecture} "
+                                f"({exc.__class__.__name__}: {exc}); everything that needs no memory plan was checked")
+        findings.append(Finding("info", mapped.primary.label, "", mapped.model_missing, "report it; pass --model-config with a config of "
+                                "the same shape to plan it meanwhile.", "planner"))
+        return None
     if not host_known:
         plan.host_ram_available_gib, plan.host_ram_fits = None, True
     file = mapped.primary.label
