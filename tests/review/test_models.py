@@ -14,7 +14,12 @@ from vramfit.planner.params import summary
 HUB = sorted((Path(models.__file__).resolve().parent.parent / "model_configs" / "hub").glob("*.json"))
 
 
-@pytest.mark.parametrize("path", HUB, ids=[p.stem for p in HUB])
+# GPT-2's parameter summary raises StopIteration in vramfit/planner/params.py on this branch (the trace branch fixes it):
+# strict, so the merge that fixes it turns this red until the mark is dropped.
+GPT2_SUMMARY = pytest.mark.xfail(raises=StopIteration, strict=True, reason="params.summary on GPT-2: fixed on the trace branch")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=GPT2_SUMMARY) if p.stem == "gpt2" else p for p in HUB], ids=[p.stem for p in HUB])
 def test_table_config_builds_with_the_published_parameter_count(path):
     data = json.loads(path.read_text())
     assert data["_source"].startswith("https://") and data["_model"]
@@ -37,3 +42,14 @@ def test_local_folder_then_nothing_without_the_hub(tmp_path):
     assert models.resolve(str(tmp_path / "my-model")).how.startswith("local folder")
     missing = models.resolve("my-org/secret-model")
     assert missing.path is None and "not the Hub (HF_HUB_OFFLINE)" in missing.looked
+
+
+def test_a_model_the_planner_cannot_summarise_leaves_the_review_incomplete_not_crashed(tmp_path):
+    from vramfit.review.reviewer import review
+
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc_per_node 2 train.py --model_name_or_path openai-community/gpt2 --model_max_length 512\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code in (0, 3) and not [f for f in result.findings if f.severity == "error"]
+    if result.exit_code == 3:  # on this branch: params.py's GPT-2 summary fails, said as "memory not planned"
+        assert any(f.what.startswith("memory not planned: the planner cannot summarise GPT2LMHeadModel") for f in result.findings)
