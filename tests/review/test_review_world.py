@@ -134,3 +134,13 @@ def test_sub_group_size_zero_with_offload_plans_host_ram(tmp_path):
                                      "--model_max_length 512 --bf16 True\n")
     result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
     assert result.plan is not None and result.plan.host_breakdown["pinned_buffers"] > 0
+
+
+def test_image_tokens_at_the_datas_size_when_given_else_the_maximum_said(tmp_path):
+    path = write(tmp_path, "run.sh", "torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct "
+                                     "--model_max_length 2048 --max_pixels 1003520\n")
+    at_max = review([str(path)], gpu="a100-80g")
+    [said] = find(at_max, key="--image-tokens", text="planned at the maximum the files allow (1,280 per image)")
+    assert at_max.plan.setup.image_tokens == 1280 and said.severity == "info"
+    given = review([str(path)], gpu="a100-80g", image_tokens=300)
+    assert given.plan.setup.image_tokens == 300 and find(given, key="--image-tokens", text="your data's size: 300 per image")

@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "a local folder, the Hugging Face cache, the Hub)")
     parser.add_argument("--transformers-version", metavar="X.Y.Z", help="judge flags under this transformers version "
                         "(default: the version a requirements file / setup.py / pyproject.toml beside the script pins)")
+    parser.add_argument("--image-tokens", type=_positive(int), metavar="N", help="your data's typical image tokens per image (Qwen2-VL style "
+                        "models: pixels / 784); default: the maximum the files allow, said so")
     parser.add_argument("--json", action="store_true", help="print the review as JSON")
 
 
@@ -57,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
 
     result = review(args.paths, gpu=args.gpu, gpus=args.gpus, nodes=args.nodes, host_ram_gib=args.host_ram_gib,
                     against=args.against, model_config=args.model_config,
-                    transformers_version=getattr(args, "transformers_version", None))
+                    transformers_version=getattr(args, "transformers_version", None), image_tokens=getattr(args, "image_tokens", None))
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result, args.paths))
     return result.exit_code

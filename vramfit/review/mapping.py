@@ -178,8 +178,9 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------------ build
 
 class _Builder:
-    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None):
+    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None, image_tokens: int | None = None):
         self.transformers_version = transformers_version
+        self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
         self.primary = _first(sources, ("shell", "axolotl", "training_args", "accelerate", "deepspeed"))
@@ -628,7 +629,25 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
-        if vision and "default_max_pixels" in images and "max_pixels" not in data:
+        dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
+        if vision and self.image_tokens:
+            if dynamic:
+                cap = data.get("max_pixels") or images["default_max_pixels"]
+                cap = cap if isinstance(cap, int) else images["default_max_pixels"]
+                data["max_pixels"] = min(cap, self.image_tokens * 784)
+                self.origins["data.max_pixels"] = Origin(self.primary.label, "--image-tokens")
+                self.findings.append(Finding("info", self.primary.label, "--image-tokens",
+                                             f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image "
+                                             f"(the files allow up to {cap // 784:,})", source="planner"))
+                return self._lengths(data, images)
+            self.findings.append(Finding("info", self.primary.label, "--image-tokens", "this model's processor gives every image the same "
+                                         "number of tokens; --image-tokens is not used", source="planner"))
+        elif dynamic:
+            cap = data.get("max_pixels") if isinstance(data.get("max_pixels"), int) else images["default_max_pixels"]
+            self.findings.append(Finding("info", self.primary.label, "--image-tokens", f"image tokens planned at the maximum the files allow "
+                                         f"({cap // 784:,} per image)", "pass --image-tokens N with your data's typical tokens per image "
+                                         "(pixels / 784) to plan at its size.", source="planner"))
+        if dynamic and "max_pixels" not in data:
             data["max_pixels"] = images["default_max_pixels"]
             where = Origin(self.settings.label, spelled(self.settings.kind, "data.max_pixels"), self.settings.launch_line)
             self.origins["data.max_pixels"] = where
@@ -638,6 +657,9 @@ class _Builder:
                 f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
                 f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
                 line=where.line))
+        self._lengths(data, images)
+
+    def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
             per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
@@ -848,9 +870,10 @@ def _json_dict(value: Any) -> Any:
     return value
 
 
-def build(sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None) -> Mapped:
+def build(sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None,
+          image_tokens: int | None = None) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
-    return _Builder(sources, workdir, transformers_version).build(model_config)
+    return _Builder(sources, workdir, transformers_version, image_tokens).build(model_config)
 
 
 

@@ -44,7 +44,7 @@ class Review:
 
 def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, nodes: int | None = None,
            host_ram_gib: float | None = None, against: str | None = None, model_config: str | None = None,
-           transformers_version: str | None = None) -> Review:
+           transformers_version: str | None = None, image_tokens: int | None = None) -> Review:
     try:
         sources = read_all(paths)
     except ConfigError as error:
@@ -53,7 +53,7 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config, transformers_version)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens)
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
