@@ -372,8 +372,8 @@ class _Builder:
             return
         spelled_new = f"--{new}" if setting.key.startswith("--") else new
         if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
-            self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; the installed transformers "
-                      f"{_installed('transformers')} {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
+            self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; under the installed transformers "
+                      f"{_installed('transformers')} it is {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
             if name == "group_by_length":
                 self.set("training.train_sampling_strategy", "group_by_length" if self.scalar(setting) else "random", setting)
             else:

@@ -264,7 +264,9 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     ranks = hw["gpus_per_node"] * hw["nodes"]
     micro, accum = t.get("per_device_train_batch_size", 8), t.get("gradient_accumulation_steps", 1)
     total = micro * accum * ranks if all(isinstance(v, int) for v in (micro, accum)) else "?"
-    lines = [f"read as: {r['method']} of {r['model']['id']} ({Path(r['model']['config']).name}), {r['launcher']}, "
+    config = "config not found: memory not planned" if mapped.model_missing and mapped.recipe["model"]["config"].endswith(
+        str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in" else Path(r['model']['config']).name
+    lines = [f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, "
              f"{reference.zero_label(ds)} ({mapped.deepspeed_label})",
              f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
              f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
