@@ -24,7 +24,6 @@ KNOWN_FALSE_ERRORS = {
     "vlmr1-multinode_training_demo": "the launch is written into a docker-compose heredoc",
     "swift-cached_dataset-dpo": "Megatron-SWIFT launch: said, not planned",
     "seed-minicpmv": "the --gpu verdict of the documented evaluation spike repeats the spike's own error",
-    "axolotl-llama-3-fft-8b-liger-fsdp": "axolotl's fsdp_config is read but planned as plain data parallel until the planner's FSDP knob lands",
     "fastchat-train-lora": "eval logits planned as kept: FastChat's train_lora.py (not in the corpus) passes the Trainer no compute_metrics",
     "llava-v1_5-pretrain": "the planner's activations + logits for a projector-only pretrain at micro-batch 32 exceed what upstream ran on 80 GB",
 }
@@ -144,3 +143,13 @@ def test_image_tokens_at_the_datas_size_when_given_else_the_maximum_said(tmp_pat
     assert at_max.plan.setup.image_tokens == 1280 and said.severity == "info"
     given = review([str(path)], gpu="a100-80g", image_tokens=300)
     assert given.plan.setup.image_tokens == 300 and find(given, key="--image-tokens", text="your data's size: 300 per image")
+
+
+def test_fsdp_from_the_trainers_flag_is_planned_as_fsdp(tmp_path):
+    path = write(tmp_path, "run.sh", "torchrun --nproc_per_node 4 train.py --model_name_or_path lmsys/vicuna-7b-v1.5 --model_max_length 2048 "
+                                     "--bf16 True --fsdp 'full_shard auto_wrap offload' --per_device_train_batch_size 2\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.engine == "fsdp" and result.plan.setup.zero.offload_params
+    [said] = find(result, key="--fsdp", text="planned with")
+    assert "engine fsdp" in said.what and "FSDP CPU offload" in said.what
+    assert not find(result, text="reviewed as plain data parallel")

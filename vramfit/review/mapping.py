@@ -133,6 +133,10 @@ class Mapped:
     not_modelled: list[str] = field(default_factory=list)
     model_missing: str = ""  # why the memory could not be planned (no config for the model); empty when it was
     model_how: str = ""  # where the model's config came from
+    # planner settings the files ask for that the recipe schema cannot say (engine fsdp, FSDP offload, activation
+    # offloading, ...): the reviewer applies those planner.Setup has and names the rest as not planned yet
+    planner_settings: dict[str, Any] = field(default_factory=dict)
+    planner_origins: dict[str, Origin] = field(default_factory=dict)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
@@ -494,7 +498,44 @@ class _Builder:
                                            "config.json from its Hugging Face page), or run where the Hub can be reached.", "planner", o.line))
         self._deepspeed(mapped)
         self._launcher(mapped)
+        self._planner_settings(mapped)
         return mapped
+
+    def _planner_settings(self, mapped: Mapped) -> None:
+        """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
+        the knobs the recipe schema has no key for, as planner settings."""
+        out, where = mapped.planner_settings, mapped.planner_origins
+        uses_deepspeed = mapped.recipe.get("deepspeed", "").endswith(("reviewed-none.json",)) is False
+        for src in self.sources:
+            for st in src.settings:
+                key = st.key.lstrip("-").replace("-", "_")
+                words = src.kind == "shell" and isinstance(st.value, list)
+                value = (" ".join(str(w) for w in st.value) or True) if words else st.value
+                text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+                if key == "fsdp" and value not in (None, False, "", "false", "False", [], {}) and "shard_grad_op" not in text and not uses_deepspeed:
+                    out["engine"] = "fsdp"
+                    where["engine"] = Origin(st.file, st.key, st.line)
+                    if "offload" in text:
+                        out["offload"] = True
+                elif key in ("fsdp_config", "fsdp_version") and isinstance(value, (dict, int)) and not uses_deepspeed:
+                    out.setdefault("engine", "fsdp")
+                    where.setdefault("engine", Origin(st.file, st.key, st.line))
+                    if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
+                        out["offload"] = True
+                elif key in ("activation_offloading",) and value in (True, "true", "True"):
+                    out["activation_offloading"] = True
+                    where["activation_offloading"] = Origin(st.file, st.key, st.line)
+                elif key in ("packing", "sample_packing") and value in (True, "true", "True"):
+                    out["packing"] = True
+                    where["packing"] = Origin(st.file, st.key, st.line)
+            if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
+                out["engine"] = "fsdp"
+                where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
+                fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
+                if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
+                    out["offload"] = True
+        if out.get("engine") == "fsdp":  # not plain data parallel after all
+            mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
 
     def _trl_defaults(self) -> None:
         """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,

@@ -151,7 +151,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     from vramfit.planner import plan_recipe
 
     try:
-        plan = plan_recipe(recipe)
+        plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
     except ConfigError as error:
         findings += [_finding(p, mapped) for p in error.problems.items]
         return None
@@ -199,6 +199,42 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if recipe.method == "grpo":
         _generations(recipe, plan.setup, mapped, findings)
     return plan
+
+
+def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
+    """The plan with the planner settings the files ask for and the recipe schema cannot say: those planner.Setup has are
+    applied (engine fsdp, FSDP offload), the others are named as not planned yet. No fixes are searched (they re-plan the recipe)."""
+    import dataclasses
+
+    from vramfit.planner.plan import plan as plan_setup
+    from vramfit.planner.setup import Setup
+
+    if not mapped.planner_settings:
+        return None
+    setup = Setup.from_recipe(recipe)
+    names = {f.name for f in dataclasses.fields(Setup)}
+    wanted = dict(mapped.planner_settings)
+    applied, missing = {}, []
+    if wanted.pop("offload", False):
+        if wanted.get("engine") == "fsdp" or setup.engine == "fsdp":
+            setup = dataclasses.replace(setup, zero=dataclasses.replace(setup.zero, offload_params=True, offload_optimizer=True))
+            applied["FSDP CPU offload"] = True
+    for name, value in wanted.items():
+        if name in names:
+            setup = dataclasses.replace(setup, **{name: value})
+            applied[name] = value
+        else:
+            missing.append(name)
+    for name in missing:
+        o = mapped.planner_origins.get(name) or mapping.Origin(mapped.primary.label, "")
+        findings.append(Finding("info", o.file, o.key, f"{name.replace('_', ' ')}: read, but the planner cannot plan it yet; "
+                                "the memory plan leaves it out", source="planner", line=o.line))
+    if applied:
+        o = mapped.planner_origins.get("engine") or mapping.Origin(mapped.primary.label, "")
+        findings.append(Finding("info", o.file, o.key, "planned with " + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
+                                + " (the files' sharding; fixes are not searched for it)", source="planner", line=o.line))
+        return plan_setup(setup)
+    return None  # nothing the planner can apply: the recipe's own plan, with its fixes
 
 
 def _key(name: str) -> str:
