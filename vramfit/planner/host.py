@@ -13,9 +13,15 @@
   to the next power of two (ATen/core/CachingHostAllocator.h: "Round up the allocation to the
   nearest power of two"), and pinned pages cannot be swapped. DeepSpeed pins the fp32 partitions,
   gradient buffers and offloaded parameters when `pin_memory` is true, one buffer per sub-group.
-- DataLoader workers are forked copies of the rank; Python reference counting touches the shared
-  pages, so each worker is counted at the rank's base (PyTorch docs, torch.utils.data "Multi-process
-  data loading": copy-on-access), plus `prefetch_factor` x micro-batch samples of decoded inputs.
+- DataLoader workers are forked copies of the rank (Linux default start method): the rank's pages
+  (interpreter, libraries, the model's host copies) are shared copy-on-write and counted once, in the
+  rank's base. What a worker adds is what it writes: `prefetch_factor` x micro-batch samples of decoded
+  inputs. (PyTorch docs, torch.utils.data "Multi-process data loading": reference counting copies the
+  pages of Python objects a worker reads; the dataset's own objects are not modelled.) DocOwl#88's
+  fix, 128 GB hosts for TinyChart with 4 workers per rank, is the check on this term.
+- DeepSpeed `"sub_group_size": 0` (in axolotl's published ZeRO-3 JSONs) closes a sub-group at every
+  parameter (stage3.py `_create_fp16_sub_groups`: `local_sub_group_size >= sub_group_size`), so pinned
+  buffers are allocated per parameter: planned at the largest module's size.
 - Evaluation logits moved to the host by `eval_accumulation_steps` are converted to fp32 numpy
   arrays (transformers trainer_pt_utils `nested_numpify`), all ranks' logits on every rank.
 """
@@ -30,12 +36,18 @@ PIXEL_BYTES = 4 * 3  # fp32 pixel values, 3 channels
 
 def pinned(nbytes: float, elements: float, elem_bytes: int, sub_group: int) -> float:
     """Bytes a pinned buffer of `elements` really takes, allocated per sub-group."""
-    if nbytes <= 0:
+    if nbytes <= 0 or elements <= 0:
         return 0.0
-    chunk = min(elements, sub_group)
+    chunk = min(elements, sub_group) if sub_group > 0 else elements
+    chunk = max(chunk, 1)
     full, rest = divmod(elements, chunk)
     rounded = lambda n: float(1 << max(0, int(n * elem_bytes - 1).bit_length()))  # noqa: E731
     return full * rounded(chunk) + (rounded(rest) if rest else 0.0)
+
+
+def _per_parameter(arch: Arch) -> int:
+    """The sub-group size when DeepSpeed's is 0: one parameter per group, planned at the largest module."""
+    return max(1, int(arch.largest_module or 1))
 
 
 def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
@@ -59,7 +71,7 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
     pinned_bytes = 0.0
     if s.engine == "deepspeed" and z.offload_optimizer:
         part = T / dp
-        sub = z.sub_group_size
+        sub = z.sub_group_size if z.sub_group_size and z.sub_group_size > 0 else _per_parameter(arch)
         fp32 = [part, part]  # master weights, fp32 gradient partition
         half = [part] if z.stage == 3 else []  # 16-bit gradient partition
         if z.pin_memory:
@@ -72,7 +84,8 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
         dense = (c.total - c.quantized + c.adapters) / dp
         nbytes = dense * (2 if s.sixteen_bit else 4) + c.quantized * shardable_quant_bytes(s) / dp
         if z.pin_memory:
-            pinned_bytes += ranks * pinned(nbytes, dense, 2 if s.sixteen_bit else 4, z.sub_group_size)
+            sub = z.sub_group_size if z.sub_group_size and z.sub_group_size > 0 else _per_parameter(arch)
+            pinned_bytes += ranks * pinned(nbytes, dense, 2 if s.sixteen_bit else 4, sub)
         else:
             offloaded += ranks * nbytes
     if s.engine == "fsdp" and (z.offload_params or z.offload_optimizer):
@@ -87,7 +100,7 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
         patch = arch.image.get("patch_size") or 14
         # decoded pixel values (fp32, 3 channels) for every encoder patch, and int64 ids, labels, mask
         sample = s.images_per_sample * s.vision_patches * patch * patch * PIXEL_BYTES + s.seq_len * 8 * 3
-        per_worker = PROCESS_BASE + s.prefetch_factor * s.micro_batch * sample
+        per_worker = s.prefetch_factor * s.micro_batch * sample  # the rank's pages are shared copy-on-write
         parts["dataloader_workers"] = ranks * s.dataloader_workers * per_worker
     if eval_logits_per_rank:
         parts["eval_logits"] = ranks * eval_logits_per_rank

@@ -1,6 +1,7 @@
 """`vramfit review PATH... [--gpu NAME --gpus N --nodes N --host-ram-gib N] [--against RECIPE] [--json]`.
 
-Exit codes: 0 nothing found blocks the run, 1 a finding would fail or OOM it, 2 the input cannot be read.
+Exit codes: 0 nothing found blocks the run, 1 a finding would fail or OOM it, 2 the input cannot be read,
+3 incomplete (no config for the model: memory not planned, everything else checked).
 Heavy libraries load inside `run`, so `vramfit --help` stays fast.
 """
 from __future__ import annotations
@@ -17,10 +18,15 @@ examples:
   vramfit review train.sh --gpu a100-80g --host-ram-gib 64 --json
   vramfit review axolotl.yaml --gpu a100-80g --gpus 8 --against axolotl-llama-3b-8xa100-80g
 
-PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train), a
-DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments JSON/YAML. Files the
-script names (--deepspeed x.json, --config_file) are read too, next to the script or in the
-current directory, unless a PATH with the same file name is given.
+PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train /
+swift sft|rlhf / llamafactory-cli train, Slurm wrappers), a Python training script (its docstring's
+launch commands or its TrainingArguments(...) / SFTConfig(...) call, read with ast, never run), a
+DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments / TRL / LLaMA-Factory
+JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
+script or in the folders above it, unless a PATH with the same file name is given.
+
+The model's config.json comes from vramfit's table (model_configs/), a local folder, the Hugging Face
+cache or the Hub (config.json only). Without one the review still checks everything else and exits 3.
 """
 
 
@@ -43,7 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=_positive(int), help="nodes (default: what the script says, else 1)")
     parser.add_argument("--host-ram-gib", type=_positive(float), help="host RAM per node, to check it (default: not checked)")
     parser.add_argument("--against", metavar="RECIPE", help="compare with this recipe (default: the closest one)")
-    parser.add_argument("--model-config", metavar="FILE", help="model_configs/<file>.json when the model name matches none")
+    parser.add_argument("--model-config", metavar="FILE", help="the model's config.json when it is not found (vramfit's table, "
+                        "a local folder, the Hugging Face cache, the Hub)")
+    parser.add_argument("--transformers-version", metavar="X.Y.Z", help="judge flags under this transformers version "
+                        "(default: the version a requirements file / setup.py / pyproject.toml beside the script pins)")
+    parser.add_argument("--image-tokens", type=_positive(int), metavar="N", help="your data's typical image tokens per image (Qwen2-VL style "
+                        "models: pixels / 784); default: the maximum the files allow, said so")
     parser.add_argument("--json", action="store_true", help="print the review as JSON")
 
 
@@ -52,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from vramfit.review.reviewer import review
 
     result = review(args.paths, gpu=args.gpu, gpus=args.gpus, nodes=args.nodes, host_ram_gib=args.host_ram_gib,
-                    against=args.against, model_config=args.model_config)
+                    against=args.against, model_config=args.model_config,
+                    transformers_version=getattr(args, "transformers_version", None), image_tokens=getattr(args, "image_tokens", None))
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result, args.paths))
     return result.exit_code

@@ -9,6 +9,8 @@ under their new name and reported. Everything else is reported as unknown, with 
 """
 from __future__ import annotations
 
+import difflib
+import functools
 import json
 import re
 import shlex
@@ -19,11 +21,12 @@ from typing import Any
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
-from vramfit.review import shell
+from vramfit.review import shell, trainers
 from vramfit.review.findings import Finding
 from vramfit.review.sources import Setting, Source, launcher_options, locate
 
 MODEL_CONFIGS = PACKAGE_ROOT / "model_configs"
+STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no model, when the model's config is not found
 
 # Upstream script arguments (LLaVA / ShareGPT4V / TinyChart / MiniCPM-V / VLM-R1 / TRL ModelConfig /
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
@@ -37,6 +40,8 @@ ALIASES = {
     "double_quant": "model.quantization.double_quant", "quant_type": "model.quantization.quant_type",
     "attn_implementation": "model.attn_implementation",
     "data_path": "data.train_file", "dataset_name": "data.train_file", "dataset": "data.train_file",
+    "max_seq_len": "data.max_length", "lora_dim": "model.lora.r",  # DeepSpeed-Chat
+    "model": "model.id", "target_modules": "model.lora.target_modules",  # ms-swift
     "eval_data_path": "data.eval_file", "image_folder": "data.image_folder", "image_root": "data.image_folder",
 }
 # Switches that pick the method when on.
@@ -51,12 +56,17 @@ TRAIN_SWITCHES = {
 NOT_MODELLED = {
     "version", "vision_tower", "mm_projector_type", "mm_vision_select_layer", "mm_use_im_start_end", "mm_use_im_patch_token",
     "image_aspect_ratio", "group_by_modality_length", "lazy_preprocess", "llm_type", "torch_dtype", "dtype", "lora_task_type",
-    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "tune_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
+    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
     "reward_funcs", "min_pixels", "image_min_pixels", "template", "stage", "overwrite_cache", "preprocessing_num_workers",
     "max_samples", "plot_loss", "cache_dir", "mpt_attn_impl",
 }
+# TRL fields that set the training sequence length.
+TRL_LENGTHS = ("max_length", "max_seq_length")
+# GRPOConfig fields the planner reads from the recipe's training section.
+GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
+             "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
-UPSTREAM_SPECIAL = {"bits", "finetuning_type", "tune_vit_from_layer"}
+UPSTREAM_SPECIAL = {"tune_mm_mlp_adapter", "bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -67,6 +77,8 @@ RENAMED = {
     "per_gpu_train_batch_size": ("per_device_train_batch_size", "renamed per_device_train_batch_size"),
     "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "renamed per_device_eval_batch_size"),
     "group_by_length": ("train_sampling_strategy", "replaced by train_sampling_strategy in the installed transformers"),
+    "overwrite_output_dir": (None, "gone from the installed transformers (the Trainer writes into output_dir as it is)"),
+    "logging_dir": (None, "gone from the installed transformers (logs go under output_dir)"),
     "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
 }
 # axolotl's names for recipe settings; axolotl keys that are TrainingArguments names pass through.
@@ -119,6 +131,12 @@ class Mapped:
     deepspeed_label: str = ""  # how findings name the DeepSpeed settings' file
     stated: dict[str, str] = field(default_factory=dict)  # hardware key -> the flag that stated it
     not_modelled: list[str] = field(default_factory=list)
+    model_missing: str = ""  # why the memory could not be planned (no config for the model); empty when it was
+    model_how: str = ""  # where the model's config came from
+    # planner settings the files ask for that the recipe schema cannot say (engine fsdp, FSDP offload, activation
+    # offloading, ...): the reviewer applies those planner.Setup has and names the rest as not planned yet
+    planner_settings: dict[str, Any] = field(default_factory=dict)
+    planner_origins: dict[str, Origin] = field(default_factory=dict)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
@@ -161,32 +179,12 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 
 # ------------------------------------------------------------------------------------------------ model
 
-def model_candidates() -> dict[str, Path]:
-    """Every model name a model_configs/ file stands for (from its `_model`), lowercased -> file."""
-    out: dict[str, Path] = {}
-    for path in sorted(MODEL_CONFIGS.glob("*.json")):
-        try:
-            described = str(json.loads(path.read_text()).get("_model", ""))
-        except (OSError, json.JSONDecodeError):
-            continue
-        for word in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described):
-            if re.search(r"\d", word) and len(word) >= 5:
-                out.setdefault(word.rsplit("/", 1)[-1].lower(), path)
-    return out
-
-
-def model_config_for(model_id: str) -> Path | None:
-    """The model_configs/ file for a model id or local path: same name, or that name plus a suffix."""
-    name = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
-    matches = [(len(c), p) for c, p in model_candidates().items()
-               if name == c or (name.startswith(c) and name[len(c)] in "-_.")]
-    return max(matches, key=lambda m: m[0])[1] if matches else None
-
-
 # ------------------------------------------------------------------------------------------------ build
 
 class _Builder:
-    def __init__(self, sources: list[Source], workdir: Path):
+    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None, image_tokens: int | None = None):
+        self.transformers_version = transformers_version
+        self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
         self.primary = _first(sources, ("shell", "axolotl", "training_args", "accelerate", "deepspeed"))
@@ -202,8 +200,14 @@ class _Builder:
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
-        self.grpo = "grpo" in programs.lower() or "num_generations" in names
+        self.trainer = _trainer(sources, names)
+        self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
+        if self.grpo:
+            self.trainer = "grpo"
         self.parser = None
+        self.model_missing: str = ""
+        self.model_missing_origin: Origin | None = None
+        self.model_how = ""
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -229,19 +233,15 @@ class _Builder:
         if self.parser is None:
             from transformers import HfArgumentParser
 
-            from vramfit.checks.training_args import config_class
-
-            self.parser = HfArgumentParser(config_class("grpo" if self.grpo else None), allow_abbrev=False, exit_on_error=False)
+            self.parser = HfArgumentParser(trainers.config_class(self.trainer), allow_abbrev=False, exit_on_error=False)
         return self.parser
 
     @property
     def fields(self) -> list[str]:
-        from vramfit.checks.training_args import fields_for
-
-        return fields_for("grpo" if self.grpo else None)
+        return list(trainers.fields(self.trainer))
 
     def cls_name(self) -> str:
-        return "GRPOConfig" if self.grpo else "TrainingArguments"
+        return trainers.config_class(self.trainer).__name__
 
     # ---- values
     def typed(self, name: str, setting: Setting) -> tuple[bool, Any]:
@@ -260,7 +260,8 @@ class _Builder:
             except ArgumentError as exc:
                 error = str(exc)
                 continue
-            if rest:
+            pin = self.pin(setting) if rest else None
+            if rest and not (pin is not None and pin.major and pin.major < 5) and not self.primary.program.startswith("swift "):
                 self.note("warning", setting, f"takes one value in the installed {self.cls_name()}; {' '.join(rest)!r} would be left over "
                           "(HfArgumentParser refuses arguments it does not use)", f"keep one value: {setting.key} {value[0]}.")
             return True, _json_dict(_whole(getattr(ns, name), value))
@@ -289,8 +290,17 @@ class _Builder:
     # ---- one setting
     def training(self, name: str, setting: Setting) -> None:
         ok, value = self.typed(name, setting)
-        if ok:
-            self.set(f"training.{name}", value, setting)
+        if not ok:
+            return
+        if name == "max_steps" and value == -1:
+            return  # the Hugging Face default: train for num_train_epochs
+        if self.trainer and name in trainers.trl_only(self.trainer) and not (self.grpo and name in GRPO_KEEP):
+            if name in TRL_LENGTHS and isinstance(value, int) and not self.grpo:
+                self.set("data.max_length", value, setting)
+            else:
+                self.not_modelled.append(setting.key)
+            return
+        self.set(f"training.{name}", value, setting)
 
     def read(self, setting: Setting, axolotl: bool) -> None:
         name = setting.key.lstrip("-").replace("-", "_")
@@ -298,11 +308,20 @@ class _Builder:
         if axolotl and value is None:
             return  # axolotl: an empty key is unset
         words = value if isinstance(value, list) and self._is_words(setting) else []
+        if len(words) > 1 and any(w.endswith(",") for w in words):
+            # `--lora_target_modules "q_proj", "v_proj"`: the shell passes 'q_proj,' (comma included), which names no module
+            bad = [w for w in words if w.endswith(",")]
+            fixed = [w.rstrip(",") for w in words if w.rstrip(",")]
+            self.note("warning", setting, f"{', '.join(repr(w) for w in bad)} ends in a comma: the shell passes the comma as part of the word, "
+                      f"so the script gets {bad[0]!r}, which names nothing ({bad[0].rstrip(',')!r} is silently left out); reviewed as "
+                      f"{' '.join(fixed)}", f"separate the values with spaces only: {setting.key} {' '.join(fixed)}.")
+            setting = Setting(setting.key, fixed, setting.file, setting.line)
+            words, value = fixed, fixed
         if any(shell.UNRESOLVED.search(w) for w in words):
-            self.note("warning", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
+            self.note("info", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
                       "write the value in the script, or define the variable above the command.")
             return
-        if name in ("deepspeed", "local_rank") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
+        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
         fields = self.fields
         if axolotl:
@@ -336,10 +355,34 @@ class _Builder:
         new, why = RENAMED[name]
         if name == "max_prompt_length":
             self.prompt_text = int(self.scalar(setting))
+            from vramfit.review.versions import find_pin
+
+            source = next((s for s in self.sources if s.label == setting.file), None)
+            trl_pin = find_pin(source.path, "trl") if source is not None else None
+            if trl_pin is not None and trl_pin.major == 0:
+                self.note("info", setting, f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
+                          f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                          "drop it and filter overlong prompts from the data set when you upgrade.")
+                return
             self.note("warning", setting, f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                       "drop it and filter overlong prompts from the data set (TRL's advice).")
             return
+        pin = self.pin(setting)
+        if new is None:
+            old = pin is not None and pin.major and pin.major < 5
+            self.note("info" if old else "warning", setting, (f"this repository pins {pin}, where {setting.key} is accepted; the installed "
+                      f"transformers {_installed('transformers')}: {setting.key} is {why}") if old else f"{setting.key} is {why}",
+                      f"drop {setting.key}" + (" when you upgrade." if old else "."))
+            return
         spelled_new = f"--{new}" if setting.key.startswith("--") else new
+        if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
+            self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; under the installed transformers "
+                      f"{_installed('transformers')} it is {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
+            if name == "group_by_length":
+                self.set("training.train_sampling_strategy", "group_by_length" if self.scalar(setting) else "random", setting)
+            else:
+                self.training(new, setting)
+            return
         if name == "group_by_length":
             strategy = "group_by_length" if self.scalar(setting) else "random"
             self.note("warning", setting, f"{setting.key} is {why}", f"write {spelled_new} {strategy}.")
@@ -348,15 +391,33 @@ class _Builder:
         self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
         self.training(new, setting)
 
+    def pin(self, setting: Setting):
+        """The transformers version the file's repository pins (or --transformers-version), else None."""
+        from vramfit.review.versions import Pin, find_pin
+
+        if self.transformers_version:
+            return Pin("transformers", "==", self.transformers_version, "--transformers-version")
+        source = next((s for s in self.sources if s.label == setting.file), None)
+        return find_pin(source.path) if source is not None else None
+
     def upstream(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
         if name in METHOD_SWITCHES and isinstance(value, bool):
             if value:
                 self.method, self.method_origin = METHOD_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
-            self.lora_off = not value
+            elif name != "q_lora":  # `--q_lora False` says "not quantized", not "no LoRA"
+                self.lora_off = True
+        elif name == "tune_mm_mlp_adapter" and value is True:  # LLaVA's projector-only pretrain: LLM and vision tower frozen
+            self.set("model.train.projector", True, setting)
+            self.set("model.train.llm", False, setting)
+            self.set("model.train.vision_tower", False, setting)
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)
+        elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
+            self.method, self.method_origin = ("full" if value == "full" else "qlora" if value == "qlora" else "lora"), Origin(setting.file, setting.key, setting.line)
+        elif name in ("quant_bits", "quantization_bit") and value in (4, 8):  # ms-swift, LLaMA-Factory
+            self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
             self.method, self.method_origin = ("lora" if value == "lora" else "full"), Origin(setting.file, setting.key, setting.line)
         elif name == "bits" and value in (4, 8):
@@ -398,7 +459,20 @@ class _Builder:
         if not dashed:
             hint = hint.replace("'--", "'")
         what = "flag" if dashed else "key"
-        kinds = "an axolotl, TrainingArguments or GRPOConfig key" if axolotl else "a TrainingArguments/GRPOConfig/launcher argument"
+        cls = self.cls_name()
+        kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
+        program = source.program or ""
+        own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
+        typo = not own_parser and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field
+        if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
+            self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
+            return
+        if not axolotl and name in trl_script_fields():  # TrlParser's ScriptArguments / ModelConfig: data and model loading
+            self.not_modelled.append(setting.key)
+            return
+        if axolotl and name in axolotl_schema():
+            self.not_modelled.append(setting.key)
+            return
         self.note("warning", setting, f"unknown {what} {setting.key}: not {kinds}.{hint}", f"remove {setting.key} or correct its name.")
 
     # ---- the whole recipe
@@ -408,6 +482,7 @@ class _Builder:
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
         self._liger()
+        self._trl_defaults()
         self._model(model_config)
         self._method()
         self._data()
@@ -415,10 +490,84 @@ class _Builder:
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
             self.recipe["env"] = env
-        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled)
+        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled,
+                        model_missing=self.model_missing, model_how=self.model_how)
+        if self.model_missing:
+            o = self.model_missing_origin
+            mapped.findings.append(Finding("info", o.file, o.key, self.model_missing, "pass --model-config path/to/config.json (the model's "
+                                           "config.json from its Hugging Face page), or run where the Hub can be reached.", "planner", o.line))
         self._deepspeed(mapped)
         self._launcher(mapped)
+        self._planner_settings(mapped)
         return mapped
+
+    def _planner_settings(self, mapped: Mapped) -> None:
+        """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
+        the knobs the recipe schema has no key for, as planner settings."""
+        out, where = mapped.planner_settings, mapped.planner_origins
+        uses_deepspeed = mapped.recipe.get("deepspeed", "").endswith(("reviewed-none.json",)) is False
+        for src in self.sources:
+            for st in src.settings:
+                key = st.key.lstrip("-").replace("-", "_")
+                words = src.kind == "shell" and isinstance(st.value, list)
+                value = (" ".join(str(w) for w in st.value) or True) if words else st.value
+                text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+                if key == "fsdp" and value not in (None, False, "", "false", "False", [], {}) and "shard_grad_op" not in text and not uses_deepspeed:
+                    out["engine"] = "fsdp"
+                    where["engine"] = Origin(st.file, st.key, st.line)
+                    if "offload" in text:
+                        out["offload"] = True
+                elif key in ("fsdp_config", "fsdp_version") and isinstance(value, (dict, int)) and not uses_deepspeed:
+                    out.setdefault("engine", "fsdp")
+                    where.setdefault("engine", Origin(st.file, st.key, st.line))
+                    if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
+                        out["offload"] = True
+                elif key in ("activation_offloading",) and value in (True, "true", "True"):
+                    out["activation_offloading"] = True
+                    where["activation_offloading"] = Origin(st.file, st.key, st.line)
+                elif key in ("packing", "sample_packing") and value in (True, "true", "True"):
+                    out["packing"] = True
+                    where["packing"] = Origin(st.file, st.key, st.line)
+            if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
+                out["engine"] = "fsdp"
+                where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
+                fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
+                if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
+                    out["offload"] = True
+        if out.get("engine") == "fsdp":  # not plain data parallel after all
+            mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
+
+    def _trl_defaults(self) -> None:
+        """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
+        bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
+        scripts pin TRL versions whose defaults differ."""
+        t = self.recipe["training"]
+        python = next((src for src in self.sources if src.path.suffix == ".py"), None)
+        trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
+        no_metrics = python is not None and "compute_metrics" not in python.text
+        if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
+            why = (f"{python.label} passes the Trainer no compute_metrics" if no_metrics else
+                   f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else ""))
+            self.set("training.prediction_loss_only", True, Setting(f"({why}: Trainer.evaluate keeps no logits)", None,
+                                                                   self.settings.label, self.settings.launch_line))
+        if not trl or self.grpo:
+            return
+        cls = self.cls_name()
+        where = Setting(f"({cls} default)", None, self.settings.label, self.settings.launch_line)
+        for name, value in trainers.changed_defaults(self.trainer).items():
+            if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
+                continue
+            if name not in t:
+                self.set(f"training.{name}", value, where)
+        if "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
+            self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
+        if self.trainer in ("dpo", "kto", "orpo", "cpo", "reward", "gkd", "online_dpo", "rloo"):
+            what = {"dpo": "a frozen reference model and chosen + rejected sequences", "kto": "a frozen reference model",
+                    "gkd": "the teacher model and on-policy generation", "online_dpo": "generation and a reward model",
+                    "rloo": "generation"}.get(self.trainer, "chosen + rejected sequences" if self.trainer != "reward" else "the score head")
+            origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+            self.findings.append(Finding("info", origin.file, origin.key, f"{cls}: reviewed with the {cls} defaults and planned as "
+                                         f"supervised training of the policy; {what} not planned yet", line=origin.line))
 
     def _liger(self) -> None:
         axolotl = next((s for s in self.sources if s.kind == "axolotl"), None)
@@ -433,41 +582,47 @@ class _Builder:
             self.set("training.use_liger_kernel", True, flce)
 
     def _model(self, model_config: str | None) -> None:
+        """The model's config: --model-config, else found the way the libraries find it (vramfit.models);
+        none found: a stand-in config for the checks that need no model, and the review says it is incomplete."""
+        from vramfit import models
+
         problems = Problems()
         model_id = self.get("model.id")
-        first = self.primary.label
         if model_config:
             path = Path(model_config)
-            if not path.is_file() and (MODEL_CONFIGS / path.name).is_file():
-                path = MODEL_CONFIGS / path.name
+            if not path.is_file():
+                named = [p for p in models.table_files() if p.name == path.name]
+                path = named[0] if named else path
             if not path.is_file():
                 problems.add(model_config, "--model-config", "no such file",
-                             f"pass one of: {', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in sorted(MODEL_CONFIGS.glob('*.json')))}.")
+                             "pass a config.json (a Hugging Face model folder's), or one of vramfit's: "
+                             f"{', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in models.table_files())}.")
                 raise ConfigError(problems)
-        elif model_id is None:
-            problems.add(first, "", "names no model (--model_name_or_path, base_model)",
-                         "pass the model's config with --model-config model_configs/<file>.json.")
-            raise ConfigError(problems)
+            how = "--model-config"
         else:
-            path = model_config_for(str(model_id))
+            resolved = models.resolve(None if model_id is None else str(model_id), self.primary.path.parent)
+            path, how = resolved.path, resolved.how
             if path is None:
-                origin = self.origins["model.id"]
-                names = sorted(model_candidates())
-                problems.add(origin.file, origin.key, f"no model config under model_configs/ stands for '{model_id}'."
-                             f"{did_you_mean(str(model_id).rsplit('/', 1)[-1].lower(), names)}",
-                             f"pass --model-config model_configs/<file>.json for a model of the same shape (files: "
-                             f"{', '.join(p.name for p in sorted(MODEL_CONFIGS.glob('*.json')))}).")
-                raise ConfigError(problems)
+                origin = self.origins.get("model.id")
+                named = f"'{model_id}'" if model_id is not None else "no model (--model_name_or_path, base_model, model)"
+                self.model_missing = (f"memory not planned: no config.json found for {named} (looked in {', '.join(resolved.looked)}); "
+                                      "everything that needs no model was checked")
+                self.model_missing_origin = origin or Origin(self.primary.label, "", self.primary.launch_line)
+                path = STAND_IN
+                how = "stand-in"
         try:
-            config = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a file from model_configs/.")
+            config = json.loads(Path(path).read_text())
+            if not isinstance(config, dict) or "model_type" not in config:
+                raise ValueError("no model_type")
+        except (OSError, ValueError) as exc:
+            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a model's config.json.")
             raise ConfigError(problems) from None
         self.config = config
+        self.model_how = how
         model = self.recipe["model"]
-        model.setdefault("id", str(config.get("_model", path.stem)).split(" ", 1)[0])
+        model.setdefault("id", str(config.get("_model", Path(path).stem)).split(" ", 1)[0])
         model["architecture"] = (config.get("architectures") or ["?"])[0]
-        model["config"] = str(path.resolve())
+        model["config"] = str(Path(path).resolve())
 
     def _method(self) -> None:
         if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
@@ -515,7 +670,25 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
-        if vision and "default_max_pixels" in images and "max_pixels" not in data:
+        dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
+        if vision and self.image_tokens:
+            if dynamic:
+                cap = data.get("max_pixels") or images["default_max_pixels"]
+                cap = cap if isinstance(cap, int) else images["default_max_pixels"]
+                data["max_pixels"] = min(cap, self.image_tokens * 784)
+                self.origins["data.max_pixels"] = Origin(self.primary.label, "--image-tokens")
+                self.findings.append(Finding("info", self.primary.label, "--image-tokens",
+                                             f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image "
+                                             f"(the files allow up to {cap // 784:,})", source="planner"))
+                return self._lengths(data, images)
+            self.findings.append(Finding("info", self.primary.label, "--image-tokens", "this model's processor gives every image the same "
+                                         "number of tokens; --image-tokens is not used", source="planner"))
+        elif dynamic:
+            cap = data.get("max_pixels") if isinstance(data.get("max_pixels"), int) else images["default_max_pixels"]
+            self.findings.append(Finding("info", self.primary.label, "--image-tokens", f"image tokens planned at the maximum the files allow "
+                                         f"({cap // 784:,} per image)", "pass --image-tokens N with your data's typical tokens per image "
+                                         "(pixels / 784) to plan at its size.", source="planner"))
+        if dynamic and "max_pixels" not in data:
             data["max_pixels"] = images["default_max_pixels"]
             where = Origin(self.settings.label, spelled(self.settings.kind, "data.max_pixels"), self.settings.launch_line)
             self.origins["data.max_pixels"] = where
@@ -525,13 +698,17 @@ class _Builder:
                 f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
                 f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
                 line=where.line))
+        self._lengths(data, images)
+
+    def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
             per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
-            self.findings.append(Finding("warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
+            own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
+            self.findings.append(Finding("info" if own else "warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
                                          f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
                                          f"set {edit(self.settings.kind, 'data.max_length', SEQUENCE_DEFAULT)} (or the length you train at) explicitly.",
                                          line=self.settings.launch_line))
@@ -563,6 +740,10 @@ class _Builder:
                                                  f"pass only {chosen.label}, or point the script at {other.label}."))
         elif inline is not None:
             text, name, origin = json.dumps(inline.value, indent=2), "inline.json", Origin(inline.file, inline.key, inline.line)
+        elif self._named_zero() is not None:
+            document, origin, how = self._named_zero()
+            text, name = json.dumps(document, indent=2), "named.json"
+            mapped.deepspeed_label = f"{origin.file} ({how})"
         elif accelerate is not None:
             from accelerate.utils import DeepSpeedPlugin
 
@@ -591,6 +772,33 @@ class _Builder:
         self.origins["deepspeed"] = origin
         mapped.deepspeed_label = mapped.deepspeed_label or origin.file
 
+    def _named_zero(self):
+        """(DeepSpeed document, origin, how) for a ZeRO stage named by a flag, not a JSON: ms-swift's `--deepspeed zero2`
+        presets, DeepSpeed-Chat's `--zero_stage N [--offload]`; None when no flag names one."""
+        from vramfit.review.sources import DEEPSPEED_PRESET
+
+        flags = {s.key: s for src in self.sources if src.kind == "shell" for s in src.settings}
+        auto = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+        ds = flags.get("--deepspeed")
+        preset = DEEPSPEED_PRESET.fullmatch(ds.value[0]) if ds is not None and len(ds.value) == 1 else None
+        if preset:
+            stage, offload = int(preset.group(1)), bool(preset.group(2))
+            zero = {"stage": stage}
+            if offload:
+                zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+                if stage == 3:
+                    zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+            return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
+        zs = flags.get("--zero_stage")
+        if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
+            zero = {"stage": int(zs.value[0])}
+            if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
+                zero["offload_param"] = {"device": "cpu"}
+                zero["offload_optimizer"] = {"device": "cpu"}
+            return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--zero_stage {zs.value[0]}"
+        return None
+
     def _launcher(self, mapped: Mapped) -> None:
         launcher = next((s.launcher for s in self.sources if s.launcher), None)
         if launcher is None and any(s.kind == "axolotl" for s in self.sources):
@@ -606,6 +814,75 @@ class _Builder:
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _installed(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _known_argument_set(program: str) -> bool:
+    """Programs whose every argument vramfit knows (TRL's scripts and CLI, axolotl, LLaMA-Factory, ms-swift): an unknown flag
+    there is a mistake. Any other script parses its own dataclasses: an argument vramfit does not know is the script's."""
+    p = program.replace("\\", "/")
+    return (p.startswith(("trl ", "axolotl", "llamafactory")) or "/trl/" in f"/{p}" or p.startswith("trl/")
+            or "examples/scripts/" in p or p.startswith("-m trl") or p.startswith("-m axolotl"))
+
+
+@functools.lru_cache(maxsize=None)
+def trl_script_fields() -> frozenset[str]:
+    """The fields of TRL's ScriptArguments and ModelConfig, which TRL's scripts parse beside the trainer's config."""
+    import dataclasses
+
+    try:
+        import trl
+
+        return frozenset(f.name for cls in (trl.ScriptArguments, trl.ModelConfig) for f in dataclasses.fields(cls))
+    except (ImportError, AttributeError):
+        return frozenset()
+
+
+def axolotl_schema() -> frozenset[str]:
+    """Every key of axolotl's config schema (read from its pydantic models; the list ships with its source commit)."""
+    return _axolotl_keys()
+
+
+@functools.lru_cache(maxsize=None)
+def _axolotl_keys() -> frozenset[str]:
+    path = Path(__file__).with_name("axolotl_schema.json")
+    try:
+        return frozenset(json.loads(path.read_text())["keys"])
+    except (OSError, ValueError, KeyError):
+        return frozenset()
+
+
+def _trainer(sources: list[Source], names: set[str]) -> str | None:
+    """The trainer the launch runs: the file's own call, its stage / rlhf_type / rl setting, the entry point's name."""
+    for source in sources:
+        if source.trainer:
+            return source.trainer
+    for source in sources:
+        for s in source.settings:
+            key = s.key.lstrip("-").replace("-", "_")
+            value = s.value[0] if isinstance(s.value, list) and s.value else s.value
+            if key in ("stage", "rlhf_type", "rl") and isinstance(value, str) and value.lower() in trainers.STAGES:
+                return trainers.STAGES[value.lower()]
+    for source in sources:
+        if source.kind == "training_args" and not source.trainer:
+            found = trainers.from_entry(str(source.path.relative_to(source.path.parents[min(3, len(source.path.parents) - 1)])))
+            if found:
+                return found
+    for source in sources:
+        if source.program.startswith("swift "):
+            return "sft" if source.program.endswith(("sft", "pt")) else None
+        found = trainers.from_entry(source.program) if source.program else None
+        if found:
+            return found
+    return None
 
 
 def _first(sources: list[Source], kinds: tuple[str, ...]) -> Source:
@@ -634,9 +911,10 @@ def _json_dict(value: Any) -> Any:
     return value
 
 
-def build(sources: list[Source], workdir: Path, model_config: str | None = None) -> Mapped:
-    """The recipe dict the files describe (hardware: only what the files state); ConfigError when no model."""
-    return _Builder(sources, workdir).build(model_config)
+def build(sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None,
+          image_tokens: int | None = None) -> Mapped:
+    """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
+    return _Builder(sources, workdir, transformers_version, image_tokens).build(model_config)
 
 
 

@@ -69,7 +69,7 @@ def _recipes() -> list[recipe_mod.Recipe]:
     return out
 
 
-def closest(recipe: dict[str, Any], against: str | None, gpu: str | None) -> tuple[recipe_mod.Recipe | None, str]:
+def closest(recipe: dict[str, Any], against: str | None, gpu: str | None, model_known: bool = True) -> tuple[recipe_mod.Recipe | None, str]:
     """(recipe, why it was chosen): `--against NAME`, else the best match on model, method and hardware."""
     if against:
         path = find_recipe(against)
@@ -85,7 +85,9 @@ def closest(recipe: dict[str, Any], against: str | None, gpu: str | None) -> tup
     for candidate in _recipes():
         why = []
         score = 0.0
-        if candidate.path(candidate.model.config) == config:
+        if not model_known:
+            pass  # the model's config was not found: only method and hardware compare
+        elif candidate.path(candidate.model.config) == config:
             score, why = score + 4, why + ["same model"]
         elif candidate.model.architecture == recipe["model"]["architecture"]:
             score, why = score + 2, why + ["same architecture"]

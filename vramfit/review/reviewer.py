@@ -22,7 +22,7 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
-from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, RECIPE_TREE, ConfigError, Problem
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
 from vramfit.review.sources import read_all
@@ -43,7 +43,8 @@ class Review:
 
 
 def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, nodes: int | None = None,
-           host_ram_gib: float | None = None, against: str | None = None, model_config: str | None = None) -> Review:
+           host_ram_gib: float | None = None, against: str | None = None, model_config: str | None = None,
+           transformers_version: str | None = None, image_tokens: int | None = None) -> Review:
     try:
         sources = read_all(paths)
     except ConfigError as error:
@@ -52,8 +53,8 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config)
-            ref, why = reference.closest(mapped.recipe, against, gpu)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens)
+            ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
             return _unreadable(error)
@@ -65,16 +66,16 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
             warnings.simplefilter("ignore", FutureWarning)
             recipe, problems = _validate(path)
-        findings += [_finding(p, mapped) for p in problems if _for_a_run(p)]
+        findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
         plan = None
-        if recipe is not None:
+        if recipe is not None and not mapped.model_missing:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
             if ref is not None:
                 findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_OK
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
@@ -105,6 +106,11 @@ def _validate(path: Path):
         return recipe_mod.load(path), problems
     except ConfigError:
         return None, problems
+
+
+def _needs_model(p: Problem) -> bool:
+    """A problem read off the stand-in model config (the real one was not found): not the user's."""
+    return p.key.startswith(("model", "data.max_pixels", "data.images", "data.format")) or "model_configs/" in p.file or p.file.endswith(".json") and "llama-3.2-3b" in p.file
 
 
 def _for_a_run(p: Problem) -> bool:
@@ -145,13 +151,19 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     from vramfit.planner import plan_recipe
 
     try:
-        plan = plan_recipe(recipe)
+        plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
     except ConfigError as error:
         findings += [_finding(p, mapped) for p in error.problems.items]
         return None
     except (ValueError, TypeError) as exc:  # a setting the checks above already refuse (a word where a number belongs)
         findings.append(Finding("info", mapped.primary.label, "", f"memory not planned: the planner cannot read these settings ({exc})",
                                 "fix the errors above, then review again.", "planner"))
+        return None
+    except Exception as exc:  # an architecture the planner does not summarise yet: the rest of the review stands
+        mapped.model_missing = (f"memory not planned: the planner cannot summarise {recipe.model.architecture} "
+                                f"({exc.__class__.__name__}: {exc}); everything that needs no memory plan was checked")
+        findings.append(Finding("info", mapped.primary.label, "", mapped.model_missing, "report it; pass --model-config with a config of "
+                                "the same shape to plan it meanwhile.", "planner"))
         return None
     if not host_known:
         plan.host_ram_available_gib, plan.host_ram_fits = None, True
@@ -189,6 +201,42 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     return plan
 
 
+def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
+    """The plan with the planner settings the files ask for and the recipe schema cannot say: those planner.Setup has are
+    applied (engine fsdp, FSDP offload), the others are named as not planned yet. No fixes are searched (they re-plan the recipe)."""
+    import dataclasses
+
+    from vramfit.planner.plan import plan as plan_setup
+    from vramfit.planner.setup import Setup
+
+    if not mapped.planner_settings:
+        return None
+    setup = Setup.from_recipe(recipe)
+    names = {f.name for f in dataclasses.fields(Setup)}
+    wanted = dict(mapped.planner_settings)
+    applied, missing = {}, []
+    if wanted.pop("offload", False):
+        if wanted.get("engine") == "fsdp" or setup.engine == "fsdp":
+            setup = dataclasses.replace(setup, zero=dataclasses.replace(setup.zero, offload_params=True, offload_optimizer=True))
+            applied["FSDP CPU offload"] = True
+    for name, value in wanted.items():
+        if name in names:
+            setup = dataclasses.replace(setup, **{name: value})
+            applied[name] = value
+        else:
+            missing.append(name)
+    for name in missing:
+        o = mapped.planner_origins.get(name) or mapping.Origin(mapped.primary.label, "")
+        findings.append(Finding("info", o.file, o.key, f"{name.replace('_', ' ')}: read, but the planner cannot plan it yet; "
+                                "the memory plan leaves it out", source="planner", line=o.line))
+    if applied:
+        o = mapped.planner_origins.get("engine") or mapping.Origin(mapped.primary.label, "")
+        findings.append(Finding("info", o.file, o.key, "planned with " + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
+                                + " (the files' sharding; fixes are not searched for it)", source="planner", line=o.line))
+        return plan_setup(setup)
+    return None  # nothing the planner can apply: the recipe's own plan, with its fixes
+
+
 def _key(name: str) -> str:
     """A planner override key as a recipe key path."""
     if name.startswith(("data.", "model.", "hardware.", "env.")) or name in ("deepspeed", "global_batch_size"):
@@ -220,6 +268,9 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
     micro, g = setup.micro_batch, setup.num_generations
     origin = mapped.origin("training.per_device_train_batch_size")
     old = micro * g
+    program = mapped.primary.program.replace("\\", "/")
+    if "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program:
+        return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     what = (f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
             f"{micro * ranks} completions = {micro * ranks // g if micro * ranks % g == 0 else micro * ranks / g} prompts x {g} per micro-step "
@@ -249,7 +300,9 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     ranks = hw["gpus_per_node"] * hw["nodes"]
     micro, accum = t.get("per_device_train_batch_size", 8), t.get("gradient_accumulation_steps", 1)
     total = micro * accum * ranks if all(isinstance(v, int) for v in (micro, accum)) else "?"
-    lines = [f"read as: {r['method']} of {r['model']['id']} ({Path(r['model']['config']).name}), {r['launcher']}, "
+    config = "config not found: memory not planned" if mapped.model_missing and mapped.recipe["model"]["config"].endswith(
+        str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in" else Path(r['model']['config']).name
+    lines = [f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, "
              f"{reference.zero_label(ds)} ({mapped.deepspeed_label})",
              f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
              f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"

@@ -58,8 +58,19 @@ def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 
             for name in names:
                 env.setdefault(name, sbatch[key])
     script = Script([], env, set(env), sbatch, [])
-    for line_no, body, _ in lines:
-        if body.strip():
+    depth = 0  # inside `case ... esac`: option parsing (`--model) MODEL=$2; shift 2;;`), whose branches run only for
+    for line_no, body, _ in lines:  # arguments given to the script; its defaults above stand
+        text = body.strip()
+        if re.match(r"case\s", text) and not re.search(r"\besac\b", text):
+            depth += 1
+            continue
+        if depth:
+            depth -= bool(re.search(r"(^|[;\s])esac\b", text))
+            for name in re.findall(r"(?:^|[\s;)])([A-Za-z_][A-Za-z0-9_]*)=", text):  # set from the script's arguments:
+                if not script.variables.get(name):  # a default stands; an empty one (MODEL="") is unknown here
+                    script.variables.pop(name, None)
+            continue
+        if text:
             _run_line(body, line_no, script)
     return script
 

@@ -36,6 +36,9 @@ _ACCELERATE_KEYS = {"compute_environment", "distributed_type"}  # `accelerate co
 _AXOLOTL_KEYS = {"base_model", "micro_batch_size", "sequence_len", "datasets", "adapter", "num_epochs", "base_model_config",
                  "lora_target_linear", "val_set_size", "sample_packing", "flash_attention", "plugins"}
 # How a script names the launcher (module run with `python -m`, or command).
+SWIFT_TRAIN = ("sft", "pt", "rlhf")
+# ms-swift's named DeepSpeed presets (swift/llm/ds_config): --deepspeed zero2, zero3_offload, ...
+DEEPSPEED_PRESET = re.compile(r"(?:default-)?zero([0-3])(_offload)?")
 _MODULE_LAUNCHERS = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
                      "deepspeed.launcher.runner": "deepspeed", "accelerate.commands.launch": "accelerate",
                      "axolotl.cli.train": "axolotl"}
@@ -75,6 +78,7 @@ class Source:
     references: list[Reference] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # the launch command's environment, as far as the script sets it
+    trainer: str = ""  # the trainer the program runs, where the file says (sft, dpo, grpo, ...): picks TRL's config class
 
     def line_of(self, key: str, after: int = 1) -> int | None:
         """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
@@ -163,6 +167,8 @@ def read(path: Path, kind: str | None = None) -> Source:
         kind = "shell"
     if kind == "shell":
         return _read_shell(path, text)
+    if kind is None and suffix == ".py":
+        return _read_python(path, text)
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
         problems.add(label(path), "", f"must hold a mapping of keys, got {type(document).__name__}",
@@ -212,9 +218,9 @@ def _kind_of(document: dict, suffix: str) -> str:
 
 # ----------------------------------------------------------------------------------------------- shell
 
-def _read_shell(path: Path, text: str) -> Source:
+def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> Source:
     source = Source(path, label(path), "shell", text)
-    script = shell.parse(text)
+    script = script or shell.parse(text)
     for line, words in script.stray:
         source.notes.append(Finding(
             "warning", source.label, words[0],
@@ -223,6 +229,11 @@ def _read_shell(path: Path, text: str) -> Source:
             "remove the comment from inside the command and end every continued line with `\\`.", line=line))
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
+    if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
+        problems = Problems()
+        problems.add(source.label, "", "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
+                     "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.")
+        raise ConfigError(problems)
     if not launches:
         problems = Problems()
         problems.add(source.label, "", "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
@@ -246,6 +257,59 @@ def _read_shell(path: Path, text: str) -> Source:
     return source
 
 
+# Argument classes whose calls in a Python file carry training settings: name -> the trainer they configure.
+PYTHON_CONFIGS = {"TrainingArguments": "", "Seq2SeqTrainingArguments": "", "SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo",
+                  "KTOConfig": "kto", "ORPOConfig": "orpo", "RewardConfig": "reward", "GKDConfig": "gkd", "CPOConfig": "cpo",
+                  "PPOConfig": "ppo", "RLOOConfig": "rloo", "OnlineDPOConfig": "online_dpo", "BCOConfig": "bco"}
+
+
+def _read_python(path: Path, text: str) -> Source:
+    """A training script, read with `ast` (never run): the launch commands its docstring shows (TRL's examples),
+    else its `TrainingArguments(...)` / `SFTConfig(...)` calls with literal keyword values."""
+    import ast
+
+    problems = Problems()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        problems.add(label(path), "", f"is not valid Python at line {exc.lineno} ({exc.msg})", "pass the launch script, or fix the file.")
+        raise ConfigError(problems) from None
+    doc = ast.get_docstring(tree, clean=False) or ""
+    if doc and tree.body and isinstance(tree.body[0], ast.Expr):
+        start = tree.body[0].lineno
+        script = shell.parse(doc, first_line=start)
+        if any(_launcher_of(c.argv) for c in script.commands):
+            script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
+            source = _read_shell(path, text, script)
+            source.notes.append(Finding("info", source.label, "", f"read the launch command{'s' if len([c for c in script.commands if _launcher_of(c.argv)]) > 1 else ''} "
+                                        "of the script's docstring (its usage example)", line=source.launch_line))
+            return source
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in PYTHON_CONFIGS]
+    if not calls:
+        problems.add(label(path), "", "has no launch command in its docstring and no TrainingArguments(...) / SFTConfig(...) call",
+                     "pass the shell script or command that starts training.")
+        raise ConfigError(problems)
+    call = calls[0]
+    name = getattr(call.func, "id", None) or call.func.attr
+    source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
+    source.trainer = PYTHON_CONFIGS[name]
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        try:
+            value = ast.literal_eval(kw.value)
+        except (ValueError, SyntaxError, TypeError):
+            source.notes.append(Finding("info", source.label, kw.arg, f"{kw.arg} is computed when the script runs; not reviewed", line=kw.lineno))
+            continue
+        source.settings.append(Setting(kw.arg, value, source.label, kw.lineno))
+        if kw.arg == "deepspeed" and isinstance(value, str):
+            source.references.append(Reference("deepspeed", value, source.settings[-1]))
+    if len(calls) > 1:
+        source.notes.append(Finding("info", source.label, "", f"{len(calls)} argument calls; reviewed the first (line {call.lineno})", line=call.lineno))
+    return source
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
     if name in ("torchrun", "deepspeed"):
@@ -254,6 +318,10 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         return "accelerate", argv[2:]
     if name == "axolotl" and argv[1:2] == ["train"]:
         return "axolotl", argv[2:]
+    if name == "swift" and argv[1:2] and argv[1] in SWIFT_TRAIN:  # ms-swift: `swift sft|pt|rlhf --flag value ...`
+        return "swift", argv[1:]
+    if name in ("llamafactory-cli", "lmf") and argv[1:2] == ["train"]:  # LLaMA-Factory: a YAML, or flags
+        return "llamafactory", argv[2:]
     if not re.fullmatch(r"python[\d.]*", name):
         return None
     i = 1
@@ -316,6 +384,23 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     if launcher == "axolotl":
         source.program = "axolotl train"
         return tokens
+    if launcher == "swift":  # torchrun underneath: NPROC_PER_NODE / NNODES from the command's environment
+        source.program = f"swift {tokens[0]}"
+        for key, name in (("gpus_per_node", "NPROC_PER_NODE"), ("nodes", "NNODES")):
+            if name in command.environment:
+                _count(source, key, command.environment[name], name)
+        visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
+        if "gpus_per_node" not in source.hardware and re.fullmatch(r"\d+", visible):
+            _count(source, "gpus_per_node", "1", "CUDA_VISIBLE_DEVICES")  # one device and no NPROC_PER_NODE: a single process
+        return tokens[1:]
+    if launcher == "llamafactory":
+        source.program = "llamafactory-cli train"
+        if "NPROC_PER_NODE" in command.environment:
+            _count(source, "gpus_per_node", command.environment["NPROC_PER_NODE"], "NPROC_PER_NODE")
+        if tokens and tokens[0].endswith((".yaml", ".yml", ".json")):
+            source.references.append(Reference("training_args", tokens[0], Setting(tokens[0], tokens[0], source.label, source.line_of(tokens[0], command.line))))
+            return tokens[1:]
+        return tokens
     ns, error = _parse_quietly(launcher, tokens)
     for _ in range(len(tokens)):
         if ns is not None:
@@ -357,7 +442,12 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     source.program = ns.training_script  # accelerate
     settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
     _accelerate_settings(source, settings, tokens)
-    if ns.config_file:
+    if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
+        flag = _written(tokens, "--config_file", "--config-file")
+        source.notes.append(Finding("warning", source.label, flag, f"its value {ns.config_file!r} is set when the script runs (an argument or a "
+                                    "variable the script does not define), so the accelerate config was not read",
+                                    f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.", line=source.line_of(flag, command.line)))
+    elif ns.config_file:
         flag = _written(tokens, "--config_file", "--config-file")
         source.references.append(Reference("accelerate", ns.config_file, Setting(flag, ns.config_file, source.label, source.line_of(flag, command.line))))
     return list(ns.training_script_args)
@@ -407,7 +497,7 @@ def _program_settings(source: Source, args: list[str], after: int) -> None:
             source.references.append(Reference("axolotl", token, Setting(token, token, source.label, source.line_of(token, after))))
     for setting in source.settings:
         resolved = len(setting.value) == 1 and not shell.UNRESOLVED.search(setting.value[0])
-        if setting.key == "--deepspeed" and resolved:
+        if setting.key == "--deepspeed" and resolved and not DEEPSPEED_PRESET.fullmatch(setting.value[0]):
             source.references.append(Reference("deepspeed", setting.value[0], setting))
         elif setting.key == "--config" and resolved and setting.value[0].endswith((".yml", ".yaml")):  # TRL scripts' TrlParser
             source.references.append(Reference("training_args", setting.value[0], setting))
