@@ -522,12 +522,11 @@ class _Builder:
                     where.setdefault("engine", Origin(st.file, st.key, st.line))
                     if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
                         out["offload"] = True
-                elif key in ("activation_offloading",) and value in (True, "true", "True"):
-                    out["activation_offloading"] = True
-                    where["activation_offloading"] = Origin(st.file, st.key, st.line)
-                elif key in ("packing", "sample_packing") and value in (True, "true", "True"):
-                    out["packing"] = True
-                    where["packing"] = Origin(st.file, st.key, st.line)
+                elif key in ("activation_offloading", "packing", "sample_packing") and value in (True, "true", "True"):
+                    # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
+                    knob = "packing" if key == "sample_packing" else key
+                    mapped.recipe.setdefault("planner", {})[knob] = True
+                    mapped.origins[f"planner.{knob}"] = Origin(st.file, st.key, st.line)
             if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
                 out["engine"] = "fsdp"
                 where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
