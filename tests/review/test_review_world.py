@@ -20,6 +20,7 @@ KNOWN_FALSE_ERRORS = {
     "vlmr1-run_grpo_rec": "image tokens planned at Qwen2.5-VL's processor maximum (16,384 per image); REC images are far smaller",
     "vlmr1-run_grpo_rec_lora": "as above",
     "vlmr1-run_grpo_rec_more_params": "as above",
+    "trl-grpo-vlm": "as above, with TRL's colocated vLLM share (0.3 of the card) now planned beside GRPOConfig's default micro-batch 8",
     "vlmr1-train_qwen2_vl": "the script names scripts/zero3.json, a path relative to a working directory the corpus does not have",
     "vlmr1-multinode_training_demo": "the launch is written into a docker-compose heredoc",
     "swift-cached_dataset-dpo": "Megatron-SWIFT launch: said, not planned",

@@ -549,7 +549,9 @@ class _Builder:
                    f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else ""))
             self.set("training.prediction_loss_only", True, Setting(f"({why}: Trainer.evaluate keeps no logits)", None,
                                                                    self.settings.label, self.settings.launch_line))
-        if not trl or self.grpo:
+        program = (self.primary.program or "").replace("\\", "/")
+        trl_own = "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program
+        if not trl or (self.grpo and not trl_own):  # TRL's own GRPO script runs the TRL it ships with: its defaults apply
             return
         cls = self.cls_name()
         where = Setting(f"({cls} default)", None, self.settings.label, self.settings.launch_line)
