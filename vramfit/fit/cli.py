@@ -260,6 +260,9 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
     if "expandable_segments" not in keys:
         overrides.append("expandable_segments=true")
         notes.append("allocator: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True assumed (recipes written by fit set it)")
+    if method in ("lora", "qlora") and "lora_target_modules" not in keys and _is_vlm(args.model_config):
+        overrides.append(f"lora_target_modules={VLM_LLM_TARGETS}")
+        notes.append("LoRA targets: the LLM's linear layers only (not the vision tower's); pin lora_target_modules= to change")
     if args.seq_len:
         overrides.append(f"seq_len={args.seq_len}")
     if args.host_ram_gib:
@@ -281,6 +284,18 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
     if not args.global_batch_size:
         notes.append(f"global batch: {gbs} = {HF_DEFAULTS['per_device_train_batch_size']} per GPU (the Trainer's default micro-batch) x {world} GPUs; pass --global-batch-size")
     return Request(base, knobs_of(defaults), pins, gbs, None, base.label, tuple(notes))
+
+
+VLM_LLM_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+
+
+def _is_vlm(path) -> bool:
+    from vramfit.planner import params
+
+    try:
+        return bool(params.summary(__import__("pathlib").Path(path)).groups.get("vision"))
+    except Exception:  # an unreadable config is reported by Setup.from_args with its file and fix
+        return False
 
 
 def _check_batch(request: Request, problems, label: str) -> None:

@@ -144,6 +144,9 @@ def apply(base, knobs: dict[str, Any], zeros: dict[str, Any]):
     )
     if base.method == "grpo":
         changes["steps_per_generation"] = knobs["steps_per_generation"]
+    if base.quantization in ("nf4", "fp4"):
+        # The written recipe stores 4-bit weights in bf16 under ZeRO-3 (so they shard), uint8 otherwise.
+        changes["quant_storage_float"] = zero.stage == 3
     return base.replace(**changes)
 
 
@@ -160,10 +163,10 @@ def options(base, pins: dict[str, Any], global_batch: int, arch) -> dict[str, li
     out["per_device_train_batch_size"] = micro or [1]
     out["gradient_checkpointing"] = [False, True]
     out["use_liger_kernel"] = [False, True] if liger_active(base.replace(liger=True), arch) else [base.liger]
-    attn = ["sdpa", "eager"]
-    if CATALOGUE[base.gpu].bf16:
-        attn.insert(0, "flash_attention_2")
-    out["attn_implementation"] = attn
+    # flash_attention_2 and sdpa are one candidate: on CUDA, PyTorch's SDPA dispatches to the FlashAttention-2
+    # kernel (bf16/fp16, no mask materialised), so plan and step time agree; the base's spelling is kept.
+    fast = "flash_attention_2" if base.attention == "flash" and CATALOGUE[base.gpu].bf16 else "sdpa"
+    out["attn_implementation"] = [fast, "eager"]
     out["optim"] = list(dict.fromkeys([base.optimizer, *EIGHT_BIT]))
     for key, value in pins.items():
         if key in out:
@@ -213,6 +216,8 @@ def search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, 
     result.rejected = rejected(result)
     result.notes.append("not searched (the planner does not model them yet): FSDP, pure bf16 weights and optimizer states, "
                         "the vLLM memory share for GRPO")
+    result.notes.append("attention: flash_attention_2 and sdpa are one candidate (CUDA SDPA runs the FlashAttention-2 kernel; "
+                        "same plan and step time); the base's spelling is kept")
     if trace:
         _confirm_with_trace(result, arch)
     result.seconds = time.perf_counter() - start
@@ -274,17 +279,19 @@ def rejected(result: Result) -> list[dict[str, Any]]:
             if knob in result.pins:
                 continue
             if fitting:
-                best = min(fitting, key=lambda c: c.time.seconds)
                 if win is None:
                     continue
-                reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
-                          f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)")
-                if best.time.seconds <= win.time.seconds * 1.005:
-                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
-                              "ranked below on fewer changes from the base, then margin")
-                if not best.writable and best.time.seconds <= win.time.seconds:
+                writable = [c for c in fitting if c.writable]
+                best = min(writable or fitting, key=lambda c: c.time.seconds)
+                if not writable:
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), {best.time.seconds:.2f} s/step, but not writable as a recipe "
                               "(no shared preset under deepspeed_configs/)")
+                elif best.time.seconds <= win.time.seconds * 1.005:
+                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
+                              "ranked below on fewer changes from the base, then margin")
+                else:
+                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
+                              f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)")
             else:
                 lowest = min(group, key=lambda c: c.plan.per_gpu_peak_gib)
                 p = lowest.plan

@@ -88,11 +88,9 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
                                  "architecture": (config.get("architectures") or ["?"])[0], "config": rel}
         vlm = s.images_per_sample > 0
         if s.lora:
-            model["train"] = {"llm": False, "projector": False, "vision_tower": False}
+            model["train"] = {"llm": False, "projector": bool(s.train_projector), "vision_tower": bool(s.train_vision)}
             model["lora"] = {"r": s.lora_r, "alpha": 2 * s.lora_r, "dropout": s.lora_dropout,
                              "target_modules": s.lora_targets if isinstance(s.lora_targets, str) else list(s.lora_targets)}
-            if vlm and s.lora_targets == "all-linear":
-                model["lora"]["target_modules"] = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
         elif vlm:
             model["train"] = {"llm": True, "projector": True, "vision_tower": bool(s.train_vision)}
         if s.quantization:
