@@ -45,10 +45,12 @@ def test_checkpointing_costs_a_forward(base):
 
 def test_zero3_moves_more_bytes_than_zero2_and_offload_adds_cpu_adam(base):
     z2, z3 = time_of(with_zero(base, "zero2")), time_of(with_zero(base, "zero3"))
-    slow = base.replace(nodes=2)  # across nodes the links are the network's
+    assert z3.comm_bytes > z2.comm_bytes > 0
+    # Over a slow network (PCIe cards, 2 nodes) the gathers no longer hide behind compute.
+    slow = base.replace(gpu="l4", nodes=2)
     z2n, z3n = time_of(with_zero(slow, "zero2")), time_of(with_zero(slow, "zero3"))
-    assert z3n.parts.get("communication", 0) > z2n.parts.get("communication", 0)
-    assert z3.seconds >= z2.seconds * 0.98
+    assert z3n.parts.get("communication", 0) > z2n.parts.get("communication", 0) > 0
+    assert z3n.seconds > z2n.seconds
     off = time_of(with_zero(base, "zero3_offload_optimizer"))
     assert off.parts["cpu_adam"] > 0 and off.parts["offload_pcie"] > 0 and off.seconds > z3.seconds
 
@@ -63,4 +65,4 @@ def test_grpo_generation_is_bandwidth_bound_and_ds3_gather_matters(base):
     g3 = with_zero(g, "zero3")
     gathered, per_token = time_of(g3), time_of(g3.replace(ds3_gather_for_generation=False))
     assert gathered.parts["generation"] > 0
-    assert per_token.parts["generation"] > 10 * gathered.parts["generation"]
+    assert per_token.parts["generation"] > 3 * gathered.parts["generation"]

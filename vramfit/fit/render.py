@@ -22,6 +22,7 @@ def _row(result: Result, c: Candidate, rank: int | None) -> dict[str, Any]:
         "step_s": round(c.time.seconds, 4), "tokens_per_s": round(c.time.tokens_per_s, 1),
         "tokens_per_step": c.time.tokens_per_step, "flops_per_micro_batch": c.time.flops_per_micro,
         "flops_source": c.time.flops_source, "step_parts_s": {k: round(v, 4) for k, v in c.time.parts.items()},
+        "comm_gb_per_step": round(c.time.comm_bytes / 1e9, 3),
     }
 
 

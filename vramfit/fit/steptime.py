@@ -89,6 +89,7 @@ class StepTime:
     flops_per_micro: float
     flops_source: str
     parts: dict[str, float] = field(default_factory=dict)  # seconds per optimizer step, by component
+    comm_bytes: float = 0.0  # sent per rank per optimizer step (ZeRO / DDP collectives)
 
     @property
     def tokens_per_s(self) -> float:
@@ -240,7 +241,8 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
     }
     total = sum(parts.values())
     samples = s.micro_batch * ga * world
-    return StepTime(total, samples * seq, f.total, flops_source, {k: v for k, v in parts.items() if v > 0})
+    return StepTime(total, samples * seq, f.total, flops_source, {k: v for k, v in parts.items() if v > 0},
+                    per_micro_comm * ga + per_step_comm)
 
 
 def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float) -> float:
