@@ -30,7 +30,7 @@ def test_recipe_fit_keeps_the_global_batch_and_the_winner_fits(capsys):
     win = data["winner"]
     assert win["writable"] and win["margin_gib"] > 0 and win["step_s"] > 0 and win["tokens_per_s"] > 0
     steps = [r["step_s"] for r in data["ranked"]]
-    assert steps == sorted(steps)
+    assert all(step <= min(steps[i:]) * 1.0101 for i, step in enumerate(steps))  # ranked by time, 1% ties
 
 
 def test_pins_are_never_changed(capsys):

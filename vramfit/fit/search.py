@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,10 @@ FAMILIES = {  # family -> the knob whose value names it
     "attention": "attn_implementation", "optimizer": "optim", "generation batch": "steps_per_generation",
 }
 MAX_MICRO = 64
+TIE = 0.01  # predicted step times within 1% rank as equal
+# Among ties, the simpler engine first: fewer moving parts (sharded weights, host offload) to debug.
+COMPLEXITY = {"none": 0, "zero1": 0, "zero2": 0, "zero3": 1, "zero2_offload_optimizer": 2, "zero3_offload_optimizer": 2,
+              "zero3_offload_optimizer_params": 3}
 
 
 @dataclass
@@ -211,7 +216,12 @@ def search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, 
             p = plan(setup)
             counts = params.count(arch, setup)
             candidates.append(Candidate(k, setup, p, steptime.estimate(setup, arch, counts)))
-    fitting = sorted((c for c in candidates if c.fits), key=lambda c: (round(c.time.seconds, 6), _changes(c, base_knobs or {}), -c.margin_gib))
+    fitting = [c for c in candidates if c.fits]
+    best = min((c.time.seconds for c in fitting), default=1.0)
+    # Within 1% of each other two predictions are a tie (the model is not that precise): the fewer changes
+    # from the base win, then the larger margin.
+    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), _changes(c, base_knobs or {}),
+                                COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
     result = Result(label or base.label, base, base_knobs or knobs_of(base), pins, global_batch, candidates, fitting, [])
     result.rejected = rejected(result)
     result.notes.append("not searched (the planner does not model them yet): FSDP, pure bf16 weights and optimizer states, "
@@ -286,9 +296,9 @@ def rejected(result: Result) -> list[dict[str, Any]]:
                 if not writable:
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), {best.time.seconds:.2f} s/step, but not writable as a recipe "
                               "(no shared preset under deepspeed_configs/)")
-                elif best.time.seconds <= win.time.seconds * 1.005:
+                elif best.time.seconds <= win.time.seconds * (1 + TIE):
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
-                              "ranked below on fewer changes from the base, then margin")
+                              "within 1%, ranked below on fewer changes from the base, a simpler engine, then margin")
                 else:
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
                               f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)")

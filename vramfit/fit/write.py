@@ -34,6 +34,16 @@ TRADE_OFFS = {
     "optim": "8-bit / paged optimizers (bitsandbytes) shrink Adam's 8 B/param states to ~2 B; paged states can spill to host",
     "steps_per_generation": "micro-batches per generate call: larger = bigger generation batch (KV cache), fewer generate calls",
 }
+OTHER_COMMENTS = {  # keys this writer sets that the search does not: what they trade, said once
+    "learning_rate": "the writer's default for the method (full 1e-5, LoRA 1e-4, GRPO 1e-6); tune for your data",
+    "beta": "KL weight to a reference model; > 0 keeps a frozen reference copy (memory, one more forward)",
+    "num_generations": "completions per prompt: the group GRPO normalises rewards over; the generation batch must divide by it",
+    "max_completion_length": "KV cache, logits and generation time grow linearly with it",
+    "max_length": "tokens per sample (text + image); activations grow linearly, attention FLOPs quadratically",
+    "max_pixels": "image tokens = max_pixels / 784 (28 x 28 px each): vision FLOPs and activations grow with it",
+    "warmup_steps": "< 1: a fraction of the total steps (transformers 5)",
+    "gradient_checkpointing_kwargs": "non-reentrant: works with ZeRO-3 parameter gathering",
+}
 DEFAULT_HOST_RAM_GIB = 1024  # a written recipe must name its node's RAM; stated in the header when assumed
 TRAINING_DEFAULTS = {  # the written recipe's non-searched training arguments (this writer's choices, in the README)
     "full": {"learning_rate": 1.0e-5}, "lora": {"learning_rate": 1.0e-4}, "qlora": {"learning_rate": 1.0e-4},
@@ -165,6 +175,7 @@ def render_yaml(data: dict[str, Any], result: Result, header: str) -> str:
             lines.append("")
             lines.append(SECTION_COMMENTS[key])
         if key == "global_batch_size":
+            lines.append("")
             k = result.winner.knobs
             b = result.base
             lines.append(f"### batch: {k['per_device_train_batch_size']} x {k['gradient_accumulation_steps']} x {b.world} GPUs = {result.global_batch} (kept exactly by fit)")
@@ -186,6 +197,7 @@ def _block(node: dict[str, Any], depth: int, comments: dict[str, str], section: 
             out += _block(value, depth + 1, comments, section)
             continue
         comment = comments.get(key) if section in ("training", "model") else None
+        comment = comment or OTHER_COMMENTS.get(key)
         out.append(_with_comment(f"{pad}{key}: {_value(value)}", comment))
     return out
 
