@@ -18,6 +18,7 @@ Not searched because the planner does not model them yet (issue 13): FSDP, pure 
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -179,9 +180,38 @@ def options(base, pins: dict[str, Any], global_batch: int, arch) -> dict[str, li
     return out
 
 
+@contextlib.contextmanager
+def _one_summary_per_config():
+    """`params.summary` re-reads the installed transformers version from package metadata on every call
+    (90% of a search's time: ~20 ms per candidate); during a search the config and the library do not
+    change, so each config is summarised once. Restored on exit. (The planner itself could cache
+    `_transformers_version`; planner/ belongs to another branch.)"""
+    from vramfit.planner import params
+
+    original = params.summary
+    cache: dict[Any, Any] = {}
+
+    def summary(path):
+        key = str(path)
+        if key not in cache:
+            cache[key] = original(path)
+        return cache[key]
+
+    params.summary = summary
+    try:
+        yield
+    finally:
+        params.summary = original
+
+
 def search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, Any] | None = None,
            label: str = "", trace: bool = True) -> Result:
     """Plan and time every candidate; `base` already carries the pins' values."""
+    with _one_summary_per_config():
+        return _search(base, global_batch, pins, base_knobs, label, trace)
+
+
+def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, Any] | None, label: str, trace: bool) -> Result:
     from vramfit.fit import steptime
     from vramfit.planner import params
     from vramfit.planner.plan import plan
