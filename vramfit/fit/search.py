@@ -42,6 +42,7 @@ FAMILIES = {  # family -> the knob whose value names it
 }
 MAX_MICRO = 64
 TIE = 0.01  # predicted step times within 1% rank as equal
+THIN = 0.05  # among ties, a margin under 5% of the card (on top of the planner's 5% headroom) ranks last
 # Among ties, the simpler engine first: fewer moving parts (sharded weights, host offload) to debug.
 COMPLEXITY = {"none": 0, "zero1": 0, "zero2": 0, "zero3": 1, "zero2_offload_optimizer": 2, "zero3_offload_optimizer": 2,
               "zero3_offload_optimizer_params": 3}
@@ -250,8 +251,8 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
     best = min((c.time.seconds for c in fitting), default=1.0)
     # Within 1% of each other two predictions are a tie (the model is not that precise): the fewer changes
     # from the base win, then the larger margin.
-    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), _changes(c, base_knobs or {}),
-                                COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
+    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), c.margin_gib < THIN * c.plan.gpu_memory_gib,
+                                _changes(c, base_knobs or {}), COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
     result = Result(label or base.label, base, base_knobs or knobs_of(base), pins, global_batch, candidates, fitting, [])
     result.rejected = rejected(result)
     result.notes.append("not searched (the planner does not model them yet): FSDP, pure bf16 weights and optimizer states, "
@@ -328,7 +329,7 @@ def rejected(result: Result) -> list[dict[str, Any]]:
                               "(no shared preset under deepspeed_configs/)")
                 elif best.time.seconds <= win.time.seconds * (1 + TIE):
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
-                              "within 1%, ranked below on fewer changes from the base, a simpler engine, then margin")
+                              "within 1%, ranked below on margin >= 5% of the card, fewer changes, a simpler engine, then margin")
                 else:
                     reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
                               f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)")
