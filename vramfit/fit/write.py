@@ -139,7 +139,7 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
         t["steps_per_generation"] = k["steps_per_generation"]
     g = s.gpu_spec
     data["summary"] = (f"{data['model']['id'].split('/')[-1]} {s.method} on {s.nodes * s.gpus_per_node} x {g.label}: "
-                       f"written by vramfit fit ({_zero_words(k['deepspeed'])}, micro-batch {k['per_device_train_batch_size']} x "
+                       f"chosen by fit ({_zero_words(k['deepspeed'])}, micro-batch {k['per_device_train_batch_size']} x "
                        f"{k['gradient_accumulation_steps']} accumulation)")
     return data
 
@@ -233,8 +233,8 @@ def header(name: str, data: dict[str, Any], result: Result, command: str) -> str
         f"# Command:   make run RECIPE={name}   (CPU smoke: make run RECIPE={name} SMOKE=1)",
         f"# Expect:    planner peak {win.plan.per_gpu_peak_gib:.1f} of {win.plan.gpu_memory_gib:.1f} GiB per GPU; predicted "
         f"{win.time.seconds:.2f} s/step, {win.time.tokens_per_s:,.0f} tokens/s ({result.flops_source} FLOPs; README.md)",
-        f"# Story:     written by `{command}`;",
-        "#            every searched knob below says what it trades and what fit predicted for the alternative.",
+        "# Story:     written by fit --write (the command and the ranking: README.md), then reviewed; every",
+        "#            searched knob below says what it trades and what fit predicted for the alternative.",
         bar,
     ])
 
