@@ -104,8 +104,9 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
         elif vlm:
             model["train"] = {"llm": True, "projector": True, "vision_tower": bool(s.train_vision)}
         if s.quantization:
-            model["quantization"] = {"bits": 4, "quant_type": "nf4", "double_quant": True, "compute_dtype": "bfloat16",
-                                     "quant_storage": "bfloat16" if s.zero.stage == 3 else "uint8"}
+            half = "bfloat16" if s.precision.startswith("bf16") else "float16"
+            model["quantization"] = {"bits": 4, "quant_type": "nf4", "double_quant": True, "compute_dtype": half,
+                                     "quant_storage": half if s.zero.stage == 3 else "uint8"}
         fmt = args.data_format or ("llava_json" if vlm else "chat_jsonl")
         data_block: dict[str, Any] = {"format": fmt, "train_file": f"data/{name}/train.{'json' if fmt == 'llava_json' else 'jsonl'}",
                                       "max_length": s.seq_len, "images_per_sample": s.images_per_sample}
