@@ -119,3 +119,14 @@ def test_the_catalogue_names_a_source_and_speeds_for_every_card():
         assert len(g.source) > 40
         match = NAME_RE.match(f"llama-3b-8x{name}")
         assert match and match["gpu"] == name
+
+
+def test_grpo_keeps_the_completion_batch_and_trl_s_generation_rule(capsys):
+    code, data = fit_json(capsys, "vlm-r1-h20")
+    assert code == 0 and data["ranked"]
+    world = data["gpus_per_node"] * data["nodes"]
+    for row in data["ranked"]:
+        k = row["knobs"]
+        assert k["per_device_train_batch_size"] * k["gradient_accumulation_steps"] * world == 96
+        assert (k["per_device_train_batch_size"] * world * k["steps_per_generation"]) % 4 == 0  # num_generations 4
+        assert row["step_parts_s"]["generation"] > 0
