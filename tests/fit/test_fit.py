@@ -130,3 +130,22 @@ def test_grpo_keeps_the_completion_batch_and_trl_s_generation_rule(capsys):
         assert k["per_device_train_batch_size"] * k["gradient_accumulation_steps"] * world == 96
         assert (k["per_device_train_batch_size"] * world * k["steps_per_generation"]) % 4 == 0  # num_generations 4
         assert row["step_parts_s"]["generation"] > 0
+
+
+def test_the_winner_is_retimed_with_traced_flops_when_the_trace_exists(capsys, monkeypatch):
+    """Issue 13's `vramfit.planner.trace.step_flops(setup)`; a stand-in module here, 20% above the analytic count."""
+    import sys
+    import types
+
+    from vramfit.fit import steptime
+    from vramfit.planner import params
+
+    def step_flops(setup):
+        arch = params.summary(setup.model_config)
+        return int(1.2 * steptime.analytic_flops(setup, arch, params.count(arch, setup)).total)
+
+    monkeypatch.setitem(sys.modules, "vramfit.planner.trace", types.SimpleNamespace(step_flops=step_flops))
+    code, data = fit_json(capsys, "axolotl-llama-3b-8xa100-80g")
+    assert code == 0
+    assert data["flops_source"].startswith("trace") and data["winner"]["flops_source"] == "trace"
+    assert any("traced" in n and "+20%" in n for n in data["notes"])
