@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
+    from vramfit.fit import cli as fit_cli
+
+    p = sub.add_parser("fit", help="the fastest configuration that fits, ranked; --write it as a recipe",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    fit_cli.add_arguments(p)
+    p.set_defaults(func=fit_cli.run)
+
     from vramfit.review import cli as review_cli
 
     p = sub.add_parser("review", help="review an upstream launch script and its configs: checks, memory, closest recipe")

@@ -53,6 +53,9 @@ VICUNA_TEMPLATE = (  # llava-hf/llava-1.5: "USER: <image>\n... ASSISTANT: ...</s
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
     "{% if p['type'] == 'image' %}<image>\n{% else %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}"
     "{{ ' ' if m['role'] == 'user' else eos_token }}{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+CHATML_TEMPLATE = (  # Qwen3 text models: ChatML (the thinking-mode switches of the real template left out)
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 QWEN_TEMPLATE = (  # Qwen2.5-VL's ChatML with vision tokens and its default system prompt
     "{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|im_start|>system\nYou are a helpful "
     "assistant.<|im_end|>\n{% endif %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
@@ -80,6 +83,9 @@ FAMILIES = {  # by the config's model_type
     "llava": Family(("<s>", "</s>", "<unk>", "<pad>", "<image>"),
                     {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
                     VICUNA_TEMPLATE, {"image_token_index": "<image>"}),
+    "qwen3": Family(("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+                    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, CHATML_TEMPLATE, {},
+                    ("<think>", "</think>", "<answer>", "</answer>")),
     "qwen2_5_vl": Family(("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                           "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"),
                          {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, QWEN_TEMPLATE,
@@ -258,12 +264,17 @@ def write_dataset(fmt: str, folder: Path, rng: random.Random) -> dict[str, Path]
     return paths
 
 
+def text_answer(words: str) -> str:
+    return f"<think>repeat</think><answer>{words}</answer>"
+
+
 def corpus() -> list[str]:
     """Text the tokenizer is trained on: what the generated data and templates can contain."""
-    from vramfit.train.rewards import INSTRUCTION
+    from vramfit.train.rewards import INSTRUCTION, TEXT_INSTRUCTION
 
     lines = ["USER: ASSISTANT: system user assistant You are a helpful assistant.", "Repeat after me: " + " ".join(WORDS),
-             "What colour is the square? The square is " + " ".join(COLOURS), INSTRUCTION,
+             "What colour is the square? The square is " + " ".join(COLOURS), INSTRUCTION, TEXT_INSTRUCTION,
+             text_answer(" ".join(WORDS)),
              REC_PROBLEM.format(" ".join(COLOURS)), rec_answer([0, 12, 34, 56]), rec_answer([78, 90, 100, 111])]
     return lines * 20
 
@@ -286,6 +297,27 @@ def teach_answer_format(model, processor, rec_file: Path, image_folder: Path) ->
                     {"role": "assistant", "content": [{"type": "text", "text": rec_answer(r["solution"])}]}]
         samples.append(encoder(messages, [Image.open(image_folder / r["image"]).convert("RGB")]))
     collate = Collator(processor.tokenizer.pad_token_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for step in range(FORMAT_STEPS):
+        batch = collate([samples[(step * 4 + k) % len(samples)] for k in range(4)])
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def teach_text_format(model, tokenizer, chat_file: Path) -> None:
+    """Text GRPO: a few supervised steps on `<think>...</think><answer>reference</answer>` answers to the prompts
+    as `vramfit.train.grpo.text_dataset` builds them."""
+    import torch
+
+    from vramfit.train.collate import Collator, Encoder
+    from vramfit.train.grpo import text_dataset
+
+    rows = text_dataset([json.loads(line) for line in chat_file.read_text().splitlines()])
+    encoder = Encoder(tokenizer, SMOKE_MAX_LENGTH)
+    samples = [encoder([*r["prompt"], {"role": "assistant", "content": text_answer(r["solution"])}], []) for r in rows]
+    collate = Collator(tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     for step in range(FORMAT_STEPS):
@@ -362,7 +394,10 @@ def prepare(recipe, run_dir: Path, cpu: bool) -> list[str]:
     torch.manual_seed(SEED)
     model = getattr(transformers, recipe.model.architecture)(config)
     if recipe.method == "grpo":
-        teach_answer_format(model, processing, data["train"], data["images"])
+        if recipe.data.format == "chat_jsonl":
+            teach_text_format(model, processing, data["train"])
+        else:
+            teach_answer_format(model, processing, data["train"], data["images"])
         print(f"vramfit smoke: GRPO policy taught the <think>/<answer> format ({FORMAT_STEPS} supervised steps)", flush=True)
     model.save_pretrained(model_dir)
     processing.save_pretrained(model_dir)

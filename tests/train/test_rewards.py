@@ -44,3 +44,24 @@ def test_iou_is_a_symmetric_overlap_ratio(a, b):
     assert 0.0 <= iou(a, b) <= 1.0
     assert abs(iou(a, b) - iou(b, a)) < 1e-9
     assert abs(iou(a, a) - 1.0) < 1e-9
+
+
+def test_text_answer_match_reward():
+    from vramfit.train.rewards import answer_match_reward
+
+    completions = ["<think>x</think><answer> Alpha  beta.</answer>", "<answer>alpha gamma</answer>", "alpha beta",
+                   [{"role": "assistant", "content": "<think>y</think> <answer>alpha beta</answer>"}]]
+    assert answer_match_reward(completions, ["alpha beta"] * 4) == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_text_grpo_prompt_is_the_turns_before_the_last_answer():
+    from vramfit.train.grpo import text_dataset
+    from vramfit.train.rewards import TEXT_INSTRUCTION
+
+    records = [{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "Repeat: a b"},
+                             {"role": "assistant", "content": "a b"}], "images": []}]
+    row = text_dataset(records)[0]
+    assert row["solution"] == "a b"
+    assert row["prompt"] == [{"role": "system", "content": "be brief"},
+                             {"role": "user", "content": f"Repeat: a b {TEXT_INSTRUCTION}"}]
+    assert records[0]["messages"][1]["content"] == "Repeat: a b"  # the record itself is not modified

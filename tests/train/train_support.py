@@ -128,7 +128,8 @@ def check_run(run: Run) -> None:
     assert [m["step"] for m in metrics] == list(range(1, steps + 1)), metrics
     assert finite(run.losses()) and len(run.losses()) == steps
     if recipe.method == "grpo":
-        for reward in ("rewards/iou_accuracy_reward/mean", "rewards/answer_format_reward/mean", "reward_std"):
+        task = "answer_match_reward" if recipe.data.format == "chat_jsonl" else "iou_accuracy_reward"
+        for reward in (f"rewards/{task}/mean", "rewards/answer_format_reward/mean", "reward_std"):
             assert finite([m[reward] for m in metrics]), reward
         assert any(m["reward_std"] > 0 for m in metrics), "no group had differing rewards: nothing to learn from"
     if recipe.data.eval_file:

@@ -104,8 +104,9 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
         problems.add(file, "model.quantization", "method qlora needs a model.quantization block", "add model.quantization (bits: 4, quant_type: nf4).")
     if m != "qlora" and recipe.model.quantization is not None:
         problems.add(file, "model.quantization", f"quantized base weights with method {m}", "set method: qlora, or remove model.quantization.")
-    if m == "grpo" and recipe.data.format != "rec_jsonl":
-        problems.add(file, "data.format", f"GRPO trains on prompts with a reward; format {recipe.data.format} has none", "use data.format: rec_jsonl.")
+    if m == "grpo" and recipe.data.format not in ("rec_jsonl", "chat_jsonl"):
+        problems.add(file, "data.format", f"GRPO trains on prompts with a reward; format {recipe.data.format} has none",
+                     "use data.format: rec_jsonl (image REC task) or chat_jsonl (text: the last assistant turn is the reference answer).")
     if m != "grpo" and recipe.data.format == "rec_jsonl":
         problems.add(file, "data.format", "rec_jsonl is the GRPO REC task", "use method: grpo, or a supervised format.")
 

@@ -1,4 +1,5 @@
-"""VLM-R1's REC rewards: IoU accuracy of the predicted box and the think/answer format.
+"""GRPO rewards: VLM-R1's REC task (IoU accuracy of the predicted box), the text task (the answer matches
+the reference), and the think/answer format both share.
 
 TRL calls each function with the batch's completions and the dataset's other columns as keyword
 arguments (`solution` here) and logs its mean as `rewards/<function name>/mean`.
@@ -10,6 +11,10 @@ import re
 # The task's instruction appended to each referring expression (VLM-R1's QUESTION_TEMPLATE).
 INSTRUCTION = ("First output the thinking process in <think> </think> tags and then output the final answer "
                "in <answer> </answer> tags. Output the bounding box as [x1, y1, x2, y2].")
+
+# The text task's instruction, appended to the last user turn of a chat_jsonl record (the R1-style prompt).
+TEXT_INSTRUCTION = ("First output the thinking process in <think> </think> tags and then output the final answer "
+                    "in <answer> </answer> tags.")
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 NUMBER = r"\s*(-?\d+(?:\.\d+)?)\s*"
@@ -56,3 +61,19 @@ def iou_accuracy_reward(completions, solution, **kwargs) -> list[float]:
 def answer_format_reward(completions, **kwargs) -> list[float]:
     """1.0 for exactly `<think>...</think> <answer>...</answer>`, else 0.0."""
     return [1.0 if FORMAT.fullmatch(text_of(c).strip()) else 0.0 for c in completions]
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .")
+
+
+def answer_match_reward(completions, solution, **kwargs) -> list[float]:
+    """Text GRPO: 1.0 when the text inside <answer>...</answer> (the whole completion when there is no tag)
+    equals the reference answer, compared case- and whitespace-insensitively, else 0.0."""
+    rewards = []
+    for completion, reference in zip(completions, solution):
+        text = text_of(completion)
+        answer = ANSWER.search(text)
+        got = answer.group(1) if answer else text
+        rewards.append(1.0 if normalized(got) == normalized(str(reference)) else 0.0)
+    return rewards
