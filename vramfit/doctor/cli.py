@@ -44,6 +44,10 @@ def _plan(diagnosis: Diagnosis, recipe: str, plan_fixes: PlanFixes) -> None:
 
 
 def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int:
+    if args.recipe and plan_fixes is not None:  # the recipe is validated exactly as `vramfit validate` does, first
+        from vramfit.validate import validate
+
+        validate(args.recipe, plan=False)
     if args.log == "-":
         diagnosis = diagnose(sys.stdin.buffer)
     else:
