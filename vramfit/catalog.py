@@ -74,7 +74,7 @@ def copy(target: str, new_name: str) -> Path:
 
     source = find_recipe(target)
     problems = Problems()
-    if not recipe_mod.NAME_RE.match(new_name):
+    if len(new_name) > 100 or not recipe_mod.NAME_RE.match(new_name):
         problems.add(repr(new_name)[1:-1], "name", f"{new_name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
                      "use lower-case letters, digits, '.' and '-', e.g. vlm-r1-4xa100-40g.")
         raise ConfigError(problems)

@@ -31,6 +31,17 @@ ENV_KEY = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, value: Any, info) -> Any:
+        """pydantic's lax mode reads `gpus_per_node: true` as 1; a boolean where a number belongs is a mistake."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(getattr(annotation, "__args__", ())) or {annotation}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError(f"{value} is a boolean where a number belongs")
+        return value
+
 
 class LoRA(Strict):
     r: int = Field(gt=0)
@@ -133,8 +144,13 @@ class Recipe(Strict):
         return self.hardware.gpus_per_node * self.hardware.nodes
 
     def path(self, relative: str) -> Path:
-        """A path named in the recipe, resolved against the repository root."""
-        return (repo_root(self.folder) / relative).resolve()
+        """A path named in the recipe, resolved against the repository root (a symlink loop or an
+        over-long path is left unresolved: the input layer names it when the file is read)."""
+        joined = repo_root(self.folder) / relative
+        try:
+            return joined.resolve()
+        except (OSError, RuntimeError):
+            return joined
 
     def resolved_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

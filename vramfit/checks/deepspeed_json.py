@@ -198,9 +198,12 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
         return problems, None
     if args is None:
         return problems, None
+    from vramfit import inputs
+    from vramfit.problems import ConfigError
+
     try:
-        hidden = _hidden_size(json.loads(recipe.path(recipe.model.config).read_text()))
-    except (OSError, ValueError):
+        hidden = _hidden_size(inputs.load_json(recipe.path(recipe.model.config), "model-config"))
+    except (ConfigError, AttributeError, TypeError):
         return problems, None  # the unreadable model config is reported by recipe_rules
     try:
         filled, mismatches = fill_auto(raw, _AsOnTheGPU(args, recipe.training), hidden)

@@ -7,6 +7,7 @@ from the memory planner; with it and --recipe, each override fix is priced and t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int
         diagnosis = diagnose(sys.stdin.buffer)
     else:
         path = Path(args.log)
-        if path.is_dir():
+        if os.path.isdir(path):  # os.path: False, not OSError, for a path too long (the input layer names it)
             print(f"{path}: is a directory, not a log. Fix: pass a log file, e.g. {path / 'train.log'}.",
                   file=sys.stderr)
             return 2
