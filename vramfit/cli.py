@@ -254,6 +254,10 @@ def _doctor(args) -> int:
 
     from vramfit.planner.cli import plan_fixes
 
+    if args.recipe:  # validated exactly as `vramfit validate` does, before the log is read (exit 2 on any problem)
+        from vramfit.validate import validate
+
+        validate(args.recipe, plan=False)
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
 
 

@@ -71,7 +71,7 @@ def check_path(path: Any, kind: str = "text") -> Path:
 def os_problem(path: Any, exc: OSError, kind: str = "file") -> ConfigError:
     """An OSError as a problem naming the file."""
     reasons = {
-        errno.ENOENT: ("does not exist", "check the path."),
+        errno.ENOENT: ("no such file", "check the path."),
         errno.ENOTDIR: ("a part of the path is a file, not a folder", "check the path."),
         errno.ELOOP: ("is a symbolic link loop (too many levels of symbolic links)", "point the link at a real file."),
         errno.ENAMETOOLONG: ("the path (or one of its names) is too long", "use a shorter path."),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from vramfit.doctor import diagnose, render
+from vramfit.problems import ConfigError
 from vramfit.doctor.diagnosis import Diagnosis
 
 PlanFixes = Callable[[str, list], list]
@@ -45,10 +46,6 @@ def _plan(diagnosis: Diagnosis, recipe: str, plan_fixes: PlanFixes) -> None:
 
 
 def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int:
-    if args.recipe and plan_fixes is not None:  # the recipe is validated exactly as `vramfit validate` does, first
-        from vramfit.validate import validate
-
-        validate(args.recipe, plan=False)
     if args.log == "-":
         diagnosis = diagnose(sys.stdin.buffer)
     else:
@@ -59,6 +56,10 @@ def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int
             return 2
         try:
             diagnosis = diagnose(path)
+        except ConfigError as error:  # the input layer: a FIFO, /dev/zero, a loop, a missing file, a path too long
+            for problem in error.problems.items:
+                print(problem, file=sys.stderr)
+            return 2
         except FileNotFoundError:
             print(f"{path}: no such file. Fix: pass the path of the training log.", file=sys.stderr)
             return 2

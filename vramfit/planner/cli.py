@@ -115,8 +115,11 @@ def _plan(args):
         raise ConfigError(Problems([_problem(
             "vramfit plan", "RECIPE", f"plan takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
             "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.")]))
+    from vramfit import libraries
     from vramfit.planner.plan import plan_recipe
     from vramfit.validate import validate
+
+    libraries.quiet()  # validation imports DeepSpeed, which would print its accelerator line into --json
 
     # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own).
     return plan_recipe(validate(targets[0], overrides, plan=False).recipe)
