@@ -89,8 +89,9 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
 
     # Model and method.
     config_path = recipe.path(recipe.model.config)
-    if not os.path.lexists(config_path):
-        problems.add(file, "model.config", f"'{recipe.model.config}' does not exist", "point it at a config.json copy under model_configs/.")
+    if not os.path.lexists(config_path) or os.path.isdir(config_path):
+        problems.add(file, "model.config", f"'{recipe.model.config}' does not exist as a file{' (it is a folder)' if os.path.isdir(config_path) else ''}",
+                     "point it at a config.json copy under model_configs/.")
     else:
         from vramfit import inputs
         from vramfit.problems import ConfigError
