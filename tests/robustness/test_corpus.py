@@ -363,6 +363,10 @@ for label, planted, argv, expect in [
     ("micro-0", {"run.sh": SCRIPT.replace("batch_size 4", "batch_size 0")}, ["review", "run.sh"], {0, 1, 2, 3}),
     ("payload", {"run.sh": SCRIPT.replace("train.py", "train.py $(touch PWNED) `touch PWNED`")}, ["review", "run.sh"], {0, 1, 2, 3}),
     ("unknown-suffix", {"notes.txt": "hello"}, ["review", "notes.txt"], {2}),
+    ("model-config-fifo", {"run.sh": SCRIPT, "m.json": FIFO}, ["review", "run.sh", "--model-config", "m.json"], {2}),
+    ("model-config-dev-zero", {"run.sh": SCRIPT}, ["review", "run.sh", "--model-config", "/dev/zero"], {2}),
+    ("model-config-list", {"run.sh": SCRIPT, "m.json": "[1]"}, ["review", "run.sh", "--model-config", "m.json"], {2}),
+    ("model-config-duplicate", {"run.sh": SCRIPT, "m.json": '{"a": 1, "a": 2}'}, ["review", "run.sh", "--model-config", "m.json"], {2}),
     ("empty-script", {"run.sh": ""}, ["review", "run.sh"], {2}),
     ("binary-script", {"run.sh": b"#!/bin/sh\n" + bytes(range(256))}, ["review", "run.sh"], {2}),
 ]:

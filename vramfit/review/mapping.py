@@ -458,11 +458,16 @@ class _Builder:
                              f"pass --model-config model_configs/<file>.json for a model of the same shape (files: "
                              f"{', '.join(p.name for p in sorted(MODEL_CONFIGS.glob('*.json')))}).")
                 raise ConfigError(problems)
+        from vramfit import inputs
+
         try:
-            config = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a file from model_configs/.")
+            config = inputs.load_json(path, "model-config")  # a regular file, bounded, no duplicate keys
+        except ConfigError as error:
+            problems.extend(error.problems)
             raise ConfigError(problems) from None
+        if not isinstance(config, dict):
+            problems.add(str(path), "", f"must be a JSON object, got {type(config).__name__}", "pass a file from model_configs/.")
+            raise ConfigError(problems)
         self.config = config
         model = self.recipe["model"]
         model.setdefault("id", str(config.get("_model", path.stem)).split(" ", 1)[0])
