@@ -216,6 +216,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields,
             continue
         key, text = item.split("=", 1)
         key = key.strip()
+        if len(key) > 200:  # no recipe key is this long; the message shows its start only
+            problems.add(file, key[:40] + "...", f"override key of {len(key):,} characters is not a recipe key", "use names like training.learning_rate=1e-5.")
+            continue
         if not key or not all(part.isidentifier() for part in key.split(".")):
             problems.add(file, key or "<empty>", f"override key {key!r} is not a dotted name", "use names like training.learning_rate=1e-5.")
             continue

@@ -412,7 +412,12 @@ add(
     Case("write-nodes-without-smoke", [*DRY, "--nodes", "2"], {2}),
     Case("write-resume-and-overwrite", ["run", RECIPE, "--resume", "--overwrite", "--run-dir", "r"], {2}),
     Case("write-slurm-port-70000", ["slurm", RECIPE, "--master-port", "70000"], {2}),
-    Case("write-hostfile-fifo", [*DRY, "--hostfile", "hf"], {0, 2}, {"hf": FIFO}, allowed=("runs",)),
+    Case("write-hostfile-fifo", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"], {0, 2},
+         {"hf": FIFO}, allowed=("runs/h",)),
+    Case("write-hostfile-dev-zero", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "/dev/zero", "--run-dir", "runs/h"],
+         {0, 2}, allowed=("runs/h",)),
+    Case("write-hostfile-binary", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"], {0, 2},
+         {"hf": b"\xff\xfe" * 1000}, allowed=("runs/h",)),
 )
 
 

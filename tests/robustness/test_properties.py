@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -33,6 +33,7 @@ from harness import REPO, TREE, invoke
 # VRAMFIT_FUZZ_EXAMPLES=200 for a longer hunt (random, not derandomized); CI runs 12 per property.
 EXAMPLES = int(os.environ.get("VRAMFIT_FUZZ_EXAMPLES", "12"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=EXAMPLES == 12, print_blob=True,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: a failing example is shown as drawn
                     suppress_health_check=list(HealthCheck))
 EXPECTED = {0, 1, 2, 3}
 RSS_BUDGET_KIB = 2 * 1024 * 1024
