@@ -270,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     verbose = os.environ.get("VRAMFIT_DEBUG", "") not in ("", "0")
     if argv and argv[0] in ("-v", "--verbose"):
         verbose, argv = True, argv[1:]
+    import logging
+
+    # A library's log handler bound to a stream that has since closed would print "--- Logging error ---"
+    # with a traceback; logging's documented production setting drops such a record instead.
+    logging.raiseExceptions = verbose
     with _SafeStreams():
         try:
             return _main(argv)
