@@ -16,9 +16,11 @@ COLUMNS = ("recipe", "model", "method", "hardware", "GPUs", "ZeRO", "launcher")
 
 
 def zero_label(recipe) -> str:
+    from vramfit import inputs
+
     try:
-        ds = json.loads(recipe.path(recipe.deepspeed).read_text())
-    except (OSError, json.JSONDecodeError):
+        ds = inputs.load_json(recipe.path(recipe.deepspeed), "deepspeed")
+    except ConfigError:
         return "?"
     zero = section(ds, "zero_optimization")
     offload = [part for part in ("optimizer", "param") if section(zero, f"offload_{part}").get("device", "none") != "none"]
@@ -66,21 +68,40 @@ def show(target: str, overrides: list[str]) -> None:
 
 
 def copy(target: str, new_name: str) -> Path:
+    """Copy a recipe folder under a new name: all of it or nothing (a temporary sibling, then one rename)."""
+    import os
+    import tempfile
+
     source = find_recipe(target)
     problems = Problems()
-    if not recipe_mod.NAME_RE.match(new_name):
-        problems.add(new_name, "name", f"'{new_name}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
-                     "use e.g. vlm-r1-4xa100-40g.")
+    if len(new_name) > 100 or not recipe_mod.NAME_RE.match(new_name):
+        problems.add(repr(new_name)[1:-1], "name", f"{new_name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
+                     "use lower-case letters, digits, '.' and '-', e.g. vlm-r1-4xa100-40g.")
+        raise ConfigError(problems)
     dest = recipes_dir() / new_name
-    if dest.exists():
+    if dest.exists() or dest.is_symlink():
         problems.add(str(dest), "", "already exists; nothing was copied", "pick a new name or remove that folder yourself.")
-    if not source.is_file():
+    try:
+        is_file = source.is_file()
+    except OSError:
+        is_file = False
+    if not is_file:
         problems.add(str(source), "", "no such recipe", "see `vramfit list`.")
     if problems:
         raise ConfigError(problems)
     old = recipe_mod.load(source).name
-    shutil.copytree(source.parent, dest, ignore=shutil.ignore_patterns("measured.json"))
-    for file in dest.iterdir():
-        if file.suffix in (".yaml", ".sh", ".md") and file.is_file():
-            file.write_text(re.sub(rf"\b{re.escape(old)}\b", new_name, file.read_text()))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{new_name}.", suffix=".tmp", dir=recipes_dir()))
+    try:
+        staged = tmp / new_name
+        shutil.copytree(source.parent, staged, ignore=shutil.ignore_patterns("measured.json"), symlinks=True)
+        for file in staged.iterdir():
+            if file.suffix in (".yaml", ".sh", ".md") and file.is_file() and not file.is_symlink():
+                file.write_text(re.sub(rf"\b{re.escape(old)}\b", new_name, file.read_text(encoding="utf-8")), encoding="utf-8")
+        os.rename(staged, dest)  # atomic; fails (nothing copied) if dest appeared meanwhile
+    except OSError as exc:
+        problems.add(str(dest), "", f"could not be copied ({exc.__class__.__name__}: {exc.strerror or exc}); nothing was left behind",
+                     "check free space and permissions of recipes/.")
+        raise ConfigError(problems) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest

@@ -1,4 +1,5 @@
-"""The `vramfit` command. Exit codes: 0 ok, 1 the run failed (or does not fit, for plan), 2 bad input.
+"""The `vramfit` command. Exit codes (vramfit/problems.py): 0 ok / fits, 1 does not fit or the run
+failed, 2 bad input, 3 incomplete, 70 internal error (one line and a bug-report hint, never a traceback).
 
 Heavy libraries (torch, transformers, deepspeed) are imported inside the commands that need
 them, so `vramfit --help` and `vramfit list` answer at once.
@@ -6,9 +7,35 @@ them, so `vramfit --help` and `vramfit list` answer at once.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK, ConfigError
+from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK, ConfigError
+
+BUG_REPORT = "https://github.com/vramfit/vramfit/issues"
+# What exit code 1 (and 3) means per command; 0, 2 and 70 mean the same everywhere.
+EXIT_ONE = {
+    "list": None, "show": None, "cp": None, "validate": None,
+    "plan": "does not fit (GPU memory or host RAM); the verdict is printed either way",
+    "run": "the run failed (the doctor's diagnosis follows), or a node did not join in time",
+    "slurm": None,
+    "review": "the configuration does not fit, or a check fails",
+    "doctor": "the log shows a failure (the diagnosis is printed)",
+    "fit": "does not fit",
+}
+
+
+def exit_codes(command: str | None = None) -> str:
+    """The exit-code block of every --help (and the README's table says the same)."""
+    one = EXIT_ONE.get(command, "does not fit, or the run failed") if command else "does not fit, or the run failed"
+    lines = ["exit codes:", f"  {EXIT_OK:<3} ok" + (" / fits" if command in (None, "plan", "review", "fit") else "")]
+    if one:
+        lines.append(f"  {EXIT_FAILED:<3} {one}")
+    lines.append(f"  {EXIT_BAD_INPUT:<3} bad input: every problem is listed, nothing was launched or written")
+    if command in (None, "review"):
+        lines.append(f"  {EXIT_INCOMPLETE:<3} incomplete: an answer was given, but part of it could not be computed")
+    lines.append(f"  {EXIT_INTERNAL:<3} internal error: a bug in vramfit (one line; VRAMFIT_DEBUG=1 or -v shows the traceback)")
+    return "\n".join(lines) + "\n"
 
 EPILOG = """\
 examples:
@@ -21,11 +48,32 @@ examples:
   vramfit doctor runs/vlm-r1-h20/train.log --recipe vlm-r1-h20
   vramfit review run_grpo_rec.sh --gpu h20
   vramfit slurm sharegpt4v-7b-16xa100-80g > job.sbatch
+  vramfit -v plan vlm-r1-h20    (-v / VRAMFIT_DEBUG=1: the traceback of an internal error)
 
 overrides are key=value: a dotted path into the recipe (hardware.gpus_per_node=4,
 data.max_pixels=1003520) or a bare Hugging Face / TRL argument name, which resolves to
 training.<name> (per_device_train_batch_size=2). They are validated like the file.
 """
+
+
+def _bounded_int(low: int, high: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number ({what}, {low}..{high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({what}: {low}..{high})")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+PORT = _bounded_int(1, 65535, "a TCP port")
+SECONDS = _bounded_int(1, 7 * 24 * 3600, "seconds")
+NODE_RANK = _bounded_int(0, 1023, "a node rank")
+NODES = _bounded_int(1, 1024, "nodes")
 
 
 def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
@@ -158,13 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint in the output directory")
     p.add_argument("--overwrite", action="store_true", help="start fresh; an existing output directory is moved aside, never deleted")
     node = p.add_argument_group("several nodes (see also `vramfit slurm`)")
-    node.add_argument("--node-rank", type=int, help="this node's rank (torchrun, accelerate, deepspeed --no-ssh); Slurm: SLURM_NODEID")
+    node.add_argument("--node-rank", type=NODE_RANK, help="this node's rank (torchrun, accelerate, deepspeed --no-ssh); Slurm: SLURM_NODEID")
     node.add_argument("--master-addr", help="address of node 0, reachable from every node")
-    node.add_argument("--master-port", type=int, help="rendezvous port on node 0 (default 29500 for several nodes)")
+    node.add_argument("--master-port", type=PORT, help="rendezvous port on node 0 (default 29500 for several nodes)")
     node.add_argument("--hostfile", help="DeepSpeed launcher hostfile (`host slots=N` lines); run on the first node only")
     node.add_argument("--no-ssh", action="store_true", help="DeepSpeed launcher per-node mode: run on every node with --node-rank")
-    node.add_argument("--join-timeout", type=int, default=600, metavar="SECONDS", help="fail if a node has not joined by then (default 600)")
-    node.add_argument("--nodes", type=int, help="with --smoke: emulate this many nodes on this machine (1 or 2)")
+    node.add_argument("--join-timeout", type=SECONDS, default=600, metavar="SECONDS", help="fail if a node has not joined by then (default 600)")
+    node.add_argument("--nodes", type=NODES, help="with --smoke: emulate this many nodes on this machine (1 or 2)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("slurm", help="print an sbatch script for the recipe (vramfit slurm RECIPE > job.sbatch)")
@@ -172,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", default="24:00:00", help="Slurm time limit (default 24:00:00)")
     p.add_argument("--partition")
     p.add_argument("--account")
-    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--master-port", type=PORT, default=29500)
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
@@ -189,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     review_cli.add_arguments(p)
     p.set_defaults(func=review_cli.run)
 
-    p = sub.add_parser("cp", help="copy a recipe to a new folder to edit")
+    p = sub.add_parser("cp", help="copy a recipe to a new folder to edit (atomic: all of it or nothing)")
     p.add_argument("recipe")
     p.add_argument("new_name")
     p.set_defaults(func=cmd_cp)
@@ -199,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
     doctor_cli.add_arguments(p)
     p.set_defaults(func=_doctor)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an internal error (also VRAMFIT_DEBUG=1)")
+    parser.epilog = (parser.epilog or "") + "\n" + exit_codes()
+    for name, command in sub.choices.items():
+        if command.formatter_class is argparse.HelpFormatter:
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = ((command.epilog or "").rstrip("\n") + "\n\n" if command.epilog else "") + exit_codes(name)
     return parser
 
 
@@ -207,6 +261,10 @@ def _doctor(args) -> int:
 
     from vramfit.planner.cli import plan_fixes
 
+    if args.recipe:  # validated exactly as `vramfit validate` does, before the log is read (exit 2 on any problem)
+        from vramfit.validate import validate
+
+        validate(args.recipe, plan=False)
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
 
 
@@ -214,6 +272,47 @@ LIGHT = {"list", "show", "cp", "doctor"}  # commands that never import the train
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command's entry: exit codes 0/1/2/3/70, never a traceback (unless -v or VRAMFIT_DEBUG=1)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = os.environ.get("VRAMFIT_DEBUG", "") not in ("", "0")
+    if argv and argv[0] in ("-v", "--verbose"):
+        verbose, argv = True, argv[1:]
+    import logging
+
+    # A library's log handler bound to a stream that has since closed would print "--- Logging error ---"
+    # with a traceback; logging's documented production setting drops such a record instead.
+    logging.raiseExceptions = verbose
+    with _SafeStreams():
+        try:
+            return _main(argv)
+        except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+            code = exc.code
+            return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_BAD_INPUT)
+        except ConfigError as error:
+            return report(error)
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            _quiet_stdout()
+            return EXIT_OK
+        except MemoryError:
+            _say("vramfit: internal error: ran out of memory. This is a bug in vramfit (inputs are bounded); "
+                 f"please report it with the command you ran: {BUG_REPORT}")
+            return EXIT_INTERNAL
+        except Exception as exc:  # noqa: BLE001 - the one place every unexpected error ends
+            if verbose:
+                import traceback
+
+                traceback.print_exc(file=sys.stderr)
+            where = _where(exc)
+            _say(f"vramfit: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                 f"{where}. This is a bug in vramfit, not in your input; "
+                 + ("please report it with this traceback" if verbose else "run again with -v (or VRAMFIT_DEBUG=1) for the traceback and report it")
+                 + f" at {BUG_REPORT}")
+            return EXIT_INTERNAL
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Overrides may follow options (`launch.sh --dry-run key=value`): take them as items too.
@@ -226,12 +325,109 @@ def main(argv: list[str] | None = None) -> int:
         from vramfit import libraries
 
         libraries.quiet()
+    return args.func(args)
+
+
+def _where(exc: BaseException) -> str:
+    """` (in file.py:line)` of the innermost vramfit frame, so a one-line report still points somewhere."""
+    tb = exc.__traceback__
+    last = ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if "vramfit" in name:
+            last = f" (in {os.path.basename(name)}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return last
+
+
+def _say(line: str) -> None:
     try:
-        return args.func(args)
-    except ConfigError as error:
-        return report(error)
-    except KeyboardInterrupt:
-        return 130
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_stdout() -> None:
+    """The reader went away (`| head -1`): send the rest to /dev/null so the exit flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _PipeSafe:
+    """A text stream whose reader may go away: after a BrokenPipeError (or a closed stream) writes are dropped.
+
+    The command goes on and returns its own exit code; Python's exit-time flush finds /dev/null,
+    so no "Exception ignored ... BrokenPipeError" is printed either.
+    """
+
+    def __init__(self, stream, fd: int):
+        self._stream, self._fd, self._broken = stream, fd, False
+
+    def _break(self) -> None:
+        self._broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._fd)
+            os.close(devnull)
+        except OSError:
+            pass
+
+    def write(self, text):
+        if self._broken:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and exc.errno not in (9, 32):
+                raise
+            self._break()
+            return len(text)
+
+    def flush(self):
+        if self._broken:
+            return
+        try:
+            self._stream.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and exc.errno not in (9, 32):
+                raise
+            self._break()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _SafeStreams:
+    """Install _PipeSafe over sys.stdout / sys.stderr for the duration of a command."""
+
+    def __enter__(self):
+        self._saved = (sys.stdout, sys.stderr)
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = getattr(sys, name)
+            if stream is None:
+                setattr(sys, name, open(os.devnull, "w"))
+            elif not isinstance(stream, _PipeSafe):
+                try:
+                    real_fd = stream.fileno()
+                except (OSError, ValueError, AttributeError):
+                    real_fd = -1  # a captured stream (pytest, io.StringIO): nothing to redirect
+                setattr(sys, name, _PipeSafe(stream, real_fd if real_fd >= 0 else fd) if real_fd >= 0 else stream)
+        return self
+
+    def __exit__(self, *exc):
+        for name, stream in zip(("stdout", "stderr"), self._saved):
+            current = getattr(sys, name)
+            if isinstance(current, _PipeSafe):
+                try:
+                    current.flush()
+                except Exception:  # noqa: BLE001
+                    pass
+            setattr(sys, name, stream)
+        return False
 
 
 if __name__ == "__main__":

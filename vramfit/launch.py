@@ -38,8 +38,9 @@ def free_port() -> int:
 
 
 def template(launcher: str) -> dict[str, Any]:
-    path = repo_root() / "launch" / f"{launcher}.yaml"
-    return yaml.safe_load(path.read_text())
+    from vramfit import inputs
+
+    return inputs.load_yaml(repo_root() / "launch" / f"{launcher}.yaml", "launch-template")
 
 
 def _values(topology: Topology, run_dir: Path) -> dict[str, Any]:

@@ -18,10 +18,13 @@ from vramfit.problems import Problems
 def read_hostfile(path: Path, problems: Problems) -> list[tuple[str, int]]:
     """DeepSpeed hostfile lines: `hostname slots=N` (comments and blank lines allowed)."""
     hosts: list[tuple[str, int]] = []
+    from vramfit import inputs
+    from vramfit.problems import ConfigError
+
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.add(str(path), "", f"hostfile cannot be read ({exc.__class__.__name__})", "pass --hostfile with lines like `node1 slots=8`.")
+        lines = inputs.read_text(path, "text").splitlines()  # a regular file, bounded, UTF-8 (a FIFO would never end)
+    except ConfigError as error:
+        problems.extend(error.problems)
         return hosts
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()

@@ -27,9 +27,12 @@ def all_recipe_files() -> list[Path]:
 def find_recipe(name_or_path: str) -> Path:
     """`vlm-r1-h20`, `recipes/vlm-r1-h20`, or a path to a folder / recipe.yaml."""
     candidate = Path(name_or_path)
-    if candidate.is_file() or (candidate / "recipe.yaml").is_file():
-        return candidate / "recipe.yaml" if candidate.is_dir() else candidate
-    by_name = recipes_dir() / name_or_path / "recipe.yaml"
-    if by_name.is_file():
-        return by_name
+    try:
+        if candidate.is_file() or (candidate / "recipe.yaml").is_file():
+            return candidate / "recipe.yaml" if candidate.is_dir() else candidate
+        by_name = recipes_dir() / name_or_path / "recipe.yaml"
+        if by_name.is_file():
+            return by_name
+    except (OSError, ValueError):
+        pass  # a path too long, a NUL byte: the input layer names it when the file is read
     return candidate  # let the loader report what is wrong with it

@@ -69,6 +69,8 @@ class ConfigError(Exception):
 
 def did_you_mean(word: str, choices) -> str:
     """' Did you mean 'x'?' naming every equally close choice, in the order the choices come."""
+    if len(word) > 100:  # difflib is quadratic: a 100 KB key would take minutes, and no name is that long
+        return ""
     choices = list(dict.fromkeys(choices))
     scores = {c: difflib.SequenceMatcher(None, word, c).ratio() for c in choices}
     best = max(scores.values(), default=0)

@@ -20,15 +20,27 @@ from vramfit.problems import ConfigError, Problems, did_you_mean
 
 GPUName = Literal[tuple(CATALOGUE)]  # type: ignore[valid-type]
 # <model>[-<method>]-[<count>x]<hardware>[-<variant>], hardware from the catalogue.
-NAME_RE = re.compile(
-    r"^(?P<model>[a-z0-9][a-z0-9.]*(?:-[a-z0-9.]+)*?)-(?:(?P<count>\d+)x)?(?P<gpu>"
+NAME_RE = re.compile(  # \A...\Z: "$" would also match before a trailing newline
+    r"\A(?P<model>[a-z0-9][a-z0-9.]*(?:-[a-z0-9.]+)*?)-(?:(?P<count>\d+)x)?(?P<gpu>"
     + "|".join(re.escape(g) for g in sorted(CATALOGUE, key=len, reverse=True))
-    + r")(?:-(?P<variant>[a-z0-9]+))?$"
+    + r")(?:-(?P<variant>[a-z0-9]+))?\Z"
 )
+ENV_KEY = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, value: Any, info) -> Any:
+        """pydantic's lax mode reads `gpus_per_node: true` as 1; a boolean where a number belongs is a mistake."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(getattr(annotation, "__args__", ())) or {annotation}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError(f"{value} is a boolean where a number belongs")
+        return value
 
 
 class LoRA(Strict):
@@ -129,6 +141,15 @@ class Recipe(Strict):
                     for k, v in value.items()}
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env_keys_are_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """A key a shell could not export (`A;rm -rf ~`) would run as code in a pasted `export` line."""
+        bad = [k for k in value if not ENV_KEY.match(k)]
+        if bad:
+            raise ValueError(f"environment variable names must match [A-Za-z_][A-Za-z0-9_]*, got {', '.join(repr(k) for k in bad[:3])}")
+        return value
+
     # Filled by `load`, not part of the file.
     source: Path = Field(default=Path("."), exclude=True)
 
@@ -141,8 +162,13 @@ class Recipe(Strict):
         return self.hardware.gpus_per_node * self.hardware.nodes
 
     def path(self, relative: str) -> Path:
-        """A path named in the recipe, resolved against the repository root."""
-        return (repo_root(self.folder) / relative).resolve()
+        """A path named in the recipe, resolved against the repository root (a symlink loop or an
+        over-long path is left unresolved: the input layer names it when the file is read)."""
+        joined = repo_root(self.folder) / relative
+        try:
+            return joined.resolve()
+        except (OSError, RuntimeError):
+            return joined
 
     def resolved_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -208,6 +234,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields,
             continue
         key, text = item.split("=", 1)
         key = key.strip()
+        if len(key) > 200:  # no recipe key is this long; the message shows its start only
+            problems.add(file, key[:40] + "...", f"override key of {len(key):,} characters is not a recipe key", "use names like training.learning_rate=1e-5.")
+            continue
         if not key or not all(part.isidentifier() for part in key.split(".")):
             problems.add(file, key or "<empty>", f"override key {key!r} is not a dotted name", "use names like training.learning_rate=1e-5.")
             continue
@@ -245,21 +274,14 @@ def _nul_strings(node: Any, prefix: str = ""):
 
 
 def read_yaml(path: Path) -> tuple[Any, Problems]:
+    """The recipe file through the one input layer (vramfit.inputs): a bounded, strict, duplicate-free read."""
+    from vramfit import inputs
+
     problems = Problems()
-    if path.is_dir():
-        problems.add(str(path), "", "is a directory, not a recipe file", "pass recipes/<name> or a recipe.yaml file.")
-        return None, problems
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.add(str(path), "", f"cannot be read ({exc.__class__.__name__}: {exc})", "check the path and that it is UTF-8 text.")
-        return None, problems
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problems.add(str(path), "", f"is not valid YAML{where} ({getattr(exc, 'problem', exc)})", "fix the YAML syntax.")
+        data = inputs.load_yaml(path, "recipe")
+    except ConfigError as error:
+        problems.extend(error.problems)
         return None, problems
     if not isinstance(data, dict):
         problems.add(str(path), "", f"must be a mapping of keys, got {type(data).__name__}", "start from recipes/<name>/recipe.yaml of an existing recipe.")
@@ -270,8 +292,11 @@ def read_yaml(path: Path) -> tuple[Any, Problems]:
 def load(path: Path, overrides: list[str] = (), training_fields=None) -> Recipe:
     """Read, override and schema-validate a recipe; raise ConfigError with every problem found."""
     path = Path(path)
-    if path.is_dir():
-        path = path / "recipe.yaml"
+    try:
+        if path.is_dir():
+            path = path / "recipe.yaml"
+    except OSError:
+        pass  # a path too long or a symlink loop: read_yaml names it
     data, problems = read_yaml(path)
     if data is None:
         raise ConfigError(problems)

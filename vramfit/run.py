@@ -56,10 +56,35 @@ def write_run_dir(validated: Validated, run_dir: Path, topology: launch.Topology
         "versions.json": versions(),
     }
     for name, content in files.items():
-        (run_dir / name).write_text(json.dumps(content, indent=2) + "\n")
-    for name, text in launch.side_files(recipe.launcher, topology, run_dir.resolve()).items():
-        (run_dir / name).write_text(text)
+        _write(run_dir / name, json.dumps(content, indent=2) + "\n")
+    side = launch.side_files(recipe.launcher, topology, run_dir.resolve())
+    for name, text in side.items():
+        _write(run_dir / name, text)
+    outputs.own(run_dir, written=[*files, *side], grown=["train.log", "output", "smoke", "hostfile", "smoke_model.json"])
+    if run_dir.parent.name and run_dir.name.startswith("node"):
+        outputs.own(run_dir.parent, grown=[run_dir.name])
     return argv
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary sibling and a rename: a reader sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def claim_run_dir(rdir: Path, file: str, *, overwrite: bool, dry_run: bool, nodes: int = 1) -> None:
+    """Refuse a run directory holding anything the runner did not write (ConfigError, exit 2)."""
+    problems, note = outputs.claim(rdir, overwrite=overwrite, file=file, dry_run=dry_run)
+    if not problems and rdir.is_dir():
+        for node in (rdir / f"node{k}" for k in range(nodes if nodes > 1 else 0)):
+            if node.is_dir():
+                sub, _ = outputs.claim(node, overwrite=False, file=file, dry_run=True)
+                problems.extend(sub)
+    if problems:
+        raise ConfigError(problems)
+    if note:
+        print(f"vramfit: {note}")
 
 
 def print_dry_run(validated: Validated, argv: list[str], run_dir: Path) -> None:
@@ -70,7 +95,7 @@ def print_dry_run(validated: Validated, argv: list[str], run_dir: Path) -> None:
     print(shlex.join(argv))
     print("\n## environment (added to the inherited one)")
     for k, v in launch_env(validated).items():
-        print(f"{k}={shlex.quote(v)}")
+        print(f"export {k}={shlex.quote(v)}")
     print("\n## resolved DeepSpeed JSON (\"auto\" filled as the transformers integration does)")
     print(json.dumps(validated.deepspeed, indent=2))
     print(f"\n# written to {run_dir}/ ({', '.join(RUN_FILES)})")
@@ -122,8 +147,11 @@ def stream(launches: list[Launch], env: dict[str, str], stop_grace_s: float = ST
             for line in iter(proc.stdout.readline, b""):
                 log.write(line)
                 with lock:
-                    sys.stdout.buffer.write(launch_.prefix.encode() + line)
-                    sys.stdout.flush()
+                    try:
+                        sys.stdout.buffer.write(launch_.prefix.encode() + line)
+                        sys.stdout.flush()
+                    except (OSError, ValueError, AttributeError):
+                        pass  # the terminal or pipe went away: the log still gets every line
 
     previous = {s: signal.signal(s, stop_all) for s in (signal.SIGINT, signal.SIGTERM)}
     threads = [threading.Thread(target=pump, args=(p, l), daemon=True) for p, l in zip(procs, launches)]
@@ -254,6 +282,7 @@ def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = 
                                         join_timeout_s=join_timeout_s, run_id=recipe.name)
     node_dir = _node_dir(rdir, topo)
     if dry_run:
+        claim_run_dir(rdir, str(recipe.source), overwrite=overwrite, dry_run=True, nodes=topo.nodes)
         argv = write_run_dir(validated, node_dir, topo)
         print_dry_run(validated, argv, node_dir)
         for p in problems.items:
@@ -267,6 +296,7 @@ def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = 
     problems.extend(host_ram_preflight(validated, force))
     if problems:
         raise ConfigError(problems)
+    claim_run_dir(rdir, str(recipe.source), overwrite=overwrite and not resume, dry_run=False, nodes=topo.nodes)
     validated = _guard_outputs(validated, target, overrides, rdir, resume, overwrite)
     argv = write_run_dir(validated, node_dir, topo)
     return _execute([Launch(argv, node_dir / "train.log")], launch_env(validated), recipe.name)
@@ -333,8 +363,11 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
     base = validate(target, overrides, plan=False).recipe  # the user's input is checked before anything is written
     if nodes not in (1, 2):
         raise ConfigError(Problems([Problem("command line", "--nodes", f"the smoke variant runs on 1 or 2 nodes (got {nodes})", "use NODES=2 or leave it out.")]))
-    rdir = (Path(run_dir) if run_dir else default_run_dir(base.name, True)).resolve()
+    rdir = Path(run_dir) if run_dir else default_run_dir(base.name, True)
+    claim_run_dir(rdir, str(base.source), overwrite=overwrite and not resume, dry_run=dry_run, nodes=nodes)
+    rdir = rdir.resolve()
     rdir.mkdir(parents=True, exist_ok=True)
+    outputs.own(rdir, grown=["smoke", "smoke_model.json", "output", "hostfile", "node0", "node1"])
     cpu = gpus_present() < 2
     smoke_overrides = smoke.prepare(base, rdir, cpu=cpu)
     topology = ["hardware.nodes=2", "hardware.gpus_per_node=1", f"output_dir={rdir / 'output'}"] if nodes == 2 else []

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from vramfit.paths import repo_root
 from vramfit.problems import ConfigError, Problems
+from vramfit.recipe import NAME_RE
 from vramfit.validate import validate
 
-_TIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,+-]+$")
+_TIME = re.compile(r"\A(\d+-)?\d{1,3}(:\d{2}){0,2}\Z")  # \A...\Z: "$" would accept a trailing newline
+_SLURM_NAME = re.compile(r"\A[A-Za-z0-9_.,+-]+\Z")
 
 
 def render(target: str, overrides: list[str], *, time: str = "24:00:00", partition: str | None = None,
@@ -24,6 +25,9 @@ def render(target: str, overrides: list[str], *, time: str = "24:00:00", partiti
     for flag, value in (("--partition", partition), ("--account", account)):
         if value is not None and not _SLURM_NAME.match(value):
             problems.add("command line", flag, f"'{value}' is not a plain Slurm name", "use letters, digits, '-', '_', '.'.")
+    if not NAME_RE.match(recipe.name):  # the name reaches #SBATCH lines and comments unquoted
+        problems.add(str(recipe.source), "name", f"{recipe.name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
+                     "use lower-case letters, digits, '.' and '-' only, e.g. vlm-r1-4xa100-40g.")
     if problems:
         raise ConfigError(problems)
     hw = recipe.hardware
@@ -53,6 +57,8 @@ def render(target: str, overrides: list[str], *, time: str = "24:00:00", partiti
         "HOSTFILE_LINES": hostfile_lines,
         "LAUNCHER_FLAGS": launcher_flags,
     }
-    text = (repo_root() / "launch" / "slurm.sbatch").read_text()
+    from vramfit import inputs
+
+    text = inputs.read_text(repo_root() / "launch" / "slurm.sbatch", "launch-template")
     text = re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], text)
     return re.sub(r"\n{3,}", "\n\n", text)

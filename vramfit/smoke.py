@@ -105,7 +105,9 @@ def real_config(recipe):
             return {k: clean(v) for k, v in node.items() if not k.startswith("_") and k != "torch_dtype"}
         return node
 
-    raw = json.loads(recipe.path(recipe.model.config).read_text())
+    from vramfit import inputs
+
+    raw = inputs.load_json(recipe.path(recipe.model.config), "model-config")
     values = clean(raw)
     return AutoConfig.for_model(values.pop("model_type"), **values), raw.get("torch_dtype", "float32")
 

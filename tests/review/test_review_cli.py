@@ -88,7 +88,7 @@ def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
 @pytest.mark.parametrize("make, message", [
     (lambda d: d / "missing.sh", "no such file"),
     (lambda d: d, "is a directory"),
-    (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "cannot be read (UnicodeDecodeError"),
+    (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "is not UTF-8 text (byte 0xff at offset 0)"),
     (lambda d: write(d, "bad.json", "{not json"), "is not valid JSON at line 1"),
     (lambda d: write(d, "notes.txt", "hello"), "cannot tell what kind of file"),
     (lambda d: write(d, "run.sh", "echo hello\n"), "has no launch command"),

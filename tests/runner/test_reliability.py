@@ -110,7 +110,8 @@ def test_output_guard(tmp_path):
     _, problems, _ = outputs.guard(recipe, run_dir, resume=True, overwrite=False, world_size=4, file="r")
     assert "saved by 6 ranks, this run has 4" in str(problems.items[0])
     _, problems, note = outputs.guard(recipe, run_dir, resume=False, overwrite=True, world_size=6, file="r")
-    assert not problems and "moved to" in note and not out.exists()
+    assert not problems and "moved to" in note and not (out / "checkpoint-10").exists()
+    assert outputs.foreign_entries(out) == [], "the fresh output folder is the run's own (the Trainer writes into it)"
     kept = next(run_dir.glob("output.replaced-*"))
     assert (kept / "checkpoint-10" / "model.safetensors").read_bytes() == b"weights" and (kept / half.name).is_dir()
 

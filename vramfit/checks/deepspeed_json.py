@@ -20,25 +20,56 @@ CONFIG_DIR = "deepspeed_configs"
 
 
 def read(path: Path, problems: Problems, file_label: str, key: str = "deepspeed") -> dict[str, Any] | None:
-    if not path.exists():
+    from vramfit import inputs
+    from vramfit.problems import ConfigError
+
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError:
+        exists, is_dir = True, False  # too long, a loop: the input layer names it
+    if not exists:
         problems.add(file_label, key, f"DeepSpeed JSON '{path}' does not exist",
                      f"point it at a file under {CONFIG_DIR}/ (ls {CONFIG_DIR}).")
         return None
-    if path.is_dir():
+    if is_dir:
         problems.add(file_label, key, f"'{path}' is a directory, not a DeepSpeed JSON", f"name a .json file under {CONFIG_DIR}/.")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.add(str(path), "", f"cannot be read ({exc})", "check the file.")
-        return None
-    except json.JSONDecodeError as exc:
-        problems.add(str(path), "", f"is not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})", "fix the JSON syntax.")
+        data = inputs.load_json(path, "deepspeed")
+    except ConfigError as error:
+        problems.extend(error.problems)
         return None
     if not isinstance(data, dict):
         problems.add(str(path), "", f"must be a JSON object, got {type(data).__name__}", "start from a file in deepspeed_configs/.")
         return None
     return data
+
+
+def launch_time_problems(raw: dict[str, Any], label: str, problems: Problems) -> None:
+    """Settings DeepSpeed's config parser accepts but its engine refuses at launch, after the job waited in a queue."""
+    zero = section(raw, "zero_optimization")
+    for key in ("offload_optimizer", "offload_param"):
+        block = section(zero, key)
+        if str(block.get("device", "none")).lower() == "nvme" and not block.get("nvme_path"):
+            problems.add(label, f"zero_optimization.{key}.nvme_path", "NVMe offload needs the folder to swap to; DeepSpeed fails at launch without it",
+                         f"add \"nvme_path\": \"/local_nvme\" to {key}, or use \"device\": \"cpu\".")
+    optimizer = raw.get("optimizer")
+    if isinstance(optimizer, dict) and "type" in optimizer:
+        name = optimizer["type"]
+        if not isinstance(name, str) or not _supported_optimizer(name):
+            from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+            problems.add(label, "optimizer.type", f"{name!r} is not an optimizer DeepSpeed knows (its own names, or a torch.optim class)."
+                         + (did_you_mean(str(name).lower(), DEEPSPEED_OPTIMIZERS) if isinstance(name, str) else ""),
+                         f"use one of {', '.join(DEEPSPEED_OPTIMIZERS)}, or remove the optimizer block to use the Trainer's.")
+
+
+def _supported_optimizer(name: str) -> bool:
+    """DeepSpeedEngine._is_supported_optimizer, on the name as DeepSpeedConfig normalizes it."""
+    import torch
+    from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+    return name.lower() in DEEPSPEED_OPTIMIZERS or isinstance(getattr(torch.optim, name, None), type)
 
 
 def section(node: Any, *path: str) -> dict[str, Any]:
@@ -162,13 +193,17 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
         if value is not None and not isinstance(value, dict):
             problems.add(label, f"zero_optimization.{key}", f"must be a JSON object, got {json.dumps(value)[:60]}",
                          f"write \"{key}\": {{\"device\": \"cpu\"}} or remove it.")
+    launch_time_problems(raw, label, problems)
     if problems:
         return problems, None
     if args is None:
         return problems, None
+    from vramfit import inputs
+    from vramfit.problems import ConfigError
+
     try:
-        hidden = _hidden_size(json.loads(recipe.path(recipe.model.config).read_text()))
-    except (OSError, ValueError):
+        hidden = _hidden_size(inputs.load_json(recipe.path(recipe.model.config), "model-config"))
+    except (ConfigError, AttributeError, TypeError):
         return problems, None  # the unreadable model config is reported by recipe_rules
     try:
         filled, mismatches = fill_auto(raw, _AsOnTheGPU(args, recipe.training), hidden)

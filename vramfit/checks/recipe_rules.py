@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
 from vramfit.checks.deepspeed_json import section
 from vramfit.divisors import divisors
 from vramfit.hardware import CATALOGUE
-from vramfit.problems import RECIPE_TREE, Problems
+from vramfit.problems import RECIPE_TREE, Problem, Problems
 from vramfit.recipe import NAME_RE
 
 # Defaults of transformers.TrainingArguments, used when a recipe leaves the key out.
@@ -47,6 +48,10 @@ def grpo_fix(recipe) -> str:
     g = t.get("num_generations", 8)
     ranks = recipe.world_size
     gen_batch = t.get("generation_batch_size") or micro * ranks * steps
+    counts = (micro, steps, g, gen_batch)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts):
+        return (f"num_generations, per_device_train_batch_size and the accumulation steps must be whole numbers >= 1 "
+                f"(num_generations {g!r}, micro-batch {micro!r}, steps {steps!r}); set num_generations to at least 2.")
     valid = [d for d in divisors(gen_batch, up_to=1024) if d >= 2]
     parts = [f"generation batch = per_device_train_batch_size x ranks x steps_per_generation = {micro} x {ranks} x {steps} = {gen_batch}, "
              f"not divisible by num_generations {g}; valid num_generations: {valid}"]
@@ -84,17 +89,24 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
 
     # Model and method.
     config_path = recipe.path(recipe.model.config)
-    if not config_path.is_file():
-        problems.add(file, "model.config", f"'{recipe.model.config}' does not exist", "point it at a config.json copy under model_configs/.")
+    if not os.path.lexists(config_path) or os.path.isdir(config_path):
+        problems.add(file, "model.config", f"'{recipe.model.config}' does not exist as a file{' (it is a folder)' if os.path.isdir(config_path) else ''}",
+                     "point it at a config.json copy under model_configs/.")
     else:
+        from vramfit import inputs
+        from vramfit.problems import ConfigError
+
         try:
-            config = json.loads(config_path.read_text())
+            config = inputs.load_json(config_path, "model-config")
+            if not isinstance(config, dict):
+                problems.add(recipe.model.config, "", f"must be a JSON object, got {type(config).__name__}", "restore the file from model_configs/.")
+                config = {}
             archs = config.get("architectures") or []
-            if archs and recipe.model.architecture not in archs:
+            if archs and isinstance(archs, list) and recipe.model.architecture not in archs:
                 problems.add(file, "model.architecture", f"'{recipe.model.architecture}' but {recipe.model.config} says {archs}",
                              f"set model.architecture: {archs[0]}.")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problems.add(recipe.model.config, "", f"is not valid JSON ({exc})", "restore the file from model_configs/.")
+        except ConfigError as error:
+            problems.extend(Problems([Problem(p.file, p.key, p.what, p.fix) for p in error.problems.items]))
     m = recipe.method
     if m in ("lora", "qlora") and recipe.model.lora is None:
         problems.add(file, "model.lora", f"method {m} needs a model.lora block", "add model.lora with r, alpha, target_modules.")

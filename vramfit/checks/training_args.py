@@ -99,8 +99,11 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
         return problems, None
     try:
         args = build(recipe.method, recipe.training, recipe.world_size, str(recipe.folder / "_validate"))
-    except (ValueError, TypeError, AssertionError) as exc:
+    except (ValueError, TypeError, AssertionError, ArithmeticError) as exc:  # num_generations=0: TRL divides by it
         message = " ".join(str(exc).split())
+        if isinstance(exc, ArithmeticError):
+            zero = [k for k, v in recipe.training.items() if v == 0 and not isinstance(v, bool)]
+            message = f"{exc.__class__.__name__}: {exc}" + (f" ({', '.join(zero)} = 0)" if zero else "")
         key = next((k for k in recipe.training if k in message), "")
         problems.add(file, f"training.{key}" if key else "training",
                      f"{cls_name} refuses these arguments on {recipe.world_size} ranks: {message}",

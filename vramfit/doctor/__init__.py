@@ -24,7 +24,9 @@ __all__ = ["Diagnosis", "diagnose", "render"]
 def diagnose(path_or_stream: Union[str, os.PathLike, BinaryIO]) -> Diagnosis:
     """Diagnose a log given as a path or an open (binary or text) stream."""
     if isinstance(path_or_stream, (str, os.PathLike)):
-        with open(path_or_stream, "rb") as stream:
+        from vramfit.inputs import open_log  # a regular file only (a FIFO or /dev/zero would never end)
+
+        with open_log(path_or_stream) as stream:
             return _diagnose(stream, os.fspath(path_or_stream))
     return _diagnose(path_or_stream, str(getattr(path_or_stream, "name", "<stream>")))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from vramfit.doctor import diagnose, render
+from vramfit.problems import ConfigError
 from vramfit.doctor.diagnosis import Diagnosis
 
 PlanFixes = Callable[[str, list], list]
@@ -97,12 +98,16 @@ def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int
         diagnosis = diagnose(sys.stdin.buffer)
     else:
         path = Path(args.log)
-        if path.is_dir():
+        if os.path.isdir(path):  # os.path: False, not OSError, for a path too long (the input layer names it)
             print(f"{path}: is a directory, not a log. Fix: pass a log file, e.g. {path / 'train.log'}.",
                   file=sys.stderr)
             return 2
         try:
             diagnosis = diagnose(path)
+        except ConfigError as error:  # the input layer: a FIFO, /dev/zero, a loop, a missing file, a path too long
+            for problem in error.problems.items:
+                print(problem, file=sys.stderr)
+            return 2
         except FileNotFoundError:
             print(f"{path}: no such file. Fix: pass the path of the training log.", file=sys.stderr)
             return 2

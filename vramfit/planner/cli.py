@@ -126,11 +126,14 @@ def _plan(args):
         raise ConfigError(Problems([_problem(
             "vramfit plan", "RECIPE", f"plan takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
             "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.")]))
-    from vramfit.paths import find_recipe
+    from vramfit import libraries
     from vramfit.planner.plan import plan_recipe
-    from vramfit.recipe import load
+    from vramfit.validate import validate
 
-    return plan_recipe(load(find_recipe(targets[0]), overrides))
+    libraries.quiet()  # validation imports DeepSpeed, which would print its accelerator line into --json
+
+    # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own).
+    return plan_recipe(validate(targets[0], overrides, plan=False).recipe)
 
 
 def _problem(file: str, key: str, what: str, fix: str):

@@ -84,7 +84,9 @@ SMALL = 1_000_000  # ZeRO-3 persistence thresholds are 10 x hidden (~1e5); 1e6 l
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    from vramfit import inputs
+
+    return inputs.load_json(path, "model-config")
 
 
 def cache_dir() -> Path:
@@ -129,7 +131,10 @@ def _summary_for(key: str, text: str) -> Arch:
 
 def summary(path: Path) -> Arch:
     """The architecture summary of a model config file (cached)."""
-    text = Path(path).read_text(encoding="utf-8")
+    from vramfit import inputs
+
+    text = inputs.read_text(path, "model-config")
+    inputs.parse_json(text, path)  # duplicate keys, depth, non-finite numbers: refused before the cache sees it
     return _summary_for(config_key(text), text)
 
 

@@ -372,8 +372,9 @@ class Setup:
         problems = Problems()
         label = "vramfit plan"
         path = Path(model_config)
-        if not path.is_file():
-            problems.add(str(path), "", "model config does not exist", "pass a config.json, e.g. model_configs/llama-3.2-3b.json.")
+        from vramfit.checks.model_config import check as check_model_config
+
+        check_model_config(path, problems)  # the input layer, sizes, and transformers' own config class
         if gpu not in CATALOGUE:
             problems.add(label, "--gpu", f"unknown GPU '{gpu}'.{did_you_mean(gpu, CATALOGUE)}", f"use one of: {', '.join(CATALOGUE)}.")
         if gpus < 1 or nodes < 1:
@@ -387,6 +388,8 @@ class Setup:
             ds_path = next((p for p in (Path(deepspeed), root / deepspeed, root / "deepspeed_configs" / name) if p.is_file()),
                            root / "deepspeed_configs" / name)
             ds = _read_deepspeed(ds_path, label, problems, key="--deepspeed") or {}
+            _launch_time_deepspeed(ds, str(ds_path), problems)
+        _launch_time_values(values, label, problems)
         if problems:
             raise ConfigError(problems)
         config = params.read_config(path)
@@ -613,6 +616,41 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
 def _targets(value: str):
     """`all-linear`, a regex (PEFT matches it in full), or comma-separated module names."""
     return value.split(",") if "," in value else value
+
+
+def _launch_time_deepspeed(ds: dict[str, Any], file: str, problems: Problems) -> None:
+    """What DeepSpeed refuses at launch: planned as if it ran, it would answer "fits" for a job that cannot start."""
+    from vramfit.checks.deepspeed_json import launch_time_problems, section
+
+    if not ds:
+        return
+    stage = section(ds, "zero_optimization").get("stage", 0)
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        problems.add(file, "zero_optimization.stage", f"{stage!r} is not a ZeRO stage", "use 0, 1, 2 or 3.")
+    micro = ds.get("train_micro_batch_size_per_gpu", "auto")
+    if micro != "auto" and (isinstance(micro, bool) or not isinstance(micro, int) or micro < 1):
+        problems.add(file, "train_micro_batch_size_per_gpu", f"{micro!r} is not a positive whole number", "write \"auto\" or a number >= 1.")
+    launch_time_problems(ds, file, problems)
+
+
+def _launch_time_values(values: dict[str, Any], file: str, problems: Problems) -> None:
+    """Values the Trainer refuses at launch: an optimizer name it does not know, a target regex that does not compile."""
+    import re
+
+    optim = values.get("optim")
+    if optim is not None:
+        from transformers.training_args import OptimizerNames
+
+        names = [o.value for o in OptimizerNames]
+        if optim not in names:
+            problems.add(file, "optim", f"'{optim}' is not an optimizer transformers knows.{did_you_mean(optim, names)}",
+                         "use e.g. optim=adamw_torch_fused (see transformers.training_args.OptimizerNames).")
+    targets = values.get("lora_target_modules")
+    if isinstance(targets, str) and targets != "all-linear" and "," not in targets:
+        try:
+            re.compile(targets)
+        except re.error as exc:
+            problems.add(file, "lora_target_modules", f"'{targets}' is not a valid regex ({exc})", "fix the regex or list module names: q_proj,v_proj.")
 
 
 def _read_deepspeed(path: Path, file: str, problems: Problems, key: str = "deepspeed") -> dict[str, Any] | None:

@@ -611,12 +611,15 @@ class _Builder:
                 self.model_missing_origin = origin or Origin(self.primary.label, "", self.primary.launch_line)
                 path = STAND_IN
                 how = "stand-in"
+        from vramfit import inputs
+
         try:
-            config = json.loads(Path(path).read_text())
+            config = inputs.load_json(path, "model-config")  # a regular file, bounded, no duplicate keys
             if not isinstance(config, dict) or "model_type" not in config:
-                raise ValueError("no model_type")
-        except (OSError, ValueError) as exc:
-            problems.add(str(path), "", f"is not a readable JSON model config ({exc})", "pass a model's config.json.")
+                problems.add(str(path), "", "is not a model config (no model_type)", "pass a model's config.json.")
+        except ConfigError as error:
+            problems.extend(error.problems)
+        if problems:
             raise ConfigError(problems) from None
         self.config = config
         self.model_how = how

@@ -86,10 +86,13 @@ def _unreadable(error: ConfigError) -> Review:
 
 
 def _json(path: Path) -> dict[str, Any]:
+    from vramfit import inputs
+
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = inputs.load_json(path, "model-config")
+    except ConfigError:
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _validate(path: Path):

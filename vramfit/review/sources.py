@@ -151,13 +151,21 @@ def locate(written: str, beside: Path) -> Path | None:
 
 def read(path: Path, kind: str | None = None) -> Source:
     problems = Problems()
-    if not path.exists():
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError:
+        exists, is_dir = True, False  # a path too long: the input layer names it
+    if not exists:
         problems.add(str(path), "", "no such file", "check the path (a launch script, DeepSpeed JSON, accelerate or axolotl YAML).")
-    elif path.is_dir():
+    elif is_dir:
         problems.add(str(path), "", "is a directory", "pass the launch script or config file inside it.")
     else:
         try:
-            text = path.read_text(encoding="utf-8")
+            from vramfit import inputs
+
+            text = inputs.read_text(path, "script")
+        except ConfigError as error:
+            problems.extend(error.problems)
         except (OSError, UnicodeDecodeError) as exc:
             problems.add(str(path), "", f"cannot be read ({exc.__class__.__name__}: {exc})", "check the file's permissions and that it is UTF-8 text.")
     if problems:
@@ -189,12 +197,16 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
     problems = Problems()
     if suffix == ".json":
         try:
-            return json.loads(text)
+            from vramfit import inputs
+
+            return inputs.parse_json(text, label(path))
         except json.JSONDecodeError as exc:
             problems.add(label(path), "", f"is not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})", "fix the JSON syntax.")
     elif suffix in (".yaml", ".yml"):
         try:
-            return yaml.safe_load(text)
+            from vramfit import inputs
+
+            return inputs.parse_yaml(text, label(path))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
