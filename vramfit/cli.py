@@ -126,6 +126,8 @@ def _usage(message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vramfit", description="Check a training recipe fits before it launches, then launch it.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show every library warning, log line and progress bar (here and in every training rank)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="the recipes in the tree")
@@ -203,9 +205,6 @@ def _doctor(args) -> int:
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
 
 
-LIGHT = {"list", "show", "cp", "doctor"}  # commands that never import the training libraries
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -215,10 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.items = [*args.items, *extra]
-    if args.command not in LIGHT or getattr(args, "recipe", None):  # doctor --recipe plans
-        from vramfit import libraries
+    from vramfit import libraries
 
-        libraries.quiet()
+    libraries.set_verbose(args.verbose)
+    libraries.quiet()  # imports nothing; the libraries are quieted as they are imported
     try:
         return args.func(args)
     except ConfigError as error:

@@ -1,40 +1,140 @@
-"""Keep the training libraries' import-time chatter out of the runner's output.
+"""Keep the training libraries' chatter that a user cannot act on out of the console.
 
-DeepSpeed's logger writes to whatever `sys.stdout` was when it was first imported; `vramfit
-slurm > job.sbatch` must never find a log line in its script. Imported once, here, with stdout
-pointing at stderr, and only at warning level and above; bitsandbytes' CPU-kernel notice and
-transformers' renamed-argument notice say nothing a recipe author can act on.
+One list of what is filtered (NOISE, LOGGERS), applied where it arises: in the CLI process by
+`quiet()` and in every training rank by `quiet_rank()`. `vramfit -v` (VRAMFIT_VERBOSE=1, inherited
+by the ranks) shows everything. The run's train.log gets what the console gets.
+
+Nothing is imported just to silence it: DeepSpeed's import is quieted when something imports it
+(an import hook), because its logger writes to whatever `sys.stdout` was at that moment and
+`vramfit slurm > job.sbatch` must never find a log line in its script.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
 import warnings
 
-_DONE = False
+VERBOSE_ENV = "VRAMFIT_VERBOSE"
+
+# (category, message regex, why a user cannot act on it). Matched at the start of the message.
+NOISE: list[tuple[type[Warning], str, str]] = [
+    (FutureWarning, r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor|_reduce_scatter_base|_all_gather_base)` is deprecated",
+     "DeepSpeed 0.19's ZeRO calls the deprecated collective on every step (~600 lines a smoke run)"),
+    (FutureWarning, r"`(is_)?gradient_checkpointing\w*` is deprecated",
+     "transformers 5 renamed the arguments; recipes keep the names TRL and the published scripts use"),
+    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found",
+     "the CPU smoke run; on a GPU host pin_memory applies"),
+    (UserWarning, r"None of the inputs have requires_grad=True",
+     "gradient checkpointing with a frozen vision tower: expected"),
+]
+# logger name -> level below which its records are dropped
+LOGGERS = {
+    "bitsandbytes": logging.ERROR,  # "Failed to load CPU gemm_4bit_forward from kernels-community"
+    "DeepSpeed": logging.WARNING,  # INFO lines per step; its warnings stay
+    "torch.distributed.elastic.multiprocessing.redirects": logging.ERROR,  # "NOTE: Redirects are currently not supported"
+}
+
+_DONE: set[str] = set()
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def set_verbose(on: bool) -> None:
+    """`-v`: every warning, log line and progress bar, in this process and the ranks it launches."""
+    if on:
+        os.environ[VERBOSE_ENV] = "1"
+    else:
+        os.environ.pop(VERBOSE_ENV, None)
+
+
+def filter_warnings() -> None:
+    for category, message, _why in NOISE:
+        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def quiet() -> None:
-    global _DONE
-    if _DONE:
+    """The CLI process: filters, logger levels, no progress bars, DeepSpeed's import quieted."""
+    if "cli" in _DONE:
         return
-    _DONE = True
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=r"`gradient_checkpointing\w*` is deprecated", category=FutureWarning)
-    import torch
+    _DONE.add("cli")
+    sys.meta_path.insert(0, _QuietDeepSpeedImport())  # even with -v: stdout belongs to the command's output
+    if verbose():
+        return
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers at import
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    filter_warnings()
+    for name, level in LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    previous = os.environ.get("DS_ACCELERATOR")
-    if not torch.cuda.is_available():  # what DeepSpeed would pick anyway, without its warning about it
-        os.environ["DS_ACCELERATOR"] = "cpu"
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            import deepspeed  # noqa: F401
-    finally:
-        if previous is None:
-            os.environ.pop("DS_ACCELERATOR", None)
-        else:
-            os.environ["DS_ACCELERATOR"] = previous
+        hf_logging.disable_progress_bar()
 
-    logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
+
+def quiet_rank() -> None:
+    """A training rank: the same filters; the DeepSpeed accelerator named so it does not warn about picking the CPU."""
+    if "rank" in _DONE:
+        return
+    _DONE.add("rank")
+    quiet()
+    if verbose():
+        return
+    if "DS_ACCELERATOR" not in os.environ:
+        import torch  # a rank imports it anyway
+
+        if not torch.cuda.is_available():
+            os.environ["DS_ACCELERATOR"] = "cpu"
+
+
+def _after_deepspeed_import() -> None:
+    if not verbose():
+        logging.getLogger("DeepSpeed").setLevel(LOGGERS["DeepSpeed"] if "rank" in _DONE else logging.ERROR)
+
+
+class _QuietDeepSpeedImport(importlib.abc.MetaPathFinder):
+    """Runs `import deepspeed` with stdout pointed at stderr, then sets its logger's level."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "deepspeed":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, ...: the real loader's
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        previous = os.environ.get("DS_ACCELERATOR")
+        if previous is None and not verbose():
+            import torch
+
+            if not torch.cuda.is_available():  # what DeepSpeed picks anyway, without its warning about it
+                os.environ["DS_ACCELERATOR"] = "cpu"
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                self.loader.exec_module(module)
+        finally:
+            if previous is None and "rank" not in _DONE:
+                os.environ.pop("DS_ACCELERATOR", None)
+        _after_deepspeed_import()
