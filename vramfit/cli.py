@@ -123,7 +123,14 @@ def _usage(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_word(argv: list[str]) -> str | None:
+    """The subcommand a command line names (the first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(full: bool = True, command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser; with full=False, the arguments of plan/review/doctor only for `command`
+    (their modules import the planner, the reviewer and the doctor: `vramfit --help` and `list` need none)."""
     parser = argparse.ArgumentParser(prog="vramfit", description="Check a training recipe fits before it launches, then launch it.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -144,12 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plan", action="store_true", help="skip the memory planner")
     p.set_defaults(func=cmd_validate)
 
-    from vramfit.planner import cli as planner_cli
-
     p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    planner_cli.add_arguments(p)
-    p.set_defaults(func=planner_cli.run)
+    if full or command == "plan":  # the planner's imports only when its arguments are parsed
+        from vramfit.planner import cli as planner_cli
+
+        planner_cli.add_arguments(p)
+        p.set_defaults(func=planner_cli.run)
 
     p = sub.add_parser("run", help="validate, then launch (or --dry-run, or --smoke)")
     p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
@@ -178,22 +186,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
-    from vramfit.review import cli as review_cli
-
     p = sub.add_parser("review", help="review an upstream launch script and its configs: checks, memory, closest recipe")
-    review_cli.add_arguments(p)
-    p.set_defaults(func=review_cli.run)
+    if full or command == "review":
+        from vramfit.review import cli as review_cli
+
+        review_cli.add_arguments(p)
+        p.set_defaults(func=review_cli.run)
 
     p = sub.add_parser("cp", help="copy a recipe to a new folder to edit")
     p.add_argument("recipe")
     p.add_argument("new_name")
     p.set_defaults(func=cmd_cp)
 
-    from vramfit.doctor import cli as doctor_cli
-
     p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
-    doctor_cli.add_arguments(p)
-    p.set_defaults(func=_doctor)
+    if full or command == "doctor":
+        from vramfit.doctor import cli as doctor_cli
+
+        doctor_cli.add_arguments(p)
+        p.set_defaults(func=_doctor)
     return parser
 
 
@@ -206,7 +216,8 @@ def _doctor(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(full=False, command=_command_word(words))
     args, extra = parser.parse_known_args(argv)
     # Overrides may follow options (`launch.sh --dry-run key=value`): take them as items too.
     stray = [e for e in extra if "=" not in e or e.startswith("-")]

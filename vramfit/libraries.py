@@ -92,6 +92,44 @@ def quiet_rank() -> None:
             os.environ["DS_ACCELERATOR"] = "cpu"
 
 
+@contextlib.contextmanager
+def drop_stdout_lines(pattern: str):
+    """Inside the block, whole stdout lines matching `pattern` (a library's print()) are dropped; -v keeps them."""
+    if verbose():
+        yield
+        return
+    import re
+
+    wanted = re.compile(pattern)
+    real = sys.stdout
+
+    class _Filter:
+        def __init__(self):
+            self.pending = ""
+
+        def write(self, text: str) -> int:
+            self.pending += text
+            *lines, self.pending = self.pending.split("\n")
+            for line in lines:
+                if not wanted.search(line):
+                    real.write(line + "\n")
+            return len(text)
+
+        def flush(self) -> None:
+            real.flush()
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    stream = _Filter()
+    try:
+        with contextlib.redirect_stdout(stream):
+            yield
+    finally:
+        if stream.pending and not wanted.search(stream.pending):
+            real.write(stream.pending)
+
+
 def _after_deepspeed_import() -> None:
     if not verbose():
         logging.getLogger("DeepSpeed").setLevel(LOGGERS["DeepSpeed"] if "rank" in _DONE else logging.ERROR)

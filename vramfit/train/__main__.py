@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     try:
         check_checkpoint(recipe)
-        args = training_arguments(recipe, run_dir, output_dir)  # starts the process group
+        with libraries.drop_stdout_lines(r"DeepSpeed \S+ built successfully"):  # its CPU shm op, every rank
+            args = training_arguments(recipe, run_dir, output_dir)  # starts the process group
         multinode.assert_same_everywhere(run_dir)  # every rank runs the same code and resolved config
         hooks = [callbacks.MetricsLog(output_dir / "metrics.jsonl"), callbacks.ParamCheck(output_dir / "param_check.json"),
                  callbacks.MarkComplete(), callbacks.ProgressLine(),
