@@ -176,3 +176,126 @@ class _QuietLoader(importlib.abc.Loader):
             if previous is None and "rank" not in _DONE:
                 os.environ.pop("DS_ACCELERATOR", None)
         _after_deepspeed_import()
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts read from the installed libraries, cached in the user's cache folder keyed by their versions.
+
+FACT_LIBRARIES = ("transformers", "trl", "accelerate", "deepspeed", "torch", "peft")
+
+
+def installed_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in FACT_LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def cache_dir() -> "os.PathLike[str]":
+    """$VRAMFIT_CACHE_DIR, else $XDG_CACHE_HOME/vramfit, else ~/.cache/vramfit (never the repository)."""
+    from pathlib import Path
+
+    explicit = os.environ.get("VRAMFIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vramfit"
+
+
+def cached(kind: str, compute):
+    """compute() once per set of installed library versions; the JSON result kept in cache_dir().
+
+    A cache that cannot be read or written (read-only home, a corrupt file) is recomputed, never an error.
+    """
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps([kind, installed_versions()], sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{kind}-{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return value
+
+
+def config_class(method: str | None):
+    """The argument dataclass a recipe's `training:` fills: trl.GRPOConfig for grpo, else TrainingArguments."""
+    if method == "grpo":
+        from trl import GRPOConfig
+
+        return GRPOConfig
+    from transformers import TrainingArguments
+
+    return TrainingArguments
+
+
+def _plain(value):
+    """A default as JSON: enums by value, containers kept, anything else by its repr (never a real argument default)."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def _read_arguments(method: str | None) -> dict:
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(config_class(method)):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = _plain(f.default_factory())
+        else:
+            default = None
+        out[f.name] = default
+    return out
+
+
+def argument_defaults(method: str | None) -> dict:
+    """{field: default} of TrainingArguments (method != grpo) or GRPOConfig, read from the installed dataclass."""
+    kind = "grpo" if method == "grpo" else "hf"
+    return cached(f"arguments-{kind}", lambda: _read_arguments(kind if kind == "grpo" else None))
+
+
+def argument_names(method: str | None) -> list[str]:
+    return list(argument_defaults(method))
+
+
+def argument_default(method: str | None, name: str):
+    """One default of TrainingArguments / GRPOConfig as installed (e.g. per_device_train_batch_size -> 8)."""
+    return argument_defaults(method).get(name)
+
+
+def grpo_generation_batch(per_device: int, processes: int, gradient_accumulation_steps: int,
+                          steps_per_generation: int | None = None, generation_batch_size: int | None = None) -> int:
+    """Completions TRL's GRPOTrainer generates per generation round, over all processes (trl 1.16 grpo_config.py
+    __post_init__: steps_per_generation defaults to gradient_accumulation_steps and
+    generation_batch_size = per_device_train_batch_size x num_processes x steps_per_generation; it must be
+    divisible by num_generations). One rank generates generation_batch_size / processes of them."""
+    if generation_batch_size:
+        return int(generation_batch_size)
+    return per_device * processes * (steps_per_generation or gradient_accumulation_steps)

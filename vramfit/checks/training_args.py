@@ -10,20 +10,11 @@ import functools
 import typing
 from typing import Any
 
+from vramfit.libraries import config_class  # one source: also the runner's, the planner's and the reviewer's
 from vramfit.problems import Problems, did_you_mean
 
 # Set by the runner itself; a recipe that sets them would fight the run directory and the JSON.
 RUNNER_OWNED = {"deepspeed": "the recipe's top-level `deepspeed:` key", "local_rank": "the launcher"}
-
-
-def config_class(method: str | None):
-    if method == "grpo":
-        from trl import GRPOConfig
-
-        return GRPOConfig
-    from transformers import TrainingArguments
-
-    return TrainingArguments
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,7 +30,9 @@ def _fields(method: str | None) -> dict[str, Any]:
 
 
 def fields_for(method: str | None) -> list[str]:
-    return list(_fields(method if method == "grpo" else None))
+    from vramfit.libraries import argument_names
+
+    return argument_names(method)
 
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
