@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vramfit import problems
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK, ConfigError
 
 EPILOG = """\
@@ -34,12 +35,8 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
     return targets, overrides
 
 
-def report(error: ConfigError) -> int:
-    problems = error.problems.items
-    print(f"vramfit: {len(problems)} problem{'s' if len(problems) != 1 else ''}; nothing was launched or written.", file=sys.stderr)
-    for p in problems:
-        print(f"  {'error' if p.severity == 'error' else 'warning'}: {p}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+def report(error: ConfigError, as_json: bool = False) -> int:
+    return problems.report(error, as_json=as_json)
 
 
 def cmd_list(args) -> int:
@@ -58,8 +55,7 @@ def cmd_show(args) -> int:
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"show takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    catalog.show(targets[0], overrides)
-    return EXIT_OK
+    return catalog.show(targets[0], overrides, as_json=args.json)
 
 
 def cmd_validate(args) -> int:
@@ -141,8 +137,9 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
     p.add_argument("--markdown", action="store_true", help="print the README's recipe table")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("show", help="a recipe and its derived numbers")
+    p = sub.add_parser("show", help="a recipe as it will run (overrides applied), its derived numbers and batch equation (exit 2 when it breaks)")
     p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
+    p.add_argument("--json", action="store_true", help="print the resolved recipe, derived numbers and problems as JSON")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("validate", help="every check, all problems at once (exit 2 on any)")
@@ -232,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ConfigError as error:
-        return report(error)
+        return report(error, as_json=bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         return 130
 

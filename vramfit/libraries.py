@@ -243,6 +243,11 @@ def config_class(method: str | None):
     return TrainingArguments
 
 
+def config_class_name(method: str | None) -> str:
+    """The class's name without importing it."""
+    return "GRPOConfig" if method == "grpo" else "TrainingArguments"
+
+
 def _plain(value):
     """A default as JSON: enums by value, containers kept, anything else by its repr (never a real argument default)."""
     import enum

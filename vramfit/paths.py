@@ -32,4 +32,12 @@ def find_recipe(name_or_path: str) -> Path:
     by_name = recipes_dir() / name_or_path / "recipe.yaml"
     if by_name.is_file():
         return by_name
+    if not candidate.exists() and "/" not in name_or_path and candidate.suffix not in (".yaml", ".yml"):
+        from vramfit.problems import ConfigError, Problems, did_you_mean
+
+        names = [p.parent.name for p in all_recipe_files()]
+        problems = Problems()
+        problems.add(name_or_path, "", f"no recipe named '{name_or_path}' in {recipes_dir()}.{did_you_mean(name_or_path, names)}",
+                     "see `vramfit list` for the recipes, or pass the path of a recipe.yaml.")
+        raise ConfigError(problems)
     return candidate  # let the loader report what is wrong with it

@@ -29,8 +29,8 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
     raw_ds = deepspeed_json.read(recipe.path(recipe.deepspeed), Problems(), file)
     problems.extend(recipe_rules.check(recipe, file, raw_ds))
     problems.extend(recipe_rules.shared_paths(recipe_mod.read_yaml(recipe.source)[0] or {}, file))
+    ta_problems, args = training_args.check(recipe, file)  # first: it reads quoted numbers as numbers
     recipe_rules.batch_arithmetic(recipe, file, problems)
-    ta_problems, args = training_args.check(recipe, file)
     if recipe.method == "grpo" and any("num_generations" in p.what for p in ta_problems.items):
         ta_problems = Problems([Problem(p.file, "training.num_generations", p.what, recipe_rules.grpo_fix(recipe))
                                 if "num_generations" in p.what else p for p in ta_problems.items])

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConfigError, Problems
+    from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problems
 
     problems = Problems()
     if args.plot:
@@ -74,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(problems)
         result = _plan(args)
     except ConfigError as error:
-        for p in error.problems.items:
-            print(p, file=sys.stderr)
-        return EXIT_BAD_INPUT
+        from vramfit.problems import report
+
+        return report(error, as_json=args.json)  # the one problem format of every command
     if args.json:
         import json
 
