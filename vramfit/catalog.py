@@ -75,7 +75,7 @@ def derived(r) -> list[tuple[str, str, str]]:
         g = t.get("num_generations") or argument_default("grpo", "num_generations")
         steps = t.get("steps_per_generation")
         gen = grpo_generation_batch(micro, r.world_size, accum, steps, t.get("generation_batch_size"))
-        how = (f"generation_batch_size (recipe)" if t.get("generation_batch_size") else
+        how = ("generation_batch_size (recipe)" if t.get("generation_batch_size") else
                f"{micro} micro x {r.world_size} ranks x {steps or accum} steps_per_generation")
         rows.append(("generation batch", str(gen), how + f"; num_generations {g} ({given('num_generations')})"
                      + ("" if isinstance(g, int) and g and gen % g == 0 else f"; BROKEN: not divisible by {g}")))

@@ -206,7 +206,6 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
 
 def _doctor(args) -> int:
     from vramfit.doctor import cli as doctor_cli
-
     from vramfit.planner.cli import plan_fixes
 
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)

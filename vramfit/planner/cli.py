@@ -9,7 +9,6 @@ input. Nothing heavy is imported at module level: `vramfit --help` stays fast.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +138,8 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float | None, b
     from vramfit.checks.recipe_rules import micro_and_accumulation
     from vramfit.paths import find_recipe
     from vramfit.planner.plan import plan_recipe
-    from vramfit.recipe import load
-
     from vramfit.problems import ConfigError
+    from vramfit.recipe import load
 
     path = find_recipe(recipe)
     micro, accumulation = micro_and_accumulation(load(path))  # a recipe that does not load is the caller's error

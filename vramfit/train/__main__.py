@@ -18,7 +18,6 @@ from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK
 def training_arguments(recipe, run_dir: Path, output_dir: Path):
     """TrainingArguments / GRPOConfig from recipe.training, pointed at the run's DeepSpeed JSON."""
     from vramfit.checks.training_args import config_class
-
     from vramfit.libraries import verbose
 
     quiet = {} if verbose() else {"disable_tqdm": True}  # callbacks.ProgressLine prints one line a step instead
