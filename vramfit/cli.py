@@ -64,23 +64,35 @@ def cmd_validate(args) -> int:
 
     targets, overrides = split_targets(args.items)
     targets = targets or [str(p.parent) for p in all_recipe_files()]
-    failures = []
+    failures, verdicts = [], []
     for target in targets:
         try:
             result = validate(target, overrides, plan=not args.no_plan, force=args.force)
         except ConfigError as error:
             failures.append(error)
-            print(f"FAIL {target}", file=sys.stderr)
-            report(error)
+            verdicts.append({"target": target, "ok": False, "problems": problems.as_dicts(error.problems)})
+            if not args.json:
+                print(f"FAIL {target}", file=sys.stderr)
+                report(error)
             continue
         r = result.recipe
+        verdict = {"target": target, "recipe": r.name, "ok": True, "problems": problems.as_dicts(result.warnings)}
         fit = ""
         if result.plan is not None:
+            verdict["plan"] = {"per_gpu_peak_gib": round(result.plan.per_gpu_peak_gib, 2), "gpu_memory_gib": result.plan.gpu_memory_gib,
+                               "host_ram_gib": round(result.plan.host_ram_gib, 1), "fits": bool(result.plan.fits)}
             fit = f"; predicted {result.plan.per_gpu_peak_gib:.1f} of {result.plan.gpu_memory_gib:.1f} GiB per GPU, host {result.plan.host_ram_gib:.0f} of {r.hardware.host_ram_gib:.0f} GiB"
-        print(f"ok   {r.name}: {r.method} on {r.hardware.nodes} x {r.hardware.gpus_per_node} x {r.hardware.gpu}{fit}")
-        for w in result.warnings:
-            print(f"  warning: {w}")
-    return EXIT_BAD_INPUT if failures else EXIT_OK
+        verdicts.append(verdict)
+        if not args.json:
+            print(f"ok   {r.name}: {r.method} on {r.hardware.nodes} x {r.hardware.gpus_per_node} x {r.hardware.gpu}{fit}")
+            for w in result.warnings:
+                print(f"  warning: {w}")
+    code = EXIT_BAD_INPUT if failures else EXIT_OK
+    if args.json:
+        import json
+
+        print(json.dumps({"exit_code": code, "recipes": verdicts}, indent=2))
+    return code
 
 
 def cmd_run(args) -> int:
@@ -146,6 +158,7 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
     p.add_argument("items", nargs="*", metavar="RECIPE|PATH|key=value", help="default: every recipe in the tree")
     p.add_argument("--force", action="store_true", help="do not refuse a recipe predicted not to fit")
     p.add_argument("--no-plan", action="store_true", help="skip the memory planner")
+    p.add_argument("--json", action="store_true", help="one JSON object: each recipe's verdict, problems and predicted memory")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",

@@ -182,3 +182,13 @@ def test_the_run_summary_reads_the_output_folder(tmp_path):
     failed = summary.render(out, tmp_path / "train.log", "vlm-r1-h20", "grpo", 1, 5.0, argv=["run", "vlm-r1-h20", "--overwrite"])
     assert "run failed (launcher exit code 1)" in failed and "vramfit doctor" in failed
     assert "vramfit run vlm-r1-h20 --resume   # resume from checkpoint-2" in failed
+
+
+def test_validate_json_is_one_object_with_each_verdict(capsys):
+    from vramfit.cli import main
+
+    assert main(["validate", "vlm-r1-h20", "per_device_train_batch_size=3", "--no-plan", "--json"]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["exit_code"] == 2 and out["recipes"][0]["ok"] is False and not captured.err
+    assert out["recipes"][0]["problems"][0]["key"] == "global_batch_size"
