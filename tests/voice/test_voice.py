@@ -192,3 +192,21 @@ def test_validate_json_is_one_object_with_each_verdict(capsys):
     out = json.loads(captured.out)
     assert out["exit_code"] == 2 and out["recipes"][0]["ok"] is False and not captured.err
     assert out["recipes"][0]["problems"][0]["key"] == "global_batch_size"
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_recipe_does_not_import_checks():
+    """The schema is below the checks: vramfit.checks imports vramfit.recipe, never the reverse (no cycle)."""
+    assert not {m for m in _imports(REPO / "vramfit" / "recipe.py") if m.startswith("vramfit.checks")}
+    assert "vramfit.recipe" in _imports(REPO / "vramfit" / "checks" / "recipe_rules.py")
