@@ -21,7 +21,8 @@ def training_arguments(recipe, run_dir: Path, output_dir: Path):
     from vramfit.libraries import verbose
 
     quiet = {} if verbose() else {"disable_tqdm": True}  # callbacks.ProgressLine prints one line a step instead
-    values = {**quiet, **recipe.training, "output_dir": str(output_dir), "deepspeed": str(run_dir / "deepspeed.json")}
+    counted = {} if recipe.method == "grpo" else {"include_num_input_tokens_seen": "non_padding"}  # tokens/s in the summary (TRL logs num_tokens)
+    values = {**quiet, **counted, **recipe.training, "output_dir": str(output_dir), "deepspeed": str(run_dir / "deepspeed.json")}
     return config_class(recipe.method)(**values)
 
 

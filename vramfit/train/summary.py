@@ -36,7 +36,7 @@ def from_metrics(rows: list[dict], method: str) -> dict:
         values = [r[key] for r in steps if isinstance(r.get(key), (int, float))]
         if values:
             out[key] = [values[0], values[-1]]
-    tokens = [r["num_tokens"] for r in rows if isinstance(r.get("num_tokens"), (int, float))]
+    tokens = [r[k] for r in rows for k in ("num_tokens", "num_input_tokens_seen") if isinstance(r.get(k), (int, float))]
     if tokens:
         out["tokens"] = tokens[-1]
     if "train_runtime" in end:
