@@ -67,7 +67,7 @@ def cmd_validate(args) -> int:
     failures, verdicts = [], []
     for target in targets:
         try:
-            result = validate(target, overrides, plan=not args.no_plan, force=args.force)
+            result = validate(target, overrides, plan=not args.no_plan, force=args.force, cache=True)
         except ConfigError as error:
             failures.append(error)
             verdicts.append({"target": target, "ok": False, "problems": problems.as_dicts(error.problems)})

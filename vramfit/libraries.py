@@ -227,7 +227,7 @@ def cached(kind: str, compute):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(value))
         os.replace(tmp, path)
-    except OSError:
+    except (OSError, TypeError, ValueError):  # unwritable, or not JSON: answered, not kept
         pass
     return value
 

@@ -210,3 +210,21 @@ def test_recipe_does_not_import_checks():
     """The schema is below the checks: vramfit.checks imports vramfit.recipe, never the reverse (no cycle)."""
     assert not {m for m in _imports(REPO / "vramfit" / "recipe.py") if m.startswith("vramfit.checks")}
     assert "vramfit.recipe" in _imports(REPO / "vramfit" / "checks" / "recipe_rules.py")
+
+
+def test_cached_validation_gives_the_same_verdict(tmp_path, monkeypatch):
+    from vramfit.problems import ConfigError
+    from vramfit.validate import validate
+
+    monkeypatch.setenv("VRAMFIT_CACHE_DIR", str(tmp_path))
+    verdicts = []
+    for cache in (False, True, True):  # uncached, cache filled, cache read
+        with pytest.raises(ConfigError) as caught:
+            validate("vlm-r1-h20", ["learning_rate=abc", "warmup_steps=-1"], plan=False, cache=cache)
+        verdicts.append([str(p) for p in caught.value.problems.items])
+    assert verdicts[0] == verdicts[1] == verdicts[2] and len(verdicts[0]) == 2
+    assert len(list(tmp_path.glob("validation-*.json"))) == 1
+    ok = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
+    again = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
+    assert ok.recipe.training["learning_rate"] == again.recipe.training["learning_rate"] == 2e-5
+    assert again.deepspeed == ok.deepspeed and again.deepspeed["train_micro_batch_size_per_gpu"] == 4
