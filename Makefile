@@ -8,7 +8,7 @@ VRAMFIT := $(VENV)/bin/vramfit
 PYTEST := $(VENV)/bin/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help venv recipe-guard run validate list show plan doctor review test test-gpu bench clean
+.PHONY: help venv recipe-guard run validate list show plan doctor review lint test test-fast test-gpu bench clean
 
 # Checked before the environment is built, so a forgotten RECIPE fails at once.
 recipe-guard:
@@ -54,8 +54,15 @@ review: $(STAMP) ## review your own launch script and configs: make review FILES
 	@if [ -z "$(FILES)" ]; then echo "FILES is not set. Example: make review FILES=run_grpo_rec.sh ARGS='--gpu h20'" >&2; exit 2; fi
 	$(VRAMFIT) review $(FILES) $(ARGS)
 
-test: $(STAMP) ## the test suite (CPU; GPU-marked tests are skipped with a reason)
+lint: $(STAMP) ## ruff check and ruff format --check (configured in pyproject.toml)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: $(STAMP) lint ## the test suite (CPU; GPU-marked tests are skipped with a reason)
 	$(PYTEST) -m "not gpu" $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## the edit loop: every test but multi-process training, in parallel (< 2 min)
+	$(PYTEST) -m "not gpu and not slow" -q -x -n auto $(PYTEST_ARGS)
 
 test-gpu: $(STAMP) ## the GPU-marked tests (Liger, bitsandbytes, real peaks)
 	$(PYTEST) -m gpu $(PYTEST_ARGS)
@@ -64,6 +71,7 @@ bench: $(STAMP) ## print the benchmark figures (planner accuracy and speed, doct
 	$(VENV)/bin/python benchmarks/planner_accuracy.py
 	$(VENV)/bin/python benchmarks/planner_speed.py
 	$(VENV)/bin/python benchmarks/doctor_speed.py
+	$(VENV)/bin/python benchmarks/cli_speed.py
 	$(VENV)/bin/python benchmarks/gpu_memory.py --list
 
 clean: ## remove runs/ smoke outputs (never a recipe or a checkpoint outside runs/)

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from vramfit import problems
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK, ConfigError
 
 BUG_REPORT = "https://github.com/vramfit/vramfit/issues"
@@ -82,12 +83,8 @@ def split_targets(items: list[str]) -> tuple[list[str], list[str]]:
     return targets, overrides
 
 
-def report(error: ConfigError) -> int:
-    problems = error.problems.items
-    print(f"vramfit: {len(problems)} problem{'s' if len(problems) != 1 else ''}; nothing was launched or written.", file=sys.stderr)
-    for p in problems:
-        print(f"  {'error' if p.severity == 'error' else 'warning'}: {p}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+def report(error: ConfigError, as_json: bool = False) -> int:
+    return problems.report(error, as_json=as_json)
 
 
 def cmd_list(args) -> int:
@@ -106,8 +103,7 @@ def cmd_show(args) -> int:
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"show takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    catalog.show(targets[0], overrides)
-    return EXIT_OK
+    return catalog.show(targets[0], overrides, as_json=args.json)
 
 
 def cmd_validate(args) -> int:
@@ -116,23 +112,35 @@ def cmd_validate(args) -> int:
 
     targets, overrides = split_targets(args.items)
     targets = targets or [str(p.parent) for p in all_recipe_files()]
-    failures = []
+    failures, verdicts = [], []
     for target in targets:
         try:
-            result = validate(target, overrides, plan=not args.no_plan, force=args.force)
+            result = validate(target, overrides, plan=not args.no_plan, force=args.force, cache=True)
         except ConfigError as error:
             failures.append(error)
-            print(f"FAIL {target}", file=sys.stderr)
-            report(error)
+            verdicts.append({"target": target, "ok": False, "problems": problems.as_dicts(error.problems)})
+            if not args.json:
+                print(f"FAIL {target}", file=sys.stderr)
+                report(error)
             continue
         r = result.recipe
+        verdict = {"target": target, "recipe": r.name, "ok": True, "problems": problems.as_dicts(result.warnings)}
         fit = ""
         if result.plan is not None:
+            verdict["plan"] = {"per_gpu_peak_gib": round(result.plan.per_gpu_peak_gib, 2), "gpu_memory_gib": result.plan.gpu_memory_gib,
+                               "host_ram_gib": round(result.plan.host_ram_gib, 1), "fits": bool(result.plan.fits)}
             fit = f"; predicted {result.plan.per_gpu_peak_gib:.1f} of {result.plan.gpu_memory_gib:.1f} GiB per GPU, host {result.plan.host_ram_gib:.0f} of {r.hardware.host_ram_gib:.0f} GiB"
-        print(f"ok   {r.name}: {r.method} on {r.hardware.nodes} x {r.hardware.gpus_per_node} x {r.hardware.gpu}{fit}")
-        for w in result.warnings:
-            print(f"  warning: {w}")
-    return EXIT_BAD_INPUT if failures else EXIT_OK
+        verdicts.append(verdict)
+        if not args.json:
+            print(f"ok   {r.name}: {r.method} on {r.hardware.nodes} x {r.hardware.gpus_per_node} x {r.hardware.gpu}{fit}")
+            for w in result.warnings:
+                print(f"  warning: {w}")
+    code = EXIT_BAD_INPUT if failures else EXIT_OK
+    if args.json:
+        import json
+
+        print(json.dumps({"exit_code": code, "recipes": verdicts}, indent=2))
+    return code
 
 
 def cmd_run(args) -> int:
@@ -171,7 +179,14 @@ def _usage(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_word(argv: list[str]) -> str | None:
+    """The subcommand a command line names (the first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(full: bool = True, command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser; with full=False, the arguments of plan/fit/review/doctor only for `command`
+    (their modules import the planner, the reviewer and the doctor: `vramfit --help` and `list` need none)."""
     parser = argparse.ArgumentParser(prog="vramfit", description="Check a training recipe fits before it launches, then launch it.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -180,22 +195,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="print the README's recipe table")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("show", help="a recipe and its derived numbers")
+    p = sub.add_parser("show", help="a recipe as it will run (overrides applied), its derived numbers and batch equation (exit 2 when it breaks)")
     p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
+    p.add_argument("--json", action="store_true", help="print the resolved recipe, derived numbers and problems as JSON")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("validate", help="every check, all problems at once (exit 2 on any)")
     p.add_argument("items", nargs="*", metavar="RECIPE|PATH|key=value", help="default: every recipe in the tree")
     p.add_argument("--force", action="store_true", help="do not refuse a recipe predicted not to fit")
     p.add_argument("--no-plan", action="store_true", help="skip the memory planner")
+    p.add_argument("--json", action="store_true", help="one JSON object: each recipe's verdict, problems and predicted memory")
     p.set_defaults(func=cmd_validate)
-
-    from vramfit.planner import cli as planner_cli
 
     p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    planner_cli.add_arguments(p)
-    p.set_defaults(func=planner_cli.run)
+    if full or command == "plan":  # the planner's imports only when its arguments are parsed
+        from vramfit.planner import cli as planner_cli
+
+        planner_cli.add_arguments(p)
+        p.set_defaults(func=planner_cli.run)
 
     p = sub.add_parser("run", help="validate, then launch (or --dry-run, or --smoke)")
     p.add_argument("items", nargs="+", metavar="RECIPE|key=value")
@@ -224,30 +242,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
-    from vramfit.fit import cli as fit_cli
-
     p = sub.add_parser("fit", help="the fastest configuration that fits, ranked; --write it as a recipe",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    fit_cli.add_arguments(p)
-    p.set_defaults(func=fit_cli.run)
+    if full or command == "fit":
+        from vramfit.fit import cli as fit_cli
 
-    from vramfit.review import cli as review_cli
+        fit_cli.add_arguments(p)
+        p.set_defaults(func=fit_cli.run)
 
     p = sub.add_parser("review", help="review an upstream launch script and its configs: checks, memory, closest recipe")
-    review_cli.add_arguments(p)
-    p.set_defaults(func=review_cli.run)
+    if full or command == "review":
+        from vramfit.review import cli as review_cli
+
+        review_cli.add_arguments(p)
+        p.set_defaults(func=review_cli.run)
 
     p = sub.add_parser("cp", help="copy a recipe to a new folder to edit (atomic: all of it or nothing)")
     p.add_argument("recipe")
     p.add_argument("new_name")
     p.set_defaults(func=cmd_cp)
 
-    from vramfit.doctor import cli as doctor_cli
-
     p = sub.add_parser("doctor", help="read a crash log: what ran out, where, and the fix")
-    doctor_cli.add_arguments(p)
-    p.set_defaults(func=_doctor)
-    parser.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an internal error (also VRAMFIT_DEBUG=1)")
+    if full or command == "doctor":
+        from vramfit.doctor import cli as doctor_cli
+
+        doctor_cli.add_arguments(p)
+        p.set_defaults(func=_doctor)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show every library warning, log line and progress bar (here and in every training rank), "
+                             "and the traceback of an internal error (also VRAMFIT_DEBUG=1)")
     parser.epilog = (parser.epilog or "") + "\n" + exit_codes()
     for name, command in sub.choices.items():
         if command.formatter_class is argparse.HelpFormatter:
@@ -258,7 +281,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _doctor(args) -> int:
     from vramfit.doctor import cli as doctor_cli
-
     from vramfit.planner.cli import plan_fixes
 
     if args.recipe:  # validated exactly as `vramfit validate` does, before the log is read (exit 2 on any problem)
@@ -266,9 +288,6 @@ def _doctor(args) -> int:
 
         validate(args.recipe, plan=False)
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
-
-
-LIGHT = {"list", "show", "cp", "doctor"}  # commands that never import the training libraries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,12 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.raiseExceptions = verbose
     with _SafeStreams():
         try:
-            return _main(argv)
+            return _main(argv, verbose)
         except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
             code = exc.code
             return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_BAD_INPUT)
         except ConfigError as error:
-            return report(error)
+            return report(error, as_json="--json" in argv)
         except KeyboardInterrupt:
             return 130
         except BrokenPipeError:
@@ -312,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERNAL
 
 
-def _main(argv: list[str]) -> int:
-    parser = build_parser()
+def _main(argv: list[str], verbose: bool = False) -> int:
+    parser = build_parser(full=False, command=_command_word(argv))
     args, extra = parser.parse_known_args(argv)
     # Overrides may follow options (`launch.sh --dry-run key=value`): take them as items too.
     stray = [e for e in extra if "=" not in e or e.startswith("-")]
@@ -321,10 +340,10 @@ def _main(argv: list[str]) -> int:
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
     if extra:
         args.items = [*args.items, *extra]
-    if args.command not in LIGHT or getattr(args, "recipe", None):  # doctor --recipe plans
-        from vramfit import libraries
+    from vramfit import libraries
 
-        libraries.quiet()
+    libraries.set_verbose(verbose or args.verbose)
+    libraries.quiet()  # imports nothing; the libraries are quieted as they are imported
     return args.func(args)
 
 

@@ -1,40 +1,306 @@
-"""Keep the training libraries' import-time chatter out of the runner's output.
+"""Keep the training libraries' chatter that a user cannot act on out of the console.
 
-DeepSpeed's logger writes to whatever `sys.stdout` was when it was first imported; `vramfit
-slurm > job.sbatch` must never find a log line in its script. Imported once, here, with stdout
-pointing at stderr, and only at warning level and above; bitsandbytes' CPU-kernel notice and
-transformers' renamed-argument notice say nothing a recipe author can act on.
+One list of what is filtered (NOISE, LOGGERS), applied where it arises: in the CLI process by
+`quiet()` and in every training rank by `quiet_rank()`. `vramfit -v` (VRAMFIT_VERBOSE=1, inherited
+by the ranks) shows everything. The run's train.log gets what the console gets.
+
+Nothing is imported just to silence it: DeepSpeed's import is quieted when something imports it
+(an import hook), because its logger writes to whatever `sys.stdout` was at that moment and
+`vramfit slurm > job.sbatch` must never find a log line in its script.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
 import warnings
 
-_DONE = False
+VERBOSE_ENV = "VRAMFIT_VERBOSE"
+
+# (category, message regex, why a user cannot act on it). Matched at the start of the message.
+NOISE: list[tuple[type[Warning], str, str]] = [
+    (FutureWarning, r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor|_reduce_scatter_base|_all_gather_base)` is deprecated",
+     "DeepSpeed 0.19's ZeRO calls the deprecated collective on every step (~600 lines a smoke run)"),
+    (FutureWarning, r"`(is_)?gradient_checkpointing\w*` is deprecated",
+     "transformers 5 renamed the arguments; recipes keep the names TRL and the published scripts use"),
+    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found",
+     "the CPU smoke run; on a GPU host pin_memory applies"),
+    (UserWarning, r"None of the inputs have requires_grad=True",
+     "gradient checkpointing with a frozen vision tower: expected"),
+]
+# logger name -> level below which its records are dropped
+LOGGERS = {
+    "bitsandbytes": logging.ERROR,  # "Failed to load CPU gemm_4bit_forward from kernels-community"
+    "DeepSpeed": logging.WARNING,  # INFO lines per step; its warnings stay
+    "torch.distributed.elastic.multiprocessing.redirects": logging.ERROR,  # "NOTE: Redirects are currently not supported"
+}
+
+_DONE: set[str] = set()
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def set_verbose(on: bool) -> None:
+    """`-v`: every warning, log line and progress bar, in this process and the ranks it launches."""
+    if on:
+        os.environ[VERBOSE_ENV] = "1"
+    else:
+        os.environ.pop(VERBOSE_ENV, None)
+
+
+def filter_warnings() -> None:
+    for category, message, _why in NOISE:
+        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def quiet() -> None:
-    global _DONE
-    if _DONE:
+    """The CLI process: filters, logger levels, no progress bars, DeepSpeed's import quieted."""
+    if "cli" in _DONE:
         return
-    _DONE = True
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=r"`gradient_checkpointing\w*` is deprecated", category=FutureWarning)
-    import torch
+    _DONE.add("cli")
+    sys.meta_path.insert(0, _QuietDeepSpeedImport())  # even with -v: stdout belongs to the command's output
+    if verbose():
+        return
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers at import
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    filter_warnings()
+    for name, level in LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    previous = os.environ.get("DS_ACCELERATOR")
-    if not torch.cuda.is_available():  # what DeepSpeed would pick anyway, without its warning about it
-        os.environ["DS_ACCELERATOR"] = "cpu"
+        hf_logging.disable_progress_bar()
+
+
+def quiet_rank() -> None:
+    """A training rank: the same filters; the DeepSpeed accelerator named so it does not warn about picking the CPU."""
+    if "rank" in _DONE:
+        return
+    _DONE.add("rank")
+    quiet()
+    if verbose():
+        return
+    if "DS_ACCELERATOR" not in os.environ:
+        import torch  # a rank imports it anyway
+
+        if not torch.cuda.is_available():
+            os.environ["DS_ACCELERATOR"] = "cpu"
+
+
+@contextlib.contextmanager
+def drop_stdout_lines(pattern: str):
+    """Inside the block, whole stdout lines matching `pattern` (a library's print()) are dropped; -v keeps them."""
+    if verbose():
+        yield
+        return
+    import re
+
+    wanted = re.compile(pattern)
+    real = sys.stdout
+
+    class _Filter:
+        def __init__(self):
+            self.pending = ""
+
+        def write(self, text: str) -> int:
+            self.pending += text
+            *lines, self.pending = self.pending.split("\n")
+            for line in lines:
+                if not wanted.search(line):
+                    real.write(line + "\n")
+            return len(text)
+
+        def flush(self) -> None:
+            real.flush()
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    stream = _Filter()
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            import deepspeed  # noqa: F401
+        with contextlib.redirect_stdout(stream):
+            yield
     finally:
-        if previous is None:
-            os.environ.pop("DS_ACCELERATOR", None)
-        else:
-            os.environ["DS_ACCELERATOR"] = previous
+        if stream.pending and not wanted.search(stream.pending):
+            real.write(stream.pending)
 
-    logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
+
+def _after_deepspeed_import() -> None:
+    if not verbose():
+        logging.getLogger("DeepSpeed").setLevel(LOGGERS["DeepSpeed"] if "rank" in _DONE else logging.ERROR)
+
+
+class _QuietDeepSpeedImport(importlib.abc.MetaPathFinder):
+    """Runs `import deepspeed` with stdout pointed at stderr, then sets its logger's level."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "deepspeed":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, ...: the real loader's
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        previous = os.environ.get("DS_ACCELERATOR")
+        if previous is None and not verbose():
+            import torch
+
+            if not torch.cuda.is_available():  # what DeepSpeed picks anyway, without its warning about it
+                os.environ["DS_ACCELERATOR"] = "cpu"
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                self.loader.exec_module(module)
+        finally:
+            if previous is None and "rank" not in _DONE:
+                os.environ.pop("DS_ACCELERATOR", None)
+        _after_deepspeed_import()
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts read from the installed libraries, cached in the user's cache folder keyed by their versions.
+
+FACT_LIBRARIES = ("transformers", "trl", "accelerate", "deepspeed", "torch", "peft")
+
+
+def installed_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in FACT_LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def cache_dir() -> "os.PathLike[str]":
+    """$VRAMFIT_CACHE_DIR, else $XDG_CACHE_HOME/vramfit, else ~/.cache/vramfit (never the repository)."""
+    from pathlib import Path
+
+    explicit = os.environ.get("VRAMFIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vramfit"
+
+
+def cached(kind: str, compute):
+    """compute() once per set of installed library versions; the JSON result kept in cache_dir().
+
+    A cache that cannot be read or written (read-only home, a corrupt file) is recomputed, never an error.
+    """
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps([kind, installed_versions()], sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{kind}-{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):  # unwritable, or not JSON: answered, not kept
+        pass
+    return value
+
+
+def config_class(method: str | None):
+    """The argument dataclass a recipe's `training:` fills: trl.GRPOConfig for grpo, else TrainingArguments."""
+    if method == "grpo":
+        from trl import GRPOConfig
+
+        return GRPOConfig
+    from transformers import TrainingArguments
+
+    return TrainingArguments
+
+
+def config_class_name(method: str | None) -> str:
+    """The class's name without importing it."""
+    return "GRPOConfig" if method == "grpo" else "TrainingArguments"
+
+
+def _plain(value):
+    """A default as JSON: enums by value, containers kept, anything else by its repr (never a real argument default)."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def _read_arguments(method: str | None) -> dict:
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(config_class(method)):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = _plain(f.default_factory())
+        else:
+            default = None
+        out[f.name] = default
+    return out
+
+
+def argument_defaults(method: str | None) -> dict:
+    """{field: default} of TrainingArguments (method != grpo) or GRPOConfig, read from the installed dataclass."""
+    kind = "grpo" if method == "grpo" else "hf"
+    return cached(f"arguments-{kind}", lambda: _read_arguments(kind if kind == "grpo" else None))
+
+
+def argument_names(method: str | None) -> list[str]:
+    return list(argument_defaults(method))
+
+
+def argument_default(method: str | None, name: str):
+    """One default of TrainingArguments / GRPOConfig as installed (e.g. per_device_train_batch_size -> 8)."""
+    return argument_defaults(method).get(name)
+
+
+def grpo_generation_batch(per_device: int, processes: int, gradient_accumulation_steps: int,
+                          steps_per_generation: int | None = None, generation_batch_size: int | None = None) -> int:
+    """Completions TRL's GRPOTrainer generates per generation round, over all processes (trl 1.16 grpo_config.py
+    __post_init__: steps_per_generation defaults to gradient_accumulation_steps and
+    generation_batch_size = per_device_train_batch_size x num_processes x steps_per_generation; it must be
+    divisible by num_generations). One rank generates generation_batch_size / processes of them."""
+    if generation_batch_size:
+        return int(generation_batch_size)
+    return per_device * processes * (steps_per_generation or gradient_accumulation_steps)

@@ -33,6 +33,15 @@ def find_recipe(name_or_path: str) -> Path:
         by_name = recipes_dir() / name_or_path / "recipe.yaml"
         if by_name.is_file():
             return by_name
+        missing = not candidate.exists()
     except (OSError, ValueError):
-        pass  # a path too long, a NUL byte: the input layer names it when the file is read
+        return candidate  # a path too long, a NUL byte: the input layer names it when the file is read
+    if missing and "/" not in name_or_path and candidate.suffix not in (".yaml", ".yml"):
+        from vramfit.problems import ConfigError, Problems, did_you_mean
+
+        names = [p.parent.name for p in all_recipe_files()]
+        problems = Problems()
+        problems.add(name_or_path, "", f"no recipe named '{name_or_path}' in {recipes_dir()}.{did_you_mean(name_or_path, names)}",
+                     "see `vramfit list` for the recipes, or pass the path of a recipe.yaml.")
+        raise ConfigError(problems)
     return candidate  # let the loader report what is wrong with it

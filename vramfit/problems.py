@@ -78,3 +78,34 @@ def did_you_mean(word: str, choices) -> str:
         return ""
     close = [c for c in choices if scores[c] >= best - 0.02][:3]
     return " Did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+
+
+def as_dicts(problems: "Problems | list[Problem]") -> list[dict]:
+    items = problems.items if isinstance(problems, Problems) else list(problems)
+    return [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix, "text": str(p)}
+            for p in items]
+
+
+def render(problems: "Problems | list[Problem]", launched: bool = False) -> str:
+    """The one text form every command prints its problems in (stderr)."""
+    items = problems.items if isinstance(problems, Problems) else list(problems)
+    errors = sum(p.severity == "error" for p in items)
+    n = len(items)
+    tail = "" if launched else ("; nothing was launched or written" if errors else "")
+    lines = [f"vramfit: {n} problem{'s' if n != 1 else ''}{tail}."]
+    lines += [f"  {'error' if p.severity == 'error' else 'warning'}: {p}" for p in items]
+    return "\n".join(lines)
+
+
+def report(problems: "ConfigError | Problems | list[Problem]", as_json: bool = False, code: int = EXIT_BAD_INPUT) -> int:
+    """Print problems the one way (text on stderr; with --json one JSON object on stdout) and return the exit code."""
+    import json
+    import sys
+
+    if isinstance(problems, ConfigError):
+        problems = problems.problems
+    if as_json:
+        print(json.dumps({"exit_code": code, "problems": as_dicts(problems)}, indent=2))
+    else:
+        print(render(problems), file=sys.stderr)
+    return code

@@ -307,9 +307,9 @@ def load(path: Path, overrides: list[str] = (), training_fields=None) -> Recipe:
             problems.add(str(path), item.split("=", 1)[0].replace("\x00", "\\x00"), "contains a NUL byte", "remove it.")
             overrides.remove(item)
         if training_fields is None:
-            from vramfit.checks.training_args import fields_for
+            from vramfit.libraries import argument_names  # cached per library versions; no checks import (no cycle)
 
-            training_fields = fields_for(data.get("method"))
+            training_fields = argument_names(data.get("method"))
         problems.extend(apply_overrides(data, list(overrides), training_fields, str(path)))
     for key, value in _nul_strings(data):
         problems.add(str(path), key, "contains a NUL byte, which no path or argument can carry", "remove it.")

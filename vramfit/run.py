@@ -339,15 +339,21 @@ def _node_dir(rdir: Path, topo: launch.Topology) -> Path:
 def _execute(launches: list[Launch], env: dict[str, str], name: str) -> int:
     for l in launches:
         print(f"vramfit: launching {l.prefix}{shlex.join(l.argv)}\nvramfit: log {l.log}", flush=True)
+    started = time.monotonic()
     code = stream(launches, env)
+    from vramfit.train import summary  # the run summary: steps, loss, tokens/s, peak memory, checkpoint, next command
+
     if code == 0:
+        summary.report(launches[0].log.parent, launches[0].log, code, time.monotonic() - started)
         return EXIT_OK
     if code >= 128:
         print(f"vramfit: stopped by signal {code - 128}; every rank was stopped.", file=sys.stderr)
+        summary.report(launches[0].log.parent, launches[0].log, code, time.monotonic() - started)
         return code
     print(f"vramfit: the run failed (launcher exit code {code}).", file=sys.stderr)
     for l in launches:
         diagnose(l.log, name)
+    summary.report(launches[0].log.parent, launches[0].log, code, time.monotonic() - started)
     return EXIT_FAILED
 
 

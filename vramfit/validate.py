@@ -20,8 +20,13 @@ class Validated:
     warnings: list[Problem] = field(default_factory=list)
 
 
-def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = False) -> Validated:
-    """Raise ConfigError listing every problem; return the validated recipe otherwise."""
+def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = False, cache: bool = False) -> Validated:
+    """Raise ConfigError listing every problem; return the validated recipe otherwise.
+
+    cache=True (`vramfit validate`): the verdict of the library-built checks (TrainingArguments /
+    GRPOConfig, DeepSpeed's parser) is kept in the user cache, keyed by everything they read and the
+    installed library versions; the result then has no built `args` (a launch never uses the cache).
+    """
     path = find_recipe(str(target))
     recipe = recipe_mod.load(path, list(overrides))
     file = str(recipe.source.relative_to(Path.cwd())) if recipe.source.is_relative_to(Path.cwd()) else str(recipe.source)
@@ -29,13 +34,12 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
     raw_ds = deepspeed_json.read(recipe.path(recipe.deepspeed), Problems(), file)
     problems.extend(recipe_rules.check(recipe, file, raw_ds))
     problems.extend(recipe_rules.shared_paths(recipe_mod.read_yaml(recipe.source)[0] or {}, file))
+    ta_problems, ds_problems, args, resolved = _library_checks(recipe, file, cache)  # first: reads quoted numbers as numbers
     recipe_rules.batch_arithmetic(recipe, file, problems)
-    ta_problems, args = training_args.check(recipe, file)
     if recipe.method == "grpo" and any("num_generations" in p.what for p in ta_problems.items):
         ta_problems = Problems([Problem(p.file, "training.num_generations", p.what, recipe_rules.grpo_fix(recipe))
                                 if "num_generations" in p.what else p for p in ta_problems.items])
     problems.extend(ta_problems)
-    ds_problems, resolved = deepspeed_json.check(recipe, args, file)
     problems.extend(ds_problems)
     if problems:
         raise ConfigError(problems)
@@ -49,6 +53,42 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
             if refusal:
                 raise ConfigError(refusal)
     return result
+
+
+def _library_checks(recipe, file: str, cache: bool):
+    """(training-argument problems, DeepSpeed problems, built args, resolved DeepSpeed JSON)."""
+
+    def run():
+        ta, args = training_args.check(recipe, file)
+        ds, resolved = deepspeed_json.check(recipe, args, file)
+        return ta, ds, args, resolved
+
+    if not cache:
+        return run()
+    import hashlib
+    import json
+    import os
+
+    from vramfit import libraries
+
+    def text(path: Path):
+        try:
+            return path.read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    material = {"recipe": recipe.resolved_dict(), "source": str(recipe.source), "file": file,
+                "deepspeed": text(recipe.path(recipe.deepspeed)), "model_config": text(recipe.path(recipe.model.config)),
+                "gpu": [os.path.exists("/dev/nvidiactl"), os.environ.get("CUDA_VISIBLE_DEVICES")]}
+    key = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+    def compute():
+        ta, ds, _args, resolved = run()
+        return {"ta": [vars(p) for p in ta.items], "ds": [vars(p) for p in ds.items], "training": recipe.training, "resolved": resolved}
+
+    value = libraries.cached(f"validation-{key}", compute)
+    recipe.training = value["training"]
+    return (Problems([Problem(**p) for p in value["ta"]]), Problems([Problem(**p) for p in value["ds"]]), None, value["resolved"])
 
 
 def fit_problems(plan, file: str, recipe) -> Problems:

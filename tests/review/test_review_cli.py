@@ -95,9 +95,12 @@ def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
 ])
 def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
     path = make(tmp_path)
-    code, out = run_cli([str(path), "--gpu", "a100-80g"], capsys)
-    assert code == 2
-    assert message in out and "exit 2: the input could not be read or reviewed." in out
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    code = cli.run(parser.parse_args([str(path), "--gpu", "a100-80g"]))
+    captured = capsys.readouterr()
+    assert code == 2 and not captured.out  # bad input: the one problem format of every command, on stderr
+    assert captured.err.startswith("vramfit: ") and "nothing was launched or written" in captured.err and message in captured.err
 
 
 def test_missing_deepspeed_json_named_by_the_script_exits_2(tmp_path):

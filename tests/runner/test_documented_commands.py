@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -79,7 +78,7 @@ def exercise(command: str, capsys) -> None:
     if argv[0] == "review":
         pytest.skip("covered by tests/review with the seed scripts")
     code = main(argv)
-    assert code in (0, 1), capsys.readouterr().err  # plan exits 1 when it does not fit
+    assert code == 0, capsys.readouterr().err  # every documented command on a shipped recipe succeeds (each recipe fits)
 
 
 @pytest.mark.parametrize("command", readme_commands())

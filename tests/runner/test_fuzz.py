@@ -138,8 +138,15 @@ def test_directory_where_a_file_belongs(tree, capsys):
 
 
 def test_report_tally(capsys):
+    """Runs after the fuzz tests of this module (same process): every example was judged, both ways."""
+    if not TALLY:
+        pytest.skip("the fuzz tests ran in another process (pytest-xdist) or were deselected: nothing to tally")
     with capsys.disabled():
         print(f"\nfuzz tally: {dict(sorted(TALLY.items()))}")
+    mutated = sum(v for k, v in TALLY.items() if k.startswith(("yaml:", "json:")))
+    assert TALLY["accepted"] + TALLY["rejected"] >= mutated + TALLY["override"] + TALLY["broken-file"]
+    assert TALLY["accepted"] > 0, "no fuzzed variant was accepted: the runner refuses everything"
+    assert TALLY["rejected"] >= TALLY["broken-file"] > 0, "a broken file was accepted"
 
 
 @pytest.mark.timeout(60)

@@ -96,7 +96,8 @@ def test_show_prints_derived_numbers(capsys):
 
     assert main(["show", "vlm-r1-h20"]) == 0
     out = capsys.readouterr().out
-    assert "global batch     = 4 micro x 4 accumulation x 6 ranks = 96 (recipe: 96)" in out
+    assert "global batch       = 96           # 4 micro x 4 accumulation x 6 ranks; ok" in out
+    assert "generation batch   = 96" in out and "prompts/generation = 24" in out
 
 
 def test_makefile_guards_recipe():

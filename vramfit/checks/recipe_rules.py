@@ -9,17 +9,18 @@ from typing import Any
 from vramfit.checks.deepspeed_json import section
 from vramfit.divisors import divisors
 from vramfit.hardware import CATALOGUE
+from vramfit.libraries import argument_default, grpo_generation_batch
 from vramfit.problems import RECIPE_TREE, Problem, Problems
 from vramfit.recipe import NAME_RE
 
-# Defaults of transformers.TrainingArguments, used when a recipe leaves the key out.
-HF_DEFAULT_MICRO_BATCH, HF_DEFAULT_ACCUMULATION = 8, 1
 _PERSONAL = re.compile(r"^(/|~|[A-Za-z]:\\)|/home/|/Users/|/root/|\\Users\\")
 
 
 def micro_and_accumulation(recipe) -> tuple[int, int]:
+    """The micro-batch and accumulation a run gets: the recipe's, else the installed TrainingArguments defaults."""
     t = recipe.training
-    return t.get("per_device_train_batch_size", HF_DEFAULT_MICRO_BATCH), t.get("gradient_accumulation_steps", HF_DEFAULT_ACCUMULATION)
+    return tuple(t[k] if k in t else argument_default(recipe.method, k)
+                 for k in ("per_device_train_batch_size", "gradient_accumulation_steps"))
 
 
 def batch_arithmetic(recipe, file: str, problems: Problems) -> None:
@@ -45,9 +46,9 @@ def grpo_fix(recipe) -> str:
     t = recipe.training
     micro, accum = micro_and_accumulation(recipe)
     steps = t.get("steps_per_generation") or accum
-    g = t.get("num_generations", 8)
+    g = t.get("num_generations") or argument_default("grpo", "num_generations")
     ranks = recipe.world_size
-    gen_batch = t.get("generation_batch_size") or micro * ranks * steps
+    gen_batch = grpo_generation_batch(micro, ranks, accum, t.get("steps_per_generation"), t.get("generation_batch_size"))
     counts = (micro, steps, g, gen_batch)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts):
         return (f"num_generations, per_device_train_batch_size and the accumulation steps must be whole numbers >= 1 "

@@ -10,20 +10,11 @@ import functools
 import typing
 from typing import Any
 
+from vramfit.libraries import config_class  # one source: also the runner's, the planner's and the reviewer's
 from vramfit.problems import Problems, did_you_mean
 
 # Set by the runner itself; a recipe that sets them would fight the run directory and the JSON.
 RUNNER_OWNED = {"deepspeed": "the recipe's top-level `deepspeed:` key", "local_rank": "the launcher"}
-
-
-def config_class(method: str | None):
-    if method == "grpo":
-        from trl import GRPOConfig
-
-        return GRPOConfig
-    from transformers import TrainingArguments
-
-    return TrainingArguments
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,7 +30,9 @@ def _fields(method: str | None) -> dict[str, Any]:
 
 
 def fields_for(method: str | None) -> list[str]:
-    return list(_fields(method if method == "grpo" else None))
+    from vramfit.libraries import argument_names
+
+    return argument_names(method)
 
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
@@ -85,8 +78,15 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
             continue
         ann = fields[key]
         if isinstance(value, str) and value != "auto" and _admits(ann, (int, float)) and not _admits(ann, (str,)):
-            problems.add(file, where, f"{value!r} is a string where a number belongs", f"write {key}: {value.strip()} without quotes.")
-        elif isinstance(value, bool) and _admits(ann, (int, float)) and not _admits(ann, (bool,)):
+            number = _number(value, integer=not _admits(ann, (float,)))
+            if number is not None:  # a quoted number, as hardware: accepts it (and YAML reads 2e-5 as text)
+                recipe.training[key] = value = number
+            else:
+                default = _library_default(recipe.method, key)
+                example = f"e.g. {key}: {default} (the {cls_name} default)" if default is not None else f"e.g. {key}: 1"
+                problems.add(file, where, f"{value!r} is a string where a number belongs", f"write a number, {example}.")
+                continue
+        if isinstance(value, bool) and _admits(ann, (int, float)) and not _admits(ann, (bool,)):
             problems.add(file, where, f"{value!r} is a boolean where a number belongs", f"write a number for {key}.")
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0 and key in _NON_NEGATIVE:
             problems.add(file, where, f"must not be negative (got {value})", f"set {key} to a positive value.")
@@ -134,6 +134,25 @@ def _type_error(method: str | None, key: str, annotation: Any, value: Any) -> st
     except ValidationError as exc:
         return exc.errors()[0]["msg"]
     return ""
+
+
+def _number(text: str, integer: bool) -> int | float | None:
+    """'2e-5' -> 2e-05, ' 4 ' -> 4, '"8"' -> 8; None when the text is not a number (or not a whole one for an int)."""
+    text = text.strip().strip("'\"").strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if integer:
+        return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else None
+    return int(text) if text.lstrip("+-").isdigit() else number
+
+
+def _library_default(method: str | None, key: str):
+    from vramfit.libraries import argument_default
+
+    default = argument_default(method, key)
+    return default if isinstance(default, (int, float)) and not isinstance(default, bool) else None
 
 
 def _type_name(annotation: Any) -> str:

@@ -98,23 +98,18 @@ def run(args: argparse.Namespace, plan_fixes: Optional[PlanFixes] = None) -> int
         diagnosis = diagnose(sys.stdin.buffer)
     else:
         path = Path(args.log)
+        from vramfit.problems import Problem, report  # the one problem format of every command
+
         if os.path.isdir(path):  # os.path: False, not OSError, for a path too long (the input layer names it)
-            print(f"{path}: is a directory, not a log. Fix: pass a log file, e.g. {path / 'train.log'}.",
-                  file=sys.stderr)
-            return 2
+            return report([Problem(str(path), "", "is a directory, not a log", f"pass a log file, e.g. {path / 'train.log'}.")], args.json)
         try:
             diagnosis = diagnose(path)
         except ConfigError as error:  # the input layer: a FIFO, /dev/zero, a loop, a missing file, a path too long
-            for problem in error.problems.items:
-                print(problem, file=sys.stderr)
-            return 2
+            return report(error, args.json)
         except FileNotFoundError:
-            print(f"{path}: no such file. Fix: pass the path of the training log.", file=sys.stderr)
-            return 2
+            return report([Problem(str(path), "", "no such file", "pass the path of the training log.")], args.json)
         except OSError as error:
-            print(f"{path}: cannot read ({error.strerror or error}). Fix: check the path and its permissions.",
-                  file=sys.stderr)
-            return 2
+            return report([Problem(str(path), "", f"cannot be read ({error.strerror or error})", "check the path and its permissions.")], args.json)
     try:
         if args.recipe and plan_fixes is not None:
             _plan(diagnosis, args.recipe, plan_fixes)

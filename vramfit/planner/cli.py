@@ -9,7 +9,6 @@ input. Nothing heavy is imported at module level: `vramfit --help` stays fast.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConfigError, Problems
+    from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problems
 
     problems = Problems()
     if args.plot:
@@ -85,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(problems)
         result = _plan(args)
     except ConfigError as error:
-        for p in error.problems.items:
-            print(p, file=sys.stderr)
-        return EXIT_BAD_INPUT
+        from vramfit.problems import report
+
+        return report(error, as_json=args.json)  # the one problem format of every command
     if args.json:
         import json
 
@@ -153,9 +152,8 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float | None, b
     from vramfit.checks.recipe_rules import micro_and_accumulation
     from vramfit.paths import find_recipe
     from vramfit.planner.plan import plan_recipe
-    from vramfit.recipe import load
-
     from vramfit.problems import ConfigError
+    from vramfit.recipe import load
 
     path = find_recipe(recipe)
     micro, accumulation = micro_and_accumulation(load(path))  # a recipe that does not load is the caller's error

@@ -8,8 +8,8 @@
   --model-config`, with `key=value` overrides named as in TrainingArguments / GRPOConfig plus a few
   planner keys (see `ARG_KEYS`).
 
-Defaults that the libraries would supply are written out below with their source; a test checks
-them against the installed TrainingArguments / GRPOConfig so they cannot drift.
+Defaults that the libraries supply are read from the installed TrainingArguments / GRPOConfig
+(vramfit.libraries), never written out here.
 """
 from __future__ import annotations
 
@@ -22,25 +22,24 @@ from typing import Any
 from vramfit.hardware import CATALOGUE
 from vramfit.problems import ConfigError, Problems, did_you_mean
 
-# transformers 5.23 TrainingArguments / TRL 1.16 GRPOConfig defaults (tests/planner/test_setup.py).
-HF_DEFAULTS = {
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
-    "per_device_eval_batch_size": 8,
-    "optim": "adamw_torch_fused",
-    "eval_strategy": "no",
-    "prediction_loss_only": False,
-    "eval_accumulation_steps": None,
-    "use_liger_kernel": False,
-    "dataloader_num_workers": 0,
-}
-GRPO_DEFAULTS = {
-    "num_generations": 8,
-    "max_completion_length": 512,
-    "beta": 0.0,
-    "ds3_gather_for_generation": True,
-    "use_vllm": False,
-}
+# The library defaults the planner uses, read from the installed TrainingArguments / GRPOConfig
+# (vramfit.libraries, cached per library versions): HF_DEFAULTS and GRPO_DEFAULTS below are computed.
+HF_DEFAULT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "per_device_eval_batch_size", "optim",
+                   "eval_strategy", "prediction_loss_only", "eval_accumulation_steps", "use_liger_kernel",
+                   "dataloader_num_workers")
+GRPO_DEFAULT_KEYS = ("num_generations", "max_completion_length", "beta", "ds3_gather_for_generation", "use_vllm")
+
+
+def __getattr__(name: str):
+    from vramfit.libraries import argument_defaults
+
+    if name == "HF_DEFAULTS":
+        return {k: argument_defaults(None)[k] for k in HF_DEFAULT_KEYS}
+    if name == "GRPO_DEFAULTS":
+        return {k: argument_defaults("grpo")[k] for k in GRPO_DEFAULT_KEYS}
+    raise AttributeError(name)
+
+
 # torch.utils.data.DataLoader: prefetch_factor defaults to 2 when num_workers > 0.
 DEFAULT_PREFETCH_FACTOR = 2
 # When the eval file cannot be read the eval-set size is unknown; kept logits grow with it.
@@ -208,7 +207,9 @@ class Setup:
     @property
     def generation_batch(self) -> int:
         """Completions one rank generates in one go (TRL 1.16: per_device x steps_per_generation)."""
-        return self.micro_batch * (self.steps_per_generation or self.gradient_accumulation_steps)
+        from vramfit.libraries import grpo_generation_batch
+
+        return grpo_generation_batch(self.micro_batch, 1, self.gradient_accumulation_steps, self.steps_per_generation)
 
     def replace(self, **changes) -> "Setup":
         return dataclasses.replace(self, **changes)
@@ -251,7 +252,7 @@ class Setup:
             # TRL 1.16 does not truncate prompts: image tokens count in full even past data.max_length.
             seq = max(seq, images * tokens)
         lora = recipe.model.lora
-        eval_on = str(t.get("eval_strategy", HF_DEFAULTS["eval_strategy"])) != "no" or bool(t.get("do_eval"))
+        eval_on = str(t.get("eval_strategy", _get({}, "eval_strategy"))) != "no" or bool(t.get("do_eval"))
         eval_samples, notes = None, []
         if eval_on:
             eval_samples = _count_records(recipe.path(recipe.data.eval_file)) if recipe.data.eval_file else None
@@ -668,7 +669,11 @@ def _hidden_size(config: dict[str, Any]) -> int:
 def _get(values: dict[str, Any], key: str):
     """A training value, else the library default (GRPO-only keys are unused outside GRPO)."""
     value = values.get(key)
-    return {**HF_DEFAULTS, **GRPO_DEFAULTS}.get(key) if value is None else value
+    if value is not None or key not in (*HF_DEFAULT_KEYS, *GRPO_DEFAULT_KEYS):
+        return value
+    from vramfit.libraries import argument_default
+
+    return argument_default("grpo" if key in GRPO_DEFAULT_KEYS else None, key)
 
 
 def _precision(values: dict[str, Any], grpo: bool) -> str:

@@ -65,5 +65,9 @@ def run(args: argparse.Namespace) -> int:
     result = review(args.paths, gpu=args.gpu, gpus=args.gpus, nodes=args.nodes, host_ram_gib=args.host_ram_gib,
                     against=args.against, model_config=args.model_config,
                     transformers_version=getattr(args, "transformers_version", None), image_tokens=getattr(args, "image_tokens", None))
+    if result.exit_code == 2 and result.plan is None and not args.json:  # bad input: the one problem format of every command
+        from vramfit.problems import Problem, report
+
+        return report([Problem(f.file, f.key, f.what, f.fix) for f in result.findings if f.severity == "error"])
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result, args.paths))
     return result.exit_code

@@ -926,8 +926,8 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
                   reference) -> list[Finding]:
     """Hardware from the review's flags, else what the files state, else the closest recipe's (and said so);
     then what follows from it: the recipe name, the global batch, axolotl's `bf16: auto`."""
-    from vramfit.checks.recipe_rules import HF_DEFAULT_ACCUMULATION, HF_DEFAULT_MICRO_BATCH
     from vramfit.hardware import CATALOGUE
+    from vramfit.libraries import argument_default
 
     findings: list[Finding] = []
     hw = mapped.recipe.setdefault("hardware", {})
@@ -961,8 +961,8 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         if t.get(key) == "auto":
             t[key] = on
     ranks = hw["gpus_per_node"] * hw["nodes"]
-    micro = t.get("per_device_train_batch_size", HF_DEFAULT_MICRO_BATCH)
-    accum = t.get("gradient_accumulation_steps", HF_DEFAULT_ACCUMULATION)
+    micro = t.get("per_device_train_batch_size", argument_default(None, "per_device_train_batch_size"))
+    accum = t.get("gradient_accumulation_steps", argument_default(None, "gradient_accumulation_steps"))
     numbers = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (micro, accum))
     mapped.recipe["global_batch_size"] = micro * accum * (mapped.script_ranks or ranks) if numbers else 1
     mapped.recipe["name"] = f"review-{ranks}x{hw['gpu']}"

@@ -18,8 +18,11 @@ from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK
 def training_arguments(recipe, run_dir: Path, output_dir: Path):
     """TrainingArguments / GRPOConfig from recipe.training, pointed at the run's DeepSpeed JSON."""
     from vramfit.checks.training_args import config_class
+    from vramfit.libraries import verbose
 
-    values = {**recipe.training, "output_dir": str(output_dir), "deepspeed": str(run_dir / "deepspeed.json")}
+    quiet = {} if verbose() else {"disable_tqdm": True}  # callbacks.ProgressLine prints one line a step instead
+    counted = {} if recipe.method == "grpo" else {"include_num_input_tokens_seen": "non_padding"}  # tokens/s in the summary (TRL logs num_tokens)
+    values = {**quiet, **counted, **recipe.training, "output_dir": str(output_dir), "deepspeed": str(run_dir / "deepspeed.json")}
     return config_class(recipe.method)(**values)
 
 
@@ -30,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     options, _ = parser.parse_known_args(argv)
     run_dir = options.run_dir.resolve()
 
+    from vramfit import libraries
+
+    libraries.quiet_rank()  # before the libraries are imported: their notices are filtered where they arise
     from vramfit.train import cpu_shims
 
     cpu_shims.install()
@@ -44,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     try:
         check_checkpoint(recipe)
-        args = training_arguments(recipe, run_dir, output_dir)  # starts the process group
+        with libraries.drop_stdout_lines(r"DeepSpeed \S+ built successfully"):  # its CPU shm op, every rank
+            args = training_arguments(recipe, run_dir, output_dir)  # starts the process group
         multinode.assert_same_everywhere(run_dir)  # every rank runs the same code and resolved config
         hooks = [callbacks.MetricsLog(output_dir / "metrics.jsonl"), callbacks.ParamCheck(output_dir / "param_check.json"),
-                 callbacks.MarkComplete()]
+                 callbacks.MarkComplete(), callbacks.ProgressLine(),
+                 callbacks.RunSummary(output_dir / "summary.json", recipe.method)]
         if recipe.method == "grpo":
             from vramfit.train import grpo as method
         else:

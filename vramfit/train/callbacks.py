@@ -83,3 +83,61 @@ class MarkComplete(TrainerCallback):
             checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             if checkpoint.is_dir():
                 outputs.mark_complete(checkpoint, state.global_step, args.world_size)
+
+
+class ProgressLine(TrainerCallback):
+    """One short line per logged step on rank 0, in place of the Trainer's progress bar (or its raw dicts)."""
+
+    KEYS = (("loss", "loss", ".4g"), ("reward", "reward", ".3g"), ("grad_norm", "grad", ".3g"), ("learning_rate", "lr", ".2e"))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return
+        parts = [f"{label} {logs[key]:{fmt}}" for key, label, fmt in self.KEYS if isinstance(logs.get(key), (int, float))]
+        if parts:
+            print(f"vramfit: step {state.global_step}/{state.max_steps}  " + "  ".join(parts), flush=True)
+
+
+def _peak_memory_bytes() -> int | None:
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.max_memory_reserved())
+
+
+class RunSummary(TrainerCallback):
+    """Rank 0 writes summary.json (vramfit.train.summary renders it): steps, first/last loss and reward,
+    tokens, training time, and every rank's measured peak GPU memory (None on CPU)."""
+
+    def __init__(self, path: Path, method: str):
+        self.path = path
+        self.method = method
+        self.rows: list[dict] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.path.unlink(missing_ok=True)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs:
+            self.rows.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+
+    def on_train_end(self, args, state, control, **kwargs):
+        from vramfit.train.summary import from_metrics
+
+        peak = _peak_memory_bytes()
+        peaks = [peak]
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            peaks = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(peaks, peak)
+        if state.is_world_process_zero:
+            facts = {**from_metrics(self.rows, self.method), "steps": state.global_step, "max_steps": state.max_steps,
+                     "peak_memory_bytes": peaks}
+            self.path.write_text(json.dumps(facts, indent=1) + "\n")
+
+
+def quiet_printer(trainer) -> None:
+    """With the progress bar off (quiet), the Trainer prints every logged dict raw: ProgressLine says it in one line."""
+    from transformers.trainer_callback import PrinterCallback
+
+    if any(isinstance(c, ProgressLine) for c in trainer.callback_handler.callbacks):
+        trainer.remove_callback(PrinterCallback)

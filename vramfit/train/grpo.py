@@ -13,6 +13,7 @@ from pathlib import Path
 from trl import GRPOTrainer
 
 from vramfit.train import data
+from vramfit.train.callbacks import quiet_printer
 from vramfit.train.model import load_model, load_processing, trainable_summary
 from vramfit.train.rewards import (INSTRUCTION, TEXT_INSTRUCTION, answer_format_reward, answer_match_reward,
                                    iou_accuracy_reward)
@@ -62,5 +63,6 @@ def train(recipe, args, output_dir: Path, callbacks: list) -> None:
         print(f"vramfit: trainable parameters: {trainable_summary(model)}", flush=True)
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args,
                           train_dataset=dataset, processing_class=processor, callbacks=callbacks)
+    quiet_printer(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(str(output_dir))

@@ -7,6 +7,7 @@ from transformers import Trainer
 from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
 from vramfit.train import data, modality
+from vramfit.train.callbacks import quiet_printer
 from vramfit.train.collate import Collator, Encoder, SupervisedDataset
 from vramfit.train.model import is_vision_language, load_model, load_processing, trainable_summary
 
@@ -36,6 +37,7 @@ def build_trainer(recipe, args, callbacks: list) -> Trainer:
 
 def train(recipe, args, output_dir: Path, callbacks: list) -> None:
     trainer = build_trainer(recipe, args, callbacks)
+    quiet_printer(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     # ZeRO-3: the JSONs set stage3_gather_16bit_weights_on_model_save, so this writes full weights;
     # LoRA: the adapter (and the modules saved whole).

@@ -1,0 +1,230 @@
+"""Issue 19: one problem format, did-you-mean, show, quoted numbers, library facts, quiet imports, the run summary."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def vramfit(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vramfit.cli", *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_a_mistyped_recipe_name_gets_did_you_mean_and_exit_2_in_every_command(capsys):
+    from vramfit.cli import main
+
+    for argv in (["show", "vlm-r1-h2"], ["validate", "vlm-r1-h2"], ["plan", "vlm-r1-h2"], ["slurm", "vlm-r1-h2"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "vramfit: 1 problem; nothing was launched or written." in err, argv
+        assert "error: vlm-r1-h2: no recipe named 'vlm-r1-h2'" in err and "Did you mean 'vlm-r1-h20'?" in err, argv
+        assert "Traceback" not in err and "FileNotFoundError" not in err
+
+
+def test_json_problems_are_one_object_on_stdout(capsys):
+    from vramfit.cli import main
+
+    assert main(["plan", "vlm-r1-h2", "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert out["exit_code"] == 2 and out["problems"][0]["severity"] == "error"
+    assert out["problems"][0]["fix"].startswith("see `vramfit list`")
+
+
+def test_doctor_bad_input_uses_the_shared_renderer(tmp_path, capsys):
+    from vramfit.cli import main
+
+    assert main(["doctor", str(tmp_path / "missing.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramfit: 1 problem; nothing was launched or written.\n  error: ") and "no such file. Fix:" in err
+
+
+def test_show_applies_overrides_and_exits_2_on_a_broken_batch_equation(capsys):
+    from vramfit.cli import main
+
+    assert main(["show", "vlm-r1-h20", "per_device_train_batch_size=2"]) == 2
+    captured = capsys.readouterr()
+    assert "with per_device_train_batch_size=2 applied" in captured.out
+    assert "  per_device_train_batch_size: 2\n" in captured.out  # the resolved recipe, not a blank line
+    assert "global batch       = 48" in captured.out and "BROKEN: recipe says global_batch_size 96" in captured.out
+    assert "2 x 4 x 6 = 48 != global_batch_size 96" in captured.err and "Fix: set gradient_accumulation_steps: 8" in captured.err
+    assert main(["show", "vlm-r1-h20", "per_device_train_batch_size=2", "gradient_accumulation_steps=8"]) == 0
+
+
+def test_show_json_has_the_derived_numbers(capsys):
+    from vramfit.cli import main
+
+    assert main(["show", "vlm-r1-h20", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    derived = {row["name"]: row["value"] for row in out["derived"]}
+    assert derived["global batch"] == "96" and derived["ranks"] == "6" and out["problems"] == []
+
+
+def test_a_word_for_a_number_is_told_to_write_a_number(capsys):
+    from vramfit.cli import main
+
+    assert main(["validate", "vlm-r1-h20", "learning_rate=abc", "--no-plan"]) == 2
+    err = capsys.readouterr().err
+    assert "'abc' is a string where a number belongs. Fix: write a number, e.g. learning_rate: 1e-06 (the GRPOConfig default)." in err
+    assert "without quotes" not in err
+
+
+def test_a_quoted_number_is_a_number_under_training_as_under_hardware():
+    """YAML `learning_rate: "2e-5"` (and PyYAML reads a bare 2e-5 as text too) is a number, as `gpus_per_node: "6"` is."""
+    from vramfit.checks import training_args
+    from vramfit.paths import find_recipe
+    from vramfit.recipe import Recipe, load
+
+    recipe = load(find_recipe("vlm-r1-h20"))
+    data = recipe.resolved_dict()
+    data["hardware"]["gpus_per_node"] = "6"
+    data["training"].update(learning_rate="2e-5", per_device_train_batch_size="4")
+    quoted = Recipe.model_validate({**data, "source": recipe.source})
+    problems, args = training_args.check(quoted, "recipe.yaml")
+    assert not problems.items and quoted.hardware.gpus_per_node == 6
+    assert quoted.training["learning_rate"] == 2e-5 and quoted.training["per_device_train_batch_size"] == 4
+    assert args.learning_rate == 2e-5 and args.per_device_train_batch_size == 4
+
+
+def test_library_defaults_are_read_from_the_installed_dataclasses(tmp_path, monkeypatch):
+    import dataclasses
+
+    from transformers import TrainingArguments
+    from trl import GRPOConfig
+
+    from vramfit import libraries
+
+    monkeypatch.setenv("VRAMFIT_CACHE_DIR", str(tmp_path))
+    hf, grpo = libraries.argument_defaults(None), libraries.argument_defaults("grpo")
+    for cls, table in ((TrainingArguments, hf), (GRPOConfig, grpo)):
+        fields = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+        assert set(table) == set(fields)
+        for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "logging_steps"):
+            assert table[key] == fields[key], key
+    assert grpo["num_generations"] == GRPOConfig.num_generations
+    cached = list(tmp_path.glob("arguments-*.json"))
+    assert len(cached) == 2  # keyed by the installed versions, in the user's cache, never the repository
+    assert not list(REPO.glob("arguments-*.json"))
+
+
+def test_the_cache_is_keyed_by_library_versions(tmp_path, monkeypatch):
+    from vramfit import libraries
+
+    monkeypatch.setenv("VRAMFIT_CACHE_DIR", str(tmp_path))
+    calls = []
+    assert libraries.cached("probe", lambda: calls.append(1) or {"a": 1}) == {"a": 1}
+    assert libraries.cached("probe", lambda: calls.append(1) or {"a": 2}) == {"a": 1} and len(calls) == 1
+    monkeypatch.setattr(libraries, "installed_versions", lambda: {"transformers": "999"})
+    assert libraries.cached("probe", lambda: calls.append(1) or {"a": 3}) == {"a": 3} and len(calls) == 2
+
+
+@pytest.mark.parametrize("per_device,processes,accum,steps,given,expected", [
+    (4, 6, 4, None, None, 96),  # steps_per_generation defaults to the accumulation (TRL 1.16)
+    (4, 6, 4, 1, None, 24),
+    (2, 2, 8, None, 64, 64),  # generation_batch_size given wins
+])
+def test_one_grpo_generation_batch(per_device, processes, accum, steps, given, expected):
+    from vramfit.libraries import grpo_generation_batch
+
+    assert grpo_generation_batch(per_device, processes, accum, steps, given) == expected
+
+
+def test_help_list_and_show_import_no_training_library():
+    code = ("import sys\nfrom vramfit.cli import main\n"
+            "for argv in (['list'], ['show', 'vlm-r1-h20']):\n    assert main(argv) == 0\n"
+            "heavy = sorted(m for m in ('torch', 'deepspeed', 'transformers', 'trl', 'vramfit.planner', 'vramfit.doctor', 'vramfit.review') if m in sys.modules)\n"
+            "assert not heavy, heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_plan_does_not_import_deepspeed_to_silence_it():
+    code = ("import sys\nfrom vramfit.cli import main\nassert main(['plan', 'vlm-r1-h20']) in (0, 1)\n"
+            "assert 'deepspeed' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_quiet_filters_the_deepspeed_collective_warnings_and_verbose_keeps_them():
+    code = ("import warnings, os, sys\nfrom vramfit import libraries\n"
+            "libraries.set_verbose(sys.argv[1] == '1')\nlibraries.quiet()\n"
+            "warnings.warn('`torch.distributed.reduce_scatter_tensor` is deprecated. Please use x', FutureWarning)\n"
+            "warnings.warn('a warning a user can act on', UserWarning)\n")
+    quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
+    loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)
+    assert "reduce_scatter_tensor" not in quiet.stderr and "a warning a user can act on" in quiet.stderr
+    assert "reduce_scatter_tensor" in loud.stderr
+
+
+def test_the_run_summary_reads_the_output_folder(tmp_path):
+    from vramfit.train import summary
+
+    out = tmp_path / "output"
+    (out / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoint-2" / "COMPLETE").write_text(json.dumps({"step": 2, "world_size": 2}))
+    rows = [{"step": 1, "loss": 0.5, "reward": 0.25, "num_tokens": 900.0}, {"step": 2, "loss": 0.1, "reward": 0.75, "num_tokens": 2000.0},
+            {"step": 2, "train_runtime": 4.0}]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "summary.json").write_text(json.dumps({"steps": 2, "max_steps": 2, "peak_memory_bytes": [None, None]}))
+    text = summary.render(out, tmp_path / "train.log", "vlm-r1-h20", "grpo", 0, 31.0, argv=["run", "vlm-r1-h20", "--smoke"])
+    assert "vramfit: run finished: vlm-r1-h20" in text
+    assert "steps        2 of 2" in text and "reward       0.25 -> 0.75" in text and "loss         0.5 -> 0.1" in text
+    assert "tokens/s     500 (2,000 tokens in 4.0 s of training)" in text and "wall time    31 s" in text
+    assert "peak memory  n/a on CPU" in text and "checkpoint-2" in text
+    assert "next         vramfit run vlm-r1-h20 --smoke --resume" in text
+    (out / "summary.json").write_text(json.dumps({"steps": 2, "peak_memory_bytes": [3 * 2**30, 2**31]}))
+    text = summary.render(out, tmp_path / "train.log", "vlm-r1-h20", "grpo", 0, 31.0, argv=["run", "vlm-r1-h20"])
+    assert "GPU0 3.0 GiB, GPU1 2.0 GiB" in text
+    failed = summary.render(out, tmp_path / "train.log", "vlm-r1-h20", "grpo", 1, 5.0, argv=["run", "vlm-r1-h20", "--overwrite"])
+    assert "run failed (launcher exit code 1)" in failed and "vramfit doctor" in failed
+    assert "vramfit run vlm-r1-h20 --resume   # resume from checkpoint-2" in failed
+
+
+def test_validate_json_is_one_object_with_each_verdict(capsys):
+    from vramfit.cli import main
+
+    assert main(["validate", "vlm-r1-h20", "per_device_train_batch_size=3", "--no-plan", "--json"]) == 2
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["exit_code"] == 2 and out["recipes"][0]["ok"] is False and not captured.err
+    assert out["recipes"][0]["problems"][0]["key"] == "global_batch_size"
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_recipe_does_not_import_checks():
+    """The schema is below the checks: vramfit.checks imports vramfit.recipe, never the reverse (no cycle)."""
+    assert not {m for m in _imports(REPO / "vramfit" / "recipe.py") if m.startswith("vramfit.checks")}
+    assert "vramfit.recipe" in _imports(REPO / "vramfit" / "checks" / "recipe_rules.py")
+
+
+def test_cached_validation_gives_the_same_verdict(tmp_path, monkeypatch):
+    from vramfit.problems import ConfigError
+    from vramfit.validate import validate
+
+    monkeypatch.setenv("VRAMFIT_CACHE_DIR", str(tmp_path))
+    verdicts = []
+    for cache in (False, True, True):  # uncached, cache filled, cache read
+        with pytest.raises(ConfigError) as caught:
+            validate("vlm-r1-h20", ["learning_rate=abc", "warmup_steps=-1"], plan=False, cache=cache)
+        verdicts.append([str(p) for p in caught.value.problems.items])
+    assert verdicts[0] == verdicts[1] == verdicts[2] and len(verdicts[0]) == 2
+    assert len(list(tmp_path.glob("validation-*.json"))) == 1
+    ok = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
+    again = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
+    assert ok.recipe.training["learning_rate"] == again.recipe.training["learning_rate"] == 2e-5
+    assert again.deepspeed == ok.deepspeed and again.deepspeed["train_micro_batch_size_per_gpu"] == 4
