@@ -20,8 +20,8 @@ EXIT_ONE = {
     "plan": "does not fit (GPU memory or host RAM); the verdict is printed either way",
     "run": "the run failed (the doctor's diagnosis follows), or a node did not join in time",
     "slurm": None,
-    "review": "the configuration does not fit, or a check fails",
-    "doctor": "the log shows a failure (the diagnosis is printed)",
+    "review": "an error found would fail or OOM the run (the findings are printed)",
+    "doctor": None,  # a diagnosis is an answer: 0 whatever the log shows
     "fit": "does not fit",
 }
 
