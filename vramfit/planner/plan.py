@@ -58,6 +58,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     fixes: list[dict[str, Any]] = field(default_factory=list)
     fixes_searched: bool = False
+    incomplete: list[str] = field(default_factory=list)  # terms that could not be computed (exit 3)
 
     @property
     def usable_gib(self) -> float:
@@ -88,8 +89,10 @@ class Plan:
         plot(self, path)
 
 
-def plan(setup: Setup) -> Plan:
-    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py)."""
+def plan(setup: Setup, trace: bool = False) -> Plan:
+    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py). `trace`: the train
+    phase's activations and transients from the fake-tensor trace (trace.py); an architecture the
+    analytic model cannot build is traced whatever `trace` says."""
     s = setup
     arch = params.summary(s.model_config)
     counts = params.count(arch, s)
@@ -103,19 +106,29 @@ def plan(setup: Setup) -> Plan:
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
     seq = grpo.sequence(s) if is_grpo else s.seq_len
-    loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
+    from vramfit.planner import trace as tracing
+
+    terms, notes, incomplete = tracing.train_terms(s, arch, counts, wanted=trace)
+    if terms is None:
+        loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
+        terms = training.train_peak(s, arch, counts, seq, loss)
     raw = {
-        "train": {**resident, "gathered_params": st.gathered, **training.train_peak(s, arch, counts, seq, loss)},
+        "train": {**resident, "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "optimizer_step": st.step},
     }
-    notes = list(s.notes)
-    if is_grpo and not s.use_vllm:
+    notes = list(s.notes) + notes
+    analytic = arch.analytic_gap is None
+    if is_grpo and not s.use_vllm and not analytic:
+        incomplete.append("GRPO generation (the analytic model cannot build this architecture)")
+    elif is_grpo and not s.use_vllm:
         raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
     elif is_grpo:
         notes.append("use_vllm: generation runs in vLLM, not modelled here")
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
+    elif s.eval_enabled and not analytic:
+        incomplete.append("evaluation (the analytic model cannot build this architecture)")
     elif s.eval_enabled:
         ev, host_eval = evaluation.eval_peak(s, arch, counts)
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
@@ -148,13 +161,13 @@ def plan(setup: Setup) -> Plan:
         measures=measures, host_breakdown={k: v / GIB for k, v in host_parts.items()},
         parameters={"total": counts.total, "trainable": counts.trainable, "lora_and_copies": counts.adapters,
                     "frozen": counts.frozen, "quantized": counts.quantized},
-        notes=notes,
+        notes=notes, incomplete=incomplete,
     )
 
 
-def plan_recipe(recipe, fixes: bool = True) -> Plan:
+def plan_recipe(recipe, fixes: bool = True, trace: bool = False) -> Plan:
     """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned)."""
-    result = plan(Setup.from_recipe(recipe))
+    result = plan(Setup.from_recipe(recipe), trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 
@@ -183,10 +196,11 @@ def with_overrides(recipe, overrides: dict[str, Any]):
     return new
 
 
-def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True) -> Plan:
+def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True,
+              trace: bool = False) -> Plan:
     """Plan `vramfit plan --model-config ...`; fixes re-plan with the same keys."""
     setup = Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, overrides)
-    result = plan(setup)
+    result = plan(setup, trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 

@@ -1,0 +1,818 @@
+"""The training step traced on the real model code, on the CPU, without the memory: fake tensors.
+
+The model is built from its config by transformers under
+`torch._subclasses.fake_tensor.FakeTensorMode` at its real widths, in the setup's dtype, attention
+implementation, gradient checkpointing and LoRA (PEFT, which runs under fake tensors as it does on
+a GPU), and one training step (forward, loss, backward, optimizer step) runs under
+`torch.distributed._tools.mem_tracker.MemTracker`, which records every storage the step allocates
+and frees, by category (parameter, buffer, gradient, activation, temporary, optimizer state).
+`torch.utils.flop_counter.FlopCounterMode` counts the FLOPs of the same step (the recomputation of
+checkpointed layers included).
+
+Depth: the model is traced at two depths of its layer stacks (and a third to check that the kept
+bytes grow linearly with depth) and extrapolated linearly to the full depth; a vision tower is
+traced at two depths of its own. A trace that is not linear says so (`Trace.linear`).
+
+What a GPU run keeps and a CPU run would not, made to match:
+- attention: `F.scaled_dot_product_attention` picks its kernel per device. CUDA (torch
+  aten/src/ATen/native/transformers/cuda/sdp_utils.cpp `select_sdp_backend`) takes flash attention
+  for 16-bit inputs without an explicit mask and head_dim <= 256, else memory-efficient attention,
+  else the math path; the trace calls the same CUDA kernels (`aten._scaled_dot_product_flash_attention`,
+  `aten._scaled_dot_product_efficient_attention`, whose fake implementations give the tensors those
+  kernels save), not the CPU flash kernel. `attn_implementation=flash_attention_2` is traced as SDPA's
+  flash kernel: the same saved tensors (q, k, v, output, log-sum-exp).
+- autocast: mixed precision outside DeepSpeed (fp32 weights, torch.autocast) follows CUDA's op lists
+  (torch aten/src/ATen/autocast_mode.cpp, `AT_FORALL_LOWER_PRECISION_FP` / `AT_FORALL_FP32`), which
+  differ from the CPU's: on CUDA layer_norm, softmax, log_softmax and the losses run in fp32 (and
+  their outputs are kept in fp32), on the CPU they do not. `_CudaAutocast` applies the CUDA lists.
+  Under DeepSpeed (bf16 / fp16 engines) the module itself is 16-bit and nothing is autocast.
+
+What cannot run under fake tensors stays modelled analytically (training.py), and the plan says so:
+bitsandbytes 4/8-bit kernels (a quantized base is traced as its 16-bit layout, the dequantized
+weight is added analytically), Liger's Triton kernels, MoE routing and other code that branches on
+tensor values, the GRPO generation loop, the DeepSpeed / FSDP sharding of model states.
+
+API (stable; `vramfit fit`, issue 18, calls it):
+
+    trace_step(setup, arch=None, *, cache=True) -> Trace
+        Trace.peak_bytes         allocated peak of one single-GPU training step at full depth (bytes)
+        Trace.by_category        MemTracker categories at that peak (bytes): Parameter, Buffer,
+                                 Gradient, Activation, Temp, Optstate
+        Trace.train_transient    peak of activations + temporaries during forward + backward (bytes)
+        Trace.step_transient     temporaries of the optimizer step beyond its states (bytes)
+        Trace.flops              FLOPs of one micro-batch step: forward + backward incl. recompute
+        Trace.linear / depths / per_layer / seconds / cached / traced / modelled / notes
+    step_flops(setup, arch=None) -> int
+        the same FLOPs from the architecture's shapes (no trace; microseconds)
+    TraceError: the model cannot be traced (the reason is its message); callers fall back to the
+        analytic model and state it.
+
+Traces are cached on disk under the user cache dir (params.cache_dir() / "trace"), keyed by the
+config text, every setup field the trace reads, the trace schema and the torch / transformers /
+peft versions.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramfit.planner import params
+
+SCHEMA = 1
+CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
+# Relative tolerance of the linearity check: the middle depth's bytes against the line through
+# the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
+# differs from the others, an interleaved pattern longer than the traced depth).
+LINEARITY_TOLERANCE = 0.01
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "depth", "encoder_layers", "decoder_layers",
+              "num_decoder_layers")
+
+
+class TraceError(RuntimeError):
+    """The step cannot be traced under fake tensors; the message says why."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    peak_bytes: int
+    by_category: dict[str, int]
+    train_transient: int
+    step_transient: int
+    flops: int
+    linear: bool
+    depths: tuple[tuple[int, int], ...]  # (text layers, vision layers) of each traced model
+    per_layer: dict[str, int]  # bytes of train_transient per added layer, per stack
+    seconds: float
+    cached: bool = False
+    traced: tuple[str, ...] = ()
+    modelled: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache
+# ----------------------------------------------------------------------------------------------
+
+TRACE_FIELDS = ("method", "train_llm", "train_projector", "train_vision", "lora_r", "lora_targets", "lora_dropout",
+                "modules_to_save", "quantization", "frozen_fp32", "precision", "optimizer", "attention",
+                "gradient_checkpointing", "seq_len", "decoder_seq_len", "micro_batch", "images_per_sample",
+                "image_tokens", "vision_patches", "engine")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("torch", "transformers", "peft"):
+        try:
+            out.append(f"{name}={version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name}=none")
+    return ",".join(out)
+
+
+def trace_key(setup) -> str:
+    text = Path(setup.model_config).read_text(encoding="utf-8")
+    knobs = {f: _jsonable(getattr(setup, f)) for f in TRACE_FIELDS}
+    raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def _jsonable(value):
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _cache_file(key: str) -> Path:
+    return params.cache_dir() / "trace" / f"{key}.json"
+
+
+def _load(key: str) -> Trace | None:
+    path = _cache_file(key)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        data["depths"] = tuple(tuple(d) for d in data["depths"])
+        for k in ("traced", "modelled", "notes"):
+            data[k] = tuple(data[k])
+        return Trace(**{**data, "cached": True})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # stale or damaged: trace again
+
+
+def _store(key: str, trace: Trace) -> None:
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(trace.to_json()))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache dir: the trace is still returned
+
+
+# ----------------------------------------------------------------------------------------------
+# Public entry points
+# ----------------------------------------------------------------------------------------------
+
+def trace_step(setup, arch=None, *, cache: bool = True) -> Trace:
+    """Trace one training step of `setup` (see the module docstring). Raises TraceError."""
+    key = trace_key(setup)
+    if cache:
+        hit = _memo.get(key) or _load(key)
+        if hit is not None:
+            _memo[key] = hit
+            return hit
+    arch = arch or params.summary(setup.model_config)
+    result = _trace(setup, arch)
+    _memo[key] = result
+    if cache:
+        _store(key, result)
+    return result
+
+
+_memo: dict[str, Trace] = {}
+
+
+def step_flops(setup, arch=None) -> int:
+    """FLOPs of one micro-batch training step (forward + backward, recompute included) from the
+    architecture's linear shapes and attention, without tracing: matmuls 2 x tokens x in x out
+    forward; backward 2x forward for a trained weight (input and weight gradients), 1x for a frozen
+    one that still passes gradients back (LoRA's base), 0 for a frozen weight below every trained one;
+    attention 4 x s^2 x heads x head_dim per sample forward (torch's flop_counter counts the full
+    square, causal or not), 2x that backward; checkpointing adds one forward of the layers."""
+    arch = arch or params.summary(setup.model_config)
+    counts = params.count(arch, setup)
+    b = setup.micro_batch
+    total = 0
+    recompute = 0
+    for name, stack in arch.stacks.items():
+        if name == "vision":
+            if not setup.images_per_sample:
+                continue
+            tokens, seq = b * setup.images_per_sample * setup.vision_patches, setup.vision_patches
+            trains = counts.vision_grad_layers > 0
+            base_grad = counts.vision_full
+        else:
+            seq = setup.decoder_seq_len or setup.seq_len if name == "decoder" else setup.seq_len
+            tokens = b * seq
+            trains = True
+            base_grad = counts.text_trainable
+        mm = sum(lin.in_features * lin.out_features for lin in arch.linears if lin.stack == name and lin.layer >= 0)
+        lora = 0
+        if setup.lora_r and name != "vision" or (name == "vision" and counts.vision_grad_layers and not counts.vision_full):
+            lora = sum(setup.lora_r * (a.in_features + a.in_features) * a.per_layer for a in counts.adapted if a.stack == name) * stack.layers / 2
+        attn = 4 * seq * stack.heads * stack.head_dim * stack.layers  # per token
+        fwd = 2 * tokens * (mm + lora) + attn * tokens
+        if not trains:
+            total += fwd
+            continue
+        bwd = (2 if base_grad else 1) * 2 * tokens * mm + 2 * 2 * tokens * lora + 2 * attn * tokens
+        total += fwd + bwd
+        if setup.gradient_checkpointing:
+            recompute += fwd
+    head = 2 * b * (setup.decoder_seq_len or setup.seq_len) * arch.vocab * arch.text.hidden if arch.vocab else 0
+    total += head * (3 if counts.lm_head_trainable else 2)
+    return int(total + recompute)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tracing
+# ----------------------------------------------------------------------------------------------
+
+def _depth_plan(arch) -> tuple[list[tuple[int, int]], int, int]:
+    """The (text layers, vision layers) to trace, and the full depths."""
+    if arch.encoder_decoder:
+        full_text = max((arch.stacks[s].layers for s in ("encoder", "decoder") if s in arch.stacks), default=0)
+    else:
+        full_text = arch.stacks["text"].layers if "text" in arch.stacks else 0
+    full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
+    if full_text <= 4:
+        text = [full_text]
+    else:
+        text = [2, 3, 4]
+    v0 = min(full_vision, 1)
+    plan = [(t, v0) for t in text]
+    if full_vision > 1:
+        plan.append((text[0], 2))
+    return plan, full_text, full_vision
+
+
+def _trace(setup, arch) -> Trace:
+    import torch
+
+    if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
+        pass  # traced all the same, at full depth below (no stack to extrapolate)
+    started = time.perf_counter()
+    plan, full_text, full_vision = _depth_plan(arch)
+    if not full_text:
+        plan = [(0, 0)]
+    notes: list[str] = []
+    runs = {}
+    torch.manual_seed(0)
+    for depth in plan:
+        runs[depth] = _run(setup, arch, depth[0], depth[1], notes)
+    t0, v0 = plan[0]
+    base = runs[plan[0]]
+    text_depths = [d for d in plan if d[1] == v0]
+    linear = True
+    per_layer: dict[str, int] = {}
+
+    def slope(key, a, b, layers_a, layers_b):
+        return (runs[b][key] - runs[a][key]) / (layers_b - layers_a) if layers_b != layers_a else 0.0
+
+    keys = ("train_transient", "step_transient", "peak", "flops", *[f"cat:{c}" for c in CATEGORIES])
+    result = {k: float(base[k]) for k in keys}
+    if len(text_depths) >= 2:
+        lo, hi = text_depths[0], text_depths[-1]
+        for k in keys:
+            result[k] += slope(k, lo, hi, lo[0], hi[0]) * (full_text - lo[0])
+        per_layer["text"] = int(slope("train_transient", lo, hi, lo[0], hi[0]))
+        if len(text_depths) == 3:
+            mid = text_depths[1]
+            for k in ("train_transient", "peak"):
+                expected = runs[lo][k] + slope(k, lo, hi, lo[0], hi[0]) * (mid[0] - lo[0])
+                span = abs(runs[hi][k] - runs[lo][k]) or 1.0
+                if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
+                    linear = False
+            if not linear:
+                notes.append(f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
+                             f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate")
+    vision_depths = [d for d in plan if d[0] == t0 and d[1] != v0]
+    if vision_depths:
+        hi = vision_depths[0]
+        for k in keys:
+            result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
+        per_layer["vision"] = int(slope("train_transient", plan[0], hi, v0, hi[1]))
+    traced = ["activations", "logits and loss", "backward temporaries"]
+    if setup.images_per_sample and "vision" in arch.stacks and base.get("vision_traced"):
+        traced.append("vision tower")
+    modelled = ["model states (ZeRO / FSDP sharding)", "CUDA context", "allocator reserve"]
+    if setup.quantization:
+        modelled.append("quantized base (traced as its 16-bit layout; dequantized weight added analytically)")
+    if setup.liger:
+        modelled.append("Liger kernels (Triton; the trace runs the unpatched model)")
+    if setup.images_per_sample and "vision" in arch.stacks and not base.get("vision_traced"):
+        modelled.append("vision tower (its image features could not be traced)")
+    notes.extend(base.get("notes", []))
+    return Trace(
+        peak_bytes=int(result["peak"]),
+        by_category={c: int(result[f"cat:{c}"]) for c in CATEGORIES if result[f"cat:{c}"]},
+        train_transient=int(result["train_transient"]),
+        step_transient=int(max(result["step_transient"], 0)),
+        flops=int(result["flops"]),
+        linear=linear,
+        depths=tuple(plan),
+        per_layer=per_layer,
+        seconds=round(time.perf_counter() - started, 3),
+        traced=tuple(traced),
+        modelled=tuple(modelled),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _config_at_depth(arch, setup, text_layers: int, vision_layers: int):
+    cfg_dict = params.read_config(setup.model_config)
+    config = params.config_object(cfg_dict)
+    subs = {id(config): config}
+    text_cfg = config.get_text_config()
+    for name in ("text_config", "decoder", "encoder", "llm_config"):
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            subs[id(sub)] = sub
+    subs[id(text_cfg)] = text_cfg
+    vision_cfg = getattr(config, "vision_config", None)
+    full_text = max((arch.stacks[s].layers for s in ("text", "encoder", "decoder") if s in arch.stacks), default=0)
+    full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
+    for sub in subs.values():
+        if sub is vision_cfg:
+            continue
+        _set_depth(sub, full_text, text_layers)
+    if vision_cfg is not None and full_vision:
+        _set_depth(vision_cfg, full_vision, vision_layers)
+    config.use_cache = False
+    if hasattr(text_cfg, "use_cache"):
+        text_cfg.use_cache = False
+    return cfg_dict, config
+
+
+def _set_depth(cfg, full: int, depth: int) -> None:
+    for key in LAYER_KEYS:
+        try:
+            value = getattr(cfg, key, None)
+        except Exception:  # noqa: BLE001 - per-layer configs
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value == full:
+            setattr(cfg, key, depth)
+    for key, value in list(vars(cfg).items()):
+        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",):
+            setattr(cfg, key, value[:depth])
+
+
+def _dtypes(setup):
+    """(dtype of trained weights, dtype of frozen weights, autocast dtype or None)."""
+    import torch
+
+    half = torch.float16 if setup.precision == "fp16" else torch.bfloat16
+    if setup.precision == "fp32":
+        return torch.float32, torch.float32, None
+    if setup.precision == "bf16-true" or setup.engine == "deepspeed":
+        return half, half, None  # DeepSpeed's bf16 / fp16 engine casts the module; no autocast
+    frozen = torch.float32 if setup.frozen_fp32 else half
+    return torch.float32, frozen, half  # AMP: fp32 master weights, CUDA autocast
+
+
+def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) -> dict[str, Any]:
+    """Build the model at this depth under fake tensors and run one step under MemTracker."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
+    attention = "eager" if setup.attention == "eager" else "sdpa"
+    try:
+        config._attn_implementation = attention
+    except Exception:  # noqa: BLE001
+        pass
+    train_dtype, frozen_dtype, autocast = _dtypes(setup)
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    out: dict[str, Any] = {"notes": []}
+    try:
+        with fake, _quiet():
+            model = _build(config, train_dtype)
+            model.train()
+            _apply_training(model, setup, arch, train_dtype, frozen_dtype)
+            amp = _CudaAutocast(autocast)
+            if setup.gradient_checkpointing:
+                # transformers 5.23 TrainingArguments: non-reentrant checkpointing
+                kwargs = {"use_reentrant": False}
+                if autocast is not None:
+                    kwargs["context_fn"] = lambda: (contextlib.nullcontext(), amp.recompute_context())
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+            trainable = [p for p in model.parameters() if p.requires_grad]
+            optimizer = _optimizer(setup, trainable)
+            if optimizer is not None:  # steady state: the optimizer states exist from the previous step
+                for p in trainable:
+                    p.grad = torch.zeros_like(p)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
+            batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
+            out["vision_traced"] = vision is not None
+            tracker = _Tracker()
+            tracker.track_external(model, optimizer)
+            flops = FlopCounterMode(display=False)
+            with tracker:
+                with flops, _cuda_sdpa(unpadded=setup.attention == "flash"), amp:
+                    loss = _forward(model, batch, vision, setup)
+                    tracker.mark("backward")
+                    loss.backward()
+                tracker.mark("step")
+                if optimizer is not None:
+                    optimizer.step()
+                tracker.mark("done")
+            out["flops"] = flops.get_total_flops()
+    except TraceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
+        if os.environ.get("VRAMFIT_TRACE_DEBUG"): raise
+        raise TraceError(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+    snap = tracker.peak_snap
+    out["peak"] = tracker.peak
+    for c in CATEGORIES:
+        out[f"cat:{c}"] = snap.get(c, 0)
+    out["train_transient"] = tracker.train_transient
+    out["step_transient"] = tracker.step_transient
+    return out
+
+
+@contextlib.contextmanager
+def _quiet():
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _build(config, dtype):
+    import torch
+
+    errors = []
+    for auto in params.auto_classes(config):
+        try:
+            model = auto.from_config(config, dtype=dtype)
+            return model
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"{auto.__name__}: {type(exc).__name__}: {str(exc)[:160]}")
+    del torch
+    raise TraceError("no auto class builds it under fake tensors (" + "; ".join(errors) + ")")
+
+
+def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
+    """requires_grad and dtypes as the setup trains them; LoRA through PEFT."""
+    heads = {n for n, m in model.named_modules() if m is _safe(model.get_output_embeddings)}
+    embeds = {n for n, m in model.named_modules() if m is _safe(model.get_input_embeddings)}
+    vision_from = params._vision_from(arch, setup.train_vision)
+    for name, p in model.named_parameters():
+        group = params._group(name, heads, embeds)
+        if group == "vision":
+            stack, _, idx = params._stack_of(name, group)
+            trains = vision_from is not None and (vision_from == 0 or idx >= vision_from)
+        elif group == "projector":
+            trains = setup.train_projector
+        else:
+            trains = setup.train_llm and not setup.lora
+        p.requires_grad_(trains)
+    if setup.lora:
+        from peft import LoraConfig, get_peft_model
+
+        targets = setup.lora_targets or "all-linear"
+        targets = list(targets) if isinstance(targets, (list, tuple)) else targets
+        keep = {n for n, p in model.named_parameters() if p.requires_grad}
+        lora = LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=setup.lora_dropout,
+                          target_modules=targets, modules_to_save=list(setup.modules_to_save) or None)
+        peft_model = get_peft_model(model, lora)
+        for name, p in peft_model.base_model.model.named_parameters():
+            if name in keep:
+                p.requires_grad_(True)
+        model.__dict__["_vramfit_peft"] = peft_model
+    for p in model.parameters():
+        want = train_dtype if p.requires_grad else frozen_dtype
+        if p.dtype.is_floating_point and p.dtype != want:
+            p.data = p.data.to(want)
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _optimizer(setup, trainable):
+    import torch
+
+    if not trainable:
+        return None
+    name = setup.optimizer.lower()
+    if name.startswith("sgd"):
+        return torch.optim.SGD(trainable, lr=1e-4)
+    if "8bit" in name or "paged" in name or "bnb" in name:
+        return None  # bitsandbytes states: modelled (states.py)
+    return torch.optim.AdamW(trainable, lr=1e-4, fused="fused" in name or None, foreach=None if "fused" in name else True)
+
+
+def _inputs(model, config, setup, arch, pixel_dtype):
+    """Token ids / labels of the setup's length and micro-batch; pixel inputs of its image geometry."""
+    import torch
+
+    b = setup.micro_batch
+    seq = setup.seq_len
+    vocab = max(2, min(arch.vocab or 2, 1000))
+    ids = torch.randint(0, vocab, (b, seq))
+    batch: dict[str, Any] = {"input_ids": ids, "labels": ids.clone()}
+    if arch.encoder_decoder:
+        dec = setup.decoder_seq_len or seq
+        batch["labels"] = torch.randint(0, vocab, (b, dec))
+    vision = None
+    if setup.images_per_sample and "vision" in arch.stacks:
+        vision = _vision_inputs(model, config, setup, arch, pixel_dtype)
+    return batch, vision
+
+
+def _vision_inputs(model, config, setup, arch, dtype):
+    """Pixel inputs for `get_image_features`, per family; None when the family is not known."""
+    import torch
+
+    vc = config.vision_config
+    n = setup.micro_batch * setup.images_per_sample
+    channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or getattr(vc, "in_chans", None) or 3
+    patch = params._first_int(getattr(vc, "patch_size", None), 14)
+    if getattr(vc, "temporal_patch_size", None):  # Qwen2-VL family: flattened patches + grid
+        t = vc.temporal_patch_size
+        merge = getattr(vc, "spatial_merge_size", 2) or 2
+        per_image = setup.vision_patches
+        side = max(merge, int(round(per_image ** 0.5)) // merge * merge)
+        grid = torch.tensor([[1, side, side]] * n)
+        pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
+        return {"pixel_values": pixels, "image_grid_thw": grid}
+    size = params._first_int(getattr(vc, "image_size", None), 224)
+    side = int(round(setup.vision_patches ** 0.5)) * patch if setup.vision_patches else size
+    pixels = torch.randn(n, channels, side, side, dtype=dtype)
+    return {"pixel_values": pixels}
+
+
+def _forward(model, batch, vision, setup):
+    import torch
+
+    peft = model.__dict__.get("_vramfit_peft")
+    runner = peft if peft is not None else model
+    if vision is None:
+        return runner(**batch).loss
+    features = model.get_image_features(**vision)
+    if hasattr(features, "pooler_output") and not isinstance(features, torch.Tensor):
+        features = features.pooler_output
+    if isinstance(features, (list, tuple)):
+        features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
+    features = features.reshape(-1, features.shape[-1])
+    embeds = model.get_input_embeddings()(batch["input_ids"])
+    count = min(features.shape[0], embeds.shape[0] * embeds.shape[1])
+    mask = torch.zeros(embeds.shape[:2], dtype=torch.bool)
+    mask.view(-1)[:count] = True
+    merged = embeds.masked_scatter(mask.unsqueeze(-1).expand_as(embeds), features[:count].to(embeds.dtype))
+    return runner(inputs_embeds=merged, labels=batch["labels"]).loss
+
+
+# ----------------------------------------------------------------------------------------------
+# What a CUDA run keeps
+# ----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _cuda_sdpa(unpadded: bool = False):
+    """Route F.scaled_dot_product_attention to the kernel CUDA would pick (module docstring).
+
+    `unpadded`: the batch has no padding, as flash_attention_2 sees it (it unpads). transformers
+    then drops the mask and passes `is_causal` (masking_utils `_ignore_causal_mask_sdpa`), a check
+    that reads the mask's values and so is skipped for fake tensors; it is answered here as a GPU
+    run without padding answers it. Otherwise the mask stays, as in a padded batch."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import masking_utils
+
+    original = F.scaled_dot_product_attention
+    original_tracing = masking_utils.is_tracing
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        backend = cuda_backend(query, key, value, attn_mask, dropout_p, enable_gqa)
+        if backend == "flash":  # FlashAttention-2 takes fewer key/value heads as they are
+            return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
+                                                                      False, scale=scale)[0]
+        if backend == "efficient":
+            return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, True, dropout_p,
+                                                                          is_causal, scale=scale)[0]
+        if enable_gqa and key.shape[-3] != query.shape[-3]:
+            rep = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+        return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                                 scale=scale)[0]
+
+    F.scaled_dot_product_attention = sdpa
+    if unpadded:
+        masking_utils.is_tracing = lambda tensor=None: False
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+        masking_utils.is_tracing = original_tracing
+
+
+def cuda_backend(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False) -> str:
+    """torch 2.13 sdp_utils.cpp `select_sdp_backend` on an sm80+ GPU, default priority
+    (flash, efficient, math): flash needs 16-bit q/k/v, no explicit mask and head_dim <= 256, a
+    multiple of 8; memory-efficient needs head_dim a multiple of 8 (4 in fp32), takes masks, and
+    not grouped key/value heads (`check_grouped_query_attention` admits flash and math only)."""
+    import torch
+
+    head_dim = query.shape[-1]
+    sixteen = query.dtype in (torch.float16, torch.bfloat16)
+    if sixteen and attn_mask is None and head_dim <= 256 and head_dim % 8 == 0 and value.shape[-1] == head_dim:
+        return "flash"
+    gqa = enable_gqa and key.shape[-3] != query.shape[-3]
+    if not gqa and head_dim % (8 if sixteen else 4) == 0 and value.shape[-1] % (8 if sixteen else 4) == 0:
+        return "efficient"
+    return "math"
+
+
+# torch 2.13 aten/src/ATen/autocast_mode.cpp, CUDA: ops cast to the lower precision, and ops that
+# run in fp32 (outputs fp32) under autocast. Only the ones transformers' training code calls are
+# listed; the CPU lists differ (no layer_norm / softmax / log_softmax / group_norm in its fp32 list).
+CUDA_LOWER = ("linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "conv1d", "conv2d", "conv3d",
+              "einsum", "scaled_dot_product_attention", "prelu")
+CUDA_FP32 = ("layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss",
+             "binary_cross_entropy_with_logits", "kl_div", "l1_loss", "smooth_l1_loss", "cosine_similarity",
+             "norm", "logsumexp", "exp", "log", "pow", "rsqrt", "reciprocal", "cumsum", "sum", "prod")
+
+
+class _CudaAutocast:
+    """CUDA autocast on CPU fake tensors, as a TorchFunctionMode (above autograd, as autocast is):
+    lower-precision ops get their floating inputs cast to the autocast dtype (casts of leaf
+    weights cached for the step, as autocast caches them), fp32 ops get fp32 inputs."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.mode = None
+
+    def __enter__(self):
+        if self.dtype is None:
+            return self
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        lower_names, fp32_names, dtype = set(CUDA_LOWER), set(CUDA_FP32), self.dtype
+        cache: dict[int, Any] = {}
+
+        def name_of(func):
+            return getattr(func, "__name__", "").lstrip("_")
+
+        def cast(x, to):
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to and x.dtype != torch.float64:
+                if x.is_leaf and x.requires_grad is not None and isinstance(x, torch.nn.Parameter):
+                    key = id(x)
+                    if key not in cache or cache[key][1] is not x:
+                        cache[key] = (x.to(to), x)
+                    return cache[key][0]
+                return x.to(to)
+            if isinstance(x, (list, tuple)):
+                return type(x)(cast(v, to) for v in x)
+            return x
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = name_of(func)
+                if name in lower_names:
+                    args, kwargs = cast(args, dtype), {k: cast(v, dtype) for k, v in kwargs.items()}
+                elif name in fp32_names:
+                    if not (name in ("sum", "prod", "cumsum") and kwargs.get("dtype") is not None):
+                        args = cast(args, torch.float32)
+                return func(*args, **kwargs)
+
+        self._mode_class = Mode
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def recompute_context(self):
+        """The same autocast for a checkpointed layer's recomputation in backward, as
+        torch.utils.checkpoint re-enters torch.autocast (passed as its `context_fn`)."""
+        if self.dtype is None or self.mode is None:
+            return contextlib.nullcontext()
+        return self._mode_class()
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# The tracker
+# ----------------------------------------------------------------------------------------------
+
+class _Tracker:
+    """MemTracker, recording per op the total and the transient (activations + temporaries)."""
+
+    def __new__(cls):
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        class Tracker(MemTracker):
+            def __init__(self):
+                super().__init__()
+                self.peak = 0
+                self.peak_snap: dict[str, int] = {}
+                self.phase = "forward"
+                self.train_transient = 0
+                self.step_peak = 0
+                self.step_transient = 0
+                self._opt_base = 0
+
+            def mark(self, phase):
+                snap = self._snap()
+                if phase == "step":
+                    self._opt_base = snap.get("Activation", 0) + snap.get("Temp", 0)
+                self.phase = phase
+
+            def _snap(self):
+                merged: dict[str, int] = {}
+                for dev_snap in self._curr_mem_snap.values():
+                    for k, v in dev_snap.items():
+                        merged[str(getattr(k, "value", k))] = merged.get(str(getattr(k, "value", k)), 0) + v
+                return merged
+
+            def _update_peak_stats(self, peak_state):
+                snap = self._snap()
+                total = snap.get("Total", 0)
+                if total > self.peak:
+                    self.peak, self.peak_snap = total, snap
+                if self.phase in ("forward", "backward"):
+                    transient = snap.get("Activation", 0) + snap.get("Temp", 0)
+                    self.train_transient = max(self.train_transient, transient)
+                elif self.phase == "step":
+                    live = snap.get("Optstate", 0) + snap.get("Activation", 0) + snap.get("Temp", 0)
+                    self.step_peak = max(self.step_peak, live)
+
+            def __exit__(self, *args):
+                super().__exit__(*args)
+                final = self._snap()
+                states = final.get("Optstate", 0)
+                self.step_transient = max(0, self.step_peak - states - self._opt_base)
+
+        return Tracker()
+
+
+# ----------------------------------------------------------------------------------------------
+# For the plan
+# ----------------------------------------------------------------------------------------------
+
+def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | None, list[str], list[str]]:
+    """(train-phase activation terms or None for the analytic ones, notes, what could not be computed).
+
+    Traced when `wanted` (plan --trace) or when the analytic model cannot build the architecture
+    (`Arch.analytic_gap`). Model states, the CUDA context and the allocator reserve stay analytic."""
+    from vramfit.planner.states import dequantized_bytes
+    from vramfit.planner.training import liger_active
+
+    gap = arch.analytic_gap
+    notes = [f"architecture: {n}" for n in arch.notes]
+    if not wanted and gap is None:
+        return None, notes, []
+    why = f"{gap}: " if gap else ""
+    if setup.method == "grpo":
+        return _fallback(gap, notes, f"{why}GRPO's generation loop and fused log-prob head cannot run under fake tensors", arch)
+    if liger_active(setup, arch):
+        return _fallback(gap, notes, f"{why}Liger's Triton kernels cannot run under fake tensors", arch)
+    try:
+        t = trace_step(setup, arch)
+    except TraceError as exc:
+        return _fallback(gap, notes, f"{why}the trace failed ({exc})", arch)
+    extra = dequantized_bytes(setup, counts)
+    depths = ", ".join(f"{d[0]}" + (f"+{d[1]} vision" if d[1] else "") for d in t.depths)
+    notes.append(f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
+                 f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
+                 f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}")
+    notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
+    if gap:
+        notes.append(f"analytic model: {gap}; the trace stands in for it")
+    notes.extend(f"trace: {n}" for n in t.notes)
+    return {"activations": float(t.train_transient + extra), "vision_activations": 0.0, "logits": 0.0}, notes, []
+
+
+def _fallback(gap, notes, why, arch=None):
+    if gap is None:
+        return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
+    if arch is not None and ("text" in arch.stacks or {"encoder", "decoder"} <= set(arch.stacks)):
+        return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
+    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"],
+            [f"activations ({why})"])
