@@ -170,16 +170,19 @@ def _store(key: str, trace: Trace) -> None:
 # Public entry points
 # ----------------------------------------------------------------------------------------------
 
-def trace_step(setup, arch=None, *, cache: bool = True) -> Trace:
-    """Trace one training step of `setup` (see the module docstring). Raises TraceError."""
-    key = trace_key(setup)
+def trace_step(setup, arch=None, *, cache: bool = True, check_linear: bool = True) -> Trace:
+    """Trace one training step of `setup` (see the module docstring). Raises TraceError.
+
+    `check_linear=False` traces two depths instead of three (no linearity check): for sweeps that
+    checked the architecture once."""
+    key = trace_key(setup) + ("" if check_linear else "-2")
     if cache:
         hit = _memo.get(key) or _load(key)
         if hit is not None:
             _memo[key] = hit
             return hit
     arch = arch or params.summary(setup.model_config)
-    result = _trace(setup, arch)
+    result = _trace(setup, arch, check_linear)
     _memo[key] = result
     if cache:
         _store(key, result)
@@ -235,7 +238,7 @@ def step_flops(setup, arch=None) -> int:
 # Tracing
 # ----------------------------------------------------------------------------------------------
 
-def _depth_plan(arch) -> tuple[list[tuple[int, int]], int, int]:
+def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]], int, int]:
     """The (text layers, vision layers) to trace, and the full depths."""
     if arch.encoder_decoder:
         full_text = max((arch.stacks[s].layers for s in ("encoder", "decoder") if s in arch.stacks), default=0)
@@ -245,7 +248,7 @@ def _depth_plan(arch) -> tuple[list[tuple[int, int]], int, int]:
     if full_text <= 4:
         text = [full_text]
     else:
-        text = [2, 3, 4]
+        text = [2, 3, 4] if check_linear else [2, 3]
     v0 = min(full_vision, 1)
     plan = [(t, v0) for t in text]
     if full_vision > 1:
@@ -253,13 +256,13 @@ def _depth_plan(arch) -> tuple[list[tuple[int, int]], int, int]:
     return plan, full_text, full_vision
 
 
-def _trace(setup, arch) -> Trace:
+def _trace(setup, arch, check_linear: bool = True) -> Trace:
     import torch
 
     if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
         pass  # traced all the same, at full depth below (no stack to extrapolate)
     started = time.perf_counter()
-    plan, full_text, full_vision = _depth_plan(arch)
+    plan, full_text, full_vision = _depth_plan(arch, check_linear)
     if not full_text:
         plan = [(0, 0)]
     notes: list[str] = []
@@ -393,7 +396,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     out: dict[str, Any] = {"notes": []}
     try:
-        with fake, _quiet():
+        with fake, _quiet(), _small_constants(), contextlib.ExitStack() as stack:
             model = _build(config, train_dtype)
             model.train()
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
@@ -412,6 +415,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
             batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
+            stack.enter_context(_real_vision_geometry())
             out["vision_traced"] = vision is not None
             tracker = _Tracker()
             tracker.track_external(model, optimizer)
@@ -438,6 +442,71 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     out["train_transient"] = tracker.train_transient
     out["step_transient"] = tracker.step_transient
     return out
+
+
+@contextlib.contextmanager
+def _small_constants(limit: int = 1 << 20):
+    """Small tensors written as literals (`torch.tensor(...)`: an image grid, a position table) stay
+    real values inside the fake mode, so model code that reads them (Qwen2-VL's `grid_thw.tolist()`)
+    runs; fake_tensor.py keeps such constants only up to CONSTANT_NUMEL_LIMIT elements (1)."""
+    from torch._subclasses import fake_tensor
+
+    previous = fake_tensor.CONSTANT_NUMEL_LIMIT
+    fake_tensor.CONSTANT_NUMEL_LIMIT = limit
+    try:
+        yield
+    finally:
+        fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+@contextlib.contextmanager
+def _real_vision_geometry():
+    """transformers' vision_utils helpers compute index tables from the image grid (window index,
+    position ids, cu_seqlens: `index[index != -100]`, `.tolist()`): shapes that depend on values.
+    They read nothing but the grid, a small literal the fake mode keeps as a constant, so they run
+    here on real tensors and hand their small index tables to the traced model."""
+    import sys
+
+    import torch
+    from torch._guards import active_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch.utils._pytree import tree_map
+    from transformers import vision_utils
+
+    helpers = {name: fn for name, fn in vars(vision_utils).items() if name.startswith("get_vision_") and callable(fn)}
+
+    def real(x):
+        if isinstance(x, FakeTensor):
+            if x.constant is None:
+                raise TraceError("an image-geometry helper reads a tensor that is not a constant under fake tensors")
+            return x.constant
+        return x
+
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            mode = active_fake_mode()
+            with unset_fake_temporarily():
+                out = fn(*tree_map(real, args), **tree_map(real, kwargs))
+            if mode is None:
+                return out
+            # back as fake tensors that keep their values, so code that reads them (`.tolist()`) runs
+            convert = mode.fake_tensor_converter.from_real_tensor
+            return tree_map(lambda t: convert(mode, t, make_constant=True) if isinstance(t, torch.Tensor) else t, out)
+        return inner
+
+    patched = []
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("transformers."):
+            continue
+        for name, fn in helpers.items():
+            if getattr(module, name, None) is fn:
+                patched.append((module, name, fn))
+                setattr(module, name, wrap(fn))
+    try:
+        yield
+    finally:
+        for module, name, fn in patched:
+            setattr(module, name, fn)
 
 
 @contextlib.contextmanager
