@@ -2,8 +2,8 @@
 
 For every architecture (decoder LLMs incl. MoE, GQA / MQA, tied and untied heads, encoder-only,
 encoder-decoder, VLMs) at its real widths, and every point of full / LoRA / QLoRA x gradient
-checkpointing on / off x two lengths x two micro-batches (one GPU, bf16 mixed precision as the
-Hugging Face Trainer runs it with `bf16=True`, AdamW), it prints:
+checkpointing on / off x two lengths x two micro-batches (one GPU, 16-bit weights and compute as
+DeepSpeed's bf16 engine runs the module, AdamW), it prints:
 
 - act: the train phase's activations + transients, analytic (activations.py / training.py) vs
   traced (trace.py: MemTracker's activations + temporaries at their peak, extrapolated in depth);
@@ -109,11 +109,12 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
     seq = length + tokens if tokens else length
     items = [f"method={method}", f"gradient_checkpointing={'true' if gc else 'false'}", f"seq_len={seq}",
              f"per_device_train_batch_size={mb}", "bf16=true", "optim=adamw_torch"]
+    pure = {"precision": "bf16-true"}  # 16-bit weights, no autocast: as DeepSpeed's bf16 engine runs the module
     if tokens and tokens > 4096:
         items.append("max_pixels=1003520")  # Qwen2-VL family: a 1 MP image, not the 12.8 MP default
         s = Setup.from_args(path, "h100", 1, 1, None, items)
-        return s.replace(seq_len=length + s.image_tokens)
-    return Setup.from_args(path, "h100", 1, 1, None, items)
+        return s.replace(seq_len=length + s.image_tokens, **pure)
+    return Setup.from_args(path, "h100", 1, 1, None, items).replace(**pure)
 
 
 def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True) -> dict:

@@ -6,8 +6,9 @@ implementation, gradient checkpointing and LoRA (PEFT, which runs under fake ten
 a GPU), and one training step (forward, loss, backward, optimizer step) runs under
 `torch.distributed._tools.mem_tracker.MemTracker`, which records every storage the step allocates
 and frees, by category (parameter, buffer, gradient, activation, temporary, optimizer state).
-`torch.utils.flop_counter.FlopCounterMode` counts the FLOPs of the same step (the recomputation of
-checkpointed layers included).
+the FLOPs of the same step (the recomputation of checkpointed layers included) are counted with
+`torch.utils.flop_counter`'s own per-op formulas (FlopCounterMode's registry, applied in the
+tracker's dispatch: FlopCounterMode's module tracker would hook the graph as ModTracker does, below).
 
 Depth: the model is traced at two depths of its layer stacks (and a third to check that the kept
 bytes grow linearly with depth) and extrapolated linearly to the full depth; a vision tower is
@@ -384,7 +385,6 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     """Build the model at this depth under fake tensors and run one step under MemTracker."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils.flop_counter import FlopCounterMode
 
     cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
     attention = "eager" if setup.attention == "eager" else "sdpa"
@@ -418,18 +418,22 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
             stack.enter_context(_real_vision_geometry())
             out["vision_traced"] = vision is not None
             tracker = _Tracker()
-            tracker.track_external(model, optimizer)
-            flops = FlopCounterMode(display=False)
+            tracker.track_external(optimizer)
+            tracker.track_model(model)
+            import gc
+
+            gc.collect()
             with tracker:
-                with flops, _cuda_sdpa(unpadded=setup.attention == "flash"), amp:
-                    loss = _forward(model, batch, vision, setup)
+                with _cuda_sdpa(unpadded=setup.attention == "flash"):
+                    with amp:  # HF Trainer: autocast around the forward and the loss only
+                        loss = _forward(model, batch, vision, setup)
                     tracker.mark("backward")
                     loss.backward()
                 tracker.mark("step")
                 if optimizer is not None:
                     optimizer.step()
                 tracker.mark("done")
-            out["flops"] = flops.get_total_flops()
+            out["flops"] = tracker.flops
     except TraceError:
         raise
     except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
@@ -562,7 +566,23 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
         keep = {n for n, p in model.named_parameters() if p.requires_grad}
         lora = LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=setup.lora_dropout,
                           target_modules=targets, modules_to_save=list(setup.modules_to_save) or None)
-        peft_model = get_peft_model(model, lora)
+        # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's
+        # device and dtype (tuners_utils `_move_adapter_to_device_of_base_layer`), a parameter swap
+        # fake tensors refuse (Module._apply swaps FakeTensor parameters). Built in the base layer's
+        # dtype on the one (CPU) device, there is nothing to move.
+        import torch
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        default = torch.get_default_dtype()
+        move, to = BaseTunerLayer._move_adapter_to_device_of_base_layer, torch.nn.Module.to
+        torch.set_default_dtype(frozen_dtype)
+        BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
+        torch.nn.Module.to = lambda self, *a, **k: self  # LoraModel._replace_module: `.to(weight.device)`
+        try:
+            peft_model = get_peft_model(model, lora)
+        finally:
+            torch.set_default_dtype(default)
+            BaseTunerLayer._move_adapter_to_device_of_base_layer, torch.nn.Module.to = move, to
         for name, p in peft_model.base_model.model.named_parameters():
             if name in keep:
                 p.requires_grad_(True)
@@ -602,9 +622,10 @@ def _inputs(model, config, setup, arch, pixel_dtype):
     vocab = max(2, min(arch.vocab or 2, 1000))
     ids = torch.randint(0, vocab, (b, seq))
     batch: dict[str, Any] = {"input_ids": ids, "labels": ids.clone()}
-    if arch.encoder_decoder:
+    if arch.encoder_decoder:  # decoder inputs given: some configs lack decoder_start_token_id
         dec = setup.decoder_seq_len or seq
         batch["labels"] = torch.randint(0, vocab, (b, dec))
+        batch["decoder_input_ids"] = torch.randint(0, vocab, (b, dec))
     vision = None
     if setup.images_per_sample and "vision" in arch.stacks:
         vision = _vision_inputs(model, config, setup, arch, pixel_dtype)
@@ -740,33 +761,43 @@ class _CudaAutocast:
         from torch.overrides import TorchFunctionMode
 
         lower_names, fp32_names, dtype = set(CUDA_LOWER), set(CUDA_FP32), self.dtype
-        cache: dict[int, Any] = {}
 
         def name_of(func):
             return getattr(func, "__name__", "").lstrip("_")
 
-        def cast(x, to):
+        def cast(x, to, cache):
             if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to and x.dtype != torch.float64:
-                if x.is_leaf and x.requires_grad is not None and isinstance(x, torch.nn.Parameter):
-                    key = id(x)
-                    if key not in cache or cache[key][1] is not x:
-                        cache[key] = (x.to(to), x)
-                    return cache[key][0]
+                # autocast_mode.cpp `cached_cast`: casts of leaf tensors that require grad (the
+                # weights) are cached until the autocast region exits
+                if to != torch.float32 and x.is_leaf and x.requires_grad:
+                    hit = cache.get(id(x))
+                    if hit is None or hit[1] is not x:
+                        hit = cache[id(x)] = (x.to(to), x)
+                    return hit[0]
                 return x.to(to)
             if isinstance(x, (list, tuple)):
-                return type(x)(cast(v, to) for v in x)
+                return type(x)(cast(v, to, cache) for v in x)
             return x
 
         class Mode(TorchFunctionMode):
+            def __init__(self):
+                super().__init__()
+                self.cache: dict[int, Any] = {}
+
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 name = name_of(func)
                 if name in lower_names:
-                    args, kwargs = cast(args, dtype), {k: cast(v, dtype) for k, v in kwargs.items()}
+                    args = cast(args, dtype, self.cache)
+                    kwargs = {k: cast(v, dtype, self.cache) for k, v in kwargs.items()}
                 elif name in fp32_names:
                     if not (name in ("sum", "prod", "cumsum") and kwargs.get("dtype") is not None):
-                        args = cast(args, torch.float32)
+                        args = cast(args, torch.float32, self.cache)
                 return func(*args, **kwargs)
+
+            def __exit__(self, *exc):
+                self.cache.clear()
+                return super().__exit__(*exc)
 
         self._mode_class = Mode
         self.mode = Mode()
@@ -791,15 +822,60 @@ class _CudaAutocast:
 # ----------------------------------------------------------------------------------------------
 
 class _Tracker:
-    """MemTracker, recording per op the total and the transient (activations + temporaries)."""
+    """MemTracker's storage accounting (every storage an op creates, by category, freed when its
+    last reference goes), recording per op the total and the transient (activations +
+    temporaries). The phase (forward / backward / optimizer step) is set by the caller instead of
+    MemTracker's ModTracker: ModTracker's backward hooks (`register_multi_grad_hook`) close over the
+    graph nodes they hook, a reference cycle that keeps dead graph branches and their saved tensors
+    alive until Python's garbage collector runs - memory a real run frees at once."""
 
     def __new__(cls):
-        from torch.distributed._tools.mem_tracker import MemTracker
+        from functools import partial
+
+        import torch
+        from torch._guards import active_fake_mode
+        from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_map_only
+        from torch.utils.flop_counter import flop_registry
 
         class Tracker(MemTracker):
+            def track_model(self, model):
+                self._track_module_params_and_buffers(model, install_grad_hooks=False)
+                for param in model.parameters():  # gradients, as MemTracker hooks them, trained weights only
+                    if param.requires_grad and self._param_to_grad_hook_handles.get(param) is None:
+                        hook = partial(self._update_and_maybe_create_winfos, reftype=_MemRefType.GRAD)
+                        self._param_to_grad_hook_handles[param] = (
+                            param.register_hook(lambda g, hook=hook: (hook(g), None)[1]),
+                            param.register_post_accumulate_grad_hook(lambda q, hook=hook: (hook(q.grad), None)[1]))
+
+            def __enter__(self):
+                self._fake_mode_on_entry = active_fake_mode()
+                self._register_global_optimizer_hook()
+                self._track_resize()
+                TorchDispatchMode.__enter__(self)
+                return self
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                res = func(*args, **kwargs)
+                count = flop_registry.get(func._overloadpacket)
+                if count is not None and self.phase in ("forward", "backward"):
+                    self.flops += count(*args, **kwargs, out_val=res)
+                if self._in_opt:
+                    reftype = _MemRefType.OPT
+                elif self.phase == "backward":
+                    reftype = _MemRefType.TEMP
+                else:
+                    reftype = _MemRefType.ACT
+                tree_map_only(torch.Tensor, partial(self._track, reftype), res)
+                self._update_peak_stats(None)
+                return res
+
             def __init__(self):
                 super().__init__()
                 self.peak = 0
+                self.flops = 0
                 self.peak_snap: dict[str, int] = {}
                 self.phase = "forward"
                 self.train_transient = 0
@@ -833,7 +909,9 @@ class _Tracker:
                     self.step_peak = max(self.step_peak, live)
 
             def __exit__(self, *args):
-                super().__exit__(*args)
+                self._deregister_param_and_optimizer_hooks()
+                self._restore_resize()
+                TorchDispatchMode.__exit__(self, *args)
                 final = self._snap()
                 states = final.get("Optstate", 0)
                 self.step_transient = max(0, self.step_peak - states - self._opt_base)
