@@ -22,6 +22,8 @@ What a GPU run keeps and a CPU run would not, made to match:
   `aten._scaled_dot_product_efficient_attention`, whose fake implementations give the tensors those
   kernels save), not the CPU flash kernel. `attn_implementation=flash_attention_2` is traced as SDPA's
   flash kernel: the same saved tensors (q, k, v, output, log-sum-exp).
+- dropout: CUDA runs the fused `native_dropout`, which keeps a bool mask; the CPU multiplies by a
+  noise tensor in the input's dtype (aten/src/ATen/native/Dropout.cpp). The trace calls the fused op.
 - autocast: mixed precision outside DeepSpeed (fp32 weights, torch.autocast) follows CUDA's op lists
   (torch aten/src/ATen/autocast_mode.cpp, `AT_FORALL_LOWER_PRECISION_FP` / `AT_FORALL_FP32`), which
   differ from the CPU's: on CUDA layer_norm, softmax, log_softmax and the losses run in fp32 (and
@@ -67,7 +69,7 @@ from typing import Any
 
 from vramfit.planner import params
 
-SCHEMA = 1
+SCHEMA = 2  # bump when what a trace measures changes: part of the cache key
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 # Relative tolerance of the linearity check: the middle depth's bytes against the line through
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
@@ -199,7 +201,8 @@ def step_flops(setup, arch=None) -> int:
     forward; backward 2x forward for a trained weight (input and weight gradients), 1x for a frozen
     one that still passes gradients back (LoRA's base), 0 for a frozen weight below every trained one;
     attention 4 x s^2 x heads x head_dim per sample forward (torch's flop_counter counts the full
-    square, causal or not), 2x that backward; checkpointing adds one forward of the layers."""
+    square, causal or not), 2.5x that backward (flop_counter.py `sdpa_backward_flop_count`: the
+    scores are recomputed, five matmuls); checkpointing adds one forward of the layers."""
     arch = arch or params.summary(setup.model_config)
     counts = params.count(arch, setup)
     b = setup.micro_batch
@@ -226,7 +229,7 @@ def step_flops(setup, arch=None) -> int:
         if not trains:
             total += fwd
             continue
-        bwd = (2 if base_grad else 1) * 2 * tokens * mm + 2 * 2 * tokens * lora + 2 * attn * tokens
+        bwd = (2 if base_grad else 1) * 2 * tokens * mm + 2 * 2 * tokens * lora + 2.5 * attn * tokens
         total += fwd + bwd
         if setup.gradient_checkpointing:
             recompute += fwd
@@ -708,13 +711,25 @@ def _cuda_sdpa(unpadded: bool = False):
         return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
                                                                  scale=scale)[0]
 
+    dropout = F.dropout
+
+    def cuda_dropout(input, p=0.5, training=True, inplace=False):
+        # aten/src/ATen/native/Dropout.cpp `dropout`: CUDA takes the fused kernel (native_dropout,
+        # a bool mask kept for backward); the CPU multiplies by a noise tensor of the input's dtype
+        # (`_dropout_impl`), a mask twice the size in 16 bits.
+        if training and 0 < p < 1 and input.is_floating_point():
+            return torch.native_dropout(input, p, True)[0]
+        return dropout(input, p, training, inplace)
+
     F.scaled_dot_product_attention = sdpa
+    F.dropout = cuda_dropout
     if unpadded:
         masking_utils.is_tracing = lambda tensor=None: False
     try:
         yield
     finally:
         F.scaled_dot_product_attention = original
+        F.dropout = dropout
         masking_utils.is_tracing = original_tracing
 
 
