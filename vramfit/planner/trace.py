@@ -540,6 +540,16 @@ def _build(config, dtype):
         try:
             model = auto.from_config(config, dtype=dtype)
             return model
+        except ValueError as exc:
+            if "attention implementation" not in str(exc) or config._attn_implementation == "eager":
+                errors.append(f"{auto.__name__}: ValueError: {str(exc)[:160]}")
+                continue
+            # a model without SDPA support (BLOOM): transformers runs it eager, so does the trace
+            config._attn_implementation = "eager"
+            try:
+                return auto.from_config(config, dtype=dtype)
+            except Exception as again:  # noqa: BLE001
+                errors.append(f"{auto.__name__}: {type(again).__name__}: {str(again)[:160]}")
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{auto.__name__}: {type(exc).__name__}: {str(exc)[:160]}")
     del torch
