@@ -200,3 +200,32 @@ def test_sweep_slice_runs(tmp_path, monkeypatch):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == len(sweep.SLICE)
     assert all("trace" in r and "analytic" in r for r in rows), rows
+
+
+def test_plan_trace_flag_and_the_fallback_for_what_the_analytic_model_cannot_build(tmp_path, capsys):
+    """`vramfit plan --model-config ... --trace` plans with traced activations and says which terms
+    were traced and which modelled; Fuyu (patches projected by one Linear, no vision layer stack)
+    is traced even without --trace, and the plan says why."""
+    import argparse
+
+    from transformers import FuyuConfig
+
+    from vramfit.planner import cli
+
+    def plan(argv):
+        parser = argparse.ArgumentParser(prog="vramfit plan")
+        cli.add_arguments(parser)
+        code = cli.run(parser.parse_args(argv))
+        return code, *capsys.readouterr()
+
+    common = ["--gpu", "a100-80g", "--gpus", "1", "seq_len=128", "per_device_train_batch_size=2", "bf16=true"]
+    code, out, err = plan(["--model-config", str(_llama(tmp_path)), *common, "--trace"])
+    assert code == 0, err
+    assert "traced with fake tensors" in out and "modelled, not traced: model states" in out
+    fuyu = FuyuConfig(text_config=dict(model_type="persimmon", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                       num_attention_heads=4, vocab_size=500))
+    path = tmp_path / "fuyu.json"
+    path.write_text(json.dumps(fuyu.to_dict(), default=str))
+    code, out, err = plan(["--model-config", str(path), *common])
+    assert code == 0, err
+    assert "the trace stands in for it" in out and "vision tower" in out

@@ -699,13 +699,22 @@ def _cuda_sdpa(unpadded: bool = False):
     `unpadded`: the batch has no padding, as flash_attention_2 sees it (it unpads). transformers
     then drops the mask and passes `is_causal` (masking_utils `_ignore_causal_mask_sdpa`), a check
     that reads the mask's values and so is skipped for fake tensors; it is answered here as a GPU
-    run without padding answers it. Otherwise the mask stays, as in a padded batch."""
+    run without padding answers it (and there is one sequence per row: no packed-sequence search).
+    Otherwise the mask stays, as in a padded batch."""
     import torch
     import torch.nn.functional as F
     from transformers import masking_utils
 
     original = F.scaled_dot_product_attention
-    original_tracing = masking_utils.is_tracing
+    saved = {name: getattr(masking_utils, name) for name in ("_ignore_causal_mask_sdpa", "find_packed_sequence_indices")}
+    ignore = saved["_ignore_causal_mask_sdpa"]
+
+    def ignore_unpadded(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size=None):
+        # what `_ignore_causal_mask_sdpa` answers on a GPU for a batch without padding
+        if padding_mask is None and (q_length == 1 or kv_length == q_length) and (
+                local_attention_size is None or kv_length < local_attention_size):
+            return True
+        return ignore(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size)
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         backend = cuda_backend(query, key, value, attn_mask, dropout_p, enable_gqa)
@@ -734,13 +743,15 @@ def _cuda_sdpa(unpadded: bool = False):
     F.scaled_dot_product_attention = sdpa
     F.dropout = cuda_dropout
     if unpadded:
-        masking_utils.is_tracing = lambda tensor=None: False
+        masking_utils._ignore_causal_mask_sdpa = ignore_unpadded
+        masking_utils.find_packed_sequence_indices = lambda position_ids: None  # one sequence per row
     try:
         yield
     finally:
         F.scaled_dot_product_attention = original
         F.dropout = dropout
-        masking_utils.is_tracing = original_tracing
+        for name, fn in saved.items():
+            setattr(masking_utils, name, fn)
 
 
 def cuda_backend(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False) -> str:
