@@ -40,6 +40,9 @@ examples:
   vramfit plan sharegpt4v-7b-8xa100-40g per_device_train_batch_size=8 gradient_accumulation_steps=1 --plot peak.png
   vramfit plan --model-config model_configs/llama-3.2-3b.json --gpu a100-80g --gpus 8 --deepspeed zero3 \\
       per_device_train_batch_size=4 seq_len=4096 bf16=true gradient_checkpointing=true
+  vramfit plan axolotl-llama-3b-8xa100-80g --trace   (activations traced on the model code, fake tensors)
+
+exit codes: 0 fits, 1 does not fit, 2 bad input, 3 answered but a term could not be computed
 """
 
 

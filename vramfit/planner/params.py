@@ -301,7 +301,7 @@ def _linear_shape(m) -> tuple[int, int] | None:
     from transformers.pytorch_utils import Conv1D
 
     if isinstance(m, torch.nn.Linear):
-        return m.in_features, m.out_features
+        return int(m.in_features), int(m.out_features)
     if isinstance(m, Conv1D):
         return int(m.weight.shape[0]), int(m.nf)
     return None

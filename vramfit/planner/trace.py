@@ -674,7 +674,12 @@ def _forward(model, batch, vision, setup):
     runner = peft if peft is not None else model
     if vision is None:
         return runner(**batch).loss
-    features = model.get_image_features(**vision)
+    try:
+        features = model.get_image_features(**vision)
+    except ValueError as exc:  # Idefics3 / SmolVLM take [batch, images, channels, height, width]
+        if "unpack" not in str(exc) or vision["pixel_values"].dim() != 4:
+            raise
+        features = model.get_image_features(**{**vision, "pixel_values": vision["pixel_values"].unsqueeze(1)})
     if hasattr(features, "pooler_output") and not isinstance(features, torch.Tensor):
         features = features.pooler_output
     if isinstance(features, (list, tuple)):
@@ -995,7 +1000,9 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
 def _fallback(gap, notes, why, arch=None):
     if gap is None:
         return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
-    if arch is not None and ("text" in arch.stacks or {"encoder", "decoder"} <= set(arch.stacks)):
+    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (
+        arch is not None and "text" in arch.stacks)
+    if text_ok:
         return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
     return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"],
             [f"activations ({why})"])
