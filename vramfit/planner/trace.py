@@ -661,9 +661,11 @@ def _vision_inputs(model, config, setup, arch, dtype):
         grid = torch.tensor([[1, side, side]] * n)
         pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
         return {"pixel_values": pixels, "image_grid_thw": grid}
+    # the tower's own input size; crops / slices (DocOwl, MiniCPM-V) are that many more images
     size = params._first_int(getattr(vc, "image_size", None), 224)
-    side = int(round(setup.vision_patches ** 0.5)) * patch if setup.vision_patches else size
-    pixels = torch.randn(n, channels, side, side, dtype=dtype)
+    per_crop = (size // patch) ** 2
+    crops = max(1, round(setup.vision_patches / per_crop)) if setup.vision_patches else 1
+    pixels = torch.randn(n * crops, channels, size, size, dtype=dtype)
     return {"pixel_values": pixels}
 
 
