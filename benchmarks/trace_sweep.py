@@ -76,7 +76,7 @@ ARCHS = [
     ("idefics3-8b", "Idefics3Config()", "VLM, SigLIP + pixel shuffle (Idefics3-8B widths)"),
     ("internvl", "InternVLConfig()", "VLM, InternViT `encoder.layer.N` stack, list image_size"),
     ("paligemma-3b", "PaliGemmaConfig()", "VLM, SigLIP-So400m + Gemma-2B (paligemma-3b widths)"),
-    ("gemma-3-4b", "Gemma3Config()", "VLM, SigLIP + Gemma 3 (gemma-3-4b widths)"),
+    ("gemma-3-4b", "Gemma3Config(vision_config=dict(image_size=896, patch_size=14, hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16))", "VLM, SigLIP-So400m/896 + Gemma 3 (gemma-3-4b widths)"),
     ("qwen2-vl-7b", "Qwen2VLConfig(text_config=dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064))", "VLM, Qwen2-VL-7B widths"),
     ("mllama-11b", "MllamaConfig()", "VLM, cross-attention layers (Llama-3.2-11B-Vision widths)"),
 ]
@@ -106,6 +106,9 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
 
     arch = params.summary(path)
     tokens, _ = image_geometry(arch, None, None)
+    positions = json.loads(path.read_text()).get("max_position_embeddings")
+    if isinstance(positions, int) and positions < length:
+        length = positions  # BERT-style learned positions: the model's own maximum
     seq = length + tokens if tokens else length
     items = [f"method={method}", f"gradient_checkpointing={'true' if gc else 'false'}", f"seq_len={seq}",
              f"per_device_train_batch_size={mb}", "bf16=true", "optim=adamw_torch"]
@@ -163,6 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", action="append", help="only these architectures (names from --list)")
     ap.add_argument("--slice", action="store_true", help="a few points only (the test's slice)")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
     ap.add_argument("--quick", action="store_true",
                     help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
     ap.add_argument("--json", metavar="FILE", help="also write every row as JSON lines")
@@ -170,6 +174,14 @@ def main(argv=None) -> int:
     if args.list:
         for name, source, kind in ARCHS:
             print(f"{name:<16} {kind}  [{source}]")
+        return 0
+    if args.report:
+        rows = {}
+        for name in args.report:
+            for line in Path(name).read_text().splitlines():
+                r = json.loads(line)
+                rows[(r["arch"], r["method"], r["gc"], r["len"], r["mb"])] = r
+        summarise(list(rows.values()), 0.0)
         return 0
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     folder = Path(tempfile.mkdtemp(prefix="vramfit-sweep-"))
@@ -222,6 +234,11 @@ def main(argv=None) -> int:
         sys.stdout.flush()
     if out:
         out.close()
+    summarise(rows, started)
+    return 0
+
+
+def summarise(rows, started) -> None:
     compared = [r for r in rows if "alloc_pct" in r]
     within = [r for r in compared if abs(r["alloc_pct"]) <= TARGET * 100]
     print()
@@ -241,8 +258,9 @@ def main(argv=None) -> int:
         print(f"  {arch_name:<16} {len(errs):>3} points, max |alloc| {max(errs):5.1f}%, within 5%: {sum(e <= 5 for e in errs)}{flag}")
     for r in failed:
         print(f"  not traced: {r['arch']} {r['method']}: {(r.get('trace_error') or r.get('error'))[:160]}")
-    print(f"sweep time {time.perf_counter() - started:.0f} s")
-    return 0
+    print(f"architectures: {len({r['arch'] for r in rows})}; points: {len(rows)}")
+    if started:
+        print(f"sweep time {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

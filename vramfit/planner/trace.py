@@ -532,7 +532,34 @@ def _quiet():
         hf_logging.set_verbosity(level)
 
 
+@contextlib.contextmanager
+def _valueless_init():
+    """Weight initialisers whose code reads values (torch.nn.init.trunc_normal_ resamples until
+    `mask.any()` is false) cannot run on fake tensors; the trace needs no values, so they do nothing."""
+    import torch
+    from transformers import initialization
+
+    saved = torch.nn.init.trunc_normal_
+    table = getattr(initialization, "TORCH_INIT_FUNCTIONS", {})
+    saved_table = table.get("trunc_normal_")
+    noop = lambda tensor, *args, **kwargs: tensor  # noqa: E731
+    torch.nn.init.trunc_normal_ = noop
+    if saved_table is not None:
+        table["trunc_normal_"] = noop
+    try:
+        yield
+    finally:
+        torch.nn.init.trunc_normal_ = saved
+        if saved_table is not None:
+            table["trunc_normal_"] = saved_table
+
+
 def _build(config, dtype):
+    with _valueless_init():
+        return _build_model(config, dtype)
+
+
+def _build_model(config, dtype):
     import torch
 
     errors = []
@@ -551,6 +578,8 @@ def _build(config, dtype):
             except Exception as again:  # noqa: BLE001
                 errors.append(f"{auto.__name__}: {type(again).__name__}: {str(again)[:160]}")
         except Exception as exc:  # noqa: BLE001
+            if os.environ.get("VRAMFIT_TRACE_DEBUG"):
+                raise
             errors.append(f"{auto.__name__}: {type(exc).__name__}: {str(exc)[:160]}")
     del torch
     raise TraceError("no auto class builds it under fake tensors (" + "; ".join(errors) + ")")
