@@ -157,6 +157,46 @@ def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear:
     return row
 
 
+def scan() -> int:
+    """Section 3 of issue 13: no traceback for any config transformers builds."""
+    from transformers import AutoConfig
+    from transformers.models.auto import modeling_auto as m
+
+    from vramfit.planner import plan_args, trace
+    from vramfit.problems import ConfigError
+
+    def no_trace(*args, **kwargs):
+        raise trace.TraceError("disabled in the scan")
+
+    trace.trace_step = no_trace
+    folder = Path(tempfile.mkdtemp(prefix="vramfit-scan-"))
+    types = sorted(set(m.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES) | set(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+                   | set(m.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(m.MODEL_FOR_MASKED_LM_MAPPING_NAMES))
+    counts = {"planned": 0, "incomplete (exit 3)": 0, "bad input (exit 2)": 0, "crash": 0}
+    started = time.perf_counter()
+    for model_type in types:
+        try:
+            config = AutoConfig.for_model(model_type).to_dict()
+        except Exception:  # noqa: BLE001 - a config class that needs arguments: not a default to plan
+            continue
+        path = folder / f"{model_type}.json"
+        path.write_text(json.dumps(config, default=str))
+        for method in ("full", "lora"):
+            try:
+                p = plan_args(str(path), "h100", 1, 1, None, [f"method={method}", "seq_len=512", "bf16=true"], fixes=False)
+                counts["incomplete (exit 3)" if p.incomplete else "planned"] += 1
+            except ConfigError:
+                counts["bad input (exit 2)"] += 1
+                break
+            except Exception as exc:  # noqa: BLE001 - what the scan looks for
+                counts["crash"] += 1
+                print(f"CRASH {model_type} {method}: {type(exc).__name__}: {exc}"[:300])
+                break
+    print(f"model types: {len(types)}; " + ", ".join(f"{k}: {v}" for k, v in counts.items())
+          + f"; {time.perf_counter() - started:.0f} s")
+    return 1 if counts["crash"] else 0
+
+
 def pct(a, b):
     return (a - b) / b * 100 if b else float("nan")
 
@@ -166,6 +206,9 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", action="append", help="only these architectures (names from --list)")
     ap.add_argument("--slice", action="store_true", help="a few points only (the test's slice)")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--scan", action="store_true",
+                    help="plan every model type transformers maps to an LM / VLM class, from its config class's defaults "
+                         "(analytic, trace disabled): count plans, bad-input refusals (exit 2), incomplete plans (exit 3), crashes")
     ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
     ap.add_argument("--quick", action="store_true",
                     help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
@@ -175,6 +218,8 @@ def main(argv=None) -> int:
         for name, source, kind in ARCHS:
             print(f"{name:<16} {kind}  [{source}]")
         return 0
+    if args.scan:
+        return scan()
     if args.report:
         rows = {}
         for name in args.report:
@@ -239,6 +284,11 @@ def main(argv=None) -> int:
 
 
 def summarise(rows, started) -> None:
+    for r in rows:
+        a, t = r.get("analytic"), r.get("trace")
+        if a and t and "alloc_pct" not in r:
+            r["act_pct"], r["alloc_pct"] = pct(a["act"], t["act"]), pct(a["alloc"], t["alloc"])
+            r["peak_pct"] = pct(a["peak"], t["peak"]) if r["method"] != "qlora" else float("nan")
     compared = [r for r in rows if "alloc_pct" in r]
     within = [r for r in compared if abs(r["alloc_pct"]) <= TARGET * 100]
     print()
@@ -255,7 +305,13 @@ def summarise(rows, started) -> None:
         by_arch.setdefault(r["arch"], []).append(abs(r["alloc_pct"]))
     for arch_name, errs in by_arch.items():
         flag = "" if max(errs) <= TARGET * 100 else "  <- misses"
-        print(f"  {arch_name:<16} {len(errs):>3} points, max |alloc| {max(errs):5.1f}%, within 5%: {sum(e <= 5 for e in errs)}{flag}")
+        acts = [abs(r["act_pct"]) for r in compared if r["arch"] == arch_name]
+        print(f"  {arch_name:<16} {len(errs):>3} points, max |alloc| {max(errs):5.1f}%, max |act| {max(acts):5.1f}%, "
+              f"within 5%: {sum(e <= 5 for e in errs)}{flag}")
+    peaks = [abs(r["peak_pct"]) for r in compared if r["peak_pct"] == r["peak_pct"]]
+    if peaks:
+        print(f"peak (full / LoRA, the trace's own states): median |peak| {statistics.median(peaks):.1f}%, "
+              f"within 5%: {sum(p <= 5 for p in peaks)} of {len(peaks)}")
     for r in failed:
         print(f"  not traced: {r['arch']} {r['method']}: {(r.get('trace_error') or r.get('error'))[:160]}")
     print(f"architectures: {len({r['arch'] for r in rows})}; points: {len(rows)}")
