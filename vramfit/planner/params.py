@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 5  # bump when the summary format changes; part of the cache key
+SCHEMA = 6  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {"vision_tower", "visual", "vision_model", "vpm", "image_encoder", "image_tower", "video_tower",
                 "vision_encoder", "vqmodel", "vision_embed_tokens", "visual_tokenizer"}
@@ -78,6 +78,9 @@ class Arch:
     encoder_decoder: bool
     # What the summary could not read off the architecture (joined stacks, ...); stated in the plan.
     notes: tuple[str, ...] = ()
+    # The model class has an SDPA path (`_supports_sdpa`); without one transformers runs it eager
+    # (modeling_utils `_check_and_adjust_attn_implementation`: sdpa only "if available").
+    sdpa: bool = True
 
     @property
     def text(self) -> Stack:
@@ -189,6 +192,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
         image=data["image"],
         encoder_decoder=data["encoder_decoder"],
         notes=tuple(data.get("notes", ())),
+        sdpa=bool(data.get("sdpa", True)),
     )
 
 
@@ -433,6 +437,7 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         "image": image,
         "encoder_decoder": enc_dec,
         "notes": notes,
+        "sdpa": bool(getattr(model, "_supports_sdpa", True)),
     }
 
 

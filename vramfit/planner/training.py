@@ -47,7 +47,7 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         act=act_bytes(setup), trainable=counts.text_trainable,
         adapted=tuple(ad for ad in counts.adapted if ad.stack == stack),
         lora_rank=setup.lora_r or 0, lora_dropout=setup.lora_dropout > 0,
-        attention=setup.attention, liger=liger_active(setup, arch),
+        attention=setup.attention if arch.sdpa or setup.attention != "sdpa" else "eager", liger=liger_active(setup, arch),
     )
 
 
