@@ -251,7 +251,13 @@ def config_object(cfg_dict: dict[str, Any]):
         return AutoConfig.for_model(model_type, **clean)
     except Exception as exc:  # noqa: BLE001 - any failure of the library's own parser is the config's fault
         raise ArchitectureError(f"transformers {_transformers_version()} builds no config for model_type "
-                                f"'{model_type}' ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                                f"'{model_type}' ({type(exc).__name__}: {_short(exc)})") from None
+
+
+def _short(exc: Exception, limit: int = 160) -> str:
+    """The first line of a library error, cut (transformers lists every model type it knows)."""
+    line = (str(exc).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + " ..."
 
 
 def auto_classes(config) -> list:
