@@ -106,3 +106,132 @@ def test_warm_cache_plans_without_importing_torch(tmp_path):
     assert (torch_loaded, transformers_loaded) == ("False", "False")
     assert peak == first.stdout.split()[2]
     assert list(tmp_path.glob("planner/*.json"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Architectures the analytic model used to crash on or truncate (issue 13, section 1 and 3).
+# Tiny configs built from transformers' own config classes; no network.
+
+def _write(tmp_path, config, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(config.to_dict(), default=str))
+    return path
+
+
+def _plan_cli(argv, capsys):
+    import argparse
+
+    from vramfit.planner import cli
+
+    parser = argparse.ArgumentParser(prog="vramfit plan")
+    cli.add_arguments(parser)
+    code = cli.run(parser.parse_args(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bert_encoder_layer_stack_is_read(tmp_path):
+    """BERT's blocks are `encoder.layer.N` (KeyError: 'text' before): an encoder-only model is one
+    'text' stack, built as its masked-LM class."""
+    from transformers import BertConfig
+
+    arch = params.summary(_write(tmp_path, BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                                      num_attention_heads=4, vocab_size=500)))
+    assert arch.architecture == "BertForMaskedLM"
+    assert arch.text.layers == 3 and arch.text.hidden == 64 and arch.text.ffn == 128 and arch.text.norm == "layer"
+    assert arch.analytic_gap is None and not arch.encoder_decoder
+
+
+def test_gpt2_conv1d_layers_are_linears(tmp_path):
+    """GPT-2's projections are transformers' Conv1D (StopIteration in the summary before)."""
+    from transformers import GPT2Config
+
+    arch = params.summary(_write(tmp_path, GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=128)))
+    names = {lin.name.rsplit(".", 1)[-1] for lin in arch.linears}
+    assert {"c_attn", "c_proj", "c_fc"} <= names
+    c_fc = next(lin for lin in arch.linears if lin.name.endswith("mlp.c_fc"))
+    assert (c_fc.in_features, c_fc.out_features) == (64, 256)
+    assert arch.text.layers == 2 and arch.text.ffn == 256
+
+
+def test_internvl_list_image_size_and_its_vision_stack(tmp_path):
+    """InternVL writes image_size / patch_size as [h, w] (TypeError before) and its InternViT blocks
+    are `encoder.layer.N`: before, its vision tower was counted in the parameters but dropped from
+    the activations without a word."""
+    from transformers import InternVLConfig
+
+    cfg = InternVLConfig(
+        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=[56, 56], patch_size=[14, 14]),
+        text_config=dict(model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=500))
+    arch = params.summary(_write(tmp_path, cfg))
+    assert arch.image["image_size"] == 56 and arch.image["patch_size"] == 14
+    assert "vision" in arch.stacks and arch.stacks["vision"].layers == 2
+    assert arch.groups["vision"] > 0 and arch.analytic_gap is None
+    from vramfit.planner.setup import image_geometry
+
+    assert image_geometry(arch, None, None) == (16, 16)
+
+
+def test_video_llava_towers_are_vision(tmp_path):
+    """Video-LLaVA's `image_tower` / `video_tower` were counted as LLM weights (vision 0)."""
+    from transformers import VideoLlavaConfig
+
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+    cfg = VideoLlavaConfig(vision_config=vision, text_config=dict(model_type="llama", hidden_size=32, intermediate_size=64,
+                                                                  num_hidden_layers=1, num_attention_heads=2, vocab_size=300))
+    arch = params.summary(_write(tmp_path, cfg))
+    assert arch.groups["vision"] > 0 and "vision" in arch.stacks
+    assert any("joins 2 layer lists" in n for n in arch.notes)  # two towers, said so
+
+
+def test_mllama_two_vision_stacks_are_joined_and_said(tmp_path):
+    from transformers import MllamaConfig
+
+    cfg = MllamaConfig(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_global_layers=1,
+                                          attention_heads=2, image_size=28, patch_size=14, vision_output_dim=64,
+                                          intermediate_layers_indices=[0]),
+                       text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                        num_key_value_heads=1, vocab_size=300, cross_attention_layers=[1],
+                                        pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    arch = params.summary(_write(tmp_path, cfg))
+    assert arch.stacks["vision"].layers == 3  # 2 local + 1 global layer
+    assert any("global_transformer" in n for n in arch.notes)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not a readable JSON file"),
+    ('["a list"]', "JSON object with a 'model_type'"),
+    ('{"hidden_size": 8}', "JSON object with a 'model_type'"),
+    ('{"model_type": "no_such_model"}', "builds no config for model_type 'no_such_model'"),
+    ('{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 7}', "builds no"),
+])
+def test_malformed_configs_are_bad_input_not_a_crash(tmp_path, capsys, text, why):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1"], capsys)
+    assert code == 2, (out, err)
+    assert why in err and str(path) in err and "Fix:" in err and "Traceback" not in out + err
+
+
+def test_config_no_auto_class_builds_is_bad_input(tmp_path, capsys):
+    """A config class with no model class an auto class maps (Evolla: no LM head class)."""
+    from transformers import AutoConfig
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(AutoConfig.for_model("evolla").to_dict(), default=str))
+    code, _, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1"], capsys)
+    assert code == 2 and "builds no model for model_type 'evolla'" in err
+
+
+def test_planner_plans_bert_and_gpt2_without_a_crash(tmp_path, capsys):
+    from transformers import BertConfig, GPT2Config
+
+    for cfg in (BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=500),
+                GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=256)):
+        path = _write(tmp_path, cfg, f"{cfg.model_type}.json")
+        code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1", "seq_len=128",
+                                    "method=lora"], capsys)
+        assert code == 0, err
+        assert "per-GPU peak" in out

@@ -4,7 +4,7 @@
     vramfit plan --model-config PATH/config.json --gpu NAME --gpus N [--nodes N] [--deepspeed FILE|preset] [key=value ...]
 
 Exit codes: 0 fits (GPU and host RAM), 1 does not fit (the verdict is printed either way), 2 bad
-input. Nothing heavy is imported at module level: `vramfit --help` stays fast.
+input, 3 answered but part of it could not be computed (named on stderr). Nothing heavy is imported at module level: `vramfit --help` stays fast.
 """
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ examples:
   vramfit plan sharegpt4v-7b-8xa100-40g per_device_train_batch_size=8 gradient_accumulation_steps=1 --plot peak.png
   vramfit plan --model-config model_configs/llama-3.2-3b.json --gpu a100-80g --gpus 8 --deepspeed zero3 \\
       per_device_train_batch_size=4 seq_len=4096 bf16=true gradient_checkpointing=true
+  vramfit plan axolotl-llama-3b-8xa100-80g --trace   (activations traced on the model code, fake tensors)
+
+exit codes: 0 fits, 1 does not fit, 2 bad input, 3 answered but a term could not be computed
 """
 
 
@@ -61,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a recipe name or path, then key=value overrides (with --model-config: overrides only)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="write the breakdown per phase as a stacked bar chart (PNG)")
+    parser.add_argument("--trace", action="store_true",
+                        help="trace the training step's activations on the model code with fake tensors (CPU, no GPU; "
+                             "cached under the user cache dir) instead of modelling them")
     model = parser.add_argument_group("without a recipe")
     model.add_argument("--model-config", metavar="PATH", help="a model config.json (e.g. model_configs/llama-3.2-3b.json)")
     model.add_argument("--gpu", help="GPU name from the catalogue (a100-80g, h100, h20, ...)")
@@ -90,14 +96,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), "incomplete": result.incomplete}, indent=2))
     else:
         print(result.render())
     if args.plot:
         result.plot(args.plot)
         if not args.json:
             print(f"plot: {args.plot}")
-    return EXIT_OK if result.ok else EXIT_FAILED
+    if not result.ok:
+        return EXIT_FAILED
+    if result.incomplete:
+        from vramfit.problems import EXIT_INCOMPLETE
+
+        print(f"incomplete: not computed: {'; '.join(result.incomplete)}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_OK
 
 
 def _plan(args):
@@ -118,7 +131,7 @@ def _plan(args):
                          "drop it, or plan the recipe without --model-config.")
         if problems:
             raise ConfigError(problems)
-        return plan_args(args.model_config, args.gpu, args.gpus, args.nodes, args.deepspeed, items)
+        return plan_args(args.model_config, args.gpu, args.gpus, args.nodes, args.deepspeed, items, trace=args.trace)
     targets = [i for i in items if "=" not in i]
     overrides = [i for i in items if "=" in i]
     if len(targets) != 1:
@@ -132,7 +145,7 @@ def _plan(args):
     libraries.quiet()  # validation imports DeepSpeed, which would print its accelerator line into --json
 
     # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own).
-    return plan_recipe(validate(targets[0], overrides, plan=False).recipe)
+    return plan_recipe(validate(targets[0], overrides, plan=False).recipe, trace=args.trace)
 
 
 def _problem(file: str, key: str, what: str, fix: str):

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 4  # bump when the summary format changes; part of the cache key
+SCHEMA = 6  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
-VISION_NAMES = {"vision_tower", "visual", "vision_model", "vpm", "image_encoder"}
-STACK_RE = re.compile(r"(?:^|\.)(layers|h|block|blocks)\.(\d+)(?:\.|$)")
+VISION_NAMES = {"vision_tower", "visual", "vision_model", "vpm", "image_encoder", "image_tower", "video_tower",
+                "vision_encoder", "vqmodel", "vision_embed_tokens", "visual_tokenizer"}
+# `encoder.layer.N` is BERT / ViT / InternViT's spelling of a layer stack.
+STACK_RE = re.compile(r"(?:^|\.)(layers|layer|h|block|blocks)\.(\d+)(?:\.|$)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Arch:
     text_model_type: str
     architecture: str
     total: int
-    groups: dict[str, int]  # vision, projector, embed, lm_head, llm (sums to total)
+    groups: dict[str, int]  # vision, projector, embed, lm_head, llm, audio when present (sums to total)
     linears: tuple[Linear, ...]
     stacks: dict[str, Stack]
     vocab: int
@@ -74,19 +76,48 @@ class Arch:
     small_params: dict[int, int]  # numel -> count, for parameters up to SMALL (ZeRO-3 persistence)
     image: dict[str, Any]  # `_image_tokens` of the config file, plus vision image/patch size
     encoder_decoder: bool
+    # What the summary could not read off the architecture (joined stacks, ...); stated in the plan.
+    notes: tuple[str, ...] = ()
+    # The model class has an SDPA path (`_supports_sdpa`); without one transformers runs it eager
+    # (modeling_utils `_check_and_adjust_attn_implementation`: sdpa only "if available").
+    sdpa: bool = True
 
     @property
     def text(self) -> Stack:
         return self.stacks.get("text") or self.stacks["decoder"]
 
+    @property
+    def analytic_gap(self) -> str | None:
+        """Why the analytic activation model cannot plan this architecture (None when it can)."""
+        if self.encoder_decoder:
+            missing = [s for s in ("encoder", "decoder") if s not in self.stacks]
+            if missing:
+                return f"no {' or '.join(missing)} layer stack found in {self.architecture}"
+        elif "text" not in self.stacks:
+            return f"no language-model layer stack found in {self.architecture}"
+        if self.groups.get("vision") and "vision" not in self.stacks:
+            return f"the vision tower of {self.architecture} has no layer stack the planner recognises"
+        return None
+
 
 SMALL = 1_000_000  # ZeRO-3 persistence thresholds are 10 x hidden (~1e5); 1e6 leaves room
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    from vramfit import inputs
+class ArchitectureError(ValueError):
+    """transformers cannot build a model from this config (raised by `build`)."""
 
-    return inputs.load_json(path, "model-config")
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The config as a dict, read through the input layer (regular file, bounded, no duplicate keys); a file
+    that is not a JSON object with a 'model_type' string is a ConfigError (exit 2)."""
+    from vramfit import inputs
+    from vramfit.problems import ConfigError, Problem, Problems
+
+    data = inputs.load_json(path, "model-config")
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ConfigError(Problems([Problem(str(path), "model_type", "a model config is a JSON object with a 'model_type' string",
+                                            "pass a config.json as transformers writes it (save_pretrained).")]))
+    return data
 
 
 def cache_dir() -> Path:
@@ -130,12 +161,19 @@ def _summary_for(key: str, text: str) -> Arch:
 
 
 def summary(path: Path) -> Arch:
-    """The architecture summary of a model config file (cached)."""
+    """The architecture summary of a model config file (cached). A config transformers cannot build a
+    model from is a ConfigError naming the file and transformers' own reason (exit 2)."""
     from vramfit import inputs
+    from vramfit.problems import ConfigError, Problem, Problems
 
     text = inputs.read_text(path, "model-config")
     inputs.parse_json(text, path)  # duplicate keys, depth, non-finite numbers: refused before the cache sees it
-    return _summary_for(config_key(text), text)
+    read_config(path)  # not a model config: reported, not raised
+    try:
+        return _summary_for(config_key(text), text)
+    except ArchitectureError as exc:
+        raise ConfigError(Problems([Problem(str(path), "model_type", str(exc),
+                                            "pass a config that transformers' from_config builds (a checkpoint's own config.json).")])) from None
 
 
 def _from_json(data: dict[str, Any]) -> Arch:
@@ -153,6 +191,8 @@ def _from_json(data: dict[str, Any]) -> Arch:
         small_params={int(k): v for k, v in data["small_params"].items()},
         image=data["image"],
         encoder_decoder=data["encoder_decoder"],
+        notes=tuple(data.get("notes", ())),
+        sdpa=bool(data.get("sdpa", True)),
     )
 
 
@@ -160,12 +200,21 @@ def _from_json(data: dict[str, Any]) -> Arch:
 # Building (cold path: imports torch and transformers)
 # ----------------------------------------------------------------------------------------------
 
+def _is_vision(part: str) -> bool:
+    return part in VISION_NAMES or "vision" in part or "visual" in part or part.endswith(("image_tower", "video_tower"))
+
+
 def _group(name: str, head_names: set[str], embed_names: set[str]) -> str:
     parts = name.split(".")
     if any(p in PROJECTOR_NAMES for p in parts):
         return "projector"
-    if any(p in VISION_NAMES for p in parts):
+    # The tower is named above the layer lists (`model.vision_tower.`), not inside a layer
+    # (Ernie-VL's `layers.3.mlp.vision_experts` are LLM weights).
+    top = parts[: next((i for i, p in enumerate(parts) if p.isdigit()), len(parts) - 1)]
+    if any(_is_vision(p) for p in top):
         return "vision"
+    if any("audio" in p for p in top):
+        return "audio"
     module = name.rsplit(".", 1)[0]
     if module in head_names:
         return "lm_head"
@@ -174,42 +223,80 @@ def _group(name: str, head_names: set[str], embed_names: set[str]) -> str:
     return "llm"
 
 
-def _stack_of(name: str, group: str) -> tuple[str, int]:
+def _stack_of(name: str, group: str, encoder_decoder: bool = False) -> tuple[str, str, int]:
+    """(stack, the stack's module path, layer index) of a parameter or module name."""
     match = STACK_RE.search(name)
     if not match:
-        return "", -1
+        return "", "", -1
+    prefix, idx = name[: match.end(1)], int(match.group(2))
     if group == "vision":
-        return "vision", int(match.group(2))
+        return "vision", prefix, idx
     if group != "llm":
-        return "", -1
-    if name.startswith("encoder.") or ".encoder." in name:
-        return "encoder", int(match.group(2))
-    if name.startswith("decoder.") or ".decoder." in name:
-        return "decoder", int(match.group(2))
-    return "text", int(match.group(2))
+        return "", "", -1
+    if encoder_decoder:  # the outermost of encoder / decoder names the side (`decoder.bert.encoder.layer`)
+        dotted = "." + name
+        sides = [(dotted.find(f".{side}."), side) for side in ("encoder", "decoder") if f".{side}." in dotted]
+        if sides:
+            return min(sides)[1], prefix, idx
+    return "text", prefix, idx
+
+
+def config_object(cfg_dict: dict[str, Any]):
+    """The transformers config object of a config dict (ArchitectureError when it has none)."""
+    from transformers import AutoConfig
+
+    clean = {k: v for k, v in cfg_dict.items() if not k.startswith("_")}
+    model_type = clean.pop("model_type", None)
+    try:
+        return AutoConfig.for_model(model_type, **clean)
+    except Exception as exc:  # noqa: BLE001 - any failure of the library's own parser is the config's fault
+        raise ArchitectureError(f"transformers {_transformers_version()} builds no config for model_type "
+                                f"'{model_type}' ({type(exc).__name__}: {_short(exc)})") from None
+
+
+def _short(exc: Exception, limit: int = 160) -> str:
+    """The first line of a library error, cut (transformers lists every model type it knows)."""
+    line = (str(exc).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit] + " ..."
+
+
+def auto_classes(config) -> list:
+    """The transformers auto classes that map this config, in the order the planner tries them:
+    image-text-to-text, causal LM, seq2seq LM, masked LM (first for encoder-only models), then the
+    bare model (no head)."""
+    import transformers as tf
+
+    order = [tf.AutoModelForImageTextToText, tf.AutoModelForCausalLM, tf.AutoModelForSeq2SeqLM, tf.AutoModelForMaskedLM]
+    masked = tf.AutoModelForMaskedLM
+    if (type(config) in masked._model_mapping and not getattr(config, "is_encoder_decoder", False)
+            and not getattr(config, "is_decoder", False) and type(config) not in tf.AutoModelForImageTextToText._model_mapping):
+        order = [masked, *[c for c in order if c is not masked]]
+    return [c for c in [*order, tf.AutoModel] if type(config) in c._model_mapping]
 
 
 def _instantiate(cfg_dict: dict[str, Any]):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSeq2SeqLM
 
-    clean = {k: v for k, v in cfg_dict.items() if not k.startswith("_")}
-    model_type = clean.pop("model_type")
-    config = AutoConfig.for_model(model_type, **clean)
+    config = config_object(cfg_dict)
+    classes = auto_classes(config)
     errors = []
-    for auto in (AutoModelForImageTextToText, AutoModelForCausalLM, AutoModelForSeq2SeqLM):
+    for auto in classes:
         try:
             with torch.device("meta"):
                 return config, auto.from_config(config)
-        except ValueError as exc:  # this auto class does not map the config
-            errors.append(str(exc).splitlines()[0])
-    raise ValueError(f"no transformers auto class builds model_type '{model_type}' ({'; '.join(errors)})")
+        except Exception as exc:  # noqa: BLE001 - the library's own constructor refused this config
+            errors.append(f"{auto.__name__}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}")
+    why = "; ".join(errors) if errors else "no auto class maps it"
+    raise ArchitectureError(f"transformers {_transformers_version()} builds no model for model_type '{config.model_type}' ({why})")
 
 
 def _dropouts(cfg) -> tuple[float, float]:
     def first(*names):
         for n in names:
-            v = getattr(cfg, n, None)
+            try:
+                v = getattr(cfg, n, None)
+            except Exception:  # noqa: BLE001 - per-layer configs refuse global attribute reads
+                v = None
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return float(v)
         return 0.0
@@ -218,33 +305,86 @@ def _dropouts(cfg) -> tuple[float, float]:
             first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"))
 
 
+def _linear_shape(m) -> tuple[int, int] | None:
+    """(in, out) of an nn.Linear or of transformers' GPT-2 style Conv1D (weight stored [in, out])."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    if isinstance(m, torch.nn.Linear):
+        return int(m.in_features), int(m.out_features)
+    if isinstance(m, Conv1D):
+        return int(m.weight.shape[0]), int(m.nf)
+    return None
+
+
+def _first_int(value, default=None):
+    """A geometry value that a config may write as an int or as [h, w] (InternVL's image_size)."""
+    if isinstance(value, (list, tuple)):
+        value = max(value) if value and all(isinstance(v, (int, float)) for v in value) else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
 def build(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     """Instantiate on the meta device and summarise (see module docstring)."""
-    import torch
-
     config, model = _instantiate(cfg_dict)
+    try:
+        return _summarise(cfg_dict, config, model)
+    except ArchitectureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a model layout the summary cannot read: say so, do not crash
+        raise ArchitectureError(f"{type(model).__name__}: the planner cannot read its layout ({type(exc).__name__}: {exc})") from None
+
+
+def _summarise(cfg_dict, config, model) -> dict[str, Any]:
     text_cfg = config.get_text_config()
-    head = model.get_output_embeddings()
-    embed = model.get_input_embeddings()
+    head = model.get_output_embeddings() if _has_output_embeddings(model) else None
+    try:
+        embed = model.get_input_embeddings()
+    except Exception:  # noqa: BLE001 - some bare models do not implement it
+        embed = None
     modules = dict(model.named_modules())
     head_names = {n for n, m in modules.items() if m is head and head is not None}
-    embed_names = {n for n, m in modules.items() if m is embed}
+    embed_names = {n for n, m in modules.items() if m is embed and embed is not None}
+    enc_dec = bool(getattr(config, "is_encoder_decoder", False))
 
-    groups = {"vision": 0, "projector": 0, "embed": 0, "lm_head": 0, "llm": 0}
-    layer_params: dict[tuple[str, int], int] = {}
+    groups = {"vision": 0, "projector": 0, "embed": 0, "lm_head": 0, "llm": 0, "audio": 0}
+    notes: list[str] = []
+    by_prefix: dict[tuple[str, str], dict[int, int]] = {}
     small: dict[int, int] = {}
     for name, p in model.named_parameters():  # tied weights are yielded once
         g = _group(name, head_names, embed_names)
         groups[g] += p.numel()
-        stack, idx = _stack_of(name, g)
+        stack, prefix, idx = _stack_of(name, g, enc_dec)
         if idx >= 0:
-            layer_params[(stack, idx)] = layer_params.get((stack, idx), 0) + p.numel()
+            layers = by_prefix.setdefault((stack, prefix), {})
+            layers[idx] = layers.get(idx, 0) + p.numel()
         if p.numel() <= SMALL:
             small[p.numel()] = small.get(p.numel(), 0) + 1
 
+    if groups["audio"]:
+        notes.append(f"the audio tower ({groups['audio']:,} parameters) is counted as frozen and its activations are not modelled")
+    else:
+        del groups["audio"]
+    # One stack may be spread over several module lists (Mllama's vision `transformer.layers` and
+    # `global_transformer.layers`, BLIP-2's Q-Former next to its OPT): the largest list first (its
+    # widths size the activations), the others after it, and a note says so.
+    offsets: dict[tuple[str, str], int] = {}
+    layer_params: dict[tuple[str, int], int] = {}
+    for stack in sorted({s for s, _ in by_prefix}):
+        prefixes = sorted((k for k in by_prefix if k[0] == stack), key=lambda k: -sum(by_prefix[k].values()))
+        offset = 0
+        for key in prefixes:
+            offsets[key] = offset
+            for idx, n in by_prefix[key].items():
+                layer_params[(stack, offset + idx)] = n
+            offset += max(by_prefix[key]) + 1
+        if len(prefixes) > 1:
+            notes.append(f"the {stack} stack joins {len(prefixes)} layer lists ({', '.join(k[1] for k in prefixes)}); "
+                         f"its activations are sized with the widths of {prefixes[0][1]}")
+
     # T5/mT5: transformers 5.23 ties lm_head to the embedding whatever the config says, but the
     # T0_3B / mt0-xxl checkpoints store their own (model_configs/README.md, "lm_head of T5/mT5").
-    tied = head is not None and embed is not None and head.weight is embed.weight
+    tied = head is not None and embed is not None and getattr(head, "weight", None) is getattr(embed, "weight", 0)
     wants_untied = cfg_dict.get("tie_word_embeddings") is False or (cfg_dict.get("text_config") or {}).get("tie_word_embeddings") is False
     if tied and wants_untied:
         groups["lm_head"] += head.weight.numel()
@@ -252,10 +392,13 @@ def build(cfg_dict: dict[str, Any]) -> dict[str, Any]:
 
     linears = []
     for name, m in modules.items():
-        if isinstance(m, torch.nn.Linear) and name not in head_names:
+        shape = _linear_shape(m)
+        if shape is not None and name not in head_names:
             g = _group(name + ".weight", head_names, embed_names)
-            stack, idx = _stack_of(name + ".", g)
-            linears.append([name, m.in_features, m.out_features, g, stack, idx])
+            stack, prefix, idx = _stack_of(name + ".", g, enc_dec)
+            if idx >= 0:
+                idx += offsets.get((stack, prefix), 0)
+            linears.append([name, shape[0], shape[1], g, stack, idx])
 
     largest_module = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in modules.values())
     if not tied and groups["lm_head"] and head is not None:
@@ -264,16 +407,27 @@ def build(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     vision_cfg = getattr(config, "vision_config", None)
     stacks = {}
     for stack_name in sorted({s for s, _ in layer_params}):
-        cfg = vision_cfg if stack_name == "vision" else text_cfg
-        stacks[stack_name] = _stack(stack_name, cfg, modules, linears, layer_params)
+        cfg = vision_cfg if stack_name == "vision" and vision_cfg is not None else text_cfg
+        first = min((k for k in offsets if k[0] == stack_name), key=lambda k: offsets[k])
+        row = _stack(stack_name, first[1], cfg, modules, linears, layer_params)
+        if row is None:
+            notes.append(f"the {stack_name} stack ({first[1]}) has no linear layers the planner reads")
+            continue
+        stacks[stack_name] = row
+    if groups["vision"] and "vision" not in stacks:
+        notes.append(f"the vision tower ({groups['vision']:,} parameters) has no layer stack the planner recognises")
 
     image = dict(cfg_dict.get("_image_tokens") or {})
     if vision_cfg is not None:
-        image.setdefault("image_size", getattr(vision_cfg, "image_size", None))
-        image.setdefault("patch_size", getattr(vision_cfg, "patch_size", None))
-        image.setdefault("spatial_merge_size", getattr(vision_cfg, "spatial_merge_size", None))
-        image.setdefault("select_strategy", getattr(config, "vision_feature_select_strategy", None))
+        image.setdefault("image_size", _first_int(getattr(vision_cfg, "image_size", None)))
+        image.setdefault("patch_size", _first_int(getattr(vision_cfg, "patch_size", None)))
+        image.setdefault("spatial_merge_size", _first_int(getattr(vision_cfg, "spatial_merge_size", None)))
+        strategy = getattr(config, "vision_feature_select_strategy", None)
+        image.setdefault("select_strategy", strategy if isinstance(strategy, str) else None)
 
+    vocab = _first_int(getattr(text_cfg, "vocab_size", None), 0)
+    if not vocab and embed is not None and getattr(embed, "weight", None) is not None:
+        vocab = int(embed.weight.shape[0])
     return {
         "model_type": config.model_type,
         "text_model_type": text_cfg.model_type,
@@ -282,13 +436,22 @@ def build(cfg_dict: dict[str, Any]) -> dict[str, Any]:
         "groups": groups,
         "linears": linears,
         "stacks": stacks,
-        "vocab": int(text_cfg.vocab_size),
+        "vocab": int(vocab),
         "tied_embeddings": bool(tied),
         "largest_module": int(largest_module),
         "small_params": {str(k): v for k, v in sorted(small.items())},
         "image": image,
-        "encoder_decoder": bool(getattr(config, "is_encoder_decoder", False)),
+        "encoder_decoder": enc_dec,
+        "notes": notes,
+        "sdpa": bool(getattr(model, "_supports_sdpa", True)),
     }
+
+
+def _has_output_embeddings(model) -> bool:
+    try:
+        return model.get_output_embeddings() is not None
+    except Exception:  # noqa: BLE001 - bare models raise NotImplementedError
+        return False
 
 
 ACTIVATION_HINTS = ("act", "gelu", "silu", "relu", "swish", "tanh")
@@ -317,20 +480,36 @@ def _act_saves(layer_modules) -> float:
     return sum(kept.values()) / x.untyped_storage().nbytes()
 
 
-def _stack(name, cfg, modules, linears, layer_params) -> dict[str, Any]:
-    rows = [r for r in linears if r[4] == name and r[5] == 0]
-    hidden = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "embed_dim", 0))
-    heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "num_heads", 0))
-    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(cfg, "head_dim", None) or getattr(cfg, "d_kv", None) or hidden // heads)
+def _cfg_int(cfg, *names) -> int:
+    for n in names:
+        try:
+            v = getattr(cfg, n, None)
+        except Exception:  # noqa: BLE001 - per-layer configs (Gemma 4) refuse global reads
+            v = None
+        v = _first_int(v)
+        if v:
+            return v
+    return 0
+
+
+def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] | None:
+    layer0 = prefix + ".0."
+    rows = [r for r in linears if r[0].startswith(layer0) or r[0] + "." == layer0]
+    if not rows:
+        return None
+    in_widths = [r[1] for r in rows]
+    hidden = _cfg_int(cfg, "hidden_size", "embed_dim", "d_model", "n_embd", "width")
+    if not hidden or hidden not in in_widths + [r[2] for r in rows]:
+        hidden = max(set(in_widths), key=in_widths.count)  # the width most layer linears read
+    heads = _cfg_int(cfg, "num_attention_heads", "num_heads", "n_head", "encoder_attention_heads") or max(1, hidden // 64)
+    kv_heads = _cfg_int(cfg, "num_key_value_heads") or heads
+    head_dim = _cfg_int(cfg, "head_dim", "d_kv") or hidden // heads
     # The FFN width from the shapes: the widest input of a layer linear that writes the hidden size.
     ffn = max([r[1] for r in rows if r[2] == hidden] or [4 * hidden])
     gated = sum(1 for r in rows if r[1] == hidden and r[2] == ffn) >= 2
-    first = next(r[0] for r in rows)
-    layer_prefix = first[: STACK_RE.search(first + ".").end(2)] + "."
-    norm_classes = [type(m).__name__ for n, m in modules.items() if n.startswith(layer_prefix) and "Norm" in type(m).__name__]
+    norm_classes = [type(m).__name__ for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__]
     norm = "layer" if norm_classes and all(c == "LayerNorm" for c in norm_classes) else "rms"
-    layer_modules = [m for n, m in modules.items() if n.startswith(layer_prefix)]
+    layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
     return {
@@ -338,7 +517,7 @@ def _stack(name, cfg, modules, linears, layer_params) -> dict[str, Any]:
         "head_dim": head_dim, "gated": gated, "norm": norm, "norms_per_layer": len(norm_classes),
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
         "attn_dropout": attn_p, "hidden_dropout": hidden_p, "act_saves": _act_saves(layer_modules),
-        "layer_params": [layer_params[(name, i)] for i in range(count)],
+        "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
     }
 
 

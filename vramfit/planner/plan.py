@@ -61,6 +61,7 @@ class Plan:
     fixes: list[dict[str, Any]] = field(default_factory=list)
     fixes_searched: bool = False
     typical: dict[str, Any] | None = None  # the plan at a typical sample length (setup.typical_seq_len)
+    incomplete: list[str] = field(default_factory=list)  # terms that could not be computed (exit 3)
 
     @property
     def usable_gib(self) -> float:
@@ -91,19 +92,21 @@ class Plan:
         plot(self, path)
 
 
-def plan(setup: Setup) -> Plan:
-    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py).
+def plan(setup: Setup, trace: bool = False) -> Plan:
+    """Estimate every phase of `setup` (no fixes; see `plan_recipe` / fixes.py). `trace`: the train
+    phase's activations and transients from the fake-tensor trace (trace.py); an architecture the
+    analytic model cannot build is traced whatever `trace` says.
 
     With a typical length (`typical_seq_len`) the step is planned twice: at the cap (the verdict:
     the longest batch will come) and at the typical length (shown beside it)."""
-    result = _plan(setup)
+    result = _plan(setup, trace)
     if setup.typical_seq_len and setup.typical_seq_len < setup.seq_len:
         if setup.packing:
             result.notes.append(f"packing fills every sequence to the cap ({setup.seq_len} tokens): a typical length of "
                                 f"{setup.typical_seq_len} does not lower the peak; the verdict uses the cap")
             result.typical = {"seq_len": setup.seq_len, "per_gpu_peak_gib": result.per_gpu_peak_gib, "fits": result.fits}
         else:
-            t = _plan(setup.replace(seq_len=setup.typical_seq_len, typical_seq_len=None))
+            t = _plan(setup.replace(seq_len=setup.typical_seq_len, typical_seq_len=None), trace)
             what = "padding-free batches" if setup.padding_free else "batches padded to their longest sample"
             result.notes.append(f"at the typical length ({setup.typical_seq_len} tokens, {what}) the peak is "
                                 f"{t.per_gpu_peak_gib:.1f} GiB; the verdict uses the cap ({setup.seq_len} tokens, "
@@ -134,7 +137,7 @@ def embedding_lora(setup: Setup, arch) -> int:
     return (len(embed) > 0) * setup.lora_r * (arch.vocab + arch.text.hidden) + head * setup.lora_r * (arch.vocab + arch.text.hidden)
 
 
-def _plan(setup: Setup) -> Plan:
+def _plan(setup: Setup, trace: bool = False) -> Plan:
     s = setup
     arch = params.summary(s.model_config)
     s = lora_targets(s, arch)
@@ -153,13 +156,21 @@ def _plan(setup: Setup) -> Plan:
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
     seq = grpo.sequence(s) if is_grpo else s.seq_len
-    loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
+    from vramfit.planner import trace as tracing
+
+    terms, notes, incomplete = tracing.train_terms(s, arch, counts, wanted=trace)
+    if terms is None:
+        loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
+        terms = training.train_peak(s, arch, counts, seq, loss)
     raw = {
-        "train": {**resident, "gathered_params": st.gathered, **training.train_peak(s, arch, counts, seq, loss)},
+        "train": {**resident, "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "optimizer_step": st.step},
     }
-    notes = list(s.notes)
-    if is_grpo and not s.use_vllm:
+    notes = list(s.notes) + notes
+    analytic = arch.analytic_gap is None
+    if is_grpo and not s.use_vllm and not analytic:
+        incomplete.append("GRPO generation (the analytic model cannot build this architecture)")
+    elif is_grpo and not s.use_vllm:
         raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
     elif is_grpo and s.vllm_mode == "server":
         notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
@@ -179,6 +190,8 @@ def _plan(setup: Setup) -> Plan:
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
+    elif s.eval_enabled and not analytic:
+        incomplete.append("evaluation (the analytic model cannot build this architecture)")
     elif s.eval_enabled:
         ev, host_eval = evaluation.eval_peak(s, arch, counts)
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
@@ -211,7 +224,7 @@ def _plan(setup: Setup) -> Plan:
         measures=measures, host_breakdown={k: v / GIB for k, v in host_parts.items()},
         parameters={"total": counts.total, "trainable": counts.trainable, "lora_and_copies": counts.adapters,
                     "frozen": counts.frozen, "quantized": counts.quantized},
-        notes=notes,
+        notes=notes, incomplete=incomplete,
     )
 
 
@@ -225,9 +238,9 @@ def vllm_share(setup: Setup) -> float:
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 
 
-def plan_recipe(recipe, fixes: bool = True) -> Plan:
+def plan_recipe(recipe, fixes: bool = True, trace: bool = False) -> Plan:
     """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned)."""
-    result = plan(Setup.from_recipe(recipe))
+    result = plan(Setup.from_recipe(recipe), trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 
@@ -256,10 +269,11 @@ def with_overrides(recipe, overrides: dict[str, Any]):
     return new
 
 
-def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True) -> Plan:
+def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True,
+              trace: bool = False) -> Plan:
     """Plan `vramfit plan --model-config ...`; fixes re-plan with the same keys."""
     setup = Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, overrides)
-    result = plan(setup)
+    result = plan(setup, trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 

@@ -51,7 +51,9 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         # recomputes the pointwise ops it fused instead of saving their outputs: the RMSNorm keeps its
         # input (not the fp32 copy), the gated MLP keeps gate and up (act(gate) and the product are
         # recomputed) - what Liger's kernels keep, so the same per-layer terms apply.
-        attention=setup.attention, liger=liger_active(setup, arch) or setup.compile_layers,
+        # A model with no SDPA path (BLOOM) runs eager whatever is asked (transformers falls back).
+        attention=setup.attention if arch.sdpa or setup.attention != "sdpa" else "eager",
+        liger=liger_active(setup, arch) or setup.compile_layers,
         masked=not (setup.packing or setup.padding_free),
     )
 

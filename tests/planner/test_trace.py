@@ -1,0 +1,231 @@
+"""The fake-tensor trace of the training step (vramfit/planner/trace.py).
+
+Tiny configs from transformers' own config classes; no network, no GPU. The disk cache is the
+private one of conftest.py."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from vramfit.planner import Setup, trace
+
+H, FFN, HEADS, KV, VOCAB = 64, 128, 4, 2, 512
+
+
+def _llama(tmp_path, layers=4, **kw):
+    """4 layers: traced whole, in one run; more: traced at 2, 3, 4 layers and extrapolated."""
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(hidden_size=H, intermediate_size=FFN, num_hidden_layers=layers, num_attention_heads=HEADS,
+                      num_key_value_heads=KV, vocab_size=VOCAB, **kw)
+    path = tmp_path / "llama.json"
+    path.write_text(json.dumps(cfg.to_dict(), default=str))
+    return path
+
+
+def _setup(path, **kw) -> Setup:
+    base = dict(label="t", source="t", model_config=path, gpu="a100-80g", gpus_per_node=1, engine="single",
+                precision="bf16-true", optimizer="adamw_torch", seq_len=256, micro_batch=2)
+    return Setup(**{**base, **kw})
+
+
+def test_checkpointed_layer_keeps_its_input_and_depths_extrapolate(tmp_path):
+    """With non-reentrant checkpointing each added layer keeps its input, b x s x h x 2 bytes (the
+    issue's Llama-3.2-3B check: 4 x 4096 x 3072 x 2 B = 96 MiB per layer), so the traced depths
+    extrapolate linearly to the full depth."""
+    s = _setup(_llama(tmp_path, layers=6), gradient_checkpointing=True)
+    t = trace.trace_step(s, cache=False)
+    assert t.linear and [d[0] for d in t.depths] == [2, 3, 4]
+    assert t.per_layer["text"] == 2 * 256 * H * 2
+    assert t.train_transient > 0 and t.peak_bytes >= t.train_transient and t.flops > 0
+    assert "activations" in t.traced and any("model states" in m for m in t.modelled)
+
+
+def test_trace_is_cached_on_disk_keyed_by_the_knobs(tmp_path):
+    s = _setup(_llama(tmp_path))
+    cold = trace.trace_step(s)
+    trace._memo.clear()  # a new process: the disk cache answers
+    started = time.perf_counter()
+    warm = trace.trace_step(s)
+    assert warm.cached and time.perf_counter() - started < 0.5
+    assert warm.train_transient == cold.train_transient and warm.flops == cold.flops
+    from vramfit.planner import params
+
+    assert (params.cache_dir() / "trace" / f"{trace.trace_key(s)}.json").is_file()
+    assert trace.trace_key(s) != trace.trace_key(s.replace(micro_batch=3))
+    assert trace.trace_key(s) != trace.trace_key(s.replace(attention="eager"))
+
+
+def test_lora_runs_through_peft_under_fake_tensors(tmp_path):
+    """PEFT wraps the fake model; the optimizer holds states for the adapters only, exactly the
+    parameters params.count counts (AdamW in bf16: two 2-byte moments each, plus its step counters)."""
+    from vramfit.planner import params
+
+    s = _setup(_llama(tmp_path), method="lora", train_llm=False, lora_r=8, lora_targets="all-linear", lora_dropout=0.05)
+    t = trace.trace_step(s, cache=False)
+    counts = params.count(params.summary(s.model_config), s)
+    moments = 4 * counts.trainable
+    assert moments <= t.by_category["Optstate"] <= moments * 1.01
+
+
+def test_step_flops_matches_the_traced_count(tmp_path):
+    """The analytic FLOP count (no trace) against torch.utils.flop_counter's on the same step."""
+    for gc in (False, True):
+        s = _setup(_llama(tmp_path), gradient_checkpointing=gc)
+        traced = trace.trace_step(s, cache=False).flops
+        assert abs(trace.step_flops(s) - traced) / traced < 0.05, (gc, trace.step_flops(s), traced)
+
+
+# ----------------------------------------------------------------------------------------------
+# The CPU trace keeps what a GPU run keeps
+
+def test_sdpa_takes_the_cuda_kernel_not_the_cpu_one():
+    """On the CPU, F.scaled_dot_product_attention runs `_scaled_dot_product_flash_attention_for_cpu`;
+    a GPU runs FlashAttention (16-bit, no mask) or memory-efficient attention (with a mask), which
+    save a log-sum-exp per head and query for backward. The trace calls the CUDA kernels."""
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    with FakeTensorMode():
+        q = torch.randn(2, 4, 128, 64, dtype=torch.bfloat16, requires_grad=True)
+        mask = torch.ones(128, 128, dtype=torch.bool)
+        with Ops() as cpu:
+            F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        with trace._cuda_sdpa(), Ops() as flash:
+            F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        with trace._cuda_sdpa(), Ops() as masked:
+            F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        with trace._cuda_sdpa(), Ops() as fp32:
+            F.scaled_dot_product_attention(q.float(), q.float(), q.float(), is_causal=True)
+    assert "aten._scaled_dot_product_flash_attention_for_cpu" in cpu.names
+    assert "aten._scaled_dot_product_flash_attention" in flash.names
+    assert "aten._scaled_dot_product_efficient_attention" in masked.names
+    assert "aten._scaled_dot_product_efficient_attention" in fp32.names  # flash takes 16-bit only
+
+
+def test_dropout_keeps_cudas_bool_mask():
+    """CUDA's fused dropout keeps a 1-byte bool mask for backward; the CPU path keeps a noise tensor
+    in the input's dtype. The trace keeps the bool mask."""
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def saved(fn):
+        kept = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t.dtype) or t, lambda t: t):
+            fn()
+        return kept
+
+    with FakeTensorMode():
+        x = torch.randn(8, 64, dtype=torch.bfloat16, requires_grad=True)
+        cpu = saved(lambda: F.dropout(x, 0.1, True))
+        with trace._cuda_sdpa():
+            cuda = saved(lambda: F.dropout(x, 0.1, True))
+    assert torch.bool not in cpu and torch.bfloat16 in cpu
+    assert cuda == [torch.bool]
+
+
+def test_autocast_follows_cudas_op_lists_not_the_cpus():
+    """CUDA autocast runs layer_norm and softmax in fp32 (their outputs, kept for backward, are
+    fp32); CPU autocast runs them in bf16. The trace applies CUDA's lists; linear is bf16 on both."""
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.randn(4, 64)
+        w = torch.nn.Parameter(torch.randn(64, 64))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            cpu = (F.layer_norm(x.bfloat16(), (64,)).dtype, F.softmax(x.bfloat16(), -1).dtype, F.linear(x, w).dtype)
+        with trace._CudaAutocast(torch.bfloat16):
+            cuda = (F.layer_norm(x.bfloat16(), (64,)).dtype, F.softmax(x.bfloat16(), -1).dtype, F.linear(x, w).dtype)
+    assert cpu == (torch.bfloat16, torch.bfloat16, torch.bfloat16)
+    assert cuda == (torch.float32, torch.float32, torch.bfloat16)
+
+
+def test_amp_trace_keeps_the_autocast_weight_copies(tmp_path):
+    """Mixed precision (fp32 weights, autocast): the bf16 copy autocast makes of each trained weight
+    is saved for backward; the pure-bf16 step has none."""
+    path = _llama(tmp_path)
+    amp = trace.trace_step(_setup(path, precision="bf16"), cache=False)
+    pure = trace.trace_step(_setup(path, precision="bf16-true"), cache=False)
+    assert amp.train_transient > pure.train_transient
+
+
+# ----------------------------------------------------------------------------------------------
+# Architectures
+
+def test_vlm_vision_tower_is_fed_pixels(tmp_path):
+    """Qwen2-VL: the vision tower runs on flattened patches of the setup's image geometry; its
+    grid helpers (`grid_thw.tolist()`) run on real values."""
+    from transformers import Qwen2VLConfig
+
+    cfg = Qwen2VLConfig(vision_config=dict(depth=4, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2),
+                        text_config=dict(hidden_size=256, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
+                                         num_key_value_heads=1, vocab_size=512))  # head_dim 128: mrope [16, 24, 24]
+    path = tmp_path / "qwen2vl.json"
+    path.write_text(json.dumps(cfg.to_dict(), default=str))
+    s = _setup(path, train_vision=True, images_per_sample=1, image_tokens=16, vision_patches=64, seq_len=64)
+    t = trace.trace_step(s, cache=False)
+    assert "vision tower" in t.traced and t.per_layer["vision"] > 0
+    no_image = trace.trace_step(s.replace(images_per_sample=0), cache=False)
+    assert t.train_transient > no_image.train_transient
+
+
+def test_sweep_slice_runs(tmp_path, monkeypatch):
+    """A few points of benchmarks/trace_sweep.py: an encoder-only, a Conv1D decoder, an
+    encoder-decoder - traced and compared with the analytic planner."""
+    import importlib.util
+
+    from planner_support import REPO
+
+    spec = importlib.util.spec_from_file_location("trace_sweep", REPO / "benchmarks" / "trace_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    out = tmp_path / "rows.jsonl"
+    assert sweep.main(["--slice", "--json", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == len(sweep.SLICE)
+    assert all("trace" in r and "analytic" in r for r in rows), rows
+
+
+def test_plan_trace_flag_and_the_fallback_for_what_the_analytic_model_cannot_build(tmp_path, capsys):
+    """`vramfit plan --model-config ... --trace` plans with traced activations and says which terms
+    were traced and which modelled; Fuyu (patches projected by one Linear, no vision layer stack)
+    is traced even without --trace, and the plan says why."""
+    import argparse
+
+    from transformers import FuyuConfig
+
+    from vramfit.planner import cli
+
+    def plan(argv):
+        parser = argparse.ArgumentParser(prog="vramfit plan")
+        cli.add_arguments(parser)
+        code = cli.run(parser.parse_args(argv))
+        return code, *capsys.readouterr()
+
+    common = ["--gpu", "a100-80g", "--gpus", "1", "seq_len=128", "per_device_train_batch_size=2", "bf16=true"]
+    code, out, err = plan(["--model-config", str(_llama(tmp_path)), *common, "--trace"])
+    assert code == 0, err
+    assert "traced with fake tensors" in out and "modelled, not traced: model states" in out
+    fuyu = FuyuConfig(text_config=dict(model_type="persimmon", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                       num_attention_heads=4, vocab_size=500))
+    path = tmp_path / "fuyu.json"
+    path.write_text(json.dumps(fuyu.to_dict(), default=str))
+    code, out, err = plan(["--model-config", str(path), *common])
+    assert code == 0, err
+    assert "the trace stands in for it" in out and "vision tower" in out

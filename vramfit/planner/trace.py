@@ -1,0 +1,1039 @@
+"""The training step traced on the real model code, on the CPU, without the memory: fake tensors.
+
+The model is built from its config by transformers under
+`torch._subclasses.fake_tensor.FakeTensorMode` at its real widths, in the setup's dtype, attention
+implementation, gradient checkpointing and LoRA (PEFT, which runs under fake tensors as it does on
+a GPU), and one training step (forward, loss, backward, optimizer step) runs under
+`torch.distributed._tools.mem_tracker.MemTracker`, which records every storage the step allocates
+and frees, by category (parameter, buffer, gradient, activation, temporary, optimizer state).
+the FLOPs of the same step (the recomputation of checkpointed layers included) are counted with
+`torch.utils.flop_counter`'s own per-op formulas (FlopCounterMode's registry, applied in the
+tracker's dispatch: FlopCounterMode's module tracker would hook the graph as ModTracker does, below).
+
+Depth: the model is traced at two depths of its layer stacks (and a third to check that the kept
+bytes grow linearly with depth) and extrapolated linearly to the full depth; a vision tower is
+traced at two depths of its own. A trace that is not linear says so (`Trace.linear`).
+
+What a GPU run keeps and a CPU run would not, made to match:
+- attention: `F.scaled_dot_product_attention` picks its kernel per device. CUDA (torch
+  aten/src/ATen/native/transformers/cuda/sdp_utils.cpp `select_sdp_backend`) takes flash attention
+  for 16-bit inputs without an explicit mask and head_dim <= 256, else memory-efficient attention,
+  else the math path; the trace calls the same CUDA kernels (`aten._scaled_dot_product_flash_attention`,
+  `aten._scaled_dot_product_efficient_attention`, whose fake implementations give the tensors those
+  kernels save), not the CPU flash kernel. `attn_implementation=flash_attention_2` is traced as SDPA's
+  flash kernel: the same saved tensors (q, k, v, output, log-sum-exp).
+- dropout: CUDA runs the fused `native_dropout`, which keeps a bool mask; the CPU multiplies by a
+  noise tensor in the input's dtype (aten/src/ATen/native/Dropout.cpp). The trace calls the fused op.
+- autocast: mixed precision outside DeepSpeed (fp32 weights, torch.autocast) follows CUDA's op lists
+  (torch aten/src/ATen/autocast_mode.cpp, `AT_FORALL_LOWER_PRECISION_FP` / `AT_FORALL_FP32`), which
+  differ from the CPU's: on CUDA layer_norm, softmax, log_softmax and the losses run in fp32 (and
+  their outputs are kept in fp32), on the CPU they do not. `_CudaAutocast` applies the CUDA lists.
+  Under DeepSpeed (bf16 / fp16 engines) the module itself is 16-bit and nothing is autocast.
+
+What cannot run under fake tensors stays modelled analytically (training.py), and the plan says so:
+bitsandbytes 4/8-bit kernels (a quantized base is traced as its 16-bit layout, the dequantized
+weight is added analytically), Liger's Triton kernels, MoE routing and other code that branches on
+tensor values, the GRPO generation loop, the DeepSpeed / FSDP sharding of model states.
+
+API (stable; `vramfit fit`, issue 18, calls it):
+
+    trace_step(setup, arch=None, *, cache=True) -> Trace
+        Trace.peak_bytes         allocated peak of one single-GPU training step at full depth (bytes)
+        Trace.by_category        MemTracker categories at that peak (bytes): Parameter, Buffer,
+                                 Gradient, Activation, Temp, Optstate
+        Trace.train_transient    peak of activations + temporaries during forward + backward (bytes)
+        Trace.step_transient     temporaries of the optimizer step beyond its states (bytes)
+        Trace.flops              FLOPs of one micro-batch step: forward + backward incl. recompute
+        Trace.linear / depths / per_layer / seconds / cached / traced / modelled / notes
+    step_flops(setup, arch=None) -> int
+        the same FLOPs from the architecture's shapes (no trace; microseconds)
+    TraceError: the model cannot be traced (the reason is its message); callers fall back to the
+        analytic model and state it.
+
+Traces are cached on disk under the user cache dir (params.cache_dir() / "trace"), keyed by the
+config text, every setup field the trace reads, the trace schema and the torch / transformers /
+peft versions.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramfit.planner import params
+
+SCHEMA = 2  # bump when what a trace measures changes: part of the cache key
+CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
+# Relative tolerance of the linearity check: the middle depth's bytes against the line through
+# the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
+# differs from the others, an interleaved pattern longer than the traced depth).
+LINEARITY_TOLERANCE = 0.01
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "depth", "encoder_layers", "decoder_layers",
+              "num_decoder_layers")
+
+
+class TraceError(RuntimeError):
+    """The step cannot be traced under fake tensors; the message says why."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    peak_bytes: int
+    by_category: dict[str, int]
+    train_transient: int
+    step_transient: int
+    flops: int
+    linear: bool
+    depths: tuple[tuple[int, int], ...]  # (text layers, vision layers) of each traced model
+    per_layer: dict[str, int]  # bytes of train_transient per added layer, per stack
+    seconds: float
+    cached: bool = False
+    traced: tuple[str, ...] = ()
+    modelled: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache
+# ----------------------------------------------------------------------------------------------
+
+TRACE_FIELDS = ("method", "train_llm", "train_projector", "train_vision", "lora_r", "lora_targets", "lora_dropout",
+                "modules_to_save", "quantization", "frozen_fp32", "precision", "optimizer", "attention",
+                "gradient_checkpointing", "seq_len", "decoder_seq_len", "micro_batch", "images_per_sample",
+                "image_tokens", "vision_patches", "engine")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("torch", "transformers", "peft"):
+        try:
+            out.append(f"{name}={version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name}=none")
+    return ",".join(out)
+
+
+def trace_key(setup) -> str:
+    text = Path(setup.model_config).read_text(encoding="utf-8")
+    knobs = {f: _jsonable(getattr(setup, f)) for f in TRACE_FIELDS}
+    raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def _jsonable(value):
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _cache_file(key: str) -> Path:
+    return params.cache_dir() / "trace" / f"{key}.json"
+
+
+def _load(key: str) -> Trace | None:
+    path = _cache_file(key)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        data["depths"] = tuple(tuple(d) for d in data["depths"])
+        for k in ("traced", "modelled", "notes"):
+            data[k] = tuple(data[k])
+        return Trace(**{**data, "cached": True})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # stale or damaged: trace again
+
+
+def _store(key: str, trace: Trace) -> None:
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(trace.to_json()))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache dir: the trace is still returned
+
+
+# ----------------------------------------------------------------------------------------------
+# Public entry points
+# ----------------------------------------------------------------------------------------------
+
+def trace_step(setup, arch=None, *, cache: bool = True, check_linear: bool = True) -> Trace:
+    """Trace one training step of `setup` (see the module docstring). Raises TraceError.
+
+    `check_linear=False` traces two depths instead of three (no linearity check): for sweeps that
+    checked the architecture once."""
+    key = trace_key(setup) + ("" if check_linear else "-2")
+    if cache:
+        hit = _memo.get(key) or _load(key)
+        if hit is not None:
+            _memo[key] = hit
+            return hit
+    arch = arch or params.summary(setup.model_config)
+    result = _trace(setup, arch, check_linear)
+    _memo[key] = result
+    if cache:
+        _store(key, result)
+    return result
+
+
+_memo: dict[str, Trace] = {}
+
+
+def step_flops(setup, arch=None) -> int:
+    """FLOPs of one micro-batch training step (forward + backward, recompute included) from the
+    architecture's linear shapes and attention, without tracing: matmuls 2 x tokens x in x out
+    forward; backward 2x forward for a trained weight (input and weight gradients), 1x for a frozen
+    one that still passes gradients back (LoRA's base), 0 for a frozen weight below every trained one;
+    attention 4 x s^2 x heads x head_dim per sample forward (torch's flop_counter counts the full
+    square, causal or not), 2.5x that backward (flop_counter.py `sdpa_backward_flop_count`: the
+    scores are recomputed, five matmuls); checkpointing adds one forward of the layers."""
+    arch = arch or params.summary(setup.model_config)
+    counts = params.count(arch, setup)
+    b = setup.micro_batch
+    total = 0
+    recompute = 0
+    for name, stack in arch.stacks.items():
+        if name == "vision":
+            if not setup.images_per_sample:
+                continue
+            tokens, seq = b * setup.images_per_sample * setup.vision_patches, setup.vision_patches
+            trains = counts.vision_grad_layers > 0
+            base_grad = counts.vision_full
+        else:
+            seq = setup.decoder_seq_len or setup.seq_len if name == "decoder" else setup.seq_len
+            tokens = b * seq
+            trains = True
+            base_grad = counts.text_trainable
+        mm = sum(lin.in_features * lin.out_features for lin in arch.linears if lin.stack == name and lin.layer >= 0)
+        lora = 0
+        if setup.lora_r and name != "vision" or (name == "vision" and counts.vision_grad_layers and not counts.vision_full):
+            lora = sum(setup.lora_r * (a.in_features + a.in_features) * a.per_layer for a in counts.adapted if a.stack == name) * stack.layers / 2
+        attn = 4 * seq * stack.heads * stack.head_dim * stack.layers  # per token
+        fwd = 2 * tokens * (mm + lora) + attn * tokens
+        if not trains:
+            total += fwd
+            continue
+        bwd = (2 if base_grad else 1) * 2 * tokens * mm + 2 * 2 * tokens * lora + 2.5 * attn * tokens
+        total += fwd + bwd
+        if setup.gradient_checkpointing:
+            recompute += fwd
+    head = 2 * b * (setup.decoder_seq_len or setup.seq_len) * arch.vocab * arch.text.hidden if arch.vocab else 0
+    total += head * (3 if counts.lm_head_trainable else 2)
+    return int(total + recompute)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tracing
+# ----------------------------------------------------------------------------------------------
+
+def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]], int, int]:
+    """The (text layers, vision layers) to trace, and the full depths."""
+    if arch.encoder_decoder:
+        full_text = max((arch.stacks[s].layers for s in ("encoder", "decoder") if s in arch.stacks), default=0)
+    else:
+        full_text = arch.stacks["text"].layers if "text" in arch.stacks else 0
+    full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
+    if full_text <= 4:
+        text = [full_text]
+    else:
+        text = [2, 3, 4] if check_linear else [2, 3]
+    v0 = min(full_vision, 1)
+    plan = [(t, v0) for t in text]
+    if full_vision > 1:
+        plan.append((text[0], 2))
+    return plan, full_text, full_vision
+
+
+def _trace(setup, arch, check_linear: bool = True) -> Trace:
+    import torch
+
+    if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
+        pass  # traced all the same, at full depth below (no stack to extrapolate)
+    started = time.perf_counter()
+    plan, full_text, full_vision = _depth_plan(arch, check_linear)
+    if not full_text:
+        plan = [(0, 0)]
+    notes: list[str] = []
+    runs = {}
+    torch.manual_seed(0)
+    for depth in plan:
+        runs[depth] = _run(setup, arch, depth[0], depth[1], notes)
+    t0, v0 = plan[0]
+    base = runs[plan[0]]
+    text_depths = [d for d in plan if d[1] == v0]
+    linear = True
+    per_layer: dict[str, int] = {}
+
+    def slope(key, a, b, layers_a, layers_b):
+        return (runs[b][key] - runs[a][key]) / (layers_b - layers_a) if layers_b != layers_a else 0.0
+
+    keys = ("train_transient", "step_transient", "peak", "flops", *[f"cat:{c}" for c in CATEGORIES])
+    result = {k: float(base[k]) for k in keys}
+    if len(text_depths) >= 2:
+        lo, hi = text_depths[0], text_depths[-1]
+        for k in keys:
+            result[k] += slope(k, lo, hi, lo[0], hi[0]) * (full_text - lo[0])
+        per_layer["text"] = int(slope("train_transient", lo, hi, lo[0], hi[0]))
+        if len(text_depths) == 3:
+            mid = text_depths[1]
+            for k in ("train_transient", "peak"):
+                expected = runs[lo][k] + slope(k, lo, hi, lo[0], hi[0]) * (mid[0] - lo[0])
+                span = abs(runs[hi][k] - runs[lo][k]) or 1.0
+                if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
+                    linear = False
+            if not linear:
+                notes.append(f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
+                             f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate")
+    vision_depths = [d for d in plan if d[0] == t0 and d[1] != v0]
+    if vision_depths:
+        hi = vision_depths[0]
+        for k in keys:
+            result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
+        per_layer["vision"] = int(slope("train_transient", plan[0], hi, v0, hi[1]))
+    traced = ["activations", "logits and loss", "backward temporaries"]
+    if setup.images_per_sample and "vision" in arch.stacks and base.get("vision_traced"):
+        traced.append("vision tower")
+    modelled = ["model states (ZeRO / FSDP sharding)", "CUDA context", "allocator reserve"]
+    if setup.quantization:
+        modelled.append("quantized base (traced as its 16-bit layout; dequantized weight added analytically)")
+    if setup.liger:
+        modelled.append("Liger kernels (Triton; the trace runs the unpatched model)")
+    if setup.images_per_sample and "vision" in arch.stacks and not base.get("vision_traced"):
+        modelled.append("vision tower (its image features could not be traced)")
+    notes.extend(base.get("notes", []))
+    return Trace(
+        peak_bytes=int(result["peak"]),
+        by_category={c: int(result[f"cat:{c}"]) for c in CATEGORIES if result[f"cat:{c}"]},
+        train_transient=int(result["train_transient"]),
+        step_transient=int(max(result["step_transient"], 0)),
+        flops=int(result["flops"]),
+        linear=linear,
+        depths=tuple(plan),
+        per_layer=per_layer,
+        seconds=round(time.perf_counter() - started, 3),
+        traced=tuple(traced),
+        modelled=tuple(modelled),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _config_at_depth(arch, setup, text_layers: int, vision_layers: int):
+    cfg_dict = params.read_config(setup.model_config)
+    config = params.config_object(cfg_dict)
+    subs = {id(config): config}
+    text_cfg = config.get_text_config()
+    for name in ("text_config", "decoder", "encoder", "llm_config"):
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            subs[id(sub)] = sub
+    subs[id(text_cfg)] = text_cfg
+    vision_cfg = getattr(config, "vision_config", None)
+    full_text = max((arch.stacks[s].layers for s in ("text", "encoder", "decoder") if s in arch.stacks), default=0)
+    full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
+    for sub in subs.values():
+        if sub is vision_cfg:
+            continue
+        _set_depth(sub, full_text, text_layers)
+    if vision_cfg is not None and full_vision:
+        _set_depth(vision_cfg, full_vision, vision_layers)
+    config.use_cache = False
+    if hasattr(text_cfg, "use_cache"):
+        text_cfg.use_cache = False
+    return cfg_dict, config
+
+
+def _set_depth(cfg, full: int, depth: int) -> None:
+    for key in LAYER_KEYS:
+        try:
+            value = getattr(cfg, key, None)
+        except Exception:  # noqa: BLE001 - per-layer configs
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value == full:
+            setattr(cfg, key, depth)
+    for key, value in list(vars(cfg).items()):
+        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",):
+            setattr(cfg, key, value[:depth])
+
+
+def _dtypes(setup):
+    """(dtype of trained weights, dtype of frozen weights, autocast dtype or None)."""
+    import torch
+
+    half = torch.float16 if setup.precision == "fp16" else torch.bfloat16
+    if setup.precision == "fp32":
+        return torch.float32, torch.float32, None
+    if setup.precision == "bf16-true" or setup.engine == "deepspeed":
+        return half, half, None  # DeepSpeed's bf16 / fp16 engine casts the module; no autocast
+    frozen = torch.float32 if setup.frozen_fp32 else half
+    return torch.float32, frozen, half  # AMP: fp32 master weights, CUDA autocast
+
+
+def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) -> dict[str, Any]:
+    """Build the model at this depth under fake tensors and run one step under MemTracker."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
+    attention = "eager" if setup.attention == "eager" else "sdpa"
+    try:
+        config._attn_implementation = attention
+    except Exception:  # noqa: BLE001
+        pass
+    train_dtype, frozen_dtype, autocast = _dtypes(setup)
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    out: dict[str, Any] = {"notes": []}
+    try:
+        with fake, _quiet(), _small_constants(), contextlib.ExitStack() as stack:
+            model = _build(config, train_dtype)
+            model.train()
+            _apply_training(model, setup, arch, train_dtype, frozen_dtype)
+            amp = _CudaAutocast(autocast)
+            if setup.gradient_checkpointing:
+                # transformers 5.23 TrainingArguments: non-reentrant checkpointing
+                kwargs = {"use_reentrant": False}
+                if autocast is not None:
+                    kwargs["context_fn"] = lambda: (contextlib.nullcontext(), amp.recompute_context())
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+            trainable = [p for p in model.parameters() if p.requires_grad]
+            optimizer = _optimizer(setup, trainable)
+            if optimizer is not None:  # steady state: the optimizer states exist from the previous step
+                for p in trainable:
+                    p.grad = torch.zeros_like(p)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
+            batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
+            stack.enter_context(_real_vision_geometry())
+            out["vision_traced"] = vision is not None
+            tracker = _Tracker()
+            tracker.track_external(optimizer)
+            tracker.track_model(model)
+            import gc
+
+            gc.collect()
+            with tracker:
+                with _cuda_sdpa(unpadded=setup.attention == "flash"):
+                    with amp:  # HF Trainer: autocast around the forward and the loss only
+                        loss = _forward(model, batch, vision, setup)
+                    tracker.mark("backward")
+                    loss.backward()
+                tracker.mark("step")
+                if optimizer is not None:
+                    optimizer.step()
+                tracker.mark("done")
+            out["flops"] = tracker.flops
+    except TraceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
+        if os.environ.get("VRAMFIT_TRACE_DEBUG"): raise
+        raise TraceError(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+    snap = tracker.peak_snap
+    out["peak"] = tracker.peak
+    for c in CATEGORIES:
+        out[f"cat:{c}"] = snap.get(c, 0)
+    out["train_transient"] = tracker.train_transient
+    out["step_transient"] = tracker.step_transient
+    return out
+
+
+@contextlib.contextmanager
+def _small_constants(limit: int = 1 << 20):
+    """Small tensors written as literals (`torch.tensor(...)`: an image grid, a position table) stay
+    real values inside the fake mode, so model code that reads them (Qwen2-VL's `grid_thw.tolist()`)
+    runs; fake_tensor.py keeps such constants only up to CONSTANT_NUMEL_LIMIT elements (1)."""
+    from torch._subclasses import fake_tensor
+
+    previous = fake_tensor.CONSTANT_NUMEL_LIMIT
+    fake_tensor.CONSTANT_NUMEL_LIMIT = limit
+    try:
+        yield
+    finally:
+        fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+@contextlib.contextmanager
+def _real_vision_geometry():
+    """transformers' vision_utils helpers compute index tables from the image grid (window index,
+    position ids, cu_seqlens: `index[index != -100]`, `.tolist()`): shapes that depend on values.
+    They read nothing but the grid, a small literal the fake mode keeps as a constant, so they run
+    here on real tensors and hand their small index tables to the traced model."""
+    import sys
+
+    import torch
+    from torch._guards import active_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch.utils._pytree import tree_map
+    from transformers import vision_utils
+
+    helpers = {name: fn for name, fn in vars(vision_utils).items() if name.startswith("get_vision_") and callable(fn)}
+
+    def real(x):
+        if isinstance(x, FakeTensor):
+            if x.constant is None:
+                raise TraceError("an image-geometry helper reads a tensor that is not a constant under fake tensors")
+            return x.constant
+        return x
+
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            mode = active_fake_mode()
+            with unset_fake_temporarily():
+                out = fn(*tree_map(real, args), **tree_map(real, kwargs))
+            if mode is None:
+                return out
+            # back as fake tensors that keep their values, so code that reads them (`.tolist()`) runs
+            convert = mode.fake_tensor_converter.from_real_tensor
+            return tree_map(lambda t: convert(mode, t, make_constant=True) if isinstance(t, torch.Tensor) else t, out)
+        return inner
+
+    patched = []
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("transformers."):
+            continue
+        for name, fn in helpers.items():
+            if getattr(module, name, None) is fn:
+                patched.append((module, name, fn))
+                setattr(module, name, wrap(fn))
+    try:
+        yield
+    finally:
+        for module, name, fn in patched:
+            setattr(module, name, fn)
+
+
+@contextlib.contextmanager
+def _quiet():
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+@contextlib.contextmanager
+def _valueless_init():
+    """Weight initialisers whose code reads values (torch.nn.init.trunc_normal_ resamples until
+    `mask.any()` is false) cannot run on fake tensors; the trace needs no values, so they do nothing."""
+    import torch
+    from transformers import initialization
+
+    saved = torch.nn.init.trunc_normal_
+    table = getattr(initialization, "TORCH_INIT_FUNCTIONS", {})
+    saved_table = table.get("trunc_normal_")
+    noop = lambda tensor, *args, **kwargs: tensor  # noqa: E731
+    torch.nn.init.trunc_normal_ = noop
+    if saved_table is not None:
+        table["trunc_normal_"] = noop
+    try:
+        yield
+    finally:
+        torch.nn.init.trunc_normal_ = saved
+        if saved_table is not None:
+            table["trunc_normal_"] = saved_table
+
+
+def _build(config, dtype):
+    with _valueless_init():
+        return _build_model(config, dtype)
+
+
+def _build_model(config, dtype):
+    import torch
+
+    errors = []
+    for auto in params.auto_classes(config):
+        try:
+            model = auto.from_config(config, dtype=dtype)
+            return model
+        except ValueError as exc:
+            if "attention implementation" not in str(exc) or config._attn_implementation == "eager":
+                errors.append(f"{auto.__name__}: ValueError: {str(exc)[:160]}")
+                continue
+            # a model without SDPA support (BLOOM): transformers runs it eager, so does the trace
+            config._attn_implementation = "eager"
+            try:
+                return auto.from_config(config, dtype=dtype)
+            except Exception as again:  # noqa: BLE001
+                errors.append(f"{auto.__name__}: {type(again).__name__}: {str(again)[:160]}")
+        except Exception as exc:  # noqa: BLE001
+            if os.environ.get("VRAMFIT_TRACE_DEBUG"):
+                raise
+            errors.append(f"{auto.__name__}: {type(exc).__name__}: {str(exc)[:160]}")
+    del torch
+    raise TraceError("no auto class builds it under fake tensors (" + "; ".join(errors) + ")")
+
+
+def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
+    """requires_grad and dtypes as the setup trains them; LoRA through PEFT."""
+    heads = {n for n, m in model.named_modules() if m is _safe(model.get_output_embeddings)}
+    embeds = {n for n, m in model.named_modules() if m is _safe(model.get_input_embeddings)}
+    vision_from = params._vision_from(arch, setup.train_vision)
+    for name, p in model.named_parameters():
+        group = params._group(name, heads, embeds)
+        if group == "vision":
+            stack, _, idx = params._stack_of(name, group)
+            trains = vision_from is not None and (vision_from == 0 or idx >= vision_from)
+        elif group == "projector":
+            trains = setup.train_projector
+        else:
+            trains = setup.train_llm and not setup.lora
+        p.requires_grad_(trains)
+    if setup.lora:
+        from peft import LoraConfig, get_peft_model
+
+        targets = setup.lora_targets or "all-linear"
+        targets = list(targets) if isinstance(targets, (list, tuple)) else targets
+        keep = {n for n, p in model.named_parameters() if p.requires_grad}
+        lora = LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=setup.lora_dropout,
+                          target_modules=targets, modules_to_save=list(setup.modules_to_save) or None)
+        # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's
+        # device and dtype (tuners_utils `_move_adapter_to_device_of_base_layer`), a parameter swap
+        # fake tensors refuse (Module._apply swaps FakeTensor parameters). Built in the base layer's
+        # dtype on the one (CPU) device, there is nothing to move.
+        import torch
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        default = torch.get_default_dtype()
+        move, to = BaseTunerLayer._move_adapter_to_device_of_base_layer, torch.nn.Module.to
+        torch.set_default_dtype(frozen_dtype)
+        BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
+        torch.nn.Module.to = lambda self, *a, **k: self  # LoraModel._replace_module: `.to(weight.device)`
+        try:
+            peft_model = get_peft_model(model, lora)
+        finally:
+            torch.set_default_dtype(default)
+            BaseTunerLayer._move_adapter_to_device_of_base_layer, torch.nn.Module.to = move, to
+        for name, p in peft_model.base_model.model.named_parameters():
+            if name in keep:
+                p.requires_grad_(True)
+        model.__dict__["_vramfit_peft"] = peft_model
+    for p in model.parameters():
+        want = train_dtype if p.requires_grad else frozen_dtype
+        if p.dtype.is_floating_point and p.dtype != want:
+            p.data = p.data.to(want)
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _optimizer(setup, trainable):
+    import torch
+
+    if not trainable:
+        return None
+    name = setup.optimizer.lower()
+    if name.startswith("sgd"):
+        return torch.optim.SGD(trainable, lr=1e-4)
+    if "8bit" in name or "paged" in name or "bnb" in name:
+        return None  # bitsandbytes states: modelled (states.py)
+    return torch.optim.AdamW(trainable, lr=1e-4, fused="fused" in name or None, foreach=None if "fused" in name else True)
+
+
+def _inputs(model, config, setup, arch, pixel_dtype):
+    """Token ids / labels of the setup's length and micro-batch; pixel inputs of its image geometry."""
+    import torch
+
+    b = setup.micro_batch
+    seq = setup.seq_len
+    vocab = max(2, min(arch.vocab or 2, 1000))
+    ids = torch.randint(0, vocab, (b, seq))
+    batch: dict[str, Any] = {"input_ids": ids, "labels": ids.clone()}
+    if arch.encoder_decoder:  # decoder inputs given: some configs lack decoder_start_token_id
+        dec = setup.decoder_seq_len or seq
+        batch["labels"] = torch.randint(0, vocab, (b, dec))
+        batch["decoder_input_ids"] = torch.randint(0, vocab, (b, dec))
+    vision = None
+    if setup.images_per_sample and "vision" in arch.stacks:
+        vision = _vision_inputs(model, config, setup, arch, pixel_dtype)
+    return batch, vision
+
+
+def _vision_inputs(model, config, setup, arch, dtype):
+    """Pixel inputs for `get_image_features`, per family; None when the family is not known."""
+    import torch
+
+    vc = config.vision_config
+    n = setup.micro_batch * setup.images_per_sample
+    channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or getattr(vc, "in_chans", None) or 3
+    patch = params._first_int(getattr(vc, "patch_size", None), 14)
+    if getattr(vc, "temporal_patch_size", None):  # Qwen2-VL family: flattened patches + grid
+        t = vc.temporal_patch_size
+        merge = getattr(vc, "spatial_merge_size", 2) or 2
+        per_image = setup.vision_patches
+        side = max(merge, int(round(per_image ** 0.5)) // merge * merge)
+        grid = torch.tensor([[1, side, side]] * n)
+        pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
+        return {"pixel_values": pixels, "image_grid_thw": grid}
+    # the tower's own input size; crops / slices (DocOwl, MiniCPM-V) are that many more images
+    size = params._first_int(getattr(vc, "image_size", None), 224)
+    per_crop = (size // patch) ** 2
+    crops = max(1, round(setup.vision_patches / per_crop)) if setup.vision_patches else 1
+    pixels = torch.randn(n * crops, channels, size, size, dtype=dtype)
+    return {"pixel_values": pixels}
+
+
+def _forward(model, batch, vision, setup):
+    import torch
+
+    peft = model.__dict__.get("_vramfit_peft")
+    runner = peft if peft is not None else model
+    if vision is None:
+        return runner(**batch).loss
+    try:
+        features = model.get_image_features(**vision)
+    except ValueError as exc:  # Idefics3 / SmolVLM take [batch, images, channels, height, width]
+        if "unpack" not in str(exc) or vision["pixel_values"].dim() != 4:
+            raise
+        features = model.get_image_features(**{**vision, "pixel_values": vision["pixel_values"].unsqueeze(1)})
+    if hasattr(features, "pooler_output") and not isinstance(features, torch.Tensor):
+        features = features.pooler_output
+    if isinstance(features, (list, tuple)):
+        features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
+    features = features.reshape(-1, features.shape[-1])
+    embeds = model.get_input_embeddings()(batch["input_ids"])
+    count = min(features.shape[0], embeds.shape[0] * embeds.shape[1])
+    mask = torch.zeros(embeds.shape[:2], dtype=torch.bool)
+    mask.view(-1)[:count] = True
+    merged = embeds.masked_scatter(mask.unsqueeze(-1).expand_as(embeds), features[:count].to(embeds.dtype))
+    return runner(inputs_embeds=merged, labels=batch["labels"]).loss
+
+
+# ----------------------------------------------------------------------------------------------
+# What a CUDA run keeps
+# ----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _cuda_sdpa(unpadded: bool = False):
+    """Route F.scaled_dot_product_attention to the kernel CUDA would pick (module docstring).
+
+    `unpadded`: the batch has no padding, as flash_attention_2 sees it (it unpads). transformers
+    then drops the mask and passes `is_causal` (masking_utils `_ignore_causal_mask_sdpa`), a check
+    that reads the mask's values and so is skipped for fake tensors; it is answered here as a GPU
+    run without padding answers it (and there is one sequence per row: no packed-sequence search).
+    Otherwise the mask stays, as in a padded batch."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import masking_utils
+
+    original = F.scaled_dot_product_attention
+    saved = {name: getattr(masking_utils, name) for name in ("_ignore_causal_mask_sdpa", "find_packed_sequence_indices")}
+    ignore = saved["_ignore_causal_mask_sdpa"]
+
+    def ignore_unpadded(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size=None):
+        # what `_ignore_causal_mask_sdpa` answers on a GPU for a batch without padding
+        if padding_mask is None and (q_length == 1 or kv_length == q_length) and (
+                local_attention_size is None or kv_length < local_attention_size):
+            return True
+        return ignore(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size)
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        backend = cuda_backend(query, key, value, attn_mask, dropout_p, enable_gqa)
+        if backend == "flash":  # FlashAttention-2 takes fewer key/value heads as they are
+            return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
+                                                                      False, scale=scale)[0]
+        if backend == "efficient":
+            return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, True, dropout_p,
+                                                                          is_causal, scale=scale)[0]
+        if enable_gqa and key.shape[-3] != query.shape[-3]:
+            rep = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
+        return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                                 scale=scale)[0]
+
+    dropout = F.dropout
+
+    def cuda_dropout(input, p=0.5, training=True, inplace=False):
+        # aten/src/ATen/native/Dropout.cpp `dropout`: CUDA takes the fused kernel (native_dropout,
+        # a bool mask kept for backward); the CPU multiplies by a noise tensor of the input's dtype
+        # (`_dropout_impl`), a mask twice the size in 16 bits.
+        if training and 0 < p < 1 and input.is_floating_point():
+            return torch.native_dropout(input, p, True)[0]
+        return dropout(input, p, training, inplace)
+
+    F.scaled_dot_product_attention = sdpa
+    F.dropout = cuda_dropout
+    if unpadded:
+        masking_utils._ignore_causal_mask_sdpa = ignore_unpadded
+        masking_utils.find_packed_sequence_indices = lambda position_ids: None  # one sequence per row
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+        F.dropout = dropout
+        for name, fn in saved.items():
+            setattr(masking_utils, name, fn)
+
+
+def cuda_backend(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False) -> str:
+    """torch 2.13 sdp_utils.cpp `select_sdp_backend` on an sm80+ GPU, default priority
+    (flash, efficient, math): flash needs 16-bit q/k/v, no explicit mask and head_dim <= 256, a
+    multiple of 8; memory-efficient needs head_dim a multiple of 8 (4 in fp32), takes masks, and
+    not grouped key/value heads (`check_grouped_query_attention` admits flash and math only)."""
+    import torch
+
+    head_dim = query.shape[-1]
+    sixteen = query.dtype in (torch.float16, torch.bfloat16)
+    if sixteen and attn_mask is None and head_dim <= 256 and head_dim % 8 == 0 and value.shape[-1] == head_dim:
+        return "flash"
+    gqa = enable_gqa and key.shape[-3] != query.shape[-3]
+    if not gqa and head_dim % (8 if sixteen else 4) == 0 and value.shape[-1] % (8 if sixteen else 4) == 0:
+        return "efficient"
+    return "math"
+
+
+# torch 2.13 aten/src/ATen/autocast_mode.cpp, CUDA: ops cast to the lower precision, and ops that
+# run in fp32 (outputs fp32) under autocast. Only the ones transformers' training code calls are
+# listed; the CPU lists differ (no layer_norm / softmax / log_softmax / group_norm in its fp32 list).
+CUDA_LOWER = ("linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "conv1d", "conv2d", "conv3d",
+              "einsum", "scaled_dot_product_attention", "prelu")
+CUDA_FP32 = ("layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss",
+             "binary_cross_entropy_with_logits", "kl_div", "l1_loss", "smooth_l1_loss", "cosine_similarity",
+             "norm", "logsumexp", "exp", "log", "pow", "rsqrt", "reciprocal", "cumsum", "sum", "prod")
+
+
+class _CudaAutocast:
+    """CUDA autocast on CPU fake tensors, as a TorchFunctionMode (above autograd, as autocast is):
+    lower-precision ops get their floating inputs cast to the autocast dtype (casts of leaf
+    weights cached for the step, as autocast caches them), fp32 ops get fp32 inputs."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.mode = None
+
+    def __enter__(self):
+        if self.dtype is None:
+            return self
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        lower_names, fp32_names, dtype = set(CUDA_LOWER), set(CUDA_FP32), self.dtype
+
+        def name_of(func):
+            return getattr(func, "__name__", "").lstrip("_")
+
+        def cast(x, to, cache):
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != to and x.dtype != torch.float64:
+                # autocast_mode.cpp `cached_cast`: casts of leaf tensors that require grad (the
+                # weights) are cached until the autocast region exits
+                if to != torch.float32 and x.is_leaf and x.requires_grad:
+                    hit = cache.get(id(x))
+                    if hit is None or hit[1] is not x:
+                        hit = cache[id(x)] = (x.to(to), x)
+                    return hit[0]
+                return x.to(to)
+            if isinstance(x, (list, tuple)):
+                return type(x)(cast(v, to, cache) for v in x)
+            return x
+
+        class Mode(TorchFunctionMode):
+            def __init__(self):
+                super().__init__()
+                self.cache: dict[int, Any] = {}
+
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = name_of(func)
+                if name in lower_names:
+                    args = cast(args, dtype, self.cache)
+                    kwargs = {k: cast(v, dtype, self.cache) for k, v in kwargs.items()}
+                elif name in fp32_names:
+                    if not (name in ("sum", "prod", "cumsum") and kwargs.get("dtype") is not None):
+                        args = cast(args, torch.float32, self.cache)
+                return func(*args, **kwargs)
+
+            def __exit__(self, *exc):
+                self.cache.clear()
+                return super().__exit__(*exc)
+
+        self._mode_class = Mode
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def recompute_context(self):
+        """The same autocast for a checkpointed layer's recomputation in backward, as
+        torch.utils.checkpoint re-enters torch.autocast (passed as its `context_fn`)."""
+        if self.dtype is None or self.mode is None:
+            return contextlib.nullcontext()
+        return self._mode_class()
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# The tracker
+# ----------------------------------------------------------------------------------------------
+
+class _Tracker:
+    """MemTracker's storage accounting (every storage an op creates, by category, freed when its
+    last reference goes), recording per op the total and the transient (activations +
+    temporaries). The phase (forward / backward / optimizer step) is set by the caller instead of
+    MemTracker's ModTracker: ModTracker's backward hooks (`register_multi_grad_hook`) close over the
+    graph nodes they hook, a reference cycle that keeps dead graph branches and their saved tensors
+    alive until Python's garbage collector runs - memory a real run frees at once."""
+
+    def __new__(cls):
+        from functools import partial
+
+        import torch
+        from torch._guards import active_fake_mode
+        from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_map_only
+        from torch.utils.flop_counter import flop_registry
+
+        class Tracker(MemTracker):
+            def track_model(self, model):
+                self._track_module_params_and_buffers(model, install_grad_hooks=False)
+                for param in model.parameters():  # gradients, as MemTracker hooks them, trained weights only
+                    if param.requires_grad and self._param_to_grad_hook_handles.get(param) is None:
+                        hook = partial(self._update_and_maybe_create_winfos, reftype=_MemRefType.GRAD)
+                        self._param_to_grad_hook_handles[param] = (
+                            param.register_hook(lambda g, hook=hook: (hook(g), None)[1]),
+                            param.register_post_accumulate_grad_hook(lambda q, hook=hook: (hook(q.grad), None)[1]))
+
+            def __enter__(self):
+                self._fake_mode_on_entry = active_fake_mode()
+                self._register_global_optimizer_hook()
+                self._track_resize()
+                TorchDispatchMode.__enter__(self)
+                return self
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                res = func(*args, **kwargs)
+                count = flop_registry.get(func._overloadpacket)
+                if count is not None and self.phase in ("forward", "backward"):
+                    self.flops += count(*args, **kwargs, out_val=res)
+                if self._in_opt:
+                    reftype = _MemRefType.OPT
+                elif self.phase == "backward":
+                    reftype = _MemRefType.TEMP
+                else:
+                    reftype = _MemRefType.ACT
+                tree_map_only(torch.Tensor, partial(self._track, reftype), res)
+                self._update_peak_stats(None)
+                return res
+
+            def __init__(self):
+                super().__init__()
+                self.peak = 0
+                self.flops = 0
+                self.peak_snap: dict[str, int] = {}
+                self.phase = "forward"
+                self.train_transient = 0
+                self.step_peak = 0
+                self.step_transient = 0
+                self._opt_base = 0
+
+            def mark(self, phase):
+                snap = self._snap()
+                if phase == "step":
+                    self._opt_base = snap.get("Activation", 0) + snap.get("Temp", 0)
+                self.phase = phase
+
+            def _snap(self):
+                merged: dict[str, int] = {}
+                for dev_snap in self._curr_mem_snap.values():
+                    for k, v in dev_snap.items():
+                        merged[str(getattr(k, "value", k))] = merged.get(str(getattr(k, "value", k)), 0) + v
+                return merged
+
+            def _update_peak_stats(self, peak_state):
+                snap = self._snap()
+                total = snap.get("Total", 0)
+                if total > self.peak:
+                    self.peak, self.peak_snap = total, snap
+                if self.phase in ("forward", "backward"):
+                    transient = snap.get("Activation", 0) + snap.get("Temp", 0)
+                    self.train_transient = max(self.train_transient, transient)
+                elif self.phase == "step":
+                    live = snap.get("Optstate", 0) + snap.get("Activation", 0) + snap.get("Temp", 0)
+                    self.step_peak = max(self.step_peak, live)
+
+            def __exit__(self, *args):
+                self._deregister_param_and_optimizer_hooks()
+                self._restore_resize()
+                TorchDispatchMode.__exit__(self, *args)
+                final = self._snap()
+                states = final.get("Optstate", 0)
+                self.step_transient = max(0, self.step_peak - states - self._opt_base)
+
+        return Tracker()
+
+
+# ----------------------------------------------------------------------------------------------
+# For the plan
+# ----------------------------------------------------------------------------------------------
+
+def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | None, list[str], list[str]]:
+    """(train-phase activation terms or None for the analytic ones, notes, what could not be computed).
+
+    Traced when `wanted` (plan --trace) or when the analytic model cannot build the architecture
+    (`Arch.analytic_gap`). Model states, the CUDA context and the allocator reserve stay analytic."""
+    from vramfit.planner.states import dequantized_bytes
+    from vramfit.planner.training import liger_active
+
+    gap = arch.analytic_gap
+    notes = [f"architecture: {n}" for n in arch.notes]
+    if not wanted and gap is None:
+        return None, notes, []
+    why = f"{gap}: " if gap else ""
+    if setup.method == "grpo":
+        return _fallback(gap, notes, f"{why}GRPO's generation loop and fused log-prob head cannot run under fake tensors", arch)
+    if liger_active(setup, arch):
+        return _fallback(gap, notes, f"{why}Liger's Triton kernels cannot run under fake tensors", arch)
+    try:
+        t = trace_step(setup, arch)
+    except TraceError as exc:
+        return _fallback(gap, notes, f"{why}the trace failed ({exc})", arch)
+    extra = dequantized_bytes(setup, counts)
+    depths = ", ".join(f"{d[0]}" + (f"+{d[1]} vision" if d[1] else "") for d in t.depths)
+    notes.append(f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
+                 f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
+                 f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}")
+    notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
+    if gap:
+        notes.append(f"analytic model: {gap}; the trace stands in for it")
+    notes.extend(f"trace: {n}" for n in t.notes)
+    return {"activations": float(t.train_transient + extra), "vision_activations": 0.0, "logits": 0.0}, notes, []
+
+
+def _fallback(gap, notes, why, arch=None):
+    if gap is None:
+        return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
+    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (
+        arch is not None and "text" in arch.stacks)
+    if text_ok:
+        return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
+    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"],
+            [f"activations ({why})"])
