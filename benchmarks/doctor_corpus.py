@@ -45,7 +45,9 @@ def fix_right(expected, got: set[str] | None) -> bool:
     wanted = set(expected)
     if "host_ram_knob" in wanted:
         wanted |= HOST_RAM_KNOBS
-    strip = lambda keys: {key.lstrip("-") for key in keys}  # a launcher flag and its config name are one knob
+    def strip(keys):  # a launcher flag and its config name are one knob
+        return {key.lstrip("-") for key in keys}
+
     return bool(strip(wanted) & strip(got))
 
 

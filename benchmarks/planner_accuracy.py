@@ -201,7 +201,7 @@ def main() -> int:
     print(f"{'row':<14} {'model':<26} {'metric':<10} {'measured':>9} {'planner':>8} {'err':>7} {'deepspeed':>9} {'err':>7}  verdicts (planner/ds)")
     ours, theirs, exact = [], [], []
     verdict_ok = ds_verdict_ok = 0
-    for row, predicted, fits, ds, ds_fits, phase in table:
+    for row, predicted, fits, ds, ds_fits, _phase in table:
         measured = row["measured_gib"]
         expect_fit = measured is not None
         verdict_ok += fits == expect_fit

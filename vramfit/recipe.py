@@ -311,7 +311,7 @@ def load(path: Path, overrides: list[str] = (), training_fields=None) -> Recipe:
 
             training_fields = argument_names(data.get("method"))
         problems.extend(apply_overrides(data, list(overrides), training_fields, str(path)))
-    for key, value in _nul_strings(data):
+    for key, _value in _nul_strings(data):
         problems.add(str(path), key, "contains a NUL byte, which no path or argument can carry", "remove it.")
     if problems:
         raise ConfigError(problems)

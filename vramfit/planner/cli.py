@@ -9,6 +9,7 @@ input, 3 answered but part of it could not be computed (named on stderr). Nothin
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 

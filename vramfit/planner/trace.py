@@ -440,7 +440,8 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     except TraceError:
         raise
     except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
-        if os.environ.get("VRAMFIT_TRACE_DEBUG"): raise
+        if os.environ.get("VRAMFIT_TRACE_DEBUG"):
+            raise
         raise TraceError(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
     snap = tracker.peak_snap
     out["peak"] = tracker.peak
