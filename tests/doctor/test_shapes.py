@@ -146,3 +146,23 @@ def test_request_sized_as_the_logits(tmp_path):
     assert settings.micro_batch(500 / 1024) is None  # 2 rows in bf16 or 1 in fp32: ambiguous
     assert settings.micro_batch(0.31) is None  # no row count fits
     assert Settings().micro_batch(250 / 1024) is None  # sequence and vocabulary not in the log
+
+
+def test_request_sized_as_the_logits_end_to_end(tmp_path):
+    lines = [
+        "  --max_seq_length 4096 \\",
+        '  "vocab_size": 32000,',
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/site-packages/transformers/loss/loss_utils.py", line 36, in fixed_cross_entropy',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of 23.55 GiB "
+        "of which 120.00 MiB is free. Of the allocated memory 22.10 GiB is allocated by PyTorch, and 100.00 MiB "
+        "is reserved by PyTorch but unallocated.",
+    ]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines).format("250.00 MiB") + "\n")
+    d = diagnose(path)
+    assert d.settings["micro_batch_from_shapes"] == 1 and batch_fixes(d) == []
+    assert "250.00 MiB request is exactly 1 x 4096 x 32000 x 2 bytes" in d.settings["micro_batch_evidence"]
+    path.write_text("\n".join(lines).format("500.00 MiB") + "\n")  # 2 rows in bf16 or 1 in fp32
+    d = diagnose(path)
+    assert "micro_batch_from_shapes" not in d.settings and batch_fixes(d)

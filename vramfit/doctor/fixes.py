@@ -181,7 +181,8 @@ def _true_capacity(c: Context) -> list[dict]:
     else:
         seen = _evidence(c)
         where = "inside the vision encoder" if "vision" in seen else ""
-        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", 1) <= 1:
+        shown = c.s.get("micro_batch_from_shapes", 1) if c.training_shapes() else 1
+        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", shown) <= 1:
             seen.add("vision")  # a VLM run at one sample per GPU: image tokens are what is left to cut
             where = where or f"in a VLM run at one sample per GPU with max_pixels={c.s['max_pixels']}"
         if "vision" in seen:

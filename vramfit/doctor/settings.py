@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from vramfit.doctor.units import gib
+
 # canonical name -> (type, spellings seen in logs: CLI flags, dataclass reprs, YAML, banners)
 KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "per_device_train_batch_size": ("int", ("per_device_train_batch_size", "micro_batch_size",
@@ -147,7 +149,7 @@ class Settings:
         if len(fits) != 1:  # 2 rows in bf16 or 1 in fp32 look the same: say nothing
             return None
         count, width = fits[0]
-        return count, None, (f"the {requested_gib:.2f} GiB request is exactly {count} x {seq} x {vocab} x "
+        return count, None, (f"the {gib(requested_gib)} request is exactly {count} x {seq} x {vocab} x "
                              f"{width} bytes (rows x max_seq_length x vocab_size)")
 
     def _offload(self, stream: str, text: str) -> None:
