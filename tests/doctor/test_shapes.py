@@ -166,3 +166,11 @@ def test_request_sized_as_the_logits_end_to_end(tmp_path):
     path.write_text("\n".join(lines).format("500.00 MiB") + "\n")  # 2 rows in bf16 or 1 in fp32
     d = diagnose(path)
     assert "micro_batch_from_shapes" not in d.settings and batch_fixes(d)
+
+
+def test_deepspeed_aio_block_size_is_not_a_sequence():
+    settings = Settings()
+    settings.read(".", '  "aio": {"block_size": 1048576, "queue_depth": 8},')
+    settings.read(".", '  "vocab_size": 32000,')
+    assert "max_seq_length" not in settings.values
+    assert settings.micro_batch(0.125) is None

@@ -35,7 +35,7 @@ KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dataloader_pin_memory": ("bool", ("dataloader_pin_memory",)),
     "zero_stage": ("int", ("zero_stage", "zero_optimization_stage")),
     "vocab_size": ("int", ("vocab_size",)),
-    "max_seq_length": ("int", ("max_seq_length", "max_seq_len", "cutoff_len", "seq_length", "block_size")),
+    "max_seq_length": ("int", ("max_seq_length", "max_seq_len", "cutoff_len", "seq_length")),
 }
 _SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
 _KEYS = "|".join(
