@@ -54,6 +54,8 @@ class Context:
         if per_device is None and self.training_shapes():
             per_device = self.s["micro_batch_from_shapes"]
             shown = f"micro-batch (from {self.s['micro_batch_evidence']})"
+            if "gradient_accumulation_steps" not in self.s:
+                shown += ", accumulation not in the log (1 assumed):"
         if per_device == 1:
             return []
         if per_device is None:
