@@ -39,6 +39,24 @@ def _diagnose(stream: BinaryIO, source: str) -> Diagnosis:
     scan.finish()
     diagnosis, root = classify(scan, source)
     if root is not None:
+        _micro_batch(scan, diagnosis, root)
         diagnosis.fixes = fixes_for(diagnosis, root, scan.settings.world_size(), scan.settings.per_node(),
                                     scan._hint_text)
     return diagnosis
+
+
+def _micro_batch(scan: Scan, diagnosis: Diagnosis, root) -> None:
+    """The micro-batch a CUDA OOM's tensors show (a logits shape, or a request sized exactly as one), kept as
+    `micro_batch_from_shapes` with its evidence; the batch fixes start from it when no setting says the batch."""
+    if diagnosis.kind != "cuda_oom":
+        return
+    halve = any(func == "concatenated_forward" for _, func in root.frames)
+    shown = scan.settings.micro_batch(diagnosis.figures.get("requested_gib"), halve=halve)
+    if shown is None:
+        return
+    count, evidence, how = shown
+    diagnosis.settings["micro_batch_from_shapes"] = count
+    diagnosis.settings["micro_batch_evidence"] = how
+    diagnosis.notes.append(f"Micro-batch {count} read from {how}.")
+    if evidence and all(e["line"] != evidence["line"] for e in diagnosis.evidence):
+        diagnosis.evidence.append(evidence)

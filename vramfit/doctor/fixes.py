@@ -50,6 +50,12 @@ class Context:
         """Lower per-device batch, raise accumulation to keep the global batch."""
         per_device = self.s.get("per_device_train_batch_size")
         accumulation = self.s.get("gradient_accumulation_steps", 1)
+        shown = "per-device batch"
+        if per_device is None and self.training_shapes():
+            per_device = self.s["micro_batch_from_shapes"]
+            shown = f"micro-batch (from {self.s['micro_batch_evidence']})"
+            if "gradient_accumulation_steps" not in self.s:
+                shown += ", accumulation not in the log (1 assumed):"
         if per_device == 1:
             return []
         if per_device is None:
@@ -63,10 +69,16 @@ class Context:
             new_accumulation = accumulation * per_device // new
             fixes.append(_fix("overrides", {"per_device_train_batch_size": new,
                                             "gradient_accumulation_steps": new_accumulation},
-                              f"{reason}; per-device batch {per_device} x accumulation {accumulation} becomes "
+                              f"{reason}; {shown} {per_device} x accumulation {accumulation} becomes "
                               f"{new} x {new_accumulation}: same {per_device * accumulation} samples per rank per "
                               f"step, about {per_device // new}x less activation memory"))
         return fixes
+
+    def training_shapes(self) -> bool:
+        """Whether the micro-batch read from the log's shapes is the training batch: not in evaluation (the
+        eval batch) or generation (the sequences in flight)."""
+        return ("micro_batch_from_shapes" in self.s and self.d.phase not in ("evaluation", "generation")
+                and not self.s.get("num_generations"))
 
     def activations(self) -> list[dict]:
         fixes = []
@@ -171,7 +183,8 @@ def _true_capacity(c: Context) -> list[dict]:
     else:
         seen = _evidence(c)
         where = "inside the vision encoder" if "vision" in seen else ""
-        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", 1) <= 1:
+        shown = c.s.get("micro_batch_from_shapes", 1) if c.training_shapes() else 1
+        if c.s.get("max_pixels") and c.s.get("per_device_train_batch_size", shown) <= 1:
             seen.add("vision")  # a VLM run at one sample per GPU: image tokens are what is left to cut
             where = where or f"in a VLM run at one sample per GPU with max_pixels={c.s['max_pixels']}"
         if "vision" in seen:
@@ -207,10 +220,15 @@ def _evaluation_spike(c: Context) -> list[dict]:
     s, step = c.s, c.d.figures.get("step")
     at = f"OOM at step {step}" if step else "OOM"
     fixes = []
-    if s.get("per_device_eval_batch_size", 2) > 1:
+    eval_batch = s.get("per_device_eval_batch_size")
+    if eval_batch is None and c.d.phase == "evaluation":
+        eval_batch = s.get("micro_batch_from_shapes")
+    if (eval_batch or 2) > 1:
         fixes.append(_fix("overrides", {"per_device_eval_batch_size": 1},
                           f"{at} in evaluation ({c.numbers}): eval batch "
-                          f"{s.get('per_device_eval_batch_size', 'unknown')} -> 1"))
+                          f"{eval_batch or 'unknown'} -> 1"
+                          + ("" if "per_device_eval_batch_size" in s or eval_batch is None
+                             else f" (from {s['micro_batch_evidence']})")))
     fixes.append(_fix("overrides", {"prediction_loss_only": True},
                       f"{at} in evaluation ({c.numbers}): without it the Trainer keeps every eval batch's logits "
                       "(sequence x vocabulary) on the GPU"))

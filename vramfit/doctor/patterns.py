@@ -24,6 +24,7 @@ ANCHOR = re.compile(
     rb"|Tried to allocate|exp_avg|log_softmax|cross_entropy|shared memory|/dev/shm|No available memory|KV cache"
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
     rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
+    rb"|torch\.Size\(\[|shape ?[=:]? ?'?[\[(]|vocab_size|max_seq_len|cutoff_len|seq_length"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")

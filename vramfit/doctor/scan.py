@@ -167,6 +167,7 @@ class Scan:
         stream = self._stream(key)
         if rank is not None and (self.max_rank is None or rank > self.max_rank):
             self.max_rank = rank
+        self.settings.read_shapes(self.lines, text)
         pending, self._pending = self._pending, None
         if pending is not None and key in ("", pending[0]):  # wrapped lines lose the launcher's prefix
             owner = self._streams.get(pending[0], stream)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from vramfit.doctor.units import gib
+
 # canonical name -> (type, spellings seen in logs: CLI flags, dataclass reprs, YAML, banners)
 KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "per_device_train_batch_size": ("int", ("per_device_train_batch_size", "micro_batch_size",
@@ -32,6 +34,8 @@ KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dataloader_num_workers": ("int", ("dataloader_num_workers",)),
     "dataloader_pin_memory": ("bool", ("dataloader_pin_memory",)),
     "zero_stage": ("int", ("zero_stage", "zero_optimization_stage")),
+    "vocab_size": ("int", ("vocab_size",)),
+    "max_seq_length": ("int", ("max_seq_length", "max_seq_len", "cutoff_len", "seq_length")),
 }
 _SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
 _KEYS = "|".join(
@@ -50,6 +54,14 @@ JSON_PIN = re.compile(r"[\"']pin_memory[\"']\s*:\s*(true|false)", re.IGNORECASE)
 JSON_STAGE = re.compile(r"[\"']stage[\"']\s*:\s*(\d)")
 REPR_STAGE = re.compile(r"zero_config\b.*?\bstage=(\d)|deepspeed\W+\S*zero(\d)")  # or a JSON named zero3*
 ZERO3_FILES = ("zero/stage3.py", "partition_parameters.py", "parameter_offload.py", "partitioned_param_coordinator")
+# A tensor's shape as torch prints it, only where the line says it is a shape: torch.Size([4, 4096, 32000]),
+# view's "shape '[4, 4096, 32000]' is invalid", "of shape [..]" / "shape=(..)" in warnings. Bare lists are not read.
+SHAPE = re.compile(r"(?:torch\.Size\(\[|\bshape\s*[=:]?\s*'?[\[(])(\d+(?:,\s*\d+)*)[\])]")
+# Vocabularies of the model families in the logs people paste; a log's own vocab_size is used first.
+VOCABS = frozenset({30522, 32000, 32001, 32002, 32016, 32064, 32128, 32256, 49152, 50257, 50265, 50272, 50280,
+                    50304, 51200, 64000, 65024, 92416, 92544, 100352, 102400, 128256, 151646, 151936, 152064,
+                    163840, 250002, 250112, 256000, 262144})
+MAX_ROWS = 512  # a leading dimension above this is not a micro-batch
 ALLOC_CONF = re.compile(r"PYTORCH_CUDA_ALLOC_CONF\s*[=:]\s*[\"']?([\w:,.]+)")
 
 
@@ -68,6 +80,7 @@ class Settings:
     def __init__(self):
         self.values: dict = {}
         self._section: dict[str, tuple[str, int]] = {}  # per stream: open offload block, lines left
+        self.shapes: list[tuple[int, int, int, int, str]] = []  # logits shapes: (line, rows, seq, vocab, text)
 
     def _set(self, key: str, value) -> None:
         if value is not None:
@@ -91,6 +104,53 @@ class Settings:
             if match:
                 self._set("PYTORCH_CUDA_ALLOC_CONF", match.group(1))
         return len(self.values) > known or stream in self._section
+
+    def read_shapes(self, line: int, text: str) -> None:
+        """Keep each logits-shaped tensor the line prints, [rows, sequence, vocabulary]: three dimensions, the
+        last a vocabulary (the log's vocab_size, or a known model family's), the first a plausible batch
+        shorter than the sequence. Weight shapes ([32000, 4096]) and anything else are left alone."""
+        if "ize" not in text and "shape" not in text or len(self.shapes) >= 8:
+            return
+        for match in SHAPE.finditer(text):
+            dims = [int(d) for d in match.group(1).split(",")]
+            if len(dims) != 3:
+                continue
+            rows, seq, vocab = dims
+            known = self.values.get("vocab_size")
+            if (vocab == known or (known is None and vocab in VOCABS)) and 1 <= rows <= MAX_ROWS and rows < seq < vocab:
+                self.shapes.append((line, rows, seq, vocab, text.strip()[:160]))
+
+    def micro_batch(self, requested_gib: float | None = None, halve: bool = False):
+        """The micro-batch the log's tensors show, with the evidence, or None when they do not say it
+        unambiguously. `halve`: the shape is DPO's chosen+rejected concatenation, two rows per sample.
+        Without a shape, a request sized exactly rows x seq x vocab x (2 or 4 bytes), with the sequence and
+        vocabulary from the log, says it when only one row count fits."""
+        rows = {shape[1] for shape in self.shapes}
+        if len(rows) == 1:
+            line, count, seq, vocab, text = self.shapes[0]
+            if halve:
+                if count % 2:
+                    return None
+                count //= 2
+            return count, {"line": line, "text": text}, f"the logits shape [{self.shapes[0][1]}, {seq}, {vocab}]" + (
+                " (chosen and rejected concatenated)" if halve else "") + f" at line {line}"
+        if rows or not requested_gib or halve:
+            return None
+        seq, vocab = self.values.get("max_seq_length"), self.values.get("vocab_size")
+        if not seq or not vocab or seq > 1 << 20:
+            return None
+        fits = []
+        for width in (2, 4):
+            count = requested_gib * 2**30 / (seq * vocab * width)
+            # the message prints two decimals of GiB (or of MiB below 1 GiB): allow that rounding, nothing more
+            slack = 0.006 * (2**30 if requested_gib >= 1 else 2**20)
+            if round(count) >= 1 and abs(count - round(count)) * seq * vocab * width <= slack:
+                fits.append((round(count), width))
+        if len(fits) != 1:  # 2 rows in bf16 or 1 in fp32 look the same: say nothing
+            return None
+        count, width = fits[0]
+        return count, None, (f"the {gib(requested_gib)} request is exactly {count} x {seq} x {vocab} x "
+                             f"{width} bytes (rows x max_seq_length x vocab_size)")
 
     def _offload(self, stream: str, text: str) -> None:
         for which, device, pin in OFFLOAD_REPR.findall(text):
