@@ -330,7 +330,8 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
                                             steptime.vllm_veto(setup, arch, counts)))
     fitting = _rank(candidates, base_knobs or {})
     result = Result(label or base.label, base, base_knobs or knobs_of(base), pins, global_batch, candidates, fitting, [])
-    result.rejected = rejected(result)
+    if not trace:
+        result.rejected = rejected(result)
     result.notes.append("kept as the base has them (pin to change; fit plans and times them as given): pure bf16 weights and "
                         "optimizer states, activation offloading, packing - they change what is trained or how samples are cut")
     if base.world > 1:
@@ -345,7 +346,7 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
     if trace:
         _confirm_with_trace(result, arch)
         result.ranked = _rank(candidates, base_knobs or {})
-        result.rejected = rejected(result)
+        result.rejected = rejected(result)  # after the re-timing, so the reasons quote the times shown
     result.seconds = time.perf_counter() - start
     return result
 
@@ -434,12 +435,15 @@ def rejected(result: Result) -> list[dict[str, Any]]:
     """For every family value not chosen: why (does not fit, with its lowest peak; or slower)."""
     win = result.winner
     out = []
+    groups: dict[str, dict[Any, list[Candidate]]] = {knob: {} for knob in FAMILIES.values()}
+    for c in result.candidates:  # one pass: every candidate into the group of each of its knob values
+        for knob, by_value in groups.items():
+            if knob in c.knobs:
+                by_value.setdefault(c.knobs[knob], []).append(c)
     for family, knob in FAMILIES.items():
-        values = list(dict.fromkeys(c.knobs.get(knob) for c in result.candidates if knob in c.knobs))
-        for value in values:
+        for value, group in groups[knob].items():
             if win is not None and win.knobs.get(knob) == value:
                 continue
-            group = [c for c in result.candidates if c.knobs.get(knob) == value]
             fitting = [c for c in group if c.fits]
             if knob in result.pins or (knob == "deepspeed" and any(k == "fsdp" or k.startswith("fsdp_config") for k in result.pins)):
                 continue
