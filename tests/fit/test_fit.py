@@ -282,3 +282,20 @@ def test_a_written_fsdp_recipe_plans_as_fsdp(tree, monkeypatch, capsys):
         assert validate(folder / "recipe.yaml", [], plan=True).plan.fits
     else:
         assert result.winner is None and not result.ranked[0].writable and yaml.safe_load(text)["deepspeed"] == "none"
+
+
+def test_a_written_grpo_recipe_keeps_the_pinned_vllm_share_and_validates(tree, capsys):
+    from vramfit.recipe import load
+    from vramfit.validate import validate
+
+    name = "qwen3-8b-grpo-8xh100-vllm"
+    code = main(["fit", str(tree / "recipes" / "qwen3-8b-grpo-8xh100" / "recipe.yaml"), "vllm_gpu_memory_utilization=0.5",
+                 "--write", name])
+    assert code == 0, capsys.readouterr()
+    folder = tree / "recipes" / name
+    training = load(folder / "recipe.yaml").training
+    assert training["use_vllm"] is True and training["vllm_gpu_memory_utilization"] == 0.5
+    assert "vllm_enable_sleep_mode" in training
+    assert validate(folder / "recipe.yaml", [], plan=True).plan.fits
+    line = next(x for x in (folder / "recipe.yaml").read_text().splitlines() if x.strip().startswith("vllm_gpu_memory_utilization:"))
+    assert "pinned by the user" in line
