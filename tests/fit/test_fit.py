@@ -147,5 +147,155 @@ def test_the_winner_is_retimed_with_traced_flops_when_the_trace_exists(capsys, m
     monkeypatch.setitem(sys.modules, "vramfit.planner.trace", types.SimpleNamespace(step_flops=step_flops))
     code, data = fit_json(capsys, "axolotl-llama-3b-8xa100-80g")
     assert code == 0
-    assert data["flops_source"].startswith("trace") and data["winner"]["flops_source"] == "trace"
-    assert any("traced" in n and "+20%" in n for n in data["notes"])
+    assert data["flops_source"].startswith("vramfit.planner.trace.step_flops") and data["winner"]["flops_source"] == "trace"
+    assert any("step_flops" in n and "+20%" in n for n in data["notes"])
+    # every fitting candidate is re-timed with the same ratio, so the table compares like with like
+    assert all(r["flops_source"] in ("trace", "analytic x trace ratio") for r in data["ranked"])
+    steps = [r["step_s"] for r in data["ranked"]]
+    assert all(step <= min(steps[i:]) * 1.0101 for i, step in enumerate(steps))
+
+
+def test_the_output_names_the_flop_source_of_the_real_trace(capsys):
+    code, data = fit_json(capsys, "llama-3.1-8b-full-8xh100")
+    assert code == 0 and data["winner"]["flops_source"] == "trace"
+    assert "step_flops" in data["flops_source"]
+
+
+def test_fsdp_is_a_family_beside_zero_and_wins_or_loses_with_a_reason(capsys):
+    code, data = fit_json(capsys, "llama-3.1-8b-full-8xh100")
+    assert code == 0
+    fsdp_rows = [r for r in data["ranked"] if r["knobs"]["deepspeed"].startswith("fsdp")]
+    assert fsdp_rows, "no FSDP candidate fits Llama-3.1-8B full on 8 x H100"
+    row = fsdp_rows[0]
+    assert row["comm_gb_per_step"] > 0 and row["step_parts_s"]["compute"] > 0
+    if not data["winner"]["knobs"]["deepspeed"].startswith("fsdp"):
+        reasons = {r["value"]: r["reason"] for r in data["rejected"] if r["knob"] == "deepspeed"}
+        assert "fsdp2" in reasons and reasons["fsdp2"].startswith("fits (")
+        off = reasons["fsdp2_offload"]
+        assert off.startswith("fits (") and ("slower" in off or "validator rejects `deepspeed: none`" in off)
+        assert float(off.split("), ")[1].split(" s/step")[0].split(": ")[-1]) > row["step_s"]  # PCIe + host step
+    assert not any("FSDP" in n and "not model" in n for n in data["notes"])
+
+
+def test_fsdp_and_vllm_pins_are_kept(capsys):
+    code, data = fit_json(capsys, "llama-3.1-8b-full-8xh100", "fsdp=full_shard auto_wrap", "fsdp_config.version=2")
+    assert code in (0, 1)
+    assert data["pins"]["fsdp"] == "full_shard auto_wrap"
+    rows = data["ranked"] or data["closest"]
+    assert rows and all(r["knobs"]["deepspeed"] == "fsdp2" for r in rows)
+    assert not any(r["knob"] == "deepspeed" for r in data["rejected"])
+    code, data = fit_json(capsys, "qwen3-8b-grpo-8xh100", "vllm_gpu_memory_utilization=0.5", "vllm_enable_sleep_mode=true",
+                          "deepspeed=fsdp2")
+    assert code in (0, 1)
+    rows = data["ranked"] or data["closest"]
+    for r in rows:
+        k = r["knobs"]
+        assert k["use_vllm"] is True and k["vllm_gpu_memory_utilization"] == 0.5 and k["vllm_enable_sleep_mode"] is True
+        assert k["deepspeed"] == "fsdp2" and r["step_parts_s"]["generation"] > 0
+    assert not any(r["knob"] in ("vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "use_vllm", "deepspeed")
+                   for r in data["rejected"])
+
+
+def test_grpo_searches_the_vllm_share_and_sleep_mode(capsys):
+    from vramfit.fit.cli import build
+    from vramfit.fit.search import search
+
+    import argparse
+
+    args = argparse.Namespace(items=["qwen3-8b-grpo-8xh100"], model_config=None, gpu=None, gpus=None, nodes=None, method=None,
+                              seq_len=None, global_batch_size=None, host_ram_gib=None, write=None, data_format=None)
+    request = build(args)
+    result = search(request.base, request.global_batch, request.pins, request.base_knobs, request.label, trace=False)
+    seen = {(c.knobs["use_vllm"], c.knobs.get("vllm_gpu_memory_utilization"), c.knobs.get("vllm_enable_sleep_mode"))
+            for c in result.candidates}
+    assert {(False, None, None), (True, 0.3, False), (True, 0.5, True), (True, 0.7, False)} <= seen
+    vllm = [c for c in result.candidates if c.knobs["use_vllm"] and c.fits]
+    assert vllm and all(c.time.parts["generation"] > 0 for c in vllm)
+    # the share is planned: a larger share is a higher peak, sleep mode lowers the training phase's
+    def peak(share, sleep):
+        return min(c.plan.per_gpu_peak_gib for c in result.candidates
+                   if c.knobs.get("vllm_gpu_memory_utilization") == share and c.knobs.get("vllm_enable_sleep_mode") == sleep)
+    assert peak(0.7, False) > peak(0.3, False)
+    families = {r["knob"] for r in result.rejected}
+    assert "use_vllm" in families or result.winner.knobs["use_vllm"]
+
+
+def test_a_vllm_share_too_small_for_its_weights_is_rejected_with_that_reason():
+    from vramfit.fit import steptime
+    from vramfit.planner.setup import Setup
+
+    s = Setup.from_args(REPO / "model_configs" / "qwen3-8b.json", "rtx4090", 2,
+                        overrides=["method=grpo", "bf16=true", "use_vllm=true", "vllm_gpu_memory_utilization=0.3"])
+    arch = params_summary(s)
+    from vramfit.planner import params
+
+    veto = steptime.vllm_veto(s, arch, params.count(arch, s))
+    assert veto.startswith("vLLM cannot start") and "16-bit weights take" in veto
+    assert steptime.vllm_veto(s.replace(use_vllm=False), arch, params.count(arch, s)) == ""
+
+
+def params_summary(setup):
+    from vramfit.planner import params
+
+    return params.summary(setup.model_config)
+
+
+def test_a_written_fsdp_recipe_plans_as_fsdp(tree, monkeypatch, capsys):
+    """The writer's FSDP spelling (`deepspeed: none`, training.fsdp / fsdp_config) is what the planner reads as
+    FSDP2 full shard + offload; `vramfit validate` is asked too when this tree's validator accepts `deepspeed: none`."""
+    import argparse
+
+    import yaml
+
+    from vramfit.fit import search as search_mod
+    from vramfit.fit import write as write_mod
+    from vramfit.fit.cli import build
+    from vramfit.planner.setup import Setup
+    from vramfit.recipe import load
+
+    monkeypatch.setattr(search_mod, "_FSDP_WRITABLE", [True])
+    name = "llama-3.2-3b-full-2xa10-fsdp"
+    args = argparse.Namespace(items=["deepspeed=fsdp2_offload"], model_config=str(tree / "model_configs" / "llama-3.2-3b.json"),
+                              gpu="a10", gpus=2, nodes=None, method=None, seq_len=1024, global_batch_size=16, host_ram_gib=256,
+                              write=name, data_format=None)
+    request = build(args)
+    result = search_mod.search(request.base, request.global_batch, request.pins, request.base_knobs, request.label, trace=False)
+    assert result.winner.knobs["deepspeed"] == "fsdp2_offload"
+    data = write_mod._recipe_data(result, request, args, name)
+    assert data["deepspeed"] == "none"
+    assert data["training"]["fsdp"] == "full_shard auto_wrap offload" and data["training"]["fsdp_config"] == {"version": 2}
+    text = write_mod.render_yaml(data, result, "# header")
+    fsdp_line = next(line for line in text.splitlines() if line.strip().startswith("fsdp:"))
+    assert "# FSDP2 full shard + CPU offload" in fsdp_line
+    folder = tree / "recipes" / name
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text(text)
+    setup = Setup.from_recipe(load(folder / "recipe.yaml"))
+    assert setup.engine == "fsdp" and setup.fsdp_version == 2 and setup.fsdp_offload and setup.fsdp_sharding == "full_shard"
+    from vramfit.planner.plan import plan
+
+    assert plan(setup).fits
+    monkeypatch.setattr(search_mod, "_FSDP_WRITABLE", [])
+    if search_mod.FSDP_WRITABLE():  # the validator accepts `deepspeed: none`: the whole --write path must validate
+        from vramfit.validate import validate
+
+        assert validate(folder / "recipe.yaml", [], plan=True).plan.fits
+    else:
+        assert result.winner is None and not result.ranked[0].writable and yaml.safe_load(text)["deepspeed"] == "none"
+
+
+def test_a_written_grpo_recipe_keeps_the_pinned_vllm_share_and_validates(tree, capsys):
+    from vramfit.recipe import load
+    from vramfit.validate import validate
+
+    name = "qwen3-8b-grpo-8xh100-vllm"
+    code = main(["fit", str(tree / "recipes" / "qwen3-8b-grpo-8xh100" / "recipe.yaml"), "vllm_gpu_memory_utilization=0.5",
+                 "--write", name])
+    assert code == 0, capsys.readouterr()
+    folder = tree / "recipes" / name
+    training = load(folder / "recipe.yaml").training
+    assert training["use_vllm"] is True and training["vllm_gpu_memory_utilization"] == 0.5
+    assert "vllm_enable_sleep_mode" in training
+    assert validate(folder / "recipe.yaml", [], plan=True).plan.fits
+    line = next(x for x in (folder / "recipe.yaml").read_text().splitlines() if x.strip().startswith("vllm_gpu_memory_utilization:"))
+    assert "pinned by the user" in line

@@ -66,3 +66,36 @@ def test_grpo_generation_is_bandwidth_bound_and_ds3_gather_matters(base):
     gathered, per_token = time_of(g3), time_of(g3.replace(ds3_gather_for_generation=False))
     assert gathered.parts["generation"] > 0
     assert per_token.parts["generation"] > 3 * gathered.parts["generation"]
+
+
+def test_fsdp_full_shard_moves_what_zero3_moves(base):
+    """FSDP full shard: r 2 N gathered per forward / backward (+ recompute) and r 2 T reduce-scattered per micro-batch."""
+    arch = params.summary(base.model_config)
+    counts = params.count(arch, base)
+    fsdp = base.replace(engine="fsdp", fsdp_sharding="full_shard", fsdp_version=2, zero=preset_zero("none", 3072))
+    z3 = with_zero(base, "zero3")
+    r = 7 / 8
+    expected = (r * 2 * counts.total * 2 + r * 2 * counts.trainable) * base.gradient_accumulation_steps
+    assert time_of(fsdp).comm_bytes == pytest.approx(expected)
+    assert time_of(fsdp).comm_bytes == pytest.approx(time_of(z3).comm_bytes)
+    ckpt = time_of(fsdp.replace(gradient_checkpointing=True)).comm_bytes
+    assert ckpt == pytest.approx(expected + r * 2 * counts.total * base.gradient_accumulation_steps)
+    grad_op = time_of(fsdp.replace(fsdp_sharding="shard_grad_op")).comm_bytes
+    assert grad_op < time_of(fsdp).comm_bytes
+
+
+def test_fsdp_offload_pays_pcie_and_the_host_step(base):
+    fsdp = base.replace(engine="fsdp", fsdp_sharding="full_shard", fsdp_version=2, zero=preset_zero("none", 3072))
+    off = time_of(fsdp.replace(fsdp_offload=True))
+    assert off.parts["offload_pcie"] > 0 and off.parts["cpu_adam"] > 0 and "optimizer_step" not in off.parts
+    assert off.seconds > time_of(fsdp).seconds
+
+
+def test_vllm_generation_is_bandwidth_bound_and_the_share_caps_the_batch():
+    s = Setup.from_args(REPO / "model_configs" / "qwen3-8b.json", "h100", 8,
+                        overrides=["method=grpo", "bf16=true", "use_vllm=true", "max_completion_length=2048"])
+    s = s.replace(micro_batch=8, gradient_accumulation_steps=8, steps_per_generation=8)
+    small, large = time_of(s.replace(vllm_gpu_memory_utilization=0.2)), time_of(s.replace(vllm_gpu_memory_utilization=0.7))
+    assert small.parts["generation"] > large.parts["generation"] > 0  # fewer sequences decode at once in a small share
+    sleep = time_of(s.replace(vllm_gpu_memory_utilization=0.7, vllm_sleep=True))
+    assert sleep.parts["generation"] > large.parts["generation"]  # the wake-up copy

@@ -17,6 +17,8 @@ from typing import Any
 EPILOG = """\
 pins: key=value, never changed by the search. The searched knobs, spelt as in a recipe:
   deepspeed=none|zero1|zero2|zero2_offload_optimizer|zero3|zero3_offload_optimizer|zero3_offload_optimizer_params
+  deepspeed=fsdp|fsdp_offload|fsdp2|fsdp2_offload (FSDP full shard; or pin fsdp=... / fsdp_config.KEY=...)
+  use_vllm=true|false  vllm_gpu_memory_utilization=0.3  vllm_enable_sleep_mode=true|false (GRPO; vllm_mode=server pinned as typed)
   per_device_train_batch_size=N  gradient_accumulation_steps=N  gradient_checkpointing=true|false
   use_liger_kernel=true|false  attn_implementation=flash_attention_2|sdpa|eager
   optim=adamw_torch_fused|adamw_8bit|paged_adamw_8bit|...  steps_per_generation=N (GRPO)
@@ -37,7 +39,8 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = "Search the fastest configuration that fits: ZeRO stage, offload, micro-batch x accumulation, checkpointing, Liger, attention, 8-bit optimizers."
+    parser.description = ("Search the fastest configuration that fits: ZeRO stage or FSDP, offload, micro-batch x accumulation, "
+                          "checkpointing, Liger, attention, 8-bit optimizers; for GRPO the generation batch and the vLLM share.")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="a recipe, then key=value pins")
@@ -100,17 +103,22 @@ def run(args) -> int:
         if written:
             print(f"\nwrote {written}/ (recipe.yaml, launch.sh, README.md); next: vramfit validate {args.write}")
         elif args.write:
-            print(f"\nnothing written: no configuration fits", file=sys.stderr)
-    return EXIT_OK if result.winner is not None else EXIT_FAILED
+            why = "the configurations that fit are not writable as a recipe (see the notes)" if result.ranked else "no configuration fits"
+            print(f"\nnothing written: {why}", file=sys.stderr)
+    return EXIT_OK if result.winner is not None or (result.ranked and not args.write) else EXIT_FAILED
 
 
 PIN_KNOBS = ("deepspeed", "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing",
-             "use_liger_kernel", "attn_implementation", "optim", "steps_per_generation")
+             "use_liger_kernel", "attn_implementation", "optim", "steps_per_generation", "use_vllm",
+             "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
+# Keys passed on as typed (the planner parses them) that also hold a searched knob still: FSDP's own
+# spelling holds the engine, vllm_mode holds vLLM on or off.
+HOLDING = ("fsdp", "vllm_mode")
 
 
 def _split_pins(items: list[str], problems, label: str) -> tuple[dict[str, Any], list[str]]:
     """key=value items -> (searched knobs pinned, other overrides kept as typed)."""
-    from vramfit.fit.search import PRESETS, UNWRITABLE, preset_from_text
+    from vramfit.fit.search import FSDP_ALL, PRESETS, UNWRITABLE, preset_from_text
     from vramfit.recipe import parse_value
 
     pins, rest = {}, []
@@ -119,15 +127,28 @@ def _split_pins(items: list[str], problems, label: str) -> tuple[dict[str, Any],
         key = key.strip().removeprefix("training.")
         if key == "model.attn_implementation":
             key = "attn_implementation"
+        if key in HOLDING or key.startswith("fsdp_config."):
+            pins[key] = parse_value(text)
+            rest.append(item)
+            continue
         if key not in PIN_KNOBS:
             rest.append(item)
             continue
         value = parse_value(text)
         if key == "deepspeed":
             value = preset_from_text(text)
-            if value not in (*UNWRITABLE, *PRESETS):
+            if value not in (*UNWRITABLE, *PRESETS, *FSDP_ALL):
                 problems.add(label, "deepspeed", f"'{text}' is not a preset the search knows",
-                             f"pin one of: {', '.join((*UNWRITABLE, *PRESETS))}.")
+                             f"pin one of: {', '.join((*UNWRITABLE, *PRESETS, *FSDP_ALL))}.")
+                continue
+        elif key == "vllm_gpu_memory_utilization":
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
+                problems.add(label, key, f"{text!r} is not a fraction in (0, 1] ({key}={text})", f"write {key}=0.5.")
+                continue
+            value = float(value)
+        elif key in ("use_vllm", "vllm_enable_sleep_mode"):
+            if not isinstance(value, bool):
+                problems.add(label, key, f"{text!r} is not true or false ({key}={text})", f"write {key}=true or {key}=false.")
                 continue
         elif key in ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation"):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -196,7 +217,15 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
         raise ConfigError(problems)
     path = find_recipe(targets[0])
     original = load(path)
-    overrides = list(rest)
+    overrides = []
+    for item in rest:  # FSDP's keys are training arguments; FSDP replaces the recipe's DeepSpeed JSON
+        key = item.partition("=")[0].strip()
+        if key == "fsdp" or key.startswith("fsdp_config."):
+            overrides.append(f"training.{item.strip()}")
+            if "deepspeed=none" not in overrides and "deepspeed" not in pins:
+                overrides.append("deepspeed=none")
+        else:
+            overrides.append(item)
     if args.method and args.method != original.method:
         problems.add(str(path), "method", f"the recipe is {original.method}, --method asks {args.method}",
                      "drop --method, or fit --model-config with the method you want.")
@@ -209,8 +238,12 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
             overrides.append(f"{key}={value}")
     for key, value in pins.items():
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if key in HOLDING or key.startswith("fsdp_config."):
+            continue  # already in the overrides as typed
         if key == "deepspeed":
-            if value in ("none", "zero1"):
+            if value in ("none", "zero1") or value.startswith("fsdp"):
+                if value.startswith("fsdp"):
+                    overrides.append("deepspeed=none")
                 continue  # applied to the Setup below: no recipe spells them
             overrides.append(f"deepspeed={deepspeed_path(value)}")
         elif key == "attn_implementation":
@@ -220,7 +253,7 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
     recipe = load(path, overrides)
     base = Setup.from_recipe(recipe)
     base_knobs = knobs_of(Setup.from_recipe(original))
-    if pins.get("deepspeed") in ("none", "zero1"):
+    if pins.get("deepspeed") in ("none", "zero1") or str(pins.get("deepspeed", "")).startswith("fsdp"):
         base = _with_preset(base, pins["deepspeed"])
     return Request(base, base_knobs, pins, recipe.global_batch_size, recipe, recipe.name)
 
@@ -230,8 +263,20 @@ def _with_preset(base, name: str):
     from vramfit.planner import params
     from vramfit.planner.setup import _hidden_size
 
+    from vramfit.fit.search import FSDP_ALL, apply, knobs_of
+
+    if name in FSDP_ALL:
+        return apply(base, {**knobs_of(base), "deepspeed": name}, {name: preset_zero("none", 0)} | _fsdp_zeros())
     zero = preset_zero(name, _hidden_size(params.read_config(base.model_config)))
-    return base.replace(zero=zero, engine="deepspeed" if zero.stage else ("ddp" if base.world > 1 else "single"))
+    return base.replace(zero=zero, engine="deepspeed" if zero.stage else ("ddp" if base.world > 1 else "single"),
+                        fsdp_offload=False)
+
+
+def _fsdp_zeros():
+    from vramfit.fit.search import FSDP_ALL
+    from vramfit.planner.setup import Zero
+
+    return {n: Zero(offload_optimizer=True, offload_params=True) if n.endswith("_offload") else Zero() for n in FSDP_ALL}
 
 
 def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
@@ -269,14 +314,14 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
         overrides.append(f"host_ram_gib={args.host_ram_gib}")
     knob_items = []
     for key, value in pins.items():
-        if key == "deepspeed":
+        if key == "deepspeed" or key in HOLDING or key.startswith("fsdp_config."):
             continue
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
         knob_items.append(f"{key}={text}")
     preset = pins.get("deepspeed")
-    ds = deepspeed_path(preset) if preset and preset not in ("none", "zero1") else None
+    ds = deepspeed_path(preset) if preset and preset not in ("none", "zero1") and not preset.startswith("fsdp") else None
     base = Setup.from_args(args.model_config, args.gpu, args.gpus, args.nodes or 1, ds, [*overrides, *knob_items])
-    if preset in ("none", "zero1"):
+    if preset in ("none", "zero1") or (preset or "").startswith("fsdp"):
         base = _with_preset(base, preset)
     defaults = Setup.from_args(args.model_config, args.gpu, args.gpus, args.nodes or 1, None, overrides)
     world = args.gpus * (args.nodes or 1)

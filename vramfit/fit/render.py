@@ -53,15 +53,16 @@ def table(result: Result, top: int = 10) -> str:
     if result.pins:
         out.append("pinned: " + _short(result.pins))
     out.append("")
-    rows = result.ranked[:top] if win else sorted(result.candidates, key=lambda c: c.plan.per_gpu_peak_gib)[:top]
+    shown = win or result.ranked
+    rows = result.ranked[:top] if shown else sorted(result.candidates, key=lambda c: c.plan.per_gpu_peak_gib)[:top]
     out.append("ranked (config as a diff from the " + ("recipe" if result.label == b.label and b.source != "vramfit plan" else "defaults") + "):"
-               if win else "nothing fits; the lowest peaks:")
+               if win else ("these fit, but none is writable as a recipe (see the notes):" if shown else "nothing fits; the lowest peaks:"))
     header = f"{'#':>3}  {'config':<70} {'peak GiB':>8} {'margin':>7} {'s/step':>8} {'tokens/s':>10}"
     out.append(header)
     for i, c in enumerate(rows):
         diff = _short(result.diff(c)) or "(as the base)"
         mark = "" if c.writable else "  [not writable]"
-        out.append(f"{i + 1 if win else '-':>3}  {diff + mark:<70} {c.plan.per_gpu_peak_gib:>8.1f} {c.margin_gib:>+7.1f} "
+        out.append(f"{i + 1 if shown else '-':>3}  {diff + mark:<70} {c.plan.per_gpu_peak_gib:>8.1f} {c.margin_gib:>+7.1f} "
                    f"{c.time.seconds:>8.2f} {c.time.tokens_per_s:>10,.0f}")
     if win:
         parts = " + ".join(f"{k} {v:.2f}" for k, v in win.time.parts.items())

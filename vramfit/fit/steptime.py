@@ -47,12 +47,24 @@ Communication per micro-batch (bytes sent per rank; ring factor r = (W-1)/W, W =
                     micro-batch) + r 2 T_train once per step (all-gather of the updated 16-bit weights)
     ZeRO-3:         r 2 N every forward, backward and recompute (parameters gathered per layer) +
                     r 2 T_train reduce-scatter every micro-batch
-Overlap: with overlap_comm (and DDP's bucketed all-reduce) a micro-batch takes max(compute, comm);
-without it, compute + comm. The once-per-step all-gather is not overlapped.
+    FSDP full shard (FSDP1 and FSDP2 alike; torch FSDP is the same collective pattern as ZeRO-3):
+                    r 2 N all-gather every forward, backward and recompute (each wrapped unit gathered
+                    before use, resharded after) + r 2 T_train reduce-scatter of the gradients every
+                    micro-batch (accelerate's FSDP mixed precision reduces in the 16-bit dtype; HF
+                    Trainer does not skip it on accumulation steps under FSDP, as it keeps sharded
+                    gradients):   C_fsdp = r 2 N (2 + [checkpointing] + [reference]) + r 2 T_train
+                    shard_grad_op (reshard_after_forward=False) gathers once for forward and backward
+                    (passes = 1 + [reference]); hybrid shard runs over the node's link only.
+Overlap: with overlap_comm (and DDP's bucketed all-reduce, FSDP's forward / backward prefetch) a micro-
+batch takes max(compute, comm); without it, compute + comm. The once-per-step all-gather is not overlapped.
 
 Offload (ZeRO-Offload): per micro-batch the gradient partition goes to the host (4 B x T_train / W over
 H), per step the updated 16-bit partition comes back (2 B x T_train / W); the CPU Adam step takes
 T_train / nodes x CPU_ADAM_BYTES / HOST_BW. Parameter offload (ZeRO-3) adds 2 B x N / W over H per pass.
+FSDP offload (CPUOffload(offload_params=True)): the fp32 shard comes to the GPU before every gather
+(4 B x N / W over H per pass), the fp32 gradient shard goes back every micro-batch (4 B x T_train / W),
+and torch's CPU AdamW steps the shard on the host at the same CPU_ADAM_BYTES / HOST_BW (a lower bound:
+torch's foreach CPU step is not DeepSpeedCPUAdam's fused AVX loop).
 The GPU optimizer step streams OPT_BYTES per local trainable parameter (fp32 master, grad, moments read
 and written: 4+2+2s+... see `optimizer_bytes`) at E_BW BW.
 
@@ -62,14 +74,28 @@ n = the generation batch of one rank, C = max_completion_length, prompt length p
     t_gen   = C t_token + prefill (2 N n p / (E_MM P))
     ZeRO-3: ds3_gather_for_generation gathers the weights once per generate (r 2 N over L); without it
             every decoded token gathers them again (C r 2 N over L).
+    FSDP: HF generate runs the wrapped model, so every decoded token gathers the weights (C r 2 N over L).
 HF `generate`'s Python / kernel-launch overhead per token is not modelled: a lower bound for HF
-generation, and the reason vLLM is used in practice (not modelled by the planner either).
+generation, and the reason vLLM is used in practice.
+
+GRPO with vLLM colocated (`use_vllm`, vllm_mode=colocate; TRL runs one vLLM engine per rank, tensor
+parallel 1): decoding is the same bandwidth-bound roofline over vLLM's own 16-bit weights
+(W_vllm = 2 B x N, no dequantized copy), but the batch that decodes at once is capped by the KV cache
+the share leaves:  KV_cap = u x card - W_vllm - 1 GiB (vLLM's activation / CUDA-graph reserve),
+    n_conc = min(n, floor(KV_cap / KV_seq)),  KV_seq = (p + C) layers 2 kv_heads head_dim 2 B
+    t_gen  = ceil(n / n_conc) x (C t_token(n_conc) + prefill(n_conc))
+plus, once per generate: the weight sync TRL does (`_move_model_to_vllm`: under ZeRO-3 / FSDP a gather
+of r 2 N over L, then a 2 B x N device copy at E_BW BW), and with sleep mode the wake-up that brings the
+weights back from the host (2 B x N over H; the KV cache is rebuilt, not copied). A share with
+KV_cap < KV_seq cannot start vLLM: that candidate is rejected (`vllm_veto`). vllm_mode=server: the
+generation runs on other GPUs; it is not timed here (0 s, stated in the plan notes).
 
 Tokens per second = global batch x tokens per sample (the cap; packing or shorter samples are faster)
 / step time.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 E_MM = 0.45
@@ -200,8 +226,18 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
     r = (world - 1) / world if world > 1 else 0.0
     trainable = counts.trainable
     stage = s.zero.stage if s.engine == "deepspeed" else 0
+    fsdp = s.engine == "fsdp"
+    if fsdp and s.fsdp_sharding.startswith("hybrid") and s.nodes > 1:
+        link = g.link_gbs * GB * E_LINK  # hybrid shard: the gathers stay inside the node
     per_micro_comm = per_step_comm = 0.0
-    if world > 1:
+    if world > 1 and fsdp:
+        if s.fsdp_sharding == "no_shard":
+            per_step_comm = 2 * r * 2 * trainable
+        else:
+            passes = (1 if s.fsdp_sharding in ("shard_grad_op", "hybrid_shard_zero2") else 2 + (1 if s.gradient_checkpointing else 0)) \
+                + (1 if f.reference else 0)
+            per_micro_comm = r * 2 * counts.total * passes + r * 2 * trainable
+    elif world > 1:
         if stage == 0:
             grad_bytes = 2 if s.precision == "bf16-true" else 4  # autocast keeps fp32 parameters and gradients
             per_step_comm = 2 * r * grad_bytes * trainable
@@ -220,17 +256,26 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
     if stage == 3 and s.zero.offload_params:
         passes = 2 + (1 if s.gradient_checkpointing else 0)
         offload_micro += 2 * counts.total / world * passes / pcie
-    overlap = s.zero.overlap_comm or stage == 0
+    if fsdp and s.fsdp_offload:
+        passes = 2 + (1 if s.gradient_checkpointing else 0)
+        shards = world if s.fsdp_sharding != "no_shard" else 1
+        offload_micro = 4 * counts.total / shards * passes / pcie + 4 * trainable / shards / pcie
+        cpu_adam = trainable / shards * s.gpus_per_node * CPU_ADAM_BYTES / HOST_BW
+    overlap = s.zero.overlap_comm or stage == 0 or fsdp
     micro = (max(compute, comm_micro) if overlap else compute + comm_micro) + offload_micro
-    if stage == 0 and world > 1:
+    if stage == 0 and world > 1 and not fsdp:
         # DDP overlaps its bucketed all-reduce with the last micro-batch's backward.
         last = max(compute, per_step_comm / link) - compute
         step_comm = last
     else:
         step_comm = per_step_comm / link if link else 0.0
-    local_trainable = trainable / world if stage >= 1 else trainable
-    opt_gpu = 0.0 if (stage and s.zero.offload_optimizer) else local_trainable * optimizer_bytes(s.optimizer) / bw
-    gen = _generation(s, arch, counts, peak, bw, link, r) if s.method == "grpo" and not s.use_vllm else 0.0
+    sharded = stage >= 1 or (fsdp and s.fsdp_sharding != "no_shard")
+    local_trainable = trainable / world if sharded else trainable
+    offloaded = (stage and s.zero.offload_optimizer) or (fsdp and s.fsdp_offload)
+    opt_gpu = 0.0 if offloaded else local_trainable * optimizer_bytes(s.optimizer) / bw
+    gen = 0.0
+    if s.method == "grpo" and not (s.use_vllm and s.vllm_mode == "server"):
+        gen = _generation(s, arch, counts, peak, bw, link, r, pcie)
     parts = {
         "compute": compute * ga,
         "communication": max(0.0, micro - compute - offload_micro) * ga + step_comm,
@@ -245,20 +290,65 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
                     per_micro_comm * ga + per_step_comm)
 
 
-def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float) -> float:
+GIB = 1024 ** 3
+VLLM_RESERVE = 1 * GIB  # vLLM's activation / CUDA-graph working space inside its share (stated, not fitted)
+
+
+def _kv_per_seq(s, arch) -> float:
+    text = arch.text
+    return (s.seq_len + s.max_completion_length) * text.layers * 2 * text.kv_heads * text.head_dim * 2
+
+
+def _vllm_kv_cap(s, counts) -> float:
+    return s.vllm_gpu_memory_utilization * s.gpu_spec.memory_gib * GIB - 2 * counts.total - VLLM_RESERVE
+
+
+def vllm_veto(setup, arch, counts) -> str:
+    """Why vLLM cannot start in this share ('' when it can, or when vLLM is not colocated)."""
+    s = setup
+    if s.method != "grpo" or not s.use_vllm or s.vllm_mode != "colocate":
+        return ""
+    cap = _vllm_kv_cap(s, counts)
+    need = _kv_per_seq(s, arch)
+    if cap >= need:
+        return ""
+    share = s.vllm_gpu_memory_utilization * s.gpu_spec.memory_gib
+    return (f"vLLM cannot start: vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} gives {share:.1f} GiB, "
+            f"its 16-bit weights take {2 * counts.total / GIB:.1f} GiB + {VLLM_RESERVE / GIB:.0f} GiB reserve, "
+            f"leaving {max(cap, 0) / GIB:.2f} GiB < {need / GIB:.2f} GiB of KV cache for one sequence")
+
+
+def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float, pcie: float = 0.0) -> float:
     """Seconds of generation per optimizer step (bandwidth-bound decoding, see the module docstring)."""
     text = arch.text
     n = s.generation_batch
     p, c = s.seq_len, s.max_completion_length
     n_params = counts.total
+    stage = s.zero.stage if s.engine == "deepspeed" else 0
+    sharded = stage == 3 or (s.engine == "fsdp" and s.fsdp_sharding != "no_shard")
+    calls = s.gradient_accumulation_steps / (s.steps_per_generation or s.gradient_accumulation_steps)
+    if s.use_vllm:
+        w_gen = 2.0 * n_params
+        cap = _vllm_kv_cap(s, counts)
+        conc = max(1, min(n, int(cap // _kv_per_seq(s, arch)))) if cap > 0 else 1
+        waves = math.ceil(n / conc)
+        kv = conc * (p + c / 2) * text.layers * 2 * text.kv_heads * text.head_dim * 2
+        per_token = max(2 * n_params * conc / peak, (w_gen + kv) / bw)
+        t = waves * (c * per_token + 2 * n_params * conc * p / peak)
+        t += 2 * n_params / bw  # load_weights: the 16-bit weights copied into vLLM's engine
+        if sharded and link:
+            t += r * 2 * n_params / link
+        if s.vllm_sleep and pcie:
+            t += 2 * n_params / pcie  # wake_up: the weights come back from host memory
+        return t * calls
     w_gen = _weight_bytes_per_param(s) * n_params
     kv = n * (p + c / 2) * text.layers * 2 * text.kv_heads * text.head_dim * 2
     per_token = max(2 * n_params * n / peak, (w_gen + kv) / bw)
     prefill = 2 * n_params * n * p / peak
     t = c * per_token + prefill
-    stage = s.zero.stage if s.engine == "deepspeed" else 0
     if stage == 3 and link:
         gathers = 1 if s.ds3_gather_for_generation else c
         t += gathers * r * 2 * n_params / link
-    calls = s.gradient_accumulation_steps / (s.steps_per_generation or s.gradient_accumulation_steps)
+    elif sharded and link:
+        t += c * r * 2 * n_params / link
     return t * calls

@@ -25,6 +25,13 @@ TRADE_OFFS = {
         "zero3": "ZeRO-3: weights too are sharded; every forward/backward gathers them (more traffic, least memory without offload)",
         "zero3_offload_optimizer": "ZeRO-3 + optimizer in host RAM: CPU Adam and PCIe traffic every step",
         "zero3_offload_optimizer_params": "ZeRO-3 + optimizer and weights in host RAM: the least GPU memory, the slowest",
+        "none": "no DeepSpeed: FSDP via training.fsdp (or plain DDP)",
+    },
+    "fsdp": {
+        "fsdp": "FSDP full shard: weights, gradients, optimizer states sharded; all-gather per layer each forward/backward, reduce-scatter each micro-batch",
+        "fsdp2": "FSDP2 (fully_shard) full shard: same memory and traffic as FSDP1 in the planner; per-parameter sharding",
+        "fsdp_offload": "FSDP full shard + CPU offload: shards, gradients and the optimizer step on the host (PCIe + CPU AdamW every step)",
+        "fsdp2_offload": "FSDP2 full shard + CPU offload: shards, gradients and the optimizer step on the host",
     },
     "per_device_train_batch_size": "larger: fewer, larger kernels and fewer reduce-scatters; more activation memory",
     "gradient_accumulation_steps": "micro-batches per optimizer step; micro x accumulation x GPUs = global_batch_size",
@@ -33,6 +40,9 @@ TRADE_OFFS = {
     "attn_implementation": "flash/sdpa: no seq^2 score matrix; eager materialises it (memory and bandwidth)",
     "optim": "8-bit / paged optimizers (bitsandbytes) shrink Adam's 8 B/param states to ~2 B; paged states can spill to host",
     "steps_per_generation": "micro-batches per generate call: larger = bigger generation batch (KV cache), fewer generate calls",
+    "use_vllm": "vLLM generates (colocated: its own 16-bit weights + KV cache on every training GPU); false: HF generate on the policy",
+    "vllm_gpu_memory_utilization": "vLLM's share of each card: larger = more sequences decode at once (KV cache), less room for training",
+    "vllm_enable_sleep_mode": "true: vLLM's weights go to host RAM outside generation (memory back for training; a wake-up copy per generate)",
 }
 OTHER_COMMENTS = {  # keys this writer sets that the search does not: what they trade, said once
     "learning_rate": "the writer's default for the method (full 1e-5, LoRA 1e-4, GRPO 1e-6); tune for your data",
@@ -43,6 +53,7 @@ OTHER_COMMENTS = {  # keys this writer sets that the search does not: what they 
     "max_pixels": "image tokens = max_pixels / 784 (28 x 28 px each): vision FLOPs and activations grow with it",
     "warmup_steps": "< 1: a fraction of the total steps (transformers 5)",
     "gradient_checkpointing_kwargs": "non-reentrant: works with ZeRO-3 parameter gathering",
+    "fsdp_config": "version 1: FullyShardedDataParallel; 2: fully_shard (FSDP2); auto_wrap wraps each decoder layer (_no_split_modules)",
 }
 DEFAULT_HOST_RAM_GIB = 1024  # a written recipe must name its node's RAM; stated in the header when assumed
 TRAINING_DEFAULTS = {  # the written recipe's non-searched training arguments (this writer's choices, in the README)
@@ -125,10 +136,22 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
                              "host_ram_gib": s.host_ram_gib or DEFAULT_HOST_RAM_GIB},
                 "launcher": "accelerate", "deepspeed": "", "global_batch_size": result.global_batch,
                 "training": training, "data": data_block, "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
-    data["deepspeed"] = deepspeed_path(k["deepspeed"])
+    preset = k["deepspeed"]
+    t = data["training"]
+    for key in ("fsdp", "fsdp_config"):
+        t.pop(key, None)
+    if preset.startswith("fsdp"):
+        data["deepspeed"] = "none"
+        # TrainingArguments.fsdp is typed `str | None` (the option string; transformers 5 warns it prefers True,
+        # which the tree's type check refuses); auto_wrap wraps by the model's _no_split_modules.
+        t["fsdp"] = "full_shard auto_wrap" + (" offload" if preset.endswith("_offload") else "")
+        t["fsdp_config"] = {"version": 2 if preset.startswith("fsdp2") else 1}
+        if s.fsdp_sharding != "full_shard":
+            t["fsdp_config"]["sharding_strategy"] = s.fsdp_sharding.upper()
+    else:
+        data["deepspeed"] = deepspeed_path(preset)
     data["global_batch_size"] = result.global_batch
     data["model"]["attn_implementation"] = k["attn_implementation"]
-    t = data["training"]
     for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "use_liger_kernel"):
         t[key] = k[key]
     if k["gradient_checkpointing"]:
@@ -138,6 +161,13 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
     t["optim"] = k["optim"]
     if "steps_per_generation" in k:
         t["steps_per_generation"] = k["steps_per_generation"]
+    if "use_vllm" in k:
+        t["use_vllm"] = k["use_vllm"]
+        for key in ("vllm_gpu_memory_utilization", "vllm_enable_sleep_mode"):
+            if k.get(key) is not None and k["use_vllm"]:
+                t[key] = k[key]
+            elif not k["use_vllm"]:
+                t.pop(key, None)
     g = s.gpu_spec
     data["summary"] = (f"{data['model']['id'].split('/')[-1]} {s.method} on {s.nodes * s.gpus_per_node} x {g.label}: "
                        f"chosen by fit ({_zero_words(k['deepspeed'])}, micro-batch {k['per_device_train_batch_size']} x "
@@ -152,6 +182,8 @@ def _arch_has_pixels(s) -> bool:
 
 
 def _zero_words(preset: str) -> str:
+    if preset.startswith("fsdp"):
+        return ("FSDP2" if preset.startswith("fsdp2") else "FSDP") + " full shard" + (" + CPU offload" if preset.endswith("_offload") else "")
     return preset.replace("zero", "ZeRO-").replace("_offload_optimizer_params", " + optimizer/param offload").replace("_offload_optimizer", " + optimizer offload")
 
 
@@ -212,11 +244,18 @@ def _with_comment(line: str, comment: str | None) -> str:
 def _knob_comments(result: Result) -> dict[str, str]:
     win = result.winner
     out = {}
+    fsdp = win.knobs["deepspeed"].startswith("fsdp")
     for knob, text in TRADE_OFFS.items():
+        if knob == "fsdp":
+            if fsdp:
+                alt = _alternatives(result, "deepspeed")
+                out["fsdp"] = text[win.knobs["deepspeed"]] + (f". {alt}" if alt else "")
+            continue
         if knob not in win.knobs:
             continue
-        base = text[win.knobs[knob]] if isinstance(text, dict) else text
-        alt = _alternatives(result, knob)
+        value = "none" if knob == "deepspeed" and fsdp else win.knobs[knob]
+        base = text[value] if isinstance(text, dict) else text
+        alt = "" if knob == "deepspeed" and fsdp else _alternatives(result, knob)
         out[knob] = base + (f". {alt}" if alt else "")
     return out
 
