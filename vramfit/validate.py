@@ -69,16 +69,18 @@ def _library_checks(recipe, file: str, cache: bool):
     import json
     import os
 
-    from vramfit import libraries
+    from vramfit import inputs, libraries
 
-    def text(path: Path):
-        try:
-            return path.read_text()
-        except (OSError, UnicodeDecodeError):
-            return None
+    # The key is made of the files' text read through the input layer (regular files only, size-capped):
+    # a file the input layer refuses is never read here; the checks then run uncached and report it.
+    try:
+        deepspeed_text = inputs.read_text(recipe.path(recipe.deepspeed), "deepspeed")
+        config_text = inputs.read_text(recipe.path(recipe.model.config), "model-config")
+    except ConfigError:
+        return run()
 
     material = {"recipe": recipe.resolved_dict(), "source": str(recipe.source), "file": file,
-                "deepspeed": text(recipe.path(recipe.deepspeed)), "model_config": text(recipe.path(recipe.model.config)),
+                "deepspeed": deepspeed_text, "model_config": config_text,
                 "gpu": [os.path.exists("/dev/nvidiactl"), os.environ.get("CUDA_VISIBLE_DEVICES")]}
     key = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:24]
 

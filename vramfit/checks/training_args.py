@@ -7,6 +7,7 @@ own `__post_init__` rules apply (TRL's generation-batch divisibility among them)
 from __future__ import annotations
 
 import functools
+import math
 import typing
 from typing import Any
 
@@ -79,6 +80,10 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
         ann = fields[key]
         if isinstance(value, str) and value != "auto" and _admits(ann, (int, float)) and not _admits(ann, (str,)):
             number = _number(value, integer=not _admits(ann, (float,)))
+            if number is not None and not math.isfinite(number):  # "1e400", "inf", "nan": float() reads them
+                problems.add(file, where, f"{value!r} is not a finite number (it reads as {number}: a literal too large for a float, inf or nan)",
+                             f"write a finite number for {key}.")
+                continue
             if number is not None:  # a quoted number, as hardware: accepts it (and YAML reads 2e-5 as text)
                 recipe.training[key] = value = number
             else:

@@ -143,10 +143,11 @@ def _plan(args):
     from vramfit.planner.plan import plan_recipe
     from vramfit.validate import validate
 
-    libraries.quiet()  # validation imports DeepSpeed, which would print its accelerator line into --json
+    libraries.quiet()  # a cold validation imports DeepSpeed, which would print its accelerator line into --json
 
-    # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own).
-    return plan_recipe(validate(targets[0], overrides, plan=False).recipe, trace=args.trace)
+    # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own),
+    # with its cached verdict: a recipe validated before is not re-checked by TrainingArguments / DeepSpeed.
+    return plan_recipe(validate(targets[0], overrides, plan=False, cache=True).recipe, trace=args.trace)
 
 
 def _problem(file: str, key: str, what: str, fix: str):
