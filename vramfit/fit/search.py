@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vramfit.divisors import divisors
+from vramfit.libraries import grpo_steps_per_generation
 
 PRESETS = ("zero2", "zero2_offload_optimizer", "zero3", "zero3_offload_optimizer", "zero3_offload_optimizer_params")
 UNWRITABLE = ("none", "zero1")
@@ -130,7 +131,7 @@ def knobs_of(setup) -> dict[str, Any]:
         "optim": setup.optimizer,
     }
     if setup.method == "grpo":
-        k["steps_per_generation"] = setup.steps_per_generation or setup.gradient_accumulation_steps
+        k["steps_per_generation"] = grpo_steps_per_generation(setup.gradient_accumulation_steps, setup.steps_per_generation)
     return k
 
 

@@ -72,6 +72,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vramfit.libraries import grpo_steps_per_generation
+
 E_MM = 0.45
 E_BW = 0.7
 E_LINK = 0.7
@@ -260,5 +262,5 @@ def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float) 
     if stage == 3 and link:
         gathers = 1 if s.ds3_gather_for_generation else c
         t += gathers * r * 2 * n_params / link
-    calls = s.gradient_accumulation_steps / (s.steps_per_generation or s.gradient_accumulation_steps)
+    calls = s.gradient_accumulation_steps / grpo_steps_per_generation(s.gradient_accumulation_steps, s.steps_per_generation)
     return t * calls
