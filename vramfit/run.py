@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vramfit import launch, multinode, outputs
+from vramfit import launch, libraries, multinode, outputs
 from vramfit.checks.deepspeed_json import section
 from vramfit.problems import EXIT_FAILED, EXIT_OK, ConfigError, Problem, Problems
 from vramfit.validate import Validated, validate
@@ -26,8 +26,14 @@ def default_run_dir(name: str, smoke: bool) -> Path:
 
 def launch_env(validated: Validated) -> dict[str, str]:
     """Only what the recipe adds to the inherited environment (printed, saved, applied)."""
-    env = dict(validated.recipe.env)
+    recipe = validated.recipe
+    env = dict(recipe.env)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if (recipe.launcher == "torchrun" and recipe.hardware.gpus_per_node > 1 and "OMP_NUM_THREADS" not in os.environ
+            and not libraries.verbose()):
+        # What torchrun sets for each rank anyway (torch/distributed/run.py), here so that it skips its
+        # 4-line banner saying so; under `vramfit -v` torchrun sets it and says so.
+        env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
