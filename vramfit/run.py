@@ -370,7 +370,7 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
     nodes=2 emulates two nodes on this machine: two launcher processes (node ranks 0 and 1, one
     rank each) that rendezvous over loopback, as they would across hosts.
     """
-    from vramfit import smoke
+    from vramfit.train import smoke
 
     base = validate(target, overrides, plan=False).recipe  # the user's input is checked before anything is written
     if nodes not in (1, 2):
