@@ -260,7 +260,7 @@ def build_model(case: Case, device: str, tiny: bool, attn: str, zero3: bool = Fa
     import torch
     import transformers
 
-    from vramfit import smoke
+    from vramfit.train import smoke
 
     config = load_config(case.model_config)
     extras: dict[str, Any] = {}
@@ -361,7 +361,7 @@ def grpo_prompts(case: Case, config, tokenizer, tiny: bool):
     from PIL import Image
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from vramfit import smoke
+    from vramfit.train import smoke
     from vramfit.train.rewards import INSTRUCTION
 
     max_pixels = TINY["grpo_pixels"] if tiny else case.extra["max_pixels"]

@@ -78,7 +78,7 @@ def print_table() -> None:
 def derived(r) -> list[tuple[str, str, str]]:
     """(name, value, how) for every number that follows from the recipe; library defaults read from the installed classes."""
     from vramfit.checks.recipe_rules import micro_and_accumulation
-    from vramfit.libraries import argument_default, config_class_name, grpo_generation_batch
+    from vramfit.libraries import argument_default, config_class_name, grpo_generation_batch, grpo_steps_per_generation
 
     t = r.training
     micro, accum = micro_and_accumulation(r)
@@ -101,7 +101,7 @@ def derived(r) -> list[tuple[str, str, str]]:
         steps = t.get("steps_per_generation")
         gen = grpo_generation_batch(micro, r.world_size, accum, steps, t.get("generation_batch_size"))
         how = ("generation_batch_size (recipe)" if t.get("generation_batch_size") else
-               f"{micro} micro x {r.world_size} ranks x {steps or accum} steps_per_generation")
+               f"{micro} micro x {r.world_size} ranks x {grpo_steps_per_generation(accum, steps)} steps_per_generation")
         rows.append(("generation batch", str(gen), how + f"; num_generations {g} ({given('num_generations')})"
                      + ("" if isinstance(g, int) and g and gen % g == 0 else f"; BROKEN: not divisible by {g}")))
         if isinstance(g, int) and g and gen % g == 0:

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from vramfit import libraries
 from vramfit.paths import repo_root
 
 
@@ -56,6 +57,8 @@ def _values(topology: Topology, run_dir: Path) -> dict[str, Any]:
         "run_id": topology.run_id,
         "hostfile": topology.hostfile,
         "join_timeout_s": topology.join_timeout_s,
+        # the DeepSpeed launcher's own INFO lines (its default level) only under `vramfit -v`
+        "ds_log_level": "info" if libraries.verbose() else "warning",
     }
 
 

@@ -295,6 +295,12 @@ def argument_default(method: str | None, name: str):
     return argument_defaults(method).get(name)
 
 
+def grpo_steps_per_generation(gradient_accumulation_steps: int, steps_per_generation: int | None = None) -> int:
+    """Micro-batches one GRPO generation round serves (trl 1.16 grpo_config.py __post_init__: steps_per_generation
+    defaults to gradient_accumulation_steps)."""
+    return steps_per_generation or gradient_accumulation_steps
+
+
 def grpo_generation_batch(per_device: int, processes: int, gradient_accumulation_steps: int,
                           steps_per_generation: int | None = None, generation_batch_size: int | None = None) -> int:
     """Completions TRL's GRPOTrainer generates per generation round, over all processes (trl 1.16 grpo_config.py
@@ -303,4 +309,4 @@ def grpo_generation_batch(per_device: int, processes: int, gradient_accumulation
     divisible by num_generations). One rank generates generation_batch_size / processes of them."""
     if generation_batch_size:
         return int(generation_batch_size)
-    return per_device * processes * (steps_per_generation or gradient_accumulation_steps)
+    return per_device * processes * grpo_steps_per_generation(gradient_accumulation_steps, steps_per_generation)

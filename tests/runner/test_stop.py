@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vramfit.run import Launch, stream
+from vramfit.supervise import Launch, stream
 
 # A launcher that ignores SIGTERM and starts one "rank" in a session of its own (as torchrun does)
 # that ignores it too; the rank writes its pid once it is ready.

@@ -16,7 +16,7 @@ def pytest_terminal_summary(terminalreporter):
 def smoke_recipe(tmp_path_factory):
     """smoke_recipe(name, *overrides) -> the recipe with its smoke overrides applied (model, tokenizer and
     data built once per recipe and session, on CPU)."""
-    from vramfit import smoke
+    from vramfit.train import smoke
     from vramfit.recipe import load
 
     built: dict[str, list[str]] = {}

@@ -97,7 +97,7 @@ def test_thread_shim_works(shimmed):
 def _qwen_parts():
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from vramfit import smoke
+    from vramfit.train import smoke
 
     tokenizer = smoke.build_tokenizer("qwen2_5_vl", smoke.corpus())
     return Qwen2VLImageProcessorPil(), tokenizer

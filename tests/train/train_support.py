@@ -60,7 +60,8 @@ def write_run(name: str, run_dir: Path, extra: list[str], cpu: bool | None = Non
     """The smoke variant's run directory, with `extra` overrides applied after the smoke's own (more
     steps, another learning rate), written by the runner's own code. Returns the run directory."""
     from vramfit import launch as launcher
-    from vramfit import run, smoke
+    from vramfit import run
+    from vramfit.train import smoke
     from vramfit.validate import validate
 
     source = REPO / "recipes" / name / "recipe.yaml"

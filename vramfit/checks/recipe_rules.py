@@ -9,7 +9,7 @@ from typing import Any
 from vramfit.checks.deepspeed_json import section
 from vramfit.divisors import divisors
 from vramfit.hardware import CATALOGUE
-from vramfit.libraries import argument_default, grpo_generation_batch
+from vramfit.libraries import argument_default, grpo_generation_batch, grpo_steps_per_generation
 from vramfit.problems import RECIPE_TREE, Problem, Problems
 from vramfit.recipe import NAME_RE
 
@@ -45,7 +45,7 @@ def grpo_fix(recipe) -> str:
     """The smallest change that makes TRL's generation batch divisible by num_generations."""
     t = recipe.training
     micro, accum = micro_and_accumulation(recipe)
-    steps = t.get("steps_per_generation") or accum
+    steps = grpo_steps_per_generation(accum, t.get("steps_per_generation"))
     g = t.get("num_generations") or argument_default("grpo", "num_generations")
     ranks = recipe.world_size
     gen_batch = grpo_generation_batch(micro, ranks, accum, t.get("steps_per_generation"), t.get("generation_batch_size"))

@@ -14,6 +14,7 @@ from vramfit.doctor.classify import oom_numbers
 from vramfit.doctor.diagnosis import Diagnosis
 from vramfit.doctor.scan import Event
 from vramfit.doctor.units import gib
+from vramfit.libraries import grpo_generation_batch
 
 # The repo's shared DeepSpeed JSONs, named for what they do.
 ZERO3 = "deepspeed_configs/zero3.json"
@@ -469,12 +470,14 @@ def _grpo(c: Context) -> list[dict]:
         batch = f["generation_batch_size"]
         fixes = []
         accumulation = s.get("gradient_accumulation_steps")
-        if accumulation and s.get("generation_batch_size") is None:
+        if accumulation and s.get("generation_batch_size") is None and batch % accumulation == 0:
             factor = generations // gcd(batch, generations)
+            per_step = batch // accumulation  # per-device x processes
             fixes.append(_fix("overrides", {"gradient_accumulation_steps": accumulation * factor},
                               f"generation_batch_size {batch} (per-device x processes x accumulation) is not "
                               f"divisible by num_generations={generations}; accumulation {accumulation} -> "
-                              f"{accumulation * factor} makes it {batch * factor}"))
+                              f"{accumulation * factor} makes it "
+                              f"{grpo_generation_batch(per_step, 1, accumulation * factor)}"))
         lcm = batch * generations // gcd(batch, generations)
         fixes.append(_fix("overrides", {"generation_batch_size": lcm},
                           f"generation_batch_size {batch} is not divisible by num_generations={generations}; "

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from vramfit.divisors import divisors
+from vramfit.libraries import grpo_steps_per_generation
 
 PRESETS = ("zero2", "zero2_offload_optimizer", "zero3", "zero3_offload_optimizer", "zero3_offload_optimizer_params")
 FSDP = ("fsdp2", "fsdp2_offload")  # transformers 5 defaults to FSDP2 (FSDP1 deprecated); FSDP1: fsdp, fsdp_offload
@@ -173,7 +174,7 @@ def knobs_of(setup) -> dict[str, Any]:
         "optim": setup.optimizer,
     }
     if setup.method == "grpo":
-        k["steps_per_generation"] = setup.steps_per_generation or setup.gradient_accumulation_steps
+        k["steps_per_generation"] = grpo_steps_per_generation(setup.gradient_accumulation_steps, setup.steps_per_generation)
         k["use_vllm"] = setup.use_vllm
         if setup.use_vllm and setup.vllm_mode == "colocate":
             k["vllm_gpu_memory_utilization"] = setup.vllm_gpu_memory_utilization

@@ -98,6 +98,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from vramfit.libraries import grpo_steps_per_generation
+
 E_MM = 0.45
 E_BW = 0.7
 E_LINK = 0.7
@@ -326,7 +328,7 @@ def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float, 
     n_params = counts.total
     stage = s.zero.stage if s.engine == "deepspeed" else 0
     sharded = stage == 3 or (s.engine == "fsdp" and s.fsdp_sharding != "no_shard")
-    calls = s.gradient_accumulation_steps / (s.steps_per_generation or s.gradient_accumulation_steps)
+    calls = s.gradient_accumulation_steps / grpo_steps_per_generation(s.gradient_accumulation_steps, s.steps_per_generation)
     if s.use_vllm:
         w_gen = 2.0 * n_params
         cap = _vllm_kv_cap(s, counts)

@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from vramfit.divisors import divisors
+from vramfit.libraries import grpo_steps_per_generation
 from vramfit.problems import ConfigError
 
 COMMON_MAX_PIXELS = 1_003_520  # 1,280 image tokens (upstream-setups.md: "1,003,520 px is common")
@@ -87,7 +88,7 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
     own_run = mode == "args"
     if own_run and gpu_short and s.method != "grpo" and s.loss_kernel == "torch" and not liger_active(s, _arch(s)):
         out.append(("loss", {"loss_kernel": "cce"}, "Cut Cross-Entropy: the loss without a [tokens x vocab] logits tensor"))
-    if gpu_short and s.method == "grpo" and "generation" in p.phases and (s.steps_per_generation or s.gradient_accumulation_steps) > 1:
+    if gpu_short and s.method == "grpo" and "generation" in p.phases and grpo_steps_per_generation(s.gradient_accumulation_steps, s.steps_per_generation) > 1:
         if (s.micro_batch * s.world) % s.num_generations == 0:
             out.append(("generation", {"steps_per_generation": 1}, "generate one micro-step's completions at a time"))
     if gpu_short:

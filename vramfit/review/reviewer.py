@@ -266,6 +266,7 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
 def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding]) -> None:
     """GRPO: sequences per GPU under TRL's semantics and under the older VLM-R1 / open-r1 one."""
     from vramfit import recipe as recipe_mod
+    from vramfit.libraries import grpo_generation_batch
     from vramfit.planner import plan_recipe
 
     micro, g = setup.micro_batch, setup.num_generations
@@ -275,8 +276,9 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
     if "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program:
         return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
+    per_step = grpo_generation_batch(micro, ranks, 1, steps_per_generation=1)  # completions per micro-step, all ranks
     what = (f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
-            f"{micro * ranks} completions = {micro * ranks // g if micro * ranks % g == 0 else micro * ranks / g} prompts x {g} per micro-step "
+            f"{per_step} completions = {per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step "
             f"on {ranks} ranks); {old} under the semantics of VLM-R1 / open-r1 before the TRL change (each of the {micro} prompts "
             f"expanded to {g} completions)")
     try:

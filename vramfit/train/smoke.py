@@ -155,7 +155,7 @@ def build_tokenizer(model_type: str, corpus: list[str]):
 
     if model_type not in FAMILIES:
         raise ValueError(f"the smoke variant has no tokenizer for model type '{model_type}' (known: {', '.join(FAMILIES)}); "
-                         "add its special tokens and chat template to vramfit.smoke.FAMILIES")
+                         "add its special tokens and chat template to vramfit.train.smoke.FAMILIES")
     family = FAMILIES[model_type]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
