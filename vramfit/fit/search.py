@@ -248,11 +248,7 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
             counts = params.count(arch, setup)
             candidates.append(Candidate(k, setup, p, steptime.estimate(setup, arch, counts)))
     fitting = [c for c in candidates if c.fits]
-    best = min((c.time.seconds for c in fitting), default=1.0)
-    # Within 1% of each other two predictions are a tie (the model is not that precise): the fewer changes
-    # from the base win, then the larger margin.
-    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), c.margin_gib < THIN * c.plan.gpu_memory_gib,
-                                _changes(c, base_knobs or {}), COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
+    _rank(fitting, base_knobs)
     result = Result(label or base.label, base, base_knobs or knobs_of(base), pins, global_batch, candidates, fitting, [])
     result.rejected = rejected(result)
     result.notes.append("not searched (the planner does not model them yet): FSDP, pure bf16 weights and optimizer states, "
@@ -260,9 +256,17 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
     result.notes.append("attention: flash_attention_2 and sdpa are one candidate (CUDA SDPA runs the FlashAttention-2 kernel; "
                         "same plan and step time); the base's spelling is kept")
     if trace:
-        _confirm_with_trace(result, arch)
+        _confirm_with_trace(result, arch, base_knobs)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _rank(fitting: list[Candidate], base_knobs: dict[str, Any] | None) -> None:
+    """Sort by predicted step time. Within 1% of each other two predictions are a tie (the model is not
+    that precise): the fewer changes from the base win, then the larger margin."""
+    best = min((c.time.seconds for c in fitting), default=1.0)
+    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), c.margin_gib < THIN * c.plan.gpu_memory_gib,
+                                _changes(c, base_knobs or {}), COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
 
 
 def _generation_options(base, knobs: dict[str, Any], pins: dict[str, Any]) -> list[int]:
@@ -277,7 +281,7 @@ def _changes(c: Candidate, base_knobs: dict[str, Any]) -> int:
     return sum(1 for k, v in c.knobs.items() if base_knobs.get(k) != v)
 
 
-def _confirm_with_trace(result: Result, arch) -> None:
+def _confirm_with_trace(result: Result, arch, base_knobs: dict[str, Any] | None = None) -> None:
     """Re-time the winner with the traced FLOPs when `vramfit.planner.trace` exists (issue 13)."""
     from vramfit.fit import steptime
     from vramfit.planner import params
@@ -299,11 +303,19 @@ def _confirm_with_trace(result: Result, arch) -> None:
     counts = params.count(arch, win.setup)
     analytic = steptime.analytic_flops(win.setup, arch, counts)
     scale = traced / analytic.total if analytic.total else 1.0
-    flops = steptime.Flops(*(getattr(analytic, f) * scale for f in ("forward", "backward", "recompute", "reference")))
-    win.time = steptime.estimate(win.setup, arch, counts, flops, "trace")
-    result.flops_source = "trace (winner), analytic (others)"
+    # Every fitting candidate is re-timed with the winner's traced/analytic ratio, not the winner alone: a
+    # winner timed on traced FLOPs beside the others on analytic ones would be ranked against a different
+    # count (a +9% trace made the winner slower than rows ranked below it).
+    for c in result.ranked:
+        c_counts = counts if c is win else params.count(arch, c.setup)
+        a = analytic if c is win else steptime.analytic_flops(c.setup, arch, c_counts)
+        flops = steptime.Flops(*(getattr(a, f) * scale for f in ("forward", "backward", "recompute", "reference")))
+        c.time = steptime.estimate(c.setup, arch, c_counts, flops, "trace" if c is win else "trace ratio")
+    _rank(result.ranked, base_knobs)
+    result.rejected = rejected(result)
+    result.flops_source = "trace (the first winner), its traced/analytic ratio applied to every fitting candidate"
     result.notes.append(f"FLOPs of the winner traced (FlopCounterMode): {traced:.3e} per micro-batch, "
-                        f"analytic {analytic.total:.3e} ({(scale - 1) * 100:+.0f}%)")
+                        f"analytic {analytic.total:.3e} ({(scale - 1) * 100:+.0f}%); every fitting candidate re-timed with that ratio")
 
 
 def rejected(result: Result) -> list[dict[str, Any]]:
