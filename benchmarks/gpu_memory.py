@@ -176,7 +176,8 @@ def planner_overrides(case: Case, attn: str, expandable: bool) -> dict[str, Any]
     elif case.kind == "llava":
         o.update(seq_len=case.seq_len, images_per_sample=1)
         if case.method == "lora":
-            o.update(method="lora", lora_r=e["lora_r"], lora_dropout=e["lora_dropout"], lora_target_modules=e["lora_target_modules"])
+            o.update(method="lora", lora_r=e["lora_r"], lora_dropout=e["lora_dropout"], lora_target_modules=e["lora_target_modules"],
+                     train_projector=e["train_projector"])  # the planner leaves the projector frozen under LoRA unless told
     elif case.kind == "grpo":
         o.update(method="grpo", max_prompt_length=case.seq_len, gradient_accumulation_steps=e["gradient_accumulation_steps"],
                  num_generations=e["num_generations"], max_completion_length=e["max_completion_length"], beta=e["beta"],

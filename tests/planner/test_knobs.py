@@ -287,7 +287,7 @@ def test_colocated_vllm_holds_its_share_of_the_card_on_every_phase():
     ("loss_kernel=fast", "one of torch, liger, cce, chunked"),
     ("fsdp_config.version=3", "not 1 or 2"),
     ("bnb_4bit_quant_storage=int4", "one of uint8"),
-    ("lora_target_modules=(q_proj", "not a regular expression"),
+    ("lora_target_modules=(q_proj", "'(q_proj' is not a valid regex"),
     ("modules_to_save=embed_token", "Did you mean 'embed_tokens'"),
 ])
 def test_bad_knobs_are_refused_with_the_key_and_a_fix(item, message):

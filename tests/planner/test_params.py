@@ -201,11 +201,12 @@ def test_mllama_two_vision_stacks_are_joined_and_said(tmp_path):
 
 
 @pytest.mark.parametrize("text, why", [
-    ("{not json", "not a readable JSON file"),
-    ('["a list"]', "JSON object with a 'model_type'"),
-    ('{"hidden_size": 8}', "JSON object with a 'model_type'"),
-    ('{"model_type": "no_such_model"}', "builds no config for model_type 'no_such_model'"),
-    ('{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 7}', "builds no"),
+    ("{not json", "is not valid JSON at line 1"),
+    ('["a list"]', "must be a JSON object (a config.json), got list"),
+    ('{"hidden_size": 8}', "model_type: must name the model type as text, got None"),
+    ('{"model_type": "no_such_model"}', "model_type: transformers 5"),  # the key, and below: why
+    ('{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 7}',
+     "cannot build a 'llama' config from it (ValueError: The hidden size (30) is not a multiple of the number of attention heads (7))"),
 ])
 def test_malformed_configs_are_bad_input_not_a_crash(tmp_path, capsys, text, why):
     path = tmp_path / "config.json"
@@ -213,6 +214,8 @@ def test_malformed_configs_are_bad_input_not_a_crash(tmp_path, capsys, text, why
     code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1"], capsys)
     assert code == 2, (out, err)
     assert why in err and str(path) in err and "Fix:" in err and "Traceback" not in out + err
+    if "no_such_model" in text:
+        assert "builds no config for model_type 'no_such_model' (a type it does not know)" in err
 
 
 def test_config_no_auto_class_builds_is_bad_input(tmp_path, capsys):

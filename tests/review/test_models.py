@@ -14,12 +14,7 @@ from vramfit.planner.params import summary
 HUB = sorted((Path(models.__file__).resolve().parent.parent / "model_configs" / "hub").glob("*.json"))
 
 
-# GPT-2's parameter summary raises StopIteration in vramfit/planner/params.py on this branch (the trace branch fixes it):
-# strict, so the merge that fixes it turns this red until the mark is dropped.
-GPT2_SUMMARY = pytest.mark.xfail(raises=StopIteration, strict=True, reason="params.summary on GPT-2: fixed on the trace branch")
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=GPT2_SUMMARY) if p.stem == "gpt2" else p for p in HUB], ids=[p.stem for p in HUB])
+@pytest.mark.parametrize("path", HUB, ids=[p.stem for p in HUB])
 def test_table_config_builds_with_the_published_parameter_count(path):
     data = json.loads(path.read_text())
     assert data["_source"].startswith("https://") and data["_model"]

@@ -5,7 +5,8 @@ model_type (transformers would fill every size from another model's defaults, an
 of that model); sizes that are not positive whole numbers (booleans are not numbers); sizes past any
 published model's (MAX_SIZES: the planner builds the model on the meta device, layer by layer, so a
 million-layer config would run for hours); and whatever transformers' own config class refuses for
-the model_type (an unknown type, a field its validators reject).
+the model_type (an unknown type, a field its validators reject: said with the validator's own reason,
+also next to a missing size).
 """
 from __future__ import annotations
 
@@ -53,6 +54,13 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
         problems.add(label, "model_type", f"must name the model type as text, got {model_type!r}",
                      "copy the model's config.json from its Hugging Face repository.")
         return None
+    from transformers import CONFIG_MAPPING, __version__ as transformers_version
+
+    if model_type not in CONFIG_MAPPING:
+        problems.add(label, "model_type", f"transformers {transformers_version} builds no config for model_type {model_type!r} "
+                     "(a type it does not know)",
+                     "copy the model's config.json as published; a model newer than this transformers needs a newer one.")
+        return None
     before = len(problems.items)
     for key, value in data.items():
         if key.endswith("_config") and value is not None and not isinstance(value, dict) and key != "quantization_config":
@@ -74,22 +82,33 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
             elif not 1 <= value <= bound:
                 problems.add(label, prefix + key, f"{value} is out of range (1..{bound:,}; no published model is past it)",
                              f"write the model's real {key}.")
+    if len(problems.items) > before:
+        return None
     if not (width and depth):
         missing = "its width (one of " + ", ".join(WIDTH) + ")" if not width else "its depth (one of " + ", ".join(DEPTH) + ")"
         problems.add(label, "", f"does not state {missing}{' nor its depth' if not width and not depth else ''}; "
                      f"transformers would fill it from the '{model_type}' class defaults, another model's size",
                      "pass the model's full config.json (hidden_size, num_hidden_layers, ... as published).")
-    if len(problems.items) > before:
-        return None
-    try:
+    try:  # also when a size is missing: a config transformers refuses is said with the missing size
         from transformers import AutoConfig
 
         clean = {k: v for k, v in data.items() if not k.startswith("_") and k != "model_type"}
         AutoConfig.for_model(model_type, **clean)
     except Exception as exc:  # noqa: BLE001 - whatever transformers' config class refuses is bad input
-        first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:300]
-        problems.add(label, "model_type" if "model_type" in first or "Unrecognized" in first else "",
-                     f"transformers refuses this config ({exc.__class__.__name__}: {first})",
-                     "pass the model's config.json as published (its model_type must be one transformers knows).")
+        problems.add(label, "", f"transformers {transformers_version} cannot build a {model_type!r} config from it ({_reason(exc)})",
+                     "pass the model's config.json as published (sizes as the model was trained with).")
+    if len(problems.items) > before:
         return None
     return data
+
+
+def _reason(exc: BaseException) -> str:
+    """The library's own reason, one line: the validator's cause (e.g. 'The hidden size (30) is not a
+    multiple of the number of attention heads (7).') rather than its 'Class validation error' wrapper."""
+    while exc.__cause__ is not None and exc.__cause__ is not exc:
+        exc = exc.__cause__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    line = lines[-1].rstrip(".") if lines else ""
+    if not line.startswith(type(exc).__name__):
+        line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    return line if len(line) <= 300 else line[:300] + " ..."

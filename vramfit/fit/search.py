@@ -388,7 +388,7 @@ def _changes(c: Candidate, base_knobs: dict[str, Any]) -> int:
     return sum(1 for k, v in c.knobs.items() if base_knobs.get(k) != v)
 
 
-def _confirm_with_trace(result: Result, arch) -> None:
+def _confirm_with_trace(result: Result, arch, base_knobs: dict[str, Any] | None = None) -> None:
     """Re-time the winner with the traced FLOPs when `vramfit.planner.trace` exists (issue 13)."""
     from vramfit.fit import steptime
     from vramfit.planner import params

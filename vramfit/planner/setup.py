@@ -489,15 +489,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
                          "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.")
     out.update(knobs.vllm_fields(values, problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
-    targets = values.get("lora_target_modules")
-    if isinstance(targets, str) and targets != "all-linear" and "," not in targets:
-        import re
-
-        try:
-            re.compile(targets)
-        except re.error as exc:
-            problems.add(file, "lora_target_modules", f"{targets!r} is not a regular expression PEFT can match ({exc})",
-                         "write module names (q_proj,v_proj), all-linear, or a valid regex.")
+    _check_target_regex(values, problems, file)  # a recipe's planner: section does not pass _launch_time_values
     from vramfit.planner.params import SAVE_GROUPS
 
     for name in str(values.get("modules_to_save") or "").split(","):
@@ -636,7 +628,6 @@ def _launch_time_deepspeed(ds: dict[str, Any], file: str, problems: Problems) ->
 
 def _launch_time_values(values: dict[str, Any], file: str, problems: Problems) -> None:
     """Values the Trainer refuses at launch: an optimizer name it does not know, a target regex that does not compile."""
-    import re
 
     optim = values.get("optim")
     if optim is not None:
@@ -646,12 +637,20 @@ def _launch_time_values(values: dict[str, Any], file: str, problems: Problems) -
         if optim not in names:
             problems.add(file, "optim", f"'{optim}' is not an optimizer transformers knows.{did_you_mean(optim, names)}",
                          "use e.g. optim=adamw_torch_fused (see transformers.training_args.OptimizerNames).")
+    _check_target_regex(values, problems, file)
+
+
+def _check_target_regex(values: dict[str, Any], problems: Problems, file: str) -> None:
+    """lora_target_modules as one string is a regex PEFT full-matches module names against; one wording for both paths."""
+    import re
+
     targets = values.get("lora_target_modules")
     if isinstance(targets, str) and targets != "all-linear" and "," not in targets:
         try:
             re.compile(targets)
         except re.error as exc:
-            problems.add(file, "lora_target_modules", f"'{targets}' is not a valid regex ({exc})", "fix the regex or list module names: q_proj,v_proj.")
+            problems.add(file, "lora_target_modules", f"'{targets}' is not a valid regex ({exc})",
+                         "fix the regex, or list module names (q_proj,v_proj), or write all-linear.")
 
 
 def _read_deepspeed(path: Path, file: str, problems: Problems, key: str = "deepspeed") -> dict[str, Any] | None:
