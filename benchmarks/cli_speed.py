@@ -6,6 +6,7 @@ Each command runs in a fresh interpreter (that is what a user waits for). The fi
 fills the user cache (library field tables) and is left out of the median: the targets are for a
 warm cache. Targets (issue 19): --help and list <= 0.3 s, show and plan <= 1 s, validate <= 4 s.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ the first fixes that fit (any one of them counts; null: no fix is due, as for a 
 memory; "host_ram_knob": any of the host-RAM knobs). Prints the three accuracies, the rows where all three
 are right, and the crashes of the doctor itself (a traceback counts as wrong on every axis).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,19 @@ from vramfit.doctor import diagnose  # noqa: E402
 
 FORMS = ("overrides", "env", "deepspeed", "launch")
 HOST_RAM_KNOBS = {
-    "dataloader_num_workers", "dataloader_pin_memory", "low_cpu_mem_usage", "zero3_init", "nproc_per_node",
-    "zero_optimization.offload_param.pin_memory", "zero_optimization.offload_optimizer.pin_memory",
-    "zero_optimization.offload_param.device", "zero_optimization.offload_optimizer.device", "deepspeed",
-    "save_only_model", "--mem", "--shm-size",
+    "dataloader_num_workers",
+    "dataloader_pin_memory",
+    "low_cpu_mem_usage",
+    "zero3_init",
+    "nproc_per_node",
+    "zero_optimization.offload_param.pin_memory",
+    "zero_optimization.offload_optimizer.pin_memory",
+    "zero_optimization.offload_param.device",
+    "zero_optimization.offload_optimizer.device",
+    "deepspeed",
+    "save_only_model",
+    "--mem",
+    "--shm-size",
 }
 
 
@@ -45,6 +55,7 @@ def fix_right(expected, got: set[str] | None) -> bool:
     wanted = set(expected)
     if "host_ram_knob" in wanted:
         wanted |= HOST_RAM_KNOBS
+
     def strip(keys):  # a launcher flag and its config name are one knob
         return {key.lstrip("-") for key in keys}
 
@@ -69,8 +80,7 @@ def main() -> int:
             crashes.append((log.name, traceback.format_exc(limit=3)))
             continue
         got_fix = first_fix_keys(d)
-        right = {"kind": d.kind == want["kind"], "phase": d.phase == want["phase"],
-                 "first_fix": fix_right(want["first_fix"], got_fix)}
+        right = {"kind": d.kind == want["kind"], "phase": d.phase == want["phase"], "first_fix": fix_right(want["first_fix"], got_fix)}
         for axis, ok in right.items():
             counts[axis] += ok
         counts["all"] += all(right.values())
@@ -78,8 +88,10 @@ def main() -> int:
             heldout[0] += all(right.values())
             heldout[1] += 1
         if args.verbose and not all(right.values()):
-            print(f"{log.stem}: kind {d.kind} (want {want['kind']}), phase {d.phase} (want {want['phase']}), "
-                  f"first fix {sorted(got_fix) if got_fix else None} (want {want['first_fix']})")
+            print(
+                f"{log.stem}: kind {d.kind} (want {want['kind']}), phase {d.phase} (want {want['phase']}), "
+                f"first fix {sorted(got_fix) if got_fix else None} (want {want['first_fix']})"
+            )
     n = len(rows)
     print(f"world corpus: {n} logs from public issue threads ({args.corpus})")
     for axis in ("kind", "phase", "first_fix", "all"):
@@ -98,10 +110,7 @@ def project() -> None:
     """The project-written logs (tests/doctor/logs): kept as regression tests, not the measure."""
     logs = REPO / "tests" / "doctor" / "logs"
     expected = json.loads((REPO / "tests" / "doctor" / "expected.json").read_text())
-    right = sum(
-        (d.kind, d.phase, d.cause) == (want["kind"], want["phase"], want["cause"])
-        for name, want in expected.items() for d in [diagnose(logs / name)]
-    )
+    right = sum((d.kind, d.phase, d.cause) == (want["kind"], want["phase"], want["cause"]) for name, want in expected.items() for d in [diagnose(logs / name)])
     print(f"project-written logs (tests/doctor/logs, regression only): {right}/{len(expected)} kind+phase+cause as expected")
 
 

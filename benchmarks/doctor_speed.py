@@ -7,6 +7,7 @@ carriage returns, loss lines, colour-coded warnings, then a CUDA OOM traceback a
 ChildFailedError block near the end. Prints the wall time of `diagnose` on it and its peak Python memory
 (tracemalloc, a second run). Target: under 5 s for 100 MB on a 2-core machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,10 @@ STEP = (
     "\r{pct:3d}%|{bar}| {n}/{total} [{el}<{rem}, 12.34s/it]\r{pct:3d}%|{bar}| {n}/{total} [{el}<{rem}, 12.33s/it]\n"
     "[rank0]: {{'loss': {loss:.4f}, 'grad_norm': {gn:.3f}, 'learning_rate': 1.9e-05, 'epoch': {ep:.3f}}}\n"
 )
-WARNING = ("[rank{r}]: \x1b[33m[2024-11-05 03:14:{s:02d},{ms:03d}] [WARNING] [stage3.py:2114:step] 1 pytorch allocator "
-           "cache flushes since last step. this happens when there is high memory pressure\x1b[0m\n")
+WARNING = (
+    "[rank{r}]: \x1b[33m[2024-11-05 03:14:{s:02d},{ms:03d}] [WARNING] [stage3.py:2114:step] 1 pytorch allocator "
+    "cache flushes since last step. this happens when there is high memory pressure\x1b[0m\n"
+)
 TAIL = """[rank3]: Traceback (most recent call last):
 [rank3]:   File "train.py", line 188, in train
 [rank3]:     trainer.train()
@@ -53,10 +56,19 @@ def write_log(path: Path, megabytes: float) -> None:
                 n = n % TOTAL_STEPS + 1
                 frac = n / TOTAL_STEPS
                 filled = int(10 * frac)
-                block.append(STEP.format(pct=int(100 * frac), bar="\u2588" * filled + " " * (10 - filled),
-                                         n=n, total=TOTAL_STEPS, el=f"{n // 290}:{n % 60:02d}:{n % 47:02d}",
-                                         rem=f"{(TOTAL_STEPS - n) // 290}:{n % 37:02d}:{n % 53:02d}",
-                                         loss=1.0 / (1 + n % 97), gn=(n % 31) / 7, ep=frac))
+                block.append(
+                    STEP.format(
+                        pct=int(100 * frac),
+                        bar="\u2588" * filled + " " * (10 - filled),
+                        n=n,
+                        total=TOTAL_STEPS,
+                        el=f"{n // 290}:{n % 60:02d}:{n % 47:02d}",
+                        rem=f"{(TOTAL_STEPS - n) // 290}:{n % 37:02d}:{n % 53:02d}",
+                        loss=1.0 / (1 + n % 97),
+                        gn=(n % 31) / 7,
+                        ep=frac,
+                    )
+                )
                 if n % 50 == 0:
                     block.append(WARNING.format(r=n % 8, s=n % 60, ms=n % 1000))
             text = "".join(block)
@@ -86,9 +98,11 @@ def main() -> int:
         write_log(path, args.mb)
         size = path.stat().st_size / 1e6
         seconds, peak, diagnosis = measure(path)
-    print(f"doctor: {size:.0f} MB log, {diagnosis.lines_read} lines: {seconds:.2f} s "
-          f"({size / seconds:.0f} MB/s), peak Python memory {peak:.1f} MiB; "
-          f"found {diagnosis.kind} in {diagnosis.phase} ({diagnosis.cause})")
+    print(
+        f"doctor: {size:.0f} MB log, {diagnosis.lines_read} lines: {seconds:.2f} s "
+        f"({size / seconds:.0f} MB/s), peak Python memory {peak:.1f} MiB; "
+        f"found {diagnosis.kind} in {diagnosis.phase} ({diagnosis.cause})"
+    )
     return 0
 
 

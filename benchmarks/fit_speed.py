@@ -8,6 +8,7 @@ Cold = the first search in this process (model summaries may come from the on-di
 project's 2-core machine. --compare plans and times the recipe exactly as written (its own knobs) with
 the same step-time model, so "predicted faster" is the model's word, not a measurement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,19 @@ def fit_recipe(path: Path):
     from vramfit.fit.cli import build
     from vramfit.fit.search import search
 
-    args = argparse.Namespace(items=[str(path)], model_config=None, gpu=None, gpus=None, nodes=None, method=None, seq_len=None,
-                              global_batch_size=None, host_ram_gib=None, write=None, data_format=None)
+    args = argparse.Namespace(
+        items=[str(path)],
+        model_config=None,
+        gpu=None,
+        gpus=None,
+        nodes=None,
+        method=None,
+        seq_len=None,
+        global_batch_size=None,
+        host_ram_gib=None,
+        write=None,
+        data_format=None,
+    )
     request = build(args)
     return request, search(request.base, request.global_batch, request.pins, request.base_knobs, request.label)
 
@@ -46,7 +58,10 @@ def main(argv: list[str]) -> int:
     libraries.quiet()
     compare = "--compare" in argv
     worst = 0.0
-    print(f"{'recipe':<34} {'cold s':>7} {'warm s':>7} {'searched':>8} {'fit':>5}" + ("   recipe s/step -> fit s/step  winner (diff from the recipe)" if compare else ""))
+    print(
+        f"{'recipe':<34} {'cold s':>7} {'warm s':>7} {'searched':>8} {'fit':>5}"
+        + ("   recipe s/step -> fit s/step  winner (diff from the recipe)" if compare else "")
+    )
     for path in all_recipe_files():
         t0 = time.perf_counter()
         fit_recipe(path)
@@ -65,8 +80,10 @@ def main(argv: list[str]) -> int:
                 line += f"   {t.seconds:.2f} -> nothing fits"
             else:
                 mark = "" if p.ok else " (recipe predicted NOT to fit)"
-                line += (f"   {t.seconds:>6.2f} -> {win.time.seconds:>6.2f} ({(win.time.seconds / t.seconds - 1) * 100:+.0f}%)  "
-                         f"{_short(result.diff(win)) or '(the recipe itself)'}{mark}")
+                line += (
+                    f"   {t.seconds:>6.2f} -> {win.time.seconds:>6.2f} ({(win.time.seconds / t.seconds - 1) * 100:+.0f}%)  "
+                    f"{_short(result.diff(win)) or '(the recipe itself)'}{mark}"
+                )
         print(line, flush=True)
     print(f"slowest warm search: {worst:.2f} s (target <= 10 s)")
     return 0

@@ -34,6 +34,7 @@ Usage:
 Results: recipes/<recipe>/measured.json for the recipe each case belongs to (or <--out>/<recipe>/
 measured.json); `python -m vramfit.docs` then shows the recipe's own case in its README.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,14 +64,12 @@ PLANNER_TARGET_PCT = 10.0  # the planner within 10% of the measured peak allocat
 LIGER_PEAK_TARGET = 0.40  # Liger: Llama-3.2-3B at 4k peak >= 40% lower, throughput not lower
 DEFAULT_CARD = "h100"  # the planner's card for --list / --dry-run (no device to match)
 # --emulate: a card size (GiB on the box) or a catalogue name -> the catalogue card.
-EMULATE_CARDS = {"16": "t4", "24": "rtx4090", "32": "v100-32g", "40": "a100-40g", "48": "l40s", "80": "a100-80g",
-                 "96": "h20", "141": "h200"}
+EMULATE_CARDS = {"16": "t4", "24": "rtx4090", "32": "v100-32g", "40": "a100-40g", "48": "l40s", "80": "a100-80g", "96": "h20", "141": "h200"}
 OFFLOAD_JSON = "deepspeed_configs/zero3_offload_optimizer_params.json"
 # LLaVA-1.5's own LoRA finetune (haotian-liu/LLaVA scripts/v1_5/finetune_lora.sh): r 128, alpha 256,
 # every linear of the LLM (find_all_linear_names skips the vision tower and projector); the
 # projector trains in full (mm_projector_lr), not as a PEFT copy.
-LLAVA_LORA = {"r": 128, "alpha": 256, "dropout": 0.05,
-              "targets": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"}
+LLAVA_LORA = {"r": 128, "alpha": 256, "dropout": 0.05, "targets": r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"}
 EMULATE_SCHEDULE = (1, 1)  # warm-up, timed steps of a capped re-run
 TIMEOUT_S = 1200  # one case, wall clock (subprocess killed past it)
 SEED = 1234
@@ -100,11 +99,17 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     def settings(self) -> dict[str, Any]:
-        s: dict[str, Any] = {"model_config": self.model_config, "method": self.method, "seq_len": self.seq_len,
-                             "per_device_train_batch_size": self.micro_batch,
-                             "gradient_checkpointing": self.gradient_checkpointing, "use_liger_kernel": self.liger,
-                             "precision": "bf16", "gpus": 1,
-                             "engine": f"deepspeed ({Path(self.deepspeed).name})" if self.deepspeed else "single GPU (no DeepSpeed)"}
+        s: dict[str, Any] = {
+            "model_config": self.model_config,
+            "method": self.method,
+            "seq_len": self.seq_len,
+            "per_device_train_batch_size": self.micro_batch,
+            "gradient_checkpointing": self.gradient_checkpointing,
+            "use_liger_kernel": self.liger,
+            "precision": "bf16",
+            "gpus": 1,
+            "engine": f"deepspeed ({Path(self.deepspeed).name})" if self.deepspeed else "single GPU (no DeepSpeed)",
+        }
         s.update(self.extra)
         return s
 
@@ -128,37 +133,95 @@ def build_cases() -> dict[str, Case]:
         for gc in (False, True):
             for liger in (False, True):
                 name = f"llama3b-4k-mb{mb}" + ("-gc" if gc else "") + ("-liger" if liger else "")
-                cases.append(Case(name, llama.name, "causal_lm", llama.model.config, mb, seq, gc, liger,
-                                  recipe_own=int((mb, gc, liger) == own), estimate_s=25 + 4 * mb + (3 * mb if gc else 0)))
+                cases.append(
+                    Case(
+                        name,
+                        llama.name,
+                        "causal_lm",
+                        llama.model.config,
+                        mb,
+                        seq,
+                        gc,
+                        liger,
+                        recipe_own=int((mb, gc, liger) == own),
+                        estimate_s=25 + 4 * mb + (3 * mb if gc else 0),
+                    )
+                )
 
     grpo = _recipe("vlm-r1-h20")
     g = grpo.training
-    cases.append(Case(
-        "qwen2.5vl-3b-grpo", grpo.name, "grpo", grpo.model.config, int(g["per_device_train_batch_size"]),
-        grpo.data.max_length, bool(g.get("gradient_checkpointing", True)), method="grpo", recipe_own=1,
-        warmup=1, steps=2, estimate_s=240,
-        extra={"gradient_accumulation_steps": int(g["gradient_accumulation_steps"]),
-               "num_generations": int(g["num_generations"]), "max_completion_length": int(g["max_completion_length"]),
-               "beta": float(g.get("beta", 0.0)), "temperature": float(g.get("temperature", 1.0)),
-               "max_pixels": int(grpo.data.max_pixels), "images_per_sample": 1,
-               "train_vision": grpo.model.train.vision_tower is True,
-               "completions_per_generate": int(g["per_device_train_batch_size"]) * int(g.get("steps_per_generation") or g["gradient_accumulation_steps"])}))
+    cases.append(
+        Case(
+            "qwen2.5vl-3b-grpo",
+            grpo.name,
+            "grpo",
+            grpo.model.config,
+            int(g["per_device_train_batch_size"]),
+            grpo.data.max_length,
+            bool(g.get("gradient_checkpointing", True)),
+            method="grpo",
+            recipe_own=1,
+            warmup=1,
+            steps=2,
+            estimate_s=240,
+            extra={
+                "gradient_accumulation_steps": int(g["gradient_accumulation_steps"]),
+                "num_generations": int(g["num_generations"]),
+                "max_completion_length": int(g["max_completion_length"]),
+                "beta": float(g.get("beta", 0.0)),
+                "temperature": float(g.get("temperature", 1.0)),
+                "max_pixels": int(grpo.data.max_pixels),
+                "images_per_sample": 1,
+                "train_vision": grpo.model.train.vision_tower is True,
+                "completions_per_generate": int(g["per_device_train_batch_size"]) * int(g.get("steps_per_generation") or g["gradient_accumulation_steps"]),
+            },
+        )
+    )
 
     llava = _recipe("sharegpt4v-7b-8xa100-40g")
     lt = llava.training
     mb, seq, gc = int(lt["per_device_train_batch_size"]), llava.data.max_length, bool(lt["gradient_checkpointing"])
-    lora = {"lora_r": LLAVA_LORA["r"], "lora_alpha": LLAVA_LORA["alpha"], "lora_dropout": LLAVA_LORA["dropout"],
-            "lora_target_modules": LLAVA_LORA["targets"], "train_projector": True}
+    lora = {
+        "lora_r": LLAVA_LORA["r"],
+        "lora_alpha": LLAVA_LORA["alpha"],
+        "lora_dropout": LLAVA_LORA["dropout"],
+        "lora_target_modules": LLAVA_LORA["targets"],
+        "train_projector": True,
+    }
     image = {"images_per_sample": 1, "image_tokens": 576, "train_vision": False}
     cases += [
-        Case("llava7b-2k-lora", llava.name, "llava", llava.model.config, mb, seq, gc, method="lora",
-             estimate_s=70, extra={**image, **lora}),
-        Case("llava7b-2k-full", llava.name, "llava", llava.model.config, mb, seq, gc, recipe_own=2, estimate_s=90,
-             extra=image),
-        Case("llava7b-2k-lora-zero3-offload", llava.name, "llava", llava.model.config, mb, seq, gc, method="lora",
-             deepspeed=OFFLOAD_JSON, warmup=2, steps=3, estimate_s=180, extra={**image, **lora}),
-        Case("llava7b-2k-full-zero3-offload", llava.name, "llava", llava.model.config, mb, seq, gc,
-             deepspeed=OFFLOAD_JSON, recipe_own=1, warmup=2, steps=3, estimate_s=420, extra=image),
+        Case("llava7b-2k-lora", llava.name, "llava", llava.model.config, mb, seq, gc, method="lora", estimate_s=70, extra={**image, **lora}),
+        Case("llava7b-2k-full", llava.name, "llava", llava.model.config, mb, seq, gc, recipe_own=2, estimate_s=90, extra=image),
+        Case(
+            "llava7b-2k-lora-zero3-offload",
+            llava.name,
+            "llava",
+            llava.model.config,
+            mb,
+            seq,
+            gc,
+            method="lora",
+            deepspeed=OFFLOAD_JSON,
+            warmup=2,
+            steps=3,
+            estimate_s=180,
+            extra={**image, **lora},
+        ),
+        Case(
+            "llava7b-2k-full-zero3-offload",
+            llava.name,
+            "llava",
+            llava.model.config,
+            mb,
+            seq,
+            gc,
+            deepspeed=OFFLOAD_JSON,
+            recipe_own=1,
+            warmup=2,
+            steps=3,
+            estimate_s=420,
+            extra=image,
+        ),
     ]
     return {c.name: c for c in cases}
 
@@ -168,20 +231,38 @@ def build_cases() -> dict[str, Case]:
 # ----------------------------------------------------------------------------------------------
 def planner_overrides(case: Case, attn: str, expandable: bool) -> dict[str, Any]:
     """The case's settings as `vramfit plan --model-config` keys (Setup.from_args)."""
-    o: dict[str, Any] = {"per_device_train_batch_size": case.micro_batch, "gradient_checkpointing": case.gradient_checkpointing,
-                         "bf16": True, "attn_implementation": attn, "expandable_segments": expandable}
+    o: dict[str, Any] = {
+        "per_device_train_batch_size": case.micro_batch,
+        "gradient_checkpointing": case.gradient_checkpointing,
+        "bf16": True,
+        "attn_implementation": attn,
+        "expandable_segments": expandable,
+    }
     e = case.extra
     if case.kind == "causal_lm":
         o.update(seq_len=case.seq_len, use_liger_kernel=case.liger)
     elif case.kind == "llava":
         o.update(seq_len=case.seq_len, images_per_sample=1)
         if case.method == "lora":
-            o.update(method="lora", lora_r=e["lora_r"], lora_dropout=e["lora_dropout"], lora_target_modules=e["lora_target_modules"],
-                     train_projector=e["train_projector"])  # the planner leaves the projector frozen under LoRA unless told
+            o.update(
+                method="lora",
+                lora_r=e["lora_r"],
+                lora_dropout=e["lora_dropout"],
+                lora_target_modules=e["lora_target_modules"],
+                train_projector=e["train_projector"],
+            )  # the planner leaves the projector frozen under LoRA unless told
     elif case.kind == "grpo":
-        o.update(method="grpo", max_prompt_length=case.seq_len, gradient_accumulation_steps=e["gradient_accumulation_steps"],
-                 num_generations=e["num_generations"], max_completion_length=e["max_completion_length"], beta=e["beta"],
-                 max_pixels=e["max_pixels"], images_per_sample=1, train_vision=e["train_vision"])
+        o.update(
+            method="grpo",
+            max_prompt_length=case.seq_len,
+            gradient_accumulation_steps=e["gradient_accumulation_steps"],
+            num_generations=e["num_generations"],
+            max_completion_length=e["max_completion_length"],
+            beta=e["beta"],
+            max_pixels=e["max_pixels"],
+            images_per_sample=1,
+            train_vision=e["train_vision"],
+        )
     return o
 
 
@@ -194,10 +275,19 @@ def predict(case: Case, gpu: str, attn: str = "sdpa", expandable: bool = True, h
         overrides["host_ram_gib"] = float(host_ram_gib)
     ds = str(REPO / case.deepspeed) if case.deepspeed else None
     p = plan(Setup.from_args(REPO / case.model_config, gpu, 1, deepspeed=ds, overrides=overrides))
-    return {"gpu": gpu, "allocated_gib": p.measure("allocated"), "reserved_gib": p.measure("reserved"),
-            "device_gib": p.per_gpu_peak_gib, "peak_phase": p.peak_phase, "fits": p.fits, "card_gib": p.gpu_memory_gib,
-            "host_ram_gib": p.host_ram_gib, "host_ram_fits": p.host_ram_fits, "parameters": p.parameters,
-            "overrides": overrides}
+    return {
+        "gpu": gpu,
+        "allocated_gib": p.measure("allocated"),
+        "reserved_gib": p.measure("reserved"),
+        "device_gib": p.per_gpu_peak_gib,
+        "peak_phase": p.peak_phase,
+        "fits": p.fits,
+        "card_gib": p.gpu_memory_gib,
+        "host_ram_gib": p.host_ram_gib,
+        "host_ram_fits": p.host_ram_fits,
+        "parameters": p.parameters,
+        "overrides": overrides,
+    }
 
 
 def card_for_device(name: str, total_gib: float) -> str:
@@ -222,8 +312,7 @@ def emulated_card(text: str) -> str:
         return text.strip().lower()
     if key in EMULATE_CARDS:
         return EMULATE_CARDS[key]
-    raise argparse.ArgumentTypeError(f"--emulate: unknown card '{text}' (use sizes {', '.join(EMULATE_CARDS)} "
-                                     f"or catalogue names {', '.join(CATALOGUE)})")
+    raise argparse.ArgumentTypeError(f"--emulate: unknown card '{text}' (use sizes {', '.join(EMULATE_CARDS)} or catalogue names {', '.join(CATALOGUE)})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,8 +366,9 @@ def build_model(case: Case, device: str, tiny: bool, attn: str, zero3: bool = Fa
             config.image_token_id = TINY["vocab"] - 2
             config.pad_token_id = TINY["vocab"] - 1
     dtype = torch.float32 if tiny else torch.bfloat16
-    cls = {"causal_lm": transformers.AutoModelForCausalLM, "llava": transformers.AutoModelForImageTextToText,
-           "grpo": transformers.AutoModelForImageTextToText}[case.kind]
+    cls = {"causal_lm": transformers.AutoModelForCausalLM, "llava": transformers.AutoModelForImageTextToText, "grpo": transformers.AutoModelForImageTextToText}[
+        case.kind
+    ]
     torch.manual_seed(SEED)
     # On the device directly (no CPU copy); under ZeRO-3 from_config builds it inside zero.Init instead.
     with contextlib.nullcontext() if zero3 else torch.device(device):
@@ -300,8 +390,12 @@ def _llava_trainable(model, case: Case):
         from peft import LoraConfig, get_peft_model
 
         e = case.extra
-        model = get_peft_model(model, LoraConfig(r=e["lora_r"], lora_alpha=e["lora_alpha"], lora_dropout=e["lora_dropout"],
-                                                 target_modules=e["lora_target_modules"], task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=e["lora_r"], lora_alpha=e["lora_alpha"], lora_dropout=e["lora_dropout"], target_modules=e["lora_target_modules"], task_type="CAUSAL_LM"
+            ),
+        )
         for name, param in model.named_parameters():
             if part_of(name) == "projector":
                 param.requires_grad = True
@@ -333,7 +427,7 @@ class TokenData:
         self.dtype = dtype
         if image:
             token, count, _ = image
-            self.ids[:, 1:1 + count] = token
+            self.ids[:, 1 : 1 + count] = token
             self.labels[:, : 1 + count] = -100
         self.n = n
 
@@ -378,8 +472,7 @@ def grpo_prompts(case: Case, config, tokenizer, tiny: bool):
 
     def length(text: str) -> tuple[int, int]:
         msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-        out = processor.apply_chat_template([msgs], add_generation_prompt=True, tokenize=True, return_dict=True,
-                                            processor_kwargs={"images": [[image]]})
+        out = processor.apply_chat_template([msgs], add_generation_prompt=True, tokenize=True, return_dict=True, processor_kwargs={"images": [[image]]})
         ids = list(out["input_ids"][0])
         return len(ids), sum(1 for t in ids if t == config.image_token_id)
 
@@ -399,8 +492,7 @@ def grpo_prompts(case: Case, config, tokenizer, tiny: bool):
 def grpo_dataset(text: str, image, rows: int):
     import datasets
 
-    return datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": text}], "image": image}
-                                       for _ in range(rows)])
+    return datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": text}], "image": image} for _ in range(rows)])
 
 
 def constant_reward(completions, **kwargs) -> list[float]:
@@ -435,8 +527,9 @@ def is_oom(exc: BaseException) -> bool:
     import torch
 
     text = str(exc)
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in text \
-        or "CUDA_ERROR_OUT_OF_MEMORY" in text
+    return (
+        isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in text or "CUDA_ERROR_OUT_OF_MEMORY" in text
+    )
 
 
 def where_in(exc: BaseException) -> str:
@@ -513,19 +606,36 @@ def training_arguments(case: Case, out: str, cuda: bool, warmup: int, steps: int
     from transformers import TrainingArguments
 
     kw: dict[str, Any] = dict(
-        output_dir=out, per_device_train_batch_size=case.micro_batch, max_steps=warmup + steps,
-        learning_rate=1e-6 if case.kind == "grpo" else 1e-5, lr_scheduler_type="constant", bf16=cuda,
-        gradient_checkpointing=case.gradient_checkpointing, gradient_checkpointing_kwargs={"use_reentrant": False},
-        report_to="none", save_strategy="no", logging_strategy="no", dataloader_num_workers=0, seed=42,
-        use_cpu=not cuda, disable_tqdm=True, deepspeed=ds)
+        output_dir=out,
+        per_device_train_batch_size=case.micro_batch,
+        max_steps=warmup + steps,
+        learning_rate=1e-6 if case.kind == "grpo" else 1e-5,
+        lr_scheduler_type="constant",
+        bf16=cuda,
+        gradient_checkpointing=case.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        dataloader_num_workers=0,
+        seed=42,
+        use_cpu=not cuda,
+        disable_tqdm=True,
+        deepspeed=ds,
+    )
     if case.kind == "grpo":
         from trl import GRPOConfig
 
         e = case.extra
-        kw.update(gradient_accumulation_steps=e["gradient_accumulation_steps"], num_generations=e["num_generations"],
-                  max_completion_length=e["max_completion_length"], beta=e["beta"], temperature=e["temperature"],
-                  # every completion runs to max_completion_length: a random policy's EOS would end some early
-                  generation_kwargs={"min_new_tokens": e["max_completion_length"]})
+        kw.update(
+            gradient_accumulation_steps=e["gradient_accumulation_steps"],
+            num_generations=e["num_generations"],
+            max_completion_length=e["max_completion_length"],
+            beta=e["beta"],
+            temperature=e["temperature"],
+            # every completion runs to max_completion_length: a random policy's EOS would end some early
+            generation_kwargs={"min_new_tokens": e["max_completion_length"]},
+        )
         return GRPOConfig(**kw)
     return TrainingArguments(**kw)
 
@@ -535,8 +645,14 @@ def _distributed_env() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+    for key, value in {
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }.items():
         os.environ.setdefault(key, value)
 
 
@@ -577,9 +693,13 @@ def build_trainer(case: Case, cuda: bool, tiny: bool, attn: str, warmup: int, st
         original = grpo_trainer.create_model_from_path
         grpo_trainer.create_model_from_path = lambda *a, **k: __import__("copy").deepcopy(policy)
         try:
-            trainer = GRPOTrainer(model=model, reward_funcs=[constant_reward], args=args,
-                                  train_dataset=grpo_dataset(text, image, max(16, samples // e["num_generations"])),
-                                  processing_class=processor)
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=[constant_reward],
+                args=args,
+                train_dataset=grpo_dataset(text, image, max(16, samples // e["num_generations"])),
+                processing_class=processor,
+            )
         finally:
             grpo_trainer.create_model_from_path = original
         return trainer, geo, counts
@@ -601,8 +721,9 @@ def _tiny(case: Case) -> Case:
     from dataclasses import replace
 
     if case.kind == "grpo":
-        return replace(case, seq_len=TINY["grpo_prompt"],
-                       extra={**case.extra, "max_completion_length": TINY["grpo_completion"], "max_pixels": TINY["grpo_pixels"]})
+        return replace(
+            case, seq_len=TINY["grpo_prompt"], extra={**case.extra, "max_completion_length": TINY["grpo_completion"], "max_pixels": TINY["grpo_pixels"]}
+        )
     return replace(case, seq_len=TINY["seq_len"])
 
 
@@ -623,28 +744,32 @@ def child_main(opts) -> int:
             torch.cuda.set_device(0)
             torch.empty(1, device="cuda")  # create the context now: its size is measured, not the model's
             free, total = torch.cuda.mem_get_info()
-            result.update(device_name=torch.cuda.get_device_name(), total_gib=total / GIB,
-                          context_gib=(total - free - torch.cuda.memory_reserved()) / GIB)
+            result.update(device_name=torch.cuda.get_device_name(), total_gib=total / GIB, context_gib=(total - free - torch.cuda.memory_reserved()) / GIB)
             if opts.fraction:
                 torch.cuda.set_per_process_memory_fraction(opts.fraction)
                 result["memory_fraction"] = opts.fraction
         with tempfile.TemporaryDirectory(prefix="gpu_memory_") as out:
             trainer, geo, counts = build_trainer(case, cuda, opts.tiny, opts.attn, opts.warmup, opts.steps, out, phase)
-            result.update(geometry=geo.__dict__, parameters=counts, tiny=opts.tiny,
-                          deepspeed_engine=bool(getattr(trainer, "is_deepspeed_enabled", False)))
+            result.update(geometry=geo.__dict__, parameters=counts, tiny=opts.tiny, deepspeed_engine=bool(getattr(trainer, "is_deepspeed_enabled", False)))
             meter = make_meter(opts.warmup, opts.steps, cuda, phase)
             trainer.add_callback(meter)
             phase.set("trainer setup (optimizer, DeepSpeed engine)")
             trainer.train()
         times = meter.times
-        result.update(step_times_s=times, tokens_per_step=geo.tokens_per_step,
-                      tokens_per_s=geo.tokens_per_step * len(times) / sum(times) if times and sum(times) > 0 else None)
+        result.update(
+            step_times_s=times,
+            tokens_per_step=geo.tokens_per_step,
+            tokens_per_s=geo.tokens_per_step * len(times) / sum(times) if times and sum(times) > 0 else None,
+        )
         if cuda:
             alloc, reserved = meter.final_peak or (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
-            result.update(peak_allocated_gib=alloc / GIB, peak_reserved_gib=reserved / GIB,
-                          run_peak_allocated_gib=max(alloc, meter.warm_peak[0]) / GIB,
-                          run_peak_reserved_gib=max(reserved, meter.warm_peak[1]) / GIB,
-                          steady_allocated_gib=(meter.steady or 0) / GIB)
+            result.update(
+                peak_allocated_gib=alloc / GIB,
+                peak_reserved_gib=reserved / GIB,
+                run_peak_allocated_gib=max(alloc, meter.warm_peak[0]) / GIB,
+                run_peak_reserved_gib=max(reserved, meter.warm_peak[1]) / GIB,
+                steady_allocated_gib=(meter.steady or 0) / GIB,
+            )
     except BaseException as exc:  # noqa: BLE001 - recorded, the parent goes on with the next case
         where = where_in(exc)
         at = phase.now + (f": {where}" if where else "")
@@ -666,8 +791,7 @@ def child_main(opts) -> int:
 # ----------------------------------------------------------------------------------------------
 # The parent: run each case in a subprocess, emulate smaller cards, write measured.json, report
 # ----------------------------------------------------------------------------------------------
-def run_child(case: Case, opts, fraction: float | None, workdir: Path, tag: str = "",
-              schedule: tuple[int, int] | None = None) -> dict[str, Any]:
+def run_child(case: Case, opts, fraction: float | None, workdir: Path, tag: str = "", schedule: tuple[int, int] | None = None) -> dict[str, Any]:
     """One case in a fresh process (its own CUDA context); `schedule` = (warm-up, timed) steps."""
     result = workdir / f"{case.name}{tag}.json"
     log = workdir / f"{case.name}{tag}.log"
@@ -675,16 +799,35 @@ def run_child(case: Case, opts, fraction: float | None, workdir: Path, tag: str 
     steps = opts.steps if opts.steps is not None else case.steps
     if schedule:
         warmup, steps = schedule
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", case.name, "--result", str(result),
-           "--warmup", str(warmup), "--steps", str(steps), "--attn", opts.attn]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        case.name,
+        "--result",
+        str(result),
+        "--warmup",
+        str(warmup),
+        "--steps",
+        str(steps),
+        "--attn",
+        opts.attn,
+    ]
     if fraction:
         cmd += ["--fraction", f"{fraction:.6f}"]
     if opts.tiny:
         cmd.append("--tiny")
     if opts.cpu:
         cmd.append("--cpu")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONWARNINGS": "ignore",
+        "TRANSFORMERS_VERBOSITY": "error",
+    }
     # One GPU per case: with several visible the Trainer would wrap the model in DataParallel.
     visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "0").split(",") if d.strip()]
     env["CUDA_VISIBLE_DEVICES"] = visible[0] if visible else ""
@@ -706,9 +849,13 @@ def run_child(case: Case, opts, fraction: float | None, workdir: Path, tag: str 
         phase_file = result.with_suffix(".phase")
         at = phase_file.read_text() if phase_file.is_file() else "start"
         tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
-        data = {"name": case.name, "oom": False, "at": at,
-                "error": f"subprocess ended without a result (exit {code}{'; past --timeout' if code == 'timeout' else ''})",
-                "log_tail": tail}
+        data = {
+            "name": case.name,
+            "oom": False,
+            "at": at,
+            "error": f"subprocess ended without a result (exit {code}{'; past --timeout' if code == 'timeout' else ''})",
+            "log_tail": tail,
+        }
         if code == -9 or "Killed" in tail:
             data["error"] += "; killed, likely the host's OOM killer"
     data.update(wall_s=wall, warmup_steps=warmup, timed_steps=steps, log=str(log))
@@ -735,9 +882,15 @@ def attach_planner(data: dict[str, Any], case: Case, gpu: str, opts) -> None:
 
         case = replace(case, seq_len=prompt)
     p = predict(case, gpu, opts.attn, opts.expandable)
-    data.update(planner_gpu=gpu, planner_gib=p["allocated_gib"], planner_reserved_gib=p["reserved_gib"],
-                planner_device_gib=p["device_gib"], planner_peak_phase=p["peak_phase"], planner_fits=p["fits"],
-                planner_parameters=p["parameters"])
+    data.update(
+        planner_gpu=gpu,
+        planner_gib=p["allocated_gib"],
+        planner_reserved_gib=p["reserved_gib"],
+        planner_device_gib=p["device_gib"],
+        planner_peak_phase=p["peak_phase"],
+        planner_fits=p["fits"],
+        planner_parameters=p["parameters"],
+    )
     measured = data.get("peak_allocated_gib")
     data["error_pct"] = 100.0 * (p["allocated_gib"] - measured) / measured if measured else None
 
@@ -748,8 +901,7 @@ def emulate(case: Case, data: dict[str, Any], card: str, opts, workdir: Path) ->
 
     spec = CATALOGUE[card]
     p = predict(case, card, opts.attn, opts.expandable)
-    row: dict[str, Any] = {"card": card, "card_gib": spec.memory_gib, "planner_fits": p["fits"],
-                           "planner_device_gib": p["device_gib"]}
+    row: dict[str, Any] = {"card": card, "card_gib": spec.memory_gib, "planner_fits": p["fits"], "planner_device_gib": p["device_gib"]}
     total = data.get("total_gib")
     if not total:
         row.update(measured="n/a", how="the unconstrained run gave no device figures")
@@ -769,8 +921,10 @@ def emulate(case: Case, data: dict[str, Any], card: str, opts, workdir: Path) ->
     else:
         # Fit or OOM shows in the first two steps (the optimizer states appear in the first): 1 + 1 steps.
         capped = run_child(case, opts, fraction, workdir, tag=f"@{card}", schedule=EMULATE_SCHEDULE)
-        row.update(how=f"run with set_per_process_memory_fraction({fraction:.4f})",
-                   measured="oom" if capped.get("oom") else ("fits" if capped.get("peak_reserved_gib") else "error"))
+        row.update(
+            how=f"run with set_per_process_memory_fraction({fraction:.4f})",
+            measured="oom" if capped.get("oom") else ("fits" if capped.get("peak_reserved_gib") else "error"),
+        )
         if capped.get("oom"):
             row["at"] = capped.get("at")
         if capped.get("error"):
@@ -780,8 +934,7 @@ def emulate(case: Case, data: dict[str, Any], card: str, opts, workdir: Path) ->
                 row[key] = capped[key]
     context = data.get("context_gib") or 0.0
     if peak is not None and abs(spec.memory_gib - peak) < context:
-        row["borderline"] = (f"peak reserved within the CUDA context ({context:.2f} GiB) of the card size: a real card "
-                             "also holds the context, the cap does not")
+        row["borderline"] = f"peak reserved within the CUDA context ({context:.2f} GiB) of the card size: a real card also holds the context, the cap does not"
     if row.get("measured") in ("fits", "oom"):
         row["agree"] = (row["measured"] == "fits") == p["fits"]
     return row
@@ -791,8 +944,14 @@ def versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for key, dist in (("torch", "torch"), ("deepspeed", "deepspeed"), ("transformers", "transformers"), ("trl", "trl"),
-                      ("peft", "peft"), ("liger_kernel", "liger-kernel")):
+    for key, dist in (
+        ("torch", "torch"),
+        ("deepspeed", "deepspeed"),
+        ("transformers", "transformers"),
+        ("trl", "trl"),
+        ("peft", "peft"),
+        ("liger_kernel", "liger-kernel"),
+    ):
         try:
             out[key] = version(dist)
         except PackageNotFoundError:
@@ -802,8 +961,7 @@ def versions() -> dict[str, str | None]:
 
 def driver_version() -> str | None:
     try:
-        text = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20).stdout.strip()
+        text = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
         if text:
             return text.splitlines()[0].strip()
     except (OSError, subprocess.SubprocessError):
@@ -817,12 +975,37 @@ def driver_version() -> str | None:
 
 
 CASE_KEYS = ("name", "settings", "peak_allocated_gib", "peak_reserved_gib", "tokens_per_s", "planner_gib", "error_pct", "oom")
-EXTRA_KEYS = ("at", "skipped", "error", "planner_gpu", "planner_reserved_gib", "planner_device_gib", "planner_peak_phase",
-              "planner_fits", "run_peak_allocated_gib", "run_peak_reserved_gib", "steady_allocated_gib", "peak_allocated_before_oom_gib",
-              "step_times_s", "tokens_per_step", "warmup_steps", "timed_steps", "geometry", "parameters", "planner_parameters",
-              "context_gib", "total_gib", "memory_fraction", "deepspeed_engine", "emulated", "wall_s")
-SCOPE = ("one GPU, random weights, the recipe's micro-batch / sequence / checkpointing / Liger / generation settings; "
-         "the engine is each case's own (see settings.engine), not the recipe's multi-GPU launch")
+EXTRA_KEYS = (
+    "at",
+    "skipped",
+    "error",
+    "planner_gpu",
+    "planner_reserved_gib",
+    "planner_device_gib",
+    "planner_peak_phase",
+    "planner_fits",
+    "run_peak_allocated_gib",
+    "run_peak_reserved_gib",
+    "steady_allocated_gib",
+    "peak_allocated_before_oom_gib",
+    "step_times_s",
+    "tokens_per_step",
+    "warmup_steps",
+    "timed_steps",
+    "geometry",
+    "parameters",
+    "planner_parameters",
+    "context_gib",
+    "total_gib",
+    "memory_fraction",
+    "deepspeed_engine",
+    "emulated",
+    "wall_s",
+)
+SCOPE = (
+    "one GPU, random weights, the recipe's micro-batch / sequence / checkpointing / Liger / generation settings; "
+    "the engine is each case's own (see settings.engine), not the recipe's multi-GPU launch"
+)
 
 
 def _rounded(value):
@@ -875,8 +1058,7 @@ def write_measured(results: list[tuple[Case, dict[str, Any]]], out_root: Path | 
             cases[case.name] = case_record(data, case)
         doc: dict[str, Any] = {**environment, "scope": SCOPE, "cases": list(cases.values())}
         ranked = sorted((_own_rank(recipe, c["name"]), i) for i, c in enumerate(doc["cases"]))
-        usable = [doc["cases"][i] for rank, i in ranked
-                  if rank and not doc["cases"][i].get("oom") and doc["cases"][i].get("peak_allocated_gib") is not None]
+        usable = [doc["cases"][i] for rank, i in ranked if rank and not doc["cases"][i].get("oom") and doc["cases"][i].get("peak_allocated_gib") is not None]
         own = usable[0] if usable else None
         if own:
             doc["recipe_case"] = own["name"]
@@ -893,8 +1075,7 @@ def _own_rank(recipe: str, name: str) -> int:
 
 
 def environment_record(device_name: str | None) -> dict[str, Any]:
-    return {"gpu": device_name, "driver": driver_version(), **versions(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+    return {"gpu": device_name, "driver": driver_version(), **versions(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -916,13 +1097,17 @@ def print_table(rows: list[tuple[Case, dict[str, Any]]]) -> None:
             note = f"error at {d.get('at')}: {d['error'][:80]}"
         tps = f"{d['tokens_per_s']:.0f}" if d.get("tokens_per_s") else "-"
         err = f"{d['error_pct']:+.1f}%" if isinstance(d.get("error_pct"), (int, float)) else "-"
-        print(f"{case.name:<32} {_gib(d.get('peak_allocated_gib')):>10} {_gib(d.get('peak_reserved_gib')):>9} {tps:>9} "
-              f"{_gib(d.get('planner_gib')):>8} {err:>8}  {note}")
+        print(
+            f"{case.name:<32} {_gib(d.get('peak_allocated_gib')):>10} {_gib(d.get('peak_reserved_gib')):>9} {tps:>9} "
+            f"{_gib(d.get('planner_gib')):>8} {err:>8}  {note}"
+        )
         for row in d.get("emulated") or []:
             verdict = row.get("measured")
             agree = {True: "agrees", False: "DISAGREES"}.get(row.get("agree"), "")
-            print(f"    {row['card']:<10} {row['card_gib']:6.1f} GiB: measured {verdict:<5} planner "
-                  f"{'fits' if row['planner_fits'] else 'OOM':<4} ({row['planner_device_gib']:.1f} GiB) {agree}  [{row.get('how', '')}]")
+            print(
+                f"    {row['card']:<10} {row['card_gib']:6.1f} GiB: measured {verdict:<5} planner "
+                f"{'fits' if row['planner_fits'] else 'OOM':<4} ({row['planner_device_gib']:.1f} GiB) {agree}  [{row.get('how', '')}]"
+            )
 
 
 def check_targets(rows: list[tuple[Case, dict[str, Any]]]) -> list[str]:
@@ -935,9 +1120,11 @@ def check_targets(rows: list[tuple[Case, dict[str, Any]]]) -> list[str]:
     else:
         verdict = "PASS" if not bad else "FAIL"
         worst = max(measured, key=lambda cd: abs(cd[1]["error_pct"]))
-        lines.append(f"planner within {PLANNER_TARGET_PCT:.0f}% of the measured peak allocated, every case: {verdict} "
-                     f"({len(measured) - len(bad)}/{len(measured)} cases; worst {worst[0].name} {worst[1]['error_pct']:+.1f}%)"
-                     + (f"; outside: {', '.join(bad)}" if bad else ""))
+        lines.append(
+            f"planner within {PLANNER_TARGET_PCT:.0f}% of the measured peak allocated, every case: {verdict} "
+            f"({len(measured) - len(bad)}/{len(measured)} cases; worst {worst[0].name} {worst[1]['error_pct']:+.1f}%)"
+            + (f"; outside: {', '.join(bad)}" if bad else "")
+        )
     by_name = {c.name: d for c, d in rows}
     pairs, verdicts = [], []
     for c, d in rows:
@@ -963,11 +1150,15 @@ def check_targets(rows: list[tuple[Case, dict[str, Any]]]) -> list[str]:
             t_off, t_on = off_peak - d["steady_allocated_gib"], on_peak - on["steady_allocated_gib"]
             if t_off > 0:
                 extra = f"; above the weights + optimizer states: {t_off:.2f} -> {t_on:.2f} GiB ({1 - t_on / t_off:.0%} lower)"
-        pairs.append(f"  {c.name}: peak {off_peak:.2f} -> {on_peak:.2f} GiB ({cut:.0%} lower), tokens/s {tps_off:.0f} -> "
-                     f"{tps_on:.0f} ({'not lower' if tps_on >= tps_off else 'LOWER'}): {'PASS' if ok else 'FAIL'}{extra}")
+        pairs.append(
+            f"  {c.name}: peak {off_peak:.2f} -> {on_peak:.2f} GiB ({cut:.0%} lower), tokens/s {tps_off:.0f} -> "
+            f"{tps_on:.0f} ({'not lower' if tps_on >= tps_off else 'LOWER'}): {'PASS' if ok else 'FAIL'}{extra}"
+        )
     if verdicts:
-        lines.append(f"Liger: Llama-3.2-3B at 4k peak >= {LIGER_PEAK_TARGET:.0%} lower and throughput not lower: "
-                     f"{'PASS' if all(verdicts) else 'FAIL'} ({sum(verdicts)}/{len(verdicts)} pairs)")
+        lines.append(
+            f"Liger: Llama-3.2-3B at 4k peak >= {LIGER_PEAK_TARGET:.0%} lower and throughput not lower: "
+            f"{'PASS' if all(verdicts) else 'FAIL'} ({sum(verdicts)}/{len(verdicts)} pairs)"
+        )
         lines += pairs
     else:
         lines.append("Liger target: n/a (no Llama pair with and without Liger measured)")
@@ -978,8 +1169,10 @@ def list_cases(cases: dict[str, Case], gpu: str, attn: str, expandable: bool) ->
     from vramfit.hardware import CATALOGUE
 
     total, avail = host_memory_gib()
-    print(f"planner: one {CATALOGUE[gpu].label} ({CATALOGUE[gpu].memory_gib:.2f} GiB), attention {attn}, "
-          f"expandable_segments {expandable}; allocated / reserved / device peak in GiB")
+    print(
+        f"planner: one {CATALOGUE[gpu].label} ({CATALOGUE[gpu].memory_gib:.2f} GiB), attention {attn}, "
+        f"expandable_segments {expandable}; allocated / reserved / device peak in GiB"
+    )
     print(f"{'case':<32} {'recipe':<30} {'alloc':>6} {'resv':>6} {'device':>6} {'fits':>4} {'host':>6} {'est s':>5}  settings")
     preds = {}
     for case in cases.values():
@@ -994,13 +1187,18 @@ def list_cases(cases: dict[str, Case], gpu: str, attn: str, expandable: bool) ->
             brief.append("zero3 offload param+opt")
         if case.kind == "grpo":
             e = case.extra
-            brief += [f"{e['completions_per_generate']} completions/generate x {e['max_completion_length']} tokens",
-                      f"max_pixels {e['max_pixels']}", f"beta {e['beta']}"]
+            brief += [
+                f"{e['completions_per_generate']} completions/generate x {e['max_completion_length']} tokens",
+                f"max_pixels {e['max_pixels']}",
+                f"beta {e['beta']}",
+            ]
         if case.kind == "llava":
             brief.append("576 image tokens")
         own = {1: " [recipe's own]", 2: " [recipe's own if that one cannot run]"}.get(case.recipe_own, "")
-        print(f"{case.name:<32} {case.recipe:<30} {p['allocated_gib']:6.1f} {p['reserved_gib']:6.1f} {p['device_gib']:6.1f} "
-              f"{'yes' if p['fits'] else 'NO':>4} {p['host_ram_gib']:6.1f} {case.estimate_s:5d}  {', '.join(brief)}{own}")
+        print(
+            f"{case.name:<32} {case.recipe:<30} {p['allocated_gib']:6.1f} {p['reserved_gib']:6.1f} {p['device_gib']:6.1f} "
+            f"{'yes' if p['fits'] else 'NO':>4} {p['host_ram_gib']:6.1f} {case.estimate_s:5d}  {', '.join(brief)}{own}"
+        )
     est = sum(c.estimate_s for c in cases.values())
     print(f"\ndevice time for these cases (estimate, H100, no --emulate): ~{est / 60:.0f} min")
     if total:
@@ -1037,10 +1235,12 @@ def dry_run(cases: dict[str, Case], gpu: str, attn: str, expandable: bool) -> in
         geo_ok = geo["seq_len"] == case.seq_len and geo["image_tokens"] == expect_image
         problems += (not same) + (not geo_ok)
         shown = f"tokens {geo['seq_len']}" + (f" ({geo['image_tokens']} image)" if geo["image_tokens"] else "")
-        print(f"{case.name:<32} {info['model']:<36} params {built['total'] / 1e9:.3f}B, trainable {built['trainable'] / 1e9:.3f}B "
-              f"({'= planner' if same else 'planner: %.3fB / %.3fB' % (planned_total / 1e9, planned['trainable'] / 1e9)}); "
-              f"{shown}{'' if geo_ok else ' MISMATCH'}; planner {p['allocated_gib']:.2f} GiB allocated, "
-              f"{p['device_gib']:.2f} GiB device ({time.perf_counter() - started:.1f} s)")
+        print(
+            f"{case.name:<32} {info['model']:<36} params {built['total'] / 1e9:.3f}B, trainable {built['trainable'] / 1e9:.3f}B "
+            f"({'= planner' if same else 'planner: %.3fB / %.3fB' % (planned_total / 1e9, planned['trainable'] / 1e9)}); "
+            f"{shown}{'' if geo_ok else ' MISMATCH'}; planner {p['allocated_gib']:.2f} GiB allocated, "
+            f"{p['device_gib']:.2f} GiB device ({time.perf_counter() - started:.1f} s)"
+        )
     print("dry run: " + ("ok" if not problems else f"{problems} problem(s)"))
     return 0 if not problems else 1
 
@@ -1052,15 +1252,16 @@ def measure(selected: list[Case], opts) -> int:
     device_name, device_card = None, None
     workdir = Path(tempfile.mkdtemp(prefix="gpu_memory_"))
     est = sum(c.estimate_s for c in selected)
-    print(f"{len(selected)} case(s), ~{est / 60:.0f} min of device time estimated (+ --emulate reruns); logs in {workdir}",
-          flush=True)
+    print(f"{len(selected)} case(s), ~{est / 60:.0f} min of device time estimated (+ --emulate reruns); logs in {workdir}", flush=True)
     for case in selected:
         if not opts.tiny and total_ram:
             host = predict(case, DEFAULT_CARD, opts.attn, opts.expandable, host_ram_gib=total_ram)["host_ram_gib"]
             if host > (avail_ram or total_ram) * 0.95 and not opts.force:
-                data = {"name": case.name, "oom": False,
-                        "skipped": f"host RAM: the planner needs {host:.0f} GiB, this host has {avail_ram or total_ram:.0f} GiB "
-                                   "available (--force runs it anyway)"}
+                data = {
+                    "name": case.name,
+                    "oom": False,
+                    "skipped": f"host RAM: the planner needs {host:.0f} GiB, this host has {avail_ram or total_ram:.0f} GiB available (--force runs it anyway)",
+                }
                 rows.append((case, data))
                 print(f"[{case.name}] skipped: {data['skipped']}", flush=True)
                 continue
@@ -1073,11 +1274,17 @@ def measure(selected: list[Case], opts) -> int:
         if cards and not opts.tiny:
             data["emulated"] = [emulate(case, data, card, opts, workdir) for card in cards]
         rows.append((case, data))
-        state = ("OOM at " + str(data.get("at"))) if data.get("oom") else (
-            f"error at {data.get('at')}: {data['error'][:200]}" if data.get("error") else
-            f"peak {_gib(data.get('peak_allocated_gib'))} GiB allocated, {_gib(data.get('peak_reserved_gib'))} reserved, "
-            f"{data.get('tokens_per_s') or 0:.0f} tokens/s"
-            + (f"; planner {data['planner_gib']:.2f} GiB ({data['error_pct']:+.1f}%)" if data.get("error_pct") is not None else ""))
+        state = (
+            ("OOM at " + str(data.get("at")))
+            if data.get("oom")
+            else (
+                f"error at {data.get('at')}: {data['error'][:200]}"
+                if data.get("error")
+                else f"peak {_gib(data.get('peak_allocated_gib'))} GiB allocated, {_gib(data.get('peak_reserved_gib'))} reserved, "
+                f"{data.get('tokens_per_s') or 0:.0f} tokens/s"
+                + (f"; planner {data['planner_gib']:.2f} GiB ({data['error_pct']:+.1f}%)" if data.get("error_pct") is not None else "")
+            )
+        )
         print(f"[{case.name}] {state} ({data.get('wall_s', 0):.0f} s)", flush=True)
     if not opts.tiny:  # the planner on the device's own card (known once a case has run)
         for case, data in rows:
@@ -1103,8 +1310,11 @@ def measure(selected: list[Case], opts) -> int:
 
 # ----------------------------------------------------------------------------------------------
 def parse(argv: list[str]):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Without a GPU: --list and --dry-run. Results: recipes/<recipe>/measured.json.")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Without a GPU: --list and --dry-run. Results: recipes/<recipe>/measured.json.",
+    )
     ap.add_argument("--case", action="append", default=[], metavar="NAME", help="a case to measure (repeatable)")
     ap.add_argument("--all", action="store_true", help="measure every case")
     ap.add_argument("--list", action="store_true", help="every case, its settings and the planner's prediction (CPU)")
@@ -1115,12 +1325,19 @@ def parse(argv: list[str]):
     ap.add_argument("--emulate", default="", help="cards to emulate, e.g. 40,80,96 or a100-40g,h20")
     from vramfit.hardware import CATALOGUE
 
-    ap.add_argument("--gpu", default=DEFAULT_CARD, choices=list(CATALOGUE),
-                    help="the planner's card for --list / --dry-run (default h100)")
-    ap.add_argument("--attn", default="sdpa", choices=("sdpa", "flash_attention_2", "eager"),
-                    help="attention kernel, measured and planned (default sdpa: flash-attn is not a dependency)")
-    ap.add_argument("--no-expandable-segments", dest="expandable", action="store_false",
-                    help="run without PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the recipes set it)")
+    ap.add_argument("--gpu", default=DEFAULT_CARD, choices=list(CATALOGUE), help="the planner's card for --list / --dry-run (default h100)")
+    ap.add_argument(
+        "--attn",
+        default="sdpa",
+        choices=("sdpa", "flash_attention_2", "eager"),
+        help="attention kernel, measured and planned (default sdpa: flash-attn is not a dependency)",
+    )
+    ap.add_argument(
+        "--no-expandable-segments",
+        dest="expandable",
+        action="store_false",
+        help="run without PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the recipes set it)",
+    )
     ap.add_argument("--timeout", type=int, default=TIMEOUT_S, help="seconds per case subprocess")
     ap.add_argument("--force", action="store_true", help="run cases the planner says the host RAM cannot hold")
     ap.add_argument("--verbose", action="store_true", help="print each case's log tail")
@@ -1162,10 +1379,13 @@ def main(argv: list[str] | None = None) -> int:
     if opts.tiny:
         opts.cpu = opts.cpu or not _cuda_available()
     elif not _cuda_available():
-        print("gpu_memory: no CUDA device here, and a real run measures GPU memory. Without a GPU run\n"
-              "  python benchmarks/gpu_memory.py --list      (every case, its settings and the planner's prediction)\n"
-              "  python benchmarks/gpu_memory.py --dry-run   (+ each model built on the meta device)\n"
-              "and on a GPU node: python benchmarks/gpu_memory.py --all", file=sys.stderr)
+        print(
+            "gpu_memory: no CUDA device here, and a real run measures GPU memory. Without a GPU run\n"
+            "  python benchmarks/gpu_memory.py --list      (every case, its settings and the planner's prediction)\n"
+            "  python benchmarks/gpu_memory.py --dry-run   (+ each model built on the meta device)\n"
+            "and on a GPU node: python benchmarks/gpu_memory.py --all",
+            file=sys.stderr,
+        )
         return EXIT_NO_CUDA
     return measure(list(selected.values()), opts)
 

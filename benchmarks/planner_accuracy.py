@@ -40,6 +40,7 @@ the planner could not be told before vramfit/planner/knobs.py): what a user got 
 
 Usage: python benchmarks/planner_accuracy.py   (shared/ found as <repo>/../shared or $VRAMFIT_SHARED)
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from vramfit.hardware import CATALOGUE  # noqa: E402
-from vramfit.planner import Setup, plan  # noqa: E402
-from vramfit.planner import params  # noqa: E402
+from vramfit.planner import (  # noqa: E402
+    Setup,
+    params,  # noqa: E402
+    plan,
+)
 
 GIB = 2**30
 
@@ -68,11 +72,33 @@ OOM_ROWS = [
 HELDOUT = REPO / "benchmarks" / "heldout_figures.jsonl"
 EXTERNAL = REPO / "benchmarks" / "external_figures.jsonl"
 # keys of vramfit/planner/knobs.py (and torch.compile): dropped to show what the planner could be told before
-KNOB_KEYS = ("packing", "padding_free", "typical_length", "loss_kernel", "cut_cross_entropy", "compile", "torch_compile",
-             "activation_offloading", "optimizer_in_bwd", "dtype", "torch_dtype", "fsdp", "fsdp_config", "load_in_4bit",
-             "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_quant_storage", "quant_method",
-             "modules_to_save", "lora_vision_tower", "train_projector", "vllm_mode", "vllm_gpu_memory_utilization",
-             "vllm_enable_sleep_mode")
+KNOB_KEYS = (
+    "packing",
+    "padding_free",
+    "typical_length",
+    "loss_kernel",
+    "cut_cross_entropy",
+    "compile",
+    "torch_compile",
+    "activation_offloading",
+    "optimizer_in_bwd",
+    "dtype",
+    "torch_dtype",
+    "fsdp",
+    "fsdp_config",
+    "load_in_4bit",
+    "load_in_8bit",
+    "bnb_4bit_quant_type",
+    "bnb_4bit_use_double_quant",
+    "bnb_4bit_quant_storage",
+    "quant_method",
+    "modules_to_save",
+    "lora_vision_tower",
+    "train_projector",
+    "vllm_mode",
+    "vllm_gpu_memory_utilization",
+    "vllm_enable_sleep_mode",
+)
 # (row id prefix, changed inputs, where the scenario's notes name that reading)
 ALTERNATIVES = [
     ("MV-", {"micro_batch": 2}, "MiniCPM-V: the scripts' per_device_train_batch_size 2 (README: 1)"),
@@ -122,11 +148,16 @@ def deepspeed_estimate(row: dict, setup: Setup, arch) -> float:
     if row["parallelism"] in ("zero3", "fsdp"):
         largest = max(arch.largest_module, max(max(s.layer_params) for s in arch.stacks.values()))
         _, gpu, _ = estimate_zero3_model_states_mem_needs(
-            total, largest, num_gpus_per_node=setup.gpus_per_node, num_nodes=1,
-            cpu_offload=offload, cpu_offload_params=row["offload"] == "optimizer+params", zero_init=True)
+            total,
+            largest,
+            num_gpus_per_node=setup.gpus_per_node,
+            num_nodes=1,
+            cpu_offload=offload,
+            cpu_offload_params=row["offload"] == "optimizer+params",
+            zero_init=True,
+        )
     else:
-        _, gpu = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=setup.gpus_per_node, num_nodes=1,
-                                                       cpu_offload=offload)
+        _, gpu = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=setup.gpus_per_node, num_nodes=1, cpu_offload=offload)
     return gpu / GIB
 
 
@@ -217,8 +248,10 @@ def main() -> int:
             err, derr = f"{e:+.1%}", f"{d:+.1%}"
         name = Path(row["model_config"]).stem
         shown = "OOM" if measured is None else f"{measured:.2f}"
-        print(f"{row['id']:<14} {name:<26} {row['metric']:<10} {shown:>9} {predicted:>8.2f} {err:>7} {ds:>9.2f} {derr:>7}  "
-              f"{'fit' if fits else 'OOM'}/{'fit' if ds_fits else 'OOM'}")
+        print(
+            f"{row['id']:<14} {name:<26} {row['metric']:<10} {shown:>9} {predicted:>8.2f} {err:>7} {ds:>9.2f} {derr:>7}  "
+            f"{'fit' if fits else 'OOM'}/{'fit' if ds_fits else 'OOM'}"
+        )
     n = len(table)
     med, p90 = summarise(ours)
     dmed, dp90 = summarise(theirs)
@@ -247,8 +280,7 @@ def main() -> int:
 
     ext = external()
     print()
-    print(f"published peaks from sources the planner was not built beside ({EXTERNAL.relative_to(REPO)}), "
-          "via Setup.from_args (`vramfit plan --model-config`):")
+    print(f"published peaks from sources the planner was not built beside ({EXTERNAL.relative_to(REPO)}), via Setup.from_args (`vramfit plan --model-config`):")
     print(f"{'figure':<10} {'source':<20} {'measured':>9} {'planner':>8} {'err':>7} {'no knobs':>9} {'err':>7}")
     ext_errors, ext_before = [], []
     for row in ext:
@@ -256,12 +288,13 @@ def main() -> int:
         e, b = (predicted - row["measured_gib"]) / row["measured_gib"], (before - row["measured_gib"]) / row["measured_gib"]
         ext_errors.append((row["source"], abs(e)))
         ext_before.append((row["source"], abs(b)))
-        print(f"{row['id']:<10} {row['source'][:20]:<20} {row['measured_gib']:>9.2f} {predicted:>8.2f} {e:>+7.1%} {before:>9.2f} {b:>+7.1%}"
-              + ("  (ambiguous)" if row.get("ambiguous") else ""))
+        print(
+            f"{row['id']:<10} {row['source'][:20]:<20} {row['measured_gib']:>9.2f} {predicted:>8.2f} {e:>+7.1%} {before:>9.2f} {b:>+7.1%}"
+            + ("  (ambiguous)" if row.get("ambiguous") else "")
+        )
     emed2, ep902 = summarise([e for _, e in ext_errors])
     bmed, bp90 = summarise([e for _, e in ext_before])
-    print(f"external: {len(ext)} figures, median |error| {emed2:.1%}, p90 |error| {ep902:.1%} "
-          f"(without the launch knobs: median {bmed:.1%}, p90 {bp90:.1%})")
+    print(f"external: {len(ext)} figures, median |error| {emed2:.1%}, p90 |error| {ep902:.1%} (without the launch knobs: median {bmed:.1%}, p90 {bp90:.1%})")
 
     # per source: CSV rows, held-out figures and external figures together
     by_source: dict[str, list[float]] = {}
@@ -282,8 +315,10 @@ def main() -> int:
     from vramfit.planner.provenance import calibrated_on
 
     print()
-    print("per source (CSV rows + held-out + external figures), and leave-one-source-out (the constants read from "
-          "that source replaced by their fallbacks, vramfit/planner/provenance.py):")
+    print(
+        "per source (CSV rows + held-out + external figures), and leave-one-source-out (the constants read from "
+        "that source replaced by their fallbacks, vramfit/planner/provenance.py):"
+    )
     print(f"{'source':<22} {'rows':>5} {'median':>7} {'p90':>7}  {'LOSO median':>11} {'LOSO p90':>9}  constants dropped  target (>= 5 rows)")
     everything = []
     for src in sorted(by_source):
@@ -298,8 +333,10 @@ def main() -> int:
     print(f"{'overall':<22} {len(everything):>5} {omed:>7.1%} {op90:>7.1%}")
     print("constants taken from a measurement (provenance.py):")
     for c in __import__("vramfit.planner.provenance", fromlist=["CONSTANTS"]).CONSTANTS:
-        print(f"  {c.module.rsplit('.', 1)[-1]}.{c.name}: {c.measured_in}; calibrated on a benchmark source: "
-              f"{c.calibrated_on or 'no'}; fallback {c.fallback!r} ({c.fallback_source}); moves {c.affects}")
+        print(
+            f"  {c.module.rsplit('.', 1)[-1]}.{c.name}: {c.measured_in}; calibrated on a benchmark source: "
+            f"{c.calibrated_on or 'no'}; fallback {c.fallback!r} ({c.fallback_source}); moves {c.affects}"
+        )
 
     print()
     print("alternative readings of ambiguous rows (information only; the figures above use the scenarios as published):")
@@ -309,8 +346,7 @@ def main() -> int:
         shown = ", ".join(f"{fid} {e:+.0%}" for fid, _, _, e in alt)
         print(f"  {why}, {changes}: {shown}")
         replaced = {fid: abs(e) for fid, _, _, e in alt}
-        errors = [replaced.get(t[0]["id"], abs((t[1] - t[0]["measured_gib"]) / t[0]["measured_gib"]))
-                  for t in table if t[0]["measured_gib"] is not None]
+        errors = [replaced.get(t[0]["id"], abs((t[1] - t[0]["measured_gib"]) / t[0]["measured_gib"])) for t in table if t[0]["measured_gib"] is not None]
         rmed, rp90 = summarise(errors)
         print(f"  the {len(errors)} rows with that reading: median |error| {rmed:.1%}, p90 |error| {rp90:.1%}")
     return 0

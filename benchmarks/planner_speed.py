@@ -6,6 +6,7 @@ process, plus the per-recipe verdicts of the warm run.
 
 Usage: python benchmarks/planner_speed.py
 """
+
 from __future__ import annotations
 
 import os

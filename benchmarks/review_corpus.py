@@ -10,6 +10,7 @@ that names it (severity, key, a phrase). A finding that matches no named problem
     .venv/bin/python benchmarks/review_corpus.py -v         # and every case's errors and warnings
     .venv/bin/python benchmarks/review_corpus.py -k llava   # only cases whose name contains 'llava'
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,9 @@ def run_case(name: str, case: dict):
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
-            result = review(paths, gpu=hw.get("gpu"), gpus=hw.get("gpus"), nodes=hw.get("nodes"),
-                            host_ram_gib=hw.get("host_ram_gib"), **(case.get("flags") or {}))
+            result = review(
+                paths, gpu=hw.get("gpu"), gpus=hw.get("gpus"), nodes=hw.get("nodes"), host_ram_gib=hw.get("host_ram_gib"), **(case.get("flags") or {})
+            )
         return result, "", time.perf_counter() - start
     except Exception:  # a traceback a user would see: counted, never hidden
         return None, traceback.format_exc(), time.perf_counter() - start
@@ -89,8 +91,7 @@ def main(argv=None) -> int:
         totals["fp_errors"] += len(fe)
         totals["fp_warnings"] += len(fw)
         if args.v:
-            print(f"{name}: exit {result.exit_code}, {len(caught)}/{len(problems)} caught, {len(fe)} false errors, "
-                  f"{len(fw)} false warnings ({seconds:.1f} s)")
+            print(f"{name}: exit {result.exit_code}, {len(caught)}/{len(problems)} caught, {len(fe)} false errors, {len(fw)} false warnings ({seconds:.1f} s)")
             for p in problems:
                 if p not in caught:
                     print(f"    MISSED: {p['what']}")
@@ -98,8 +99,9 @@ def main(argv=None) -> int:
                 print(f"    {f.severity.upper()}: {str(f)[:400]}")
     t = totals
     print(f"cases: {t['cases']}")
-    print(f"reviews finished: {t['finished']} (exit 0/1); incomplete (exit 3): {t['incomplete']}; stopped (exit 2): {t['stopped']}; "
-          f"tracebacks: {t['tracebacks']}")
+    print(
+        f"reviews finished: {t['finished']} (exit 0/1); incomplete (exit 3): {t['incomplete']}; stopped (exit 2): {t['stopped']}; tracebacks: {t['tracebacks']}"
+    )
     print(f"documented problems caught: {t['caught']} of {t['problems']}")
     print(f"false-positive errors: {t['fp_errors']}")
     print(f"false-positive warnings: {t['fp_warnings']} ({t['fp_warnings'] / max(t['cases'], 1):.2f} per case)")

@@ -21,6 +21,7 @@ Usage:
     python benchmarks/trace_sweep.py --slice         # a few points (the test runs this)
     python benchmarks/trace_sweep.py --list
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,18 +54,30 @@ ARCHS = [
     ("mistral-7b", "MistralConfig()", "decoder, GQA 8 (Mistral-7B-v0.1 widths)"),
     ("llama-7b", "LlamaConfig()", "decoder, MHA, untied (LLaMA-7B widths)"),
     ("gemma-7b", "GemmaConfig()", "decoder, tied head, GeGLU, head_dim 256 (gemma-7b widths)"),
-    ("gemma-2b", "GemmaConfig(hidden_size=2048, intermediate_size=16384, num_hidden_layers=18, num_attention_heads=8, num_key_value_heads=1, head_dim=256)", "decoder, MQA (gemma-2b widths)"),
+    (
+        "gemma-2b",
+        "GemmaConfig(hidden_size=2048, intermediate_size=16384, num_hidden_layers=18, num_attention_heads=8, num_key_value_heads=1, head_dim=256)",
+        "decoder, MQA (gemma-2b widths)",
+    ),
     ("falcon-7b", "FalconConfig()", "decoder, MQA, parallel attention (falcon-7b widths)"),
     ("gpt2", "GPT2Config()", "decoder, Conv1D, tied head, learned positions (gpt2 widths)"),
     ("gpt-neox-20b", "GPTNeoXConfig()", "decoder, MHA, parallel residual (gpt-neox-20b widths)"),
-    ("phi-2", "PhiConfig(hidden_size=2560, intermediate_size=10240, num_hidden_layers=32, num_attention_heads=32)", "decoder, gelu_new, partial RoPE (phi-2 widths)"),
+    (
+        "phi-2",
+        "PhiConfig(hidden_size=2560, intermediate_size=10240, num_hidden_layers=32, num_attention_heads=32)",
+        "decoder, gelu_new, partial RoPE (phi-2 widths)",
+    ),
     ("opt-350m", "OPTConfig()", "decoder, ReLU, learned positions (opt-350m widths)"),
     ("mixtral-8x7b", "MixtralConfig()", "decoder, MoE 8 experts top-2 (Mixtral-8x7B widths)"),
     ("qwen3-30b-a3b", "Qwen3MoeConfig()", "decoder, MoE 128 experts top-8 (Qwen3-30B-A3B widths)"),
     # encoder-only
     ("bert-base", "BertConfig()", "encoder-only (bert-base-uncased widths)"),
     ("distilbert-base", "DistilBertConfig()", "encoder-only (distilbert-base-uncased widths)"),
-    ("electra-base", "ElectraConfig(embedding_size=768, hidden_size=768, intermediate_size=3072, num_attention_heads=12)", "encoder-only (electra-base widths)"),
+    (
+        "electra-base",
+        "ElectraConfig(embedding_size=768, hidden_size=768, intermediate_size=3072, num_attention_heads=12)",
+        "encoder-only (electra-base widths)",
+    ),
     # encoder-decoder
     ("t0_3b", "shared:t0_3b.json", "encoder-decoder, untied head, gated GELU"),
     ("t5-small", "T5Config()", "encoder-decoder (t5-small widths)"),
@@ -76,8 +89,16 @@ ARCHS = [
     ("idefics3-8b", "Idefics3Config()", "VLM, SigLIP + pixel shuffle (Idefics3-8B widths)"),
     ("internvl", "InternVLConfig()", "VLM, InternViT `encoder.layer.N` stack, list image_size"),
     ("paligemma-3b", "PaliGemmaConfig()", "VLM, SigLIP-So400m + Gemma-2B (paligemma-3b widths)"),
-    ("gemma-3-4b", "Gemma3Config(vision_config=dict(image_size=896, patch_size=14, hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16))", "VLM, SigLIP-So400m/896 + Gemma 3 (gemma-3-4b widths)"),
-    ("qwen2-vl-7b", "Qwen2VLConfig(text_config=dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064))", "VLM, Qwen2-VL-7B widths"),
+    (
+        "gemma-3-4b",
+        "Gemma3Config(vision_config=dict(image_size=896, patch_size=14, hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16))",
+        "VLM, SigLIP-So400m/896 + Gemma 3 (gemma-3-4b widths)",
+    ),
+    (
+        "qwen2-vl-7b",
+        "Qwen2VLConfig(text_config=dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, vocab_size=152064))",
+        "VLM, Qwen2-VL-7B widths",
+    ),
     ("mllama-11b", "MllamaConfig()", "VLM, cross-attention layers (Llama-3.2-11B-Vision widths)"),
 ]
 SLICE = [("gpt2", "full", True, 512, 1), ("bert-base", "lora", False, 512, 2), ("t5-small", "full", True, 512, 1)]
@@ -100,9 +121,8 @@ def config_path(source: str, folder: Path) -> Path:
 
 
 def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
-    from vramfit.planner import Setup
+    from vramfit.planner import Setup, params
     from vramfit.planner.setup import image_geometry
-    from vramfit.planner import params
 
     arch = params.summary(path)
     tokens, _ = image_geometry(arch, None, None)
@@ -110,8 +130,14 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
     if isinstance(positions, int) and positions < length:
         length = positions  # BERT-style learned positions: the model's own maximum
     seq = length + tokens if tokens else length
-    items = [f"method={method}", f"gradient_checkpointing={'true' if gc else 'false'}", f"seq_len={seq}",
-             f"per_device_train_batch_size={mb}", "bf16=true", "optim=adamw_torch"]
+    items = [
+        f"method={method}",
+        f"gradient_checkpointing={'true' if gc else 'false'}",
+        f"seq_len={seq}",
+        f"per_device_train_batch_size={mb}",
+        "bf16=true",
+        "optim=adamw_torch",
+    ]
     pure = {"precision": "bf16-true"}  # 16-bit weights, no autocast: as DeepSpeed's bf16 engine runs the module
     if tokens and tokens > 4096:
         items.append("max_pixels=1003520")  # Qwen2-VL family: a 1 MP image, not the 12.8 MP default
@@ -121,8 +147,7 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
 
 
 def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True) -> dict:
-    from vramfit.planner import params, trace
-    from vramfit.planner import plan as plan_fn
+    from vramfit.planner import params, plan as plan_fn, trace
 
     s = setup_for(path, method, gc, length, mb)
     arch = params.summary(path)
@@ -133,8 +158,11 @@ def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear:
         p = plan_fn(s)
         parts = p.phase_breakdowns["train"]
         act_keys = ("activations", "vision_activations", "logits")
-        analytic = {"act": sum(parts.get(k, 0.0) for k in act_keys) * GIB,
-                    "alloc": p.measures["train"]["allocated"] * GIB, "peak": p.measure("allocated") * GIB}
+        analytic = {
+            "act": sum(parts.get(k, 0.0) for k in act_keys) * GIB,
+            "alloc": p.measures["train"]["allocated"] * GIB,
+            "peak": p.measure("allocated") * GIB,
+        }
     else:
         row["gap"] = arch.analytic_gap
     t0 = time.perf_counter()
@@ -170,8 +198,12 @@ def scan() -> int:
 
     trace.trace_step = no_trace
     folder = Path(tempfile.mkdtemp(prefix="vramfit-scan-"))
-    types = sorted(set(m.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES) | set(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-                   | set(m.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(m.MODEL_FOR_MASKED_LM_MAPPING_NAMES))
+    types = sorted(
+        set(m.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+        | set(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+        | set(m.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+        | set(m.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    )
     counts = {"planned": 0, "incomplete (exit 3)": 0, "bad input (exit 2)": 0, "crash": 0}
     started = time.perf_counter()
     for model_type in types:
@@ -192,8 +224,7 @@ def scan() -> int:
                 counts["crash"] += 1
                 print(f"CRASH {model_type} {method}: {type(exc).__name__}: {exc}"[:300])
                 break
-    print(f"model types: {len(types)}; " + ", ".join(f"{k}: {v}" for k, v in counts.items())
-          + f"; {time.perf_counter() - started:.0f} s")
+    print(f"model types: {len(types)}; " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + f"; {time.perf_counter() - started:.0f} s")
     return 1 if counts["crash"] else 0
 
 
@@ -206,12 +237,14 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", action="append", help="only these architectures (names from --list)")
     ap.add_argument("--slice", action="store_true", help="a few points only (the test's slice)")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--scan", action="store_true",
-                    help="plan every model type transformers maps to an LM / VLM class, from its config class's defaults "
-                         "(analytic, trace disabled): count plans, bad-input refusals (exit 2), incomplete plans (exit 3), crashes")
+    ap.add_argument(
+        "--scan",
+        action="store_true",
+        help="plan every model type transformers maps to an LM / VLM class, from its config class's defaults "
+        "(analytic, trace disabled): count plans, bad-input refusals (exit 2), incomplete plans (exit 3), crashes",
+    )
     ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
-    ap.add_argument("--quick", action="store_true",
-                    help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
+    ap.add_argument("--quick", action="store_true", help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
     ap.add_argument("--json", metavar="FILE", help="also write every row as JSON lines")
     args = ap.parse_args(argv)
     if args.list:
@@ -270,8 +303,10 @@ def main(argv=None) -> int:
             r["act_pct"], r["alloc_pct"], r["peak_pct"] = act, alloc, peak
             note = "" if abs(alloc) <= TARGET * 100 else "MISS"
             note += "" if r.get("linear", True) else " nonlinear"
-            print(head + f"{a['act'] / GIB:>7.2f}/{t['act'] / GIB:<8.2f} {act:>+7.1f}  {a['alloc'] / GIB:>7.2f}/{t['alloc'] / GIB:<8.2f} "
-                  f"{alloc:>+7.1f}  {peak:>+7.1f}  {note}")
+            print(
+                head + f"{a['act'] / GIB:>7.2f}/{t['act'] / GIB:<8.2f} {act:>+7.1f}  {a['alloc'] / GIB:>7.2f}/{t['alloc'] / GIB:<8.2f} "
+                f"{alloc:>+7.1f}  {peak:>+7.1f}  {note}"
+            )
         elif t:
             print(head + f"{'-':>7}/{t['act'] / GIB:<8.2f}    n/a   analytic cannot build it ({r.get('gap')}): the planner uses the trace")
         else:
@@ -295,8 +330,10 @@ def summarise(rows, started) -> None:
     if compared:
         errs = sorted(abs(r["alloc_pct"]) for r in compared)
         acts = sorted(abs(r["act_pct"]) for r in compared)
-        print(f"points compared: {len(compared)} of {len(rows)}; alloc within {TARGET:.0%}: {len(within)} "
-              f"(median |alloc| {statistics.median(errs):.1f}%, max {errs[-1]:.1f}%; median |act| {statistics.median(acts):.1f}%)")
+        print(
+            f"points compared: {len(compared)} of {len(rows)}; alloc within {TARGET:.0%}: {len(within)} "
+            f"(median |alloc| {statistics.median(errs):.1f}%, max {errs[-1]:.1f}%; median |act| {statistics.median(acts):.1f}%)"
+        )
     failed = [r for r in rows if "trace" not in r]
     gaps = [r for r in rows if "gap" in r and "trace" in r]
     print(f"traced by the planner's fallback (analytic cannot build): {len(gaps)}; not traced: {len(failed)}")
@@ -306,12 +343,15 @@ def summarise(rows, started) -> None:
     for arch_name, errs in by_arch.items():
         flag = "" if max(errs) <= TARGET * 100 else "  <- misses"
         acts = [abs(r["act_pct"]) for r in compared if r["arch"] == arch_name]
-        print(f"  {arch_name:<16} {len(errs):>3} points, max |alloc| {max(errs):5.1f}%, max |act| {max(acts):5.1f}%, "
-              f"within 5%: {sum(e <= 5 for e in errs)}{flag}")
+        print(
+            f"  {arch_name:<16} {len(errs):>3} points, max |alloc| {max(errs):5.1f}%, max |act| {max(acts):5.1f}%, within 5%: {sum(e <= 5 for e in errs)}{flag}"
+        )
     peaks = [abs(r["peak_pct"]) for r in compared if r["peak_pct"] == r["peak_pct"]]
     if peaks:
-        print(f"peak (full / LoRA, the trace's own states): median |peak| {statistics.median(peaks):.1f}%, "
-              f"within 5%: {sum(p <= 5 for p in peaks)} of {len(peaks)}")
+        print(
+            f"peak (full / LoRA, the trace's own states): median |peak| {statistics.median(peaks):.1f}%, "
+            f"within 5%: {sum(p <= 5 for p in peaks)} of {len(peaks)}"
+        )
     for r in failed:
         print(f"  not traced: {r['arch']} {r['method']}: {(r.get('trace_error') or r.get('error'))[:160]}")
     print(f"architectures: {len({r['arch'] for r in rows})}; points: {len(rows)}")

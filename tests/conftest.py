@@ -1,4 +1,5 @@
 """Fixtures shared by every test folder: no network, and where the repository is."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 
 `list` reads the recipe files as plain YAML (no schema, no rich): it answers in well under 0.3 s.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,17 @@ def rows() -> list[tuple[str, ...]]:
         nodes, per_node = hw.get("nodes", 1), hw.get("gpus_per_node", "?")
         gpus = f"{nodes} x {per_node}" if nodes != 1 else f"{per_node}"
         ds = _zero_of((repo_root(path.parent) / str(doc.get("deepspeed", ""))).resolve()) if doc.get("deepspeed") else "?"
-        out.append((str(doc.get("name", path.parent.name)), str(model.get("id", "?")), str(doc.get("method", "?")),
-                    str(hw.get("gpu", "?")), gpus, ds, str(doc.get("launcher", "?"))))
+        out.append(
+            (
+                str(doc.get("name", path.parent.name)),
+                str(model.get("id", "?")),
+                str(doc.get("method", "?")),
+                str(hw.get("gpu", "?")),
+                gpus,
+                ds,
+                str(doc.get("launcher", "?")),
+            )
+        )
     return out
 
 
@@ -87,9 +97,11 @@ def derived(r) -> list[tuple[str, str, str]]:
     def given(key: str) -> str:
         return "recipe" if key in t else f"{cls} default"
 
-    rows = [("ranks", str(r.world_size), f"{r.hardware.gpus_per_node} GPUs/node x {r.hardware.nodes} nodes"),
-            ("micro-batch", str(micro), f"per_device_train_batch_size ({given('per_device_train_batch_size')})"),
-            ("accumulation", str(accum), f"gradient_accumulation_steps ({given('gradient_accumulation_steps')})")]
+    rows = [
+        ("ranks", str(r.world_size), f"{r.hardware.gpus_per_node} GPUs/node x {r.hardware.nodes} nodes"),
+        ("micro-batch", str(micro), f"per_device_train_batch_size ({given('per_device_train_batch_size')})"),
+        ("accumulation", str(accum), f"gradient_accumulation_steps ({given('gradient_accumulation_steps')})"),
+    ]
     numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in (micro, accum))
     if numbers:
         total = micro * accum * r.world_size
@@ -100,10 +112,20 @@ def derived(r) -> list[tuple[str, str, str]]:
         g = t.get("num_generations") or argument_default("grpo", "num_generations")
         steps = t.get("steps_per_generation")
         gen = grpo_generation_batch(micro, r.world_size, accum, steps, t.get("generation_batch_size"))
-        how = ("generation_batch_size (recipe)" if t.get("generation_batch_size") else
-               f"{micro} micro x {r.world_size} ranks x {grpo_steps_per_generation(accum, steps)} steps_per_generation")
-        rows.append(("generation batch", str(gen), how + f"; num_generations {g} ({given('num_generations')})"
-                     + ("" if isinstance(g, int) and g and gen % g == 0 else f"; BROKEN: not divisible by {g}")))
+        how = (
+            "generation_batch_size (recipe)"
+            if t.get("generation_batch_size")
+            else f"{micro} micro x {r.world_size} ranks x {grpo_steps_per_generation(accum, steps)} steps_per_generation"
+        )
+        rows.append(
+            (
+                "generation batch",
+                str(gen),
+                how
+                + f"; num_generations {g} ({given('num_generations')})"
+                + ("" if isinstance(g, int) and g and gen % g == 0 else f"; BROKEN: not divisible by {g}"),
+            )
+        )
         if isinstance(g, int) and g and gen % g == 0:
             rows.append(("prompts/generation", str(gen // g), f"generation batch / num_generations {g}"))
     rows.append(("learning rate", str(t.get("learning_rate", argument_default(r.method, "learning_rate"))), given("learning_rate")))
@@ -129,10 +151,17 @@ def show(target: str, overrides: list[str], as_json: bool = False) -> int:
     if any(name == "generation batch" and "BROKEN" in how for name, _value, how in rows):
         problems.add(file, "training.num_generations", "TRL refuses a generation batch not divisible by num_generations", grpo_fix(r))
     if as_json:
-        print(json.dumps({"recipe": r.resolved_dict(), "overrides": list(overrides),
-                          "derived": [{"name": n, "value": v, "how": h} for n, v, h in rows],
-                          "problems": [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix}
-                                       for p in problems.items]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "recipe": r.resolved_dict(),
+                    "overrides": list(overrides),
+                    "derived": [{"name": n, "value": v, "how": h} for n, v, h in rows],
+                    "problems": [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix} for p in problems.items],
+                },
+                indent=2,
+            )
+        )
         return EXIT_BAD_INPUT if problems else EXIT_OK
     if overrides:
         import yaml
@@ -166,8 +195,12 @@ def copy(target: str, new_name: str) -> Path:
     source = find_recipe(target)
     problems = Problems()
     if len(new_name) > 100 or not recipe_mod.NAME_RE.match(new_name):
-        problems.add(repr(new_name)[1:-1], "name", f"{new_name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
-                     "use lower-case letters, digits, '.' and '-', e.g. vlm-r1-4xa100-40g.")
+        problems.add(
+            repr(new_name)[1:-1],
+            "name",
+            f"{new_name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
+            "use lower-case letters, digits, '.' and '-', e.g. vlm-r1-4xa100-40g.",
+        )
         raise ConfigError(problems)
     dest = recipes_dir() / new_name
     if dest.exists() or dest.is_symlink():
@@ -190,8 +223,12 @@ def copy(target: str, new_name: str) -> Path:
                 file.write_text(re.sub(rf"\b{re.escape(old)}\b", new_name, file.read_text(encoding="utf-8")), encoding="utf-8")
         os.rename(staged, dest)  # atomic; fails (nothing copied) if dest appeared meanwhile
     except OSError as exc:
-        problems.add(str(dest), "", f"could not be copied ({exc.__class__.__name__}: {exc.strerror or exc}); nothing was left behind",
-                     "check free space and permissions of recipes/.")
+        problems.add(
+            str(dest),
+            "",
+            f"could not be copied ({exc.__class__.__name__}: {exc.strerror or exc}); nothing was left behind",
+            "check free space and permissions of recipes/.",
+        )
         raise ConfigError(problems) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

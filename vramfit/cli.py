@@ -4,6 +4,7 @@ failed, 2 bad input, 3 incomplete, 70 internal error (one line and a bug-report 
 Heavy libraries (torch, transformers, deepspeed) are imported inside the commands that need
 them, so `vramfit --help` and `vramfit list` answer at once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,10 @@ from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_
 BUG_REPORT = "https://github.com/vramfit/vramfit/issues"
 # What exit code 1 (and 3) means per command; 0, 2 and 70 mean the same everywhere.
 EXIT_ONE = {
-    "list": None, "show": None, "cp": None, "validate": None,
+    "list": None,
+    "show": None,
+    "cp": None,
+    "validate": None,
     "plan": "does not fit (GPU memory or host RAM); the verdict is printed either way",
     "run": "the run failed (the doctor's diagnosis follows), or a node did not join in time",
     "slurm": None,
@@ -37,6 +41,7 @@ def exit_codes(command: str | None = None) -> str:
         lines.append(f"  {EXIT_INCOMPLETE:<3} incomplete: an answer was given, but part of it could not be computed")
     lines.append(f"  {EXIT_INTERNAL:<3} internal error: a bug in vramfit (one line; VRAMFIT_DEBUG=1 or -v shows the traceback)")
     return "\n".join(lines) + "\n"
+
 
 EPILOG = """\
 examples:
@@ -127,8 +132,12 @@ def cmd_validate(args) -> int:
         verdict = {"target": target, "recipe": r.name, "ok": True, "problems": problems.as_dicts(result.warnings)}
         fit = ""
         if result.plan is not None:
-            verdict["plan"] = {"per_gpu_peak_gib": round(result.plan.per_gpu_peak_gib, 2), "gpu_memory_gib": result.plan.gpu_memory_gib,
-                               "host_ram_gib": round(result.plan.host_ram_gib, 1), "fits": bool(result.plan.fits)}
+            verdict["plan"] = {
+                "per_gpu_peak_gib": round(result.plan.per_gpu_peak_gib, 2),
+                "gpu_memory_gib": result.plan.gpu_memory_gib,
+                "host_ram_gib": round(result.plan.host_ram_gib, 1),
+                "fits": bool(result.plan.fits),
+            }
             fit = f"; predicted {result.plan.per_gpu_peak_gib:.1f} of {result.plan.gpu_memory_gib:.1f} GiB per GPU, host {result.plan.host_ram_gib:.0f} of {r.hardware.host_ram_gib:.0f} GiB"
         verdicts.append(verdict)
         if not args.json:
@@ -149,10 +158,23 @@ def cmd_run(args) -> int:
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"run takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    return run(targets[0], overrides, dry_run=args.dry_run, smoke=args.smoke, run_dir=args.run_dir, force=args.force,
-               nodes=args.nodes, node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
-               hostfile=args.hostfile, no_ssh=args.no_ssh, join_timeout_s=args.join_timeout,
-               resume=args.resume, overwrite=args.overwrite)
+    return run(
+        targets[0],
+        overrides,
+        dry_run=args.dry_run,
+        smoke=args.smoke,
+        run_dir=args.run_dir,
+        force=args.force,
+        nodes=args.nodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        hostfile=args.hostfile,
+        no_ssh=args.no_ssh,
+        join_timeout_s=args.join_timeout,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
 
 
 def cmd_slurm(args) -> int:
@@ -161,8 +183,7 @@ def cmd_slurm(args) -> int:
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"slurm takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    print(render(targets[0], overrides, time=args.time, partition=args.partition, account=args.account,
-                 master_port=args.master_port, force=args.force), end="")
+    print(render(targets[0], overrides, time=args.time, partition=args.partition, account=args.account, master_port=args.master_port, force=args.force), end="")
     return EXIT_OK
 
 
@@ -187,8 +208,12 @@ def _command_word(argv: list[str]) -> str | None:
 def build_parser(full: bool = True, command: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand's parser; with full=False, the arguments of plan/fit/review/doctor only for `command`
     (their modules import the planner, the reviewer and the doctor: `vramfit --help` and `list` need none)."""
-    parser = argparse.ArgumentParser(prog="vramfit", description="Check a training recipe fits before it launches, then launch it.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vramfit",
+        description="Check a training recipe fits before it launches, then launch it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="the recipes in the tree")
@@ -207,8 +232,7 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
     p.add_argument("--json", action="store_true", help="one JSON object: each recipe's verdict, problems and predicted memory")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("plan", help="predict per-GPU peak and host RAM, and the smallest fixes", formatter_class=argparse.RawDescriptionHelpFormatter)
     if full or command == "plan":  # the planner's imports only when its arguments are parsed
         from vramfit.planner import cli as planner_cli
 
@@ -242,8 +266,7 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
     p.add_argument("--force", action="store_true", help="render even if predicted not to fit")
     p.set_defaults(func=cmd_slurm)
 
-    p = sub.add_parser("fit", help="the fastest configuration that fits, ranked; --write it as a recipe",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("fit", help="the fastest configuration that fits, ranked; --write it as a recipe", formatter_class=argparse.RawDescriptionHelpFormatter)
     if full or command == "fit":
         from vramfit.fit import cli as fit_cli
 
@@ -268,9 +291,13 @@ def build_parser(full: bool = True, command: str | None = None) -> argparse.Argu
 
         doctor_cli.add_arguments(p)
         p.set_defaults(func=_doctor)
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show every library warning, log line and progress bar (here and in every training rank), "
-                             "and the traceback of an internal error (also VRAMFIT_DEBUG=1)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every library warning, log line and progress bar (here and in every training rank), "
+        "and the traceback of an internal error (also VRAMFIT_DEBUG=1)",
+    )
     parser.epilog = (parser.epilog or "") + "\n" + exit_codes()
     for name, command in sub.choices.items():
         if command.formatter_class is argparse.HelpFormatter:
@@ -315,8 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             _quiet_stdout()
             return EXIT_OK
         except MemoryError:
-            _say("vramfit: internal error: ran out of memory. This is a bug in vramfit (inputs are bounded); "
-                 f"please report it with the command you ran: {BUG_REPORT}")
+            _say(
+                "vramfit: internal error: ran out of memory. This is a bug in vramfit (inputs are bounded); "
+                f"please report it with the command you ran: {BUG_REPORT}"
+            )
             return EXIT_INTERNAL
         except Exception as exc:  # noqa: BLE001 - the one place every unexpected error ends
             if verbose:
@@ -324,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 traceback.print_exc(file=sys.stderr)
             where = _where(exc)
-            _say(f"vramfit: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-                 f"{where}. This is a bug in vramfit, not in your input; "
-                 + ("please report it with this traceback" if verbose else "run again with -v (or VRAMFIT_DEBUG=1) for the traceback and report it")
-                 + f" at {BUG_REPORT}")
+            _say(
+                f"vramfit: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                f"{where}. This is a bug in vramfit, not in your input; "
+                + ("please report it with this traceback" if verbose else "run again with -v (or VRAMFIT_DEBUG=1) for the traceback and report it")
+                + f" at {BUG_REPORT}"
+            )
             return EXIT_INTERNAL
 
 

@@ -1,6 +1,7 @@
 """Divisors of batch sizes, for the fixes that keep a global batch (checks, planner, doctor).
 
 No imports: the doctor uses it and stays light."""
+
 from __future__ import annotations
 
 

@@ -1,8 +1,9 @@
 """Generated parts of the docs: the README recipe table and each recipe README's memory block.
 
-    python -m vramfit.docs          # rewrite them from the tree and the planner
-    python -m vramfit.docs --check  # exit 1 if any is stale (a test runs this)
+python -m vramfit.docs          # rewrite them from the tree and the planner
+python -m vramfit.docs --check  # exit 1 if any is stale (a test runs this)
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,8 @@ def plan_block(recipe) -> str:
     lines = [
         f"Predicted by `vramfit plan {recipe.name}` (regenerate with `python -m vramfit.docs`):",
         "",
-        f"- per GPU: **{plan.per_gpu_peak_gib:.1f} GiB** peak of {plan.gpu_memory_gib:.1f} GiB on a {hw.gpu} "
-        f"({'fits' if plan.fits else 'DOES NOT FIT'})",
-        f"- host RAM per node: **{plan.host_ram_gib:.0f} GiB** of {hw.host_ram_gib:.0f} GiB "
-        f"({'fits' if plan.host_ram_fits else 'DOES NOT FIT'})",
+        f"- per GPU: **{plan.per_gpu_peak_gib:.1f} GiB** peak of {plan.gpu_memory_gib:.1f} GiB on a {hw.gpu} ({'fits' if plan.fits else 'DOES NOT FIT'})",
+        f"- host RAM per node: **{plan.host_ram_gib:.0f} GiB** of {hw.host_ram_gib:.0f} GiB ({'fits' if plan.host_ram_fits else 'DOES NOT FIT'})",
         "",
         "| phase | GiB per GPU |",
         "|---|---|",
@@ -46,9 +45,12 @@ def plan_block(recipe) -> str:
     measured = recipe.folder / "measured.json"
     if measured.is_file():
         data = json.loads(measured.read_text())
-        lines += ["", f"Measured on {data.get('gpu', '?')} ({data.get('date', '?')}), {data.get('scope', 'one GPU')}: "
-                      f"{data.get('peak_allocated_gib', '?')} GiB allocated, {data.get('peak_reserved_gib', '?')} GiB reserved "
-                      "(benchmarks/gpu_memory.py; all cases in measured.json)."]
+        lines += [
+            "",
+            f"Measured on {data.get('gpu', '?')} ({data.get('date', '?')}), {data.get('scope', 'one GPU')}: "
+            f"{data.get('peak_allocated_gib', '?')} GiB allocated, {data.get('peak_reserved_gib', '?')} GiB reserved "
+            "(benchmarks/gpu_memory.py; all cases in measured.json).",
+        ]
     return "\n".join(lines)
 
 

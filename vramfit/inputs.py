@@ -11,6 +11,7 @@ long, a file over its kind's size cap, bytes that are not UTF-8, duplicate keys,
 MAX_DEPTH, a YAML document whose aliases expand past MAX_NODES, numbers that are not finite (1e400).
 Standard library and PyYAML only: the light commands (doctor, list) import it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -52,8 +53,7 @@ def check_path(path: Any, kind: str = "text") -> Path:
     if "\x00" in text:
         raise _problem(text.replace("\x00", "\\x00"), "the path contains a NUL byte", "remove it.")
     if len(text.encode("utf-8", "surrogateescape")) > MAX_PATH:
-        raise _problem(text[:80] + "...", f"the path is too long ({len(text)} characters, at most {MAX_PATH})",
-                       "use a shorter path.")
+        raise _problem(text[:80] + "...", f"the path is too long ({len(text)} characters, at most {MAX_PATH})", "use a shorter path.")
     try:
         info = os.stat(text)
     except OSError as exc:
@@ -61,10 +61,18 @@ def check_path(path: Any, kind: str = "text") -> Path:
     if stat.S_ISDIR(info.st_mode):
         raise _problem(text, "is a directory, not a file", f"pass the {kind} file inside it.")
     if not stat.S_ISREG(info.st_mode):
-        what = ("a named pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else "a character device" if stat.S_ISCHR(info.st_mode)
-                else "a block device" if stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-        raise _problem(text, f"is {what}, not a regular file; vramfit reads only regular files",
-                       "save the content to a file and pass that file.")
+        what = (
+            "a named pipe (FIFO)"
+            if stat.S_ISFIFO(info.st_mode)
+            else "a character device"
+            if stat.S_ISCHR(info.st_mode)
+            else "a block device"
+            if stat.S_ISBLK(info.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(info.st_mode)
+            else "not a regular file"
+        )
+        raise _problem(text, f"is {what}, not a regular file; vramfit reads only regular files", "save the content to a file and pass that file.")
     return Path(text)
 
 
@@ -93,8 +101,7 @@ def read_bytes(path: Any, kind: str = "text", limit: int | None = None) -> bytes
     except OSError as exc:
         raise os_problem(p, exc, kind) from None
     if len(data) > cap:
-        raise _problem(p, f"is larger than a {kind} file can be (over {cap:,} bytes)",
-                       f"pass the {kind} file itself; a file this large is not one.")
+        raise _problem(p, f"is larger than a {kind} file can be (over {cap:,} bytes)", f"pass the {kind} file itself; a file this large is not one.")
     return data
 
 
@@ -102,13 +109,11 @@ def decode(data: bytes, path: Any) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _problem(path, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                       "save it as UTF-8.") from None
+        raise _problem(path, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", "save it as UTF-8.") from None
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark some editors write
     if "\x00" in text:
-        raise _problem(path, f"contains a NUL byte (offset {text.index(chr(0))}); it is not a text file",
-                       "pass the text file itself.")
+        raise _problem(path, f"contains a NUL byte (offset {text.index(chr(0))}); it is not a text file", "pass the text file itself.")
     return text
 
 
@@ -130,15 +135,13 @@ def check_structure(data: Any, path: Any) -> Any:
         if seen > MAX_NODES:
             raise _problem(path, f"holds more than {MAX_NODES:,} values", "pass a configuration file, not data.")
         if depth > MAX_DEPTH:
-            raise _problem(path, f"is nested deeper than {MAX_DEPTH} levels (at {where or 'the top'})",
-                           "flatten it; no configuration nests this deep.")
+            raise _problem(path, f"is nested deeper than {MAX_DEPTH} levels (at {where or 'the top'})", "flatten it; no configuration nests this deep.")
         if isinstance(node, dict):
             stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node))
         elif isinstance(node, float) and not math.isfinite(node):
-            raise ConfigError([Problem(str(path), where, f"{node} is not a finite number (a literal too large for a float, or nan)",
-                                       "write a finite number.")])
+            raise ConfigError([Problem(str(path), where, f"{node} is not a finite number (a literal too large for a float, or nan)", "write a finite number.")])
     return data
 
 
@@ -177,8 +180,7 @@ def parse_json(text: str, path: Any) -> Any:
     try:
         data = json.loads(text, object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_constant)
     except _Duplicate as exc:
-        raise _problem(path, f"key '{exc.args[0]}' appears twice in one object (JSON keeps only the last; DeepSpeed refuses it)",
-                       "keep one of them.") from None
+        raise _problem(path, f"key '{exc.args[0]}' appears twice in one object (JSON keeps only the last; DeepSpeed refuses it)", "keep one of them.") from None
     except _Infinite as exc:
         raise _problem(path, f"'{exc.args[0]}' is not a finite number", "write a finite number.") from None
     except json.JSONDecodeError as exc:
@@ -213,8 +215,9 @@ class StrictLoader(yaml.SafeLoader):
                 try:
                     hash(key)
                 except TypeError:
-                    raise yaml.constructor.ConstructorError(None, None, f"a mapping key must be a plain value, got {type(key).__name__}",
-                                                            key_node.start_mark) from None
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"a mapping key must be a plain value, got {type(key).__name__}", key_node.start_mark
+                    ) from None
                 if key in seen:
                     raise _DuplicateYaml(key, key_node.start_mark)
                 seen.add(key)
@@ -269,19 +272,22 @@ def parse_yaml(text: str, path: Any) -> Any:
         if node is None:
             return None
         if _expanded_size(node) > MAX_NODES:
-            raise _problem(path, f"expands to more than {MAX_NODES:,} values through its aliases (*name)",
-                           "write the values out; a configuration needs no alias bomb.")
+            raise _problem(
+                path, f"expands to more than {MAX_NODES:,} values through its aliases (*name)", "write the values out; a configuration needs no alias bomb."
+            )
         data = loader.construct_document(node)
     except _DuplicateYaml as exc:
-        raise _problem(path, f"key '{exc.key}' appears twice in one mapping (line {exc.mark.line + 1}; YAML would keep only the last)",
-                       "keep one of them.") from None
+        raise _problem(
+            path, f"key '{exc.key}' appears twice in one mapping (line {exc.mark.line + 1}; YAML would keep only the last)", "keep one of them."
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise _problem(path, f"is not valid YAML{where} ({getattr(exc, 'problem', None) or exc})", "fix the YAML syntax.") from None
     except RecursionError:
-        raise _problem(path, f"is nested deeper than {MAX_DEPTH} levels, or refers to itself through an alias",
-                       "flatten it; no configuration nests this deep.") from None
+        raise _problem(
+            path, f"is nested deeper than {MAX_DEPTH} levels, or refers to itself through an alias", "flatten it; no configuration nests this deep."
+        ) from None
     finally:
         loader.dispose()
     return check_structure(data, path)

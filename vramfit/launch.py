@@ -1,4 +1,5 @@
 """Launch commands rendered from the templates under `launch/`, as argv lists (never shell strings)."""
+
 from __future__ import annotations
 
 import socket

@@ -8,6 +8,7 @@ Nothing is imported just to silence it: DeepSpeed's import is quieted when somet
 (an import hook), because its logger writes to whatever `sys.stdout` was at that moment and
 `vramfit slurm > job.sbatch` must never find a log line in its script.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,14 +23,18 @@ VERBOSE_ENV = "VRAMFIT_VERBOSE"
 
 # (category, message regex, why a user cannot act on it). Matched at the start of the message.
 NOISE: list[tuple[type[Warning], str, str]] = [
-    (FutureWarning, r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor|_reduce_scatter_base|_all_gather_base)` is deprecated",
-     "DeepSpeed 0.19's ZeRO calls the deprecated collective on every step (~600 lines a smoke run)"),
-    (FutureWarning, r"`(is_)?gradient_checkpointing\w*` is deprecated",
-     "transformers 5 renamed the arguments; recipes keep the names TRL and the published scripts use"),
-    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found",
-     "the CPU smoke run; on a GPU host pin_memory applies"),
-    (UserWarning, r"None of the inputs have requires_grad=True",
-     "gradient checkpointing with a frozen vision tower: expected"),
+    (
+        FutureWarning,
+        r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor|_reduce_scatter_base|_all_gather_base)` is deprecated",
+        "DeepSpeed 0.19's ZeRO calls the deprecated collective on every step (~600 lines a smoke run)",
+    ),
+    (
+        FutureWarning,
+        r"`(is_)?gradient_checkpointing\w*` is deprecated",
+        "transformers 5 renamed the arguments; recipes keep the names TRL and the published scripts use",
+    ),
+    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found", "the CPU smoke run; on a GPU host pin_memory applies"),
+    (UserWarning, r"None of the inputs have requires_grad=True", "gradient checkpointing with a frozen vision tower: expected"),
 ]
 # logger name -> level below which its records are dropped
 LOGGERS = {
@@ -301,8 +306,9 @@ def grpo_steps_per_generation(gradient_accumulation_steps: int, steps_per_genera
     return steps_per_generation or gradient_accumulation_steps
 
 
-def grpo_generation_batch(per_device: int, processes: int, gradient_accumulation_steps: int,
-                          steps_per_generation: int | None = None, generation_batch_size: int | None = None) -> int:
+def grpo_generation_batch(
+    per_device: int, processes: int, gradient_accumulation_steps: int, steps_per_generation: int | None = None, generation_batch_size: int | None = None
+) -> int:
     """Completions TRL's GRPOTrainer generates per generation round, over all processes (trl 1.16 grpo_config.py
     __post_init__: steps_per_generation defaults to gradient_accumulation_steps and
     generation_batch_size = per_device_train_batch_size x num_processes x steps_per_generation; it must be

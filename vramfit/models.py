@@ -5,6 +5,7 @@ Hugging Face cache, and, where the network allows, the Hub (config.json only, th
 `resolve(model_id)` never raises: it returns where the config came from, or None and the places it
 looked, so a caller can say what it could not compute instead of stopping.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def resolve(model_id: str | None, beside: Path | None = None) -> Resolved:
     if found is not None:
         return Resolved(found, f"vramfit's table ({found.relative_to(PACKAGE_ROOT).as_posix()})", looked)
     folder = Path(os.path.expanduser(model_id))
-    for candidate in ([folder] + ([beside / folder] if beside is not None and not folder.is_absolute() else [])):
+    for candidate in [folder] + ([beside / folder] if beside is not None and not folder.is_absolute() else []):
         if (candidate / "config.json").is_file():
             return Resolved(candidate / "config.json", f"local folder {candidate}", looked)
     looked.append("a local folder of that name")

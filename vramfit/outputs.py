@@ -5,6 +5,7 @@ looks like a checkpoint and is not one, so the training entrypoint writes `COMPL
 world size) into a checkpoint only after every rank has finished saving it (vramfit.train), and
 resume looks for that marker alone.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -106,15 +107,19 @@ def guard(recipe, run_dir: Path, *, resume: bool, overwrite: bool, world_size: i
         last = last_complete(out) if out.is_dir() else None
         if last is None:
             partial = f" ({len(existing)} incomplete: {', '.join(c.name for c in existing)})" if existing else ""
-            problems.add(str(out), "--resume", f"no complete checkpoint to resume from{partial}",
-                         "start without --resume (add --overwrite to set old files aside).")
+            problems.add(
+                str(out), "--resume", f"no complete checkpoint to resume from{partial}", "start without --resume (add --overwrite to set old files aside)."
+            )
             return [], problems, ""
         saved = complete(last)
         passed = [r for r in skipped(out) if int(_CHECKPOINT.match(r.split(":")[0]).group(1)) > int(_CHECKPOINT.match(last.name).group(1))]
         if saved.get("world_size") != world_size:
-            problems.add(str(last), "hardware", f"saved by {saved.get('world_size')} ranks, this run has {world_size}; "
-                         "ZeRO optimizer partitions do not load on a different number of ranks",
-                         f"resume on {saved.get('world_size')} ranks, or convert with DeepSpeed's ds_to_universal.py and start from the universal checkpoint.")
+            problems.add(
+                str(last),
+                "hardware",
+                f"saved by {saved.get('world_size')} ranks, this run has {world_size}; ZeRO optimizer partitions do not load on a different number of ranks",
+                f"resume on {saved.get('world_size')} ranks, or convert with DeepSpeed's ds_to_universal.py and start from the universal checkpoint.",
+            )
             return [], problems, ""
         note = f"resuming from {last} (step {saved.get('step')})"
         if passed:
@@ -122,10 +127,12 @@ def guard(recipe, run_dir: Path, *, resume: bool, overwrite: bool, world_size: i
         return [f"resume_from_checkpoint={last}"], problems, note
     foreign = foreign_entries(out) if out.is_dir() and not existing else []
     if foreign and not overwrite:
-        problems.add(str(out), "training.output_dir",
-                     f"holds files vramfit did not write ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); "
-                     "the Trainer's save would overwrite them",
-                     "use another output_dir (or --run-dir), or pass --overwrite to move the folder aside (nothing is deleted).")
+        problems.add(
+            str(out),
+            "training.output_dir",
+            f"holds files vramfit did not write ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); the Trainer's save would overwrite them",
+            "use another output_dir (or --run-dir), or pass --overwrite to move the folder aside (nothing is deleted).",
+        )
         return [], problems, ""
     if foreign:
         kept = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -134,9 +141,12 @@ def guard(recipe, run_dir: Path, *, resume: bool, overwrite: bool, world_size: i
         return [], problems, f"--overwrite: the previous output folder was moved to {kept} (nothing deleted)"
     if existing:
         if not overwrite:
-            problems.add(str(out), "training.output_dir",
-                         f"holds another run's checkpoints ({', '.join(c.name for c in existing[-3:])})",
-                         "pass --resume to continue it, --overwrite to set it aside and start fresh, or use another --run-dir.")
+            problems.add(
+                str(out),
+                "training.output_dir",
+                f"holds another run's checkpoints ({', '.join(c.name for c in existing[-3:])})",
+                "pass --resume to continue it, --overwrite to set it aside and start fresh, or use another --run-dir.",
+            )
             return [], problems, ""
         kept = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
         out.rename(kept)
@@ -214,15 +224,21 @@ def claim(folder: Path, *, overwrite: bool, file: str, flag: str = "--run-dir", 
         cwd = Path.cwd().resolve()
         exists, is_dir = folder.exists(), folder.is_dir()
     except (OSError, RuntimeError) as exc:
-        problems.add("command line", flag, f"'{str(folder)[:200]}' cannot be used ({exc.__class__.__name__}: {str(exc)[:120]})",
-                     "pass a short path to a new folder.")
+        problems.add(
+            "command line", flag, f"'{str(folder)[:200]}' cannot be used ({exc.__class__.__name__}: {str(exc)[:120]})", "pass a short path to a new folder."
+        )
         return problems, ""
     if len(str(resolved)) > 3000:
         problems.add("command line", flag, f"the path is too long ({len(str(resolved))} characters)", "pass a shorter path.")
         return problems, ""
     if resolved == Path(resolved.anchor) or resolved == Path.home().resolve() or resolved in (cwd, *cwd.parents):
-        problems.add("command line", flag, f"'{folder}' is {'the filesystem root' if resolved == Path(resolved.anchor) else 'your home or working directory (or one above it)'}; "
-                     "a run writes its files into a folder of its own", "pass a new folder, e.g. --run-dir runs/my-run.")
+        problems.add(
+            "command line",
+            flag,
+            f"'{folder}' is {'the filesystem root' if resolved == Path(resolved.anchor) else 'your home or working directory (or one above it)'}; "
+            "a run writes its files into a folder of its own",
+            "pass a new folder, e.g. --run-dir runs/my-run.",
+        )
         return problems, ""
     if exists and not is_dir:
         problems.add("command line", flag, f"'{folder}' is an existing file, not a folder", "pass a folder path (it is created if missing).")
@@ -240,9 +256,12 @@ def claim(folder: Path, *, overwrite: bool, file: str, flag: str = "--run-dir", 
         kept = folder.with_name(f"{folder.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
         folder.rename(kept)
         return problems, f"--overwrite: the previous {folder} was moved to {kept} (nothing deleted)"
-    problems.add(str(folder), flag, f"holds files vramfit did not write ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); "
-                 "nothing was written over them",
-                 "pass a new folder with --run-dir" + ("" if dry_run else ", or --overwrite to move this one aside (nothing is deleted)") + ".")
+    problems.add(
+        str(folder),
+        flag,
+        f"holds files vramfit did not write ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); nothing was written over them",
+        "pass a new folder with --run-dir" + ("" if dry_run else ", or --overwrite to move this one aside (nothing is deleted)") + ".",
+    )
     return problems, ""
 
 

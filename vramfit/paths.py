@@ -1,4 +1,5 @@
 """Where things are: the repository root, recipe folders, run directories."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,7 +42,11 @@ def find_recipe(name_or_path: str) -> Path:
 
         names = [p.parent.name for p in all_recipe_files()]
         problems = Problems()
-        problems.add(name_or_path, "", f"no recipe named '{name_or_path}' in {recipes_dir()}.{did_you_mean(name_or_path, names)}",
-                     "see `vramfit list` for the recipes, or pass the path of a recipe.yaml.")
+        problems.add(
+            name_or_path,
+            "",
+            f"no recipe named '{name_or_path}' in {recipes_dir()}.{did_you_mean(name_or_path, names)}",
+            "see `vramfit list` for the recipes, or pass the path of a recipe.yaml.",
+        )
         raise ConfigError(problems)
     return candidate  # let the loader report what is wrong with it

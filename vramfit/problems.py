@@ -3,6 +3,7 @@
 Every message follows one format so a reader can act on it without reading code:
     <file>: <dotted.key>: <what is wrong> (<the numbers>). Fix: <concrete edit>.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -82,8 +83,7 @@ def did_you_mean(word: str, choices) -> str:
 
 def as_dicts(problems: "Problems | list[Problem]") -> list[dict]:
     items = problems.items if isinstance(problems, Problems) else list(problems)
-    return [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix, "text": str(p)}
-            for p in items]
+    return [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix, "text": str(p)} for p in items]
 
 
 def render(problems: "Problems | list[Problem]", launched: bool = False) -> str:

@@ -4,6 +4,7 @@ The schema is structural only (pydantic, unknown keys rejected with a "did you m
 arguments are checked against the Hugging Face / TRL dataclasses themselves in `checks.training_args`,
 and the cross-field rules (batch arithmetic, precision vs GPU, ...) live in `checks`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -137,8 +138,7 @@ class Recipe(Strict):
     def _env_values_are_text(cls, value: Any) -> Any:
         """`env.NCCL_DEBUG=1` reads as the number 1; environment values are text."""
         if isinstance(value, dict):
-            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (int, float, bool)) else v
-                    for k, v in value.items()}
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (int, float, bool)) else v for k, v in value.items()}
         return value
 
     @field_validator("env")
@@ -185,17 +185,13 @@ def _describe_error(err: dict[str, Any], file: str, raw: Any) -> tuple[str, str,
     if kind == "extra_forbidden":
         parent = _submodel(loc[:-1])
         fields = [f for f in parent.model_fields if f != "source"] if parent else []
-        return key, f"unknown key '{loc[-1]}'.{did_you_mean(loc[-1], fields)}", (
-            f"remove it or use one of: {', '.join(fields)}."
-        )
+        return key, f"unknown key '{loc[-1]}'.{did_you_mean(loc[-1], fields)}", (f"remove it or use one of: {', '.join(fields)}.")
     if kind == "missing":
         return key, "required key is missing", f"add '{loc[-1]}:' to the file."
     if kind == "literal_error":
         return key, f"{value!r} is not allowed ({err['msg']})", "use one of the listed values."
     if kind in ("int_parsing", "float_parsing", "int_type", "float_type", "bool_parsing", "bool_type", "int_from_float"):
-        return key, f"{value!r} is not a {kind.split('_')[0]} ({err['msg']})", (
-            f"write a plain {kind.split('_')[0]} without quotes."
-        )
+        return key, f"{value!r} is not a {kind.split('_')[0]} ({err['msg']})", (f"write a plain {kind.split('_')[0]} without quotes.")
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return key, f"{value!r} is out of range ({err['msg']})", "use a value in range."
     return key, f"{err['msg']} (got {value!r})"[:300], "correct the value."
@@ -246,8 +242,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], training_fields,
                 parts = ["training", parts[0]]
             else:
                 hint = did_you_mean(parts[0], [*TOP_LEVEL, *training_fields])
-                problems.add(file, key, f"unknown override key '{key}'.{hint}",
-                             "use a dotted path into the recipe (hardware.gpus_per_node=4) or a Hugging Face argument name (per_device_train_batch_size=2).")
+                problems.add(
+                    file,
+                    key,
+                    f"unknown override key '{key}'.{hint}",
+                    "use a dotted path into the recipe (hardware.gpus_per_node=4) or a Hugging Face argument name (per_device_train_batch_size=2).",
+                )
                 continue
         node = data
         for part in parts[:-1]:

@@ -1,4 +1,5 @@
 """`vramfit run`: validate, write the run directory, launch, and diagnose a failure."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ def launch_env(validated: Validated) -> dict[str, str]:
     recipe = validated.recipe
     env = dict(recipe.env)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if (recipe.launcher == "torchrun" and recipe.hardware.gpus_per_node > 1 and "OMP_NUM_THREADS" not in os.environ
-            and not libraries.verbose()):
+    if recipe.launcher == "torchrun" and recipe.hardware.gpus_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and not libraries.verbose():
         # What torchrun sets for each rank anyway (torch/distributed/run.py), here so that it skips its
         # 4-line banner saying so; under `vramfit -v` torchrun sets it and says so.
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -53,8 +53,13 @@ def write_run_dir(validated: Validated, run_dir: Path, topology: launch.Topology
     files = {
         "recipe.json": recipe.resolved_dict(),
         "deepspeed.json": validated.deepspeed,
-        "launch.json": {"argv": argv, "launcher": recipe.launcher, "nodes": topology.nodes,
-                        "gpus_per_node": topology.gpus_per_node, "node_rank": topology.node_rank},
+        "launch.json": {
+            "argv": argv,
+            "launcher": recipe.launcher,
+            "nodes": topology.nodes,
+            "gpus_per_node": topology.gpus_per_node,
+            "node_rank": topology.node_rank,
+        },
         "env.json": launch_env(validated),
         "versions.json": versions(),
     }
@@ -99,7 +104,7 @@ def print_dry_run(validated: Validated, argv: list[str], run_dir: Path) -> None:
     print("\n## environment (added to the inherited one)")
     for k, v in launch_env(validated).items():
         print(f"export {k}={shlex.quote(v)}")
-    print("\n## resolved DeepSpeed JSON (\"auto\" filled as the transformers integration does)")
+    print('\n## resolved DeepSpeed JSON ("auto" filled as the transformers integration does)')
     print(json.dumps(validated.deepspeed, indent=2))
     print(f"\n# written to {run_dir}/ ({', '.join(RUN_FILES)})")
 
@@ -119,22 +124,52 @@ def diagnose(log_path: Path, recipe_name: str) -> None:
     print("\n" + "=" * 80 + f"\nvramfit doctor on {log_path}:\n" + render(diagnosis), file=sys.stderr)
 
 
-def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = False, run_dir: str | None = None,
-        force: bool = False, nodes: int | None = None, node_rank: int | None = None, master_addr: str | None = None,
-        master_port: int | None = None, hostfile: str | None = None, no_ssh: bool = False, join_timeout_s: int = 600,
-        resume: bool = False, overwrite: bool = False) -> int:
+def run(
+    target: str,
+    overrides: list[str],
+    dry_run: bool = False,
+    smoke: bool = False,
+    run_dir: str | None = None,
+    force: bool = False,
+    nodes: int | None = None,
+    node_rank: int | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    hostfile: str | None = None,
+    no_ssh: bool = False,
+    join_timeout_s: int = 600,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> int:
     if smoke:
-        return run_smoke(target, overrides, run_dir, nodes=nodes or 1, join_timeout_s=join_timeout_s, dry_run=dry_run,
-                         resume=resume, overwrite=overwrite)
+        return run_smoke(target, overrides, run_dir, nodes=nodes or 1, join_timeout_s=join_timeout_s, dry_run=dry_run, resume=resume, overwrite=overwrite)
     if nodes is not None:
-        raise ConfigError(Problems([Problem("command line", "--nodes", "--nodes emulates nodes for the smoke variant only",
-                                            "set hardware.nodes in the recipe (or hardware.nodes=N) for a real run.")]))
+        raise ConfigError(
+            Problems(
+                [
+                    Problem(
+                        "command line",
+                        "--nodes",
+                        "--nodes emulates nodes for the smoke variant only",
+                        "set hardware.nodes in the recipe (or hardware.nodes=N) for a real run.",
+                    )
+                ]
+            )
+        )
     validated = validate(target, overrides, plan=True, force=force)
     recipe = validated.recipe
     rdir = Path(run_dir) if run_dir else default_run_dir(recipe.name, False)
-    topo, problems = multinode.topology(recipe, str(recipe.source), node_rank=node_rank, master_addr=master_addr,
-                                        master_port=master_port, hostfile=hostfile, no_ssh=no_ssh,
-                                        join_timeout_s=join_timeout_s, run_id=recipe.name)
+    topo, problems = multinode.topology(
+        recipe,
+        str(recipe.source),
+        node_rank=node_rank,
+        master_addr=master_addr,
+        master_port=master_port,
+        hostfile=hostfile,
+        no_ssh=no_ssh,
+        join_timeout_s=join_timeout_s,
+        run_id=recipe.name,
+    )
     node_dir = _node_dir(rdir, topo)
     if dry_run:
         claim_run_dir(rdir, str(recipe.source), overwrite=overwrite, dry_run=True, nodes=topo.nodes)
@@ -145,9 +180,12 @@ def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = 
         return EXIT_OK
     have = gpus_present()
     if have < recipe.hardware.gpus_per_node:
-        problems.add(str(recipe.source), "hardware.gpus_per_node",
-                     f"this machine has {have} GPUs, the recipe needs {recipe.hardware.gpus_per_node} x {recipe.hardware.gpu} per node",
-                     f"print what would run with `vramfit run {recipe.name} --dry-run`, or train the tiny smoke variant with `vramfit run {recipe.name} --smoke`.")
+        problems.add(
+            str(recipe.source),
+            "hardware.gpus_per_node",
+            f"this machine has {have} GPUs, the recipe needs {recipe.hardware.gpus_per_node} x {recipe.hardware.gpu} per node",
+            f"print what would run with `vramfit run {recipe.name} --dry-run`, or train the tiny smoke variant with `vramfit run {recipe.name} --smoke`.",
+        )
     problems.extend(host_ram_preflight(validated, force))
     if problems:
         raise ConfigError(problems)
@@ -160,8 +198,7 @@ def run(target: str, overrides: list[str], dry_run: bool = False, smoke: bool = 
 def _guard_outputs(validated: Validated, target, overrides: list[str], rdir: Path, resume: bool, overwrite: bool) -> Validated:
     """Refuse to mix with another run's checkpoints; on --resume, point the Trainer at the last complete one."""
     recipe = validated.recipe
-    extra, problems, note = outputs.guard(recipe, rdir, resume=resume, overwrite=overwrite,
-                                          world_size=recipe.world_size, file=str(recipe.source))
+    extra, problems, note = outputs.guard(recipe, rdir, resume=resume, overwrite=overwrite, world_size=recipe.world_size, file=str(recipe.source))
     if problems:
         raise ConfigError(problems)
     if note:
@@ -179,10 +216,13 @@ def host_ram_preflight(validated: Validated, force: bool) -> Problems:
         return problems
     need = validated.plan.host_ram_gib
     if need > available:
-        problems.add(str(validated.recipe.source), "hardware.host_ram_gib",
-                     f"offload needs about {need:.0f} GiB of host RAM on this node, {available:.0f} GiB is available now "
-                     f"(/proc/meminfo MemAvailable); ranks would be killed by the kernel, often reported as a CUDA error",
-                     "free host memory, use a node with more RAM, offload less (deepspeed=deepspeed_configs/zero3_offload_optimizer.json), or pass --force.")
+        problems.add(
+            str(validated.recipe.source),
+            "hardware.host_ram_gib",
+            f"offload needs about {need:.0f} GiB of host RAM on this node, {available:.0f} GiB is available now "
+            f"(/proc/meminfo MemAvailable); ranks would be killed by the kernel, often reported as a CUDA error",
+            "free host memory, use a node with more RAM, offload less (deepspeed=deepspeed_configs/zero3_offload_optimizer.json), or pass --force.",
+        )
     return problems
 
 
@@ -212,8 +252,16 @@ def _execute(launches: list[Launch], env: dict[str, str], name: str) -> int:
     return EXIT_FAILED
 
 
-def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int = 1, join_timeout_s: int = 120,
-              dry_run: bool = False, resume: bool = False, overwrite: bool = False) -> int:
+def run_smoke(
+    target: str,
+    overrides: list[str],
+    run_dir: str | None,
+    nodes: int = 1,
+    join_timeout_s: int = 120,
+    dry_run: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> int:
     """The tiny variant of a recipe, through its real launcher and DeepSpeed JSON, on 2 ranks.
 
     nodes=2 emulates two nodes on this machine: two launcher processes (node ranks 0 and 1, one
@@ -223,7 +271,9 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
 
     base = validate(target, overrides, plan=False).recipe  # the user's input is checked before anything is written
     if nodes not in (1, 2):
-        raise ConfigError(Problems([Problem("command line", "--nodes", f"the smoke variant runs on 1 or 2 nodes (got {nodes})", "use NODES=2 or leave it out.")]))
+        raise ConfigError(
+            Problems([Problem("command line", "--nodes", f"the smoke variant runs on 1 or 2 nodes (got {nodes})", "use NODES=2 or leave it out.")])
+        )
     rdir = Path(run_dir) if run_dir else default_run_dir(base.name, True)
     claim_run_dir(rdir, str(base.source), overwrite=overwrite and not resume, dry_run=dry_run, nodes=nodes)
     rdir = rdir.resolve()
@@ -249,8 +299,16 @@ def run_smoke(target: str, overrides: list[str], run_dir: str | None, nodes: int
         hostfile = str(rdir / "hostfile")
         Path(hostfile).write_text("127.0.0.1 slots=1\nlocalhost slots=1\n")
     for node_rank in range(nodes):
-        topo = launch.Topology(nodes, recipe.hardware.gpus_per_node, node_rank=node_rank, master_port=port,
-                               run_id=f"{recipe.name}-smoke", hostfile=hostfile, join_timeout_s=join_timeout_s, no_ssh=True)
+        topo = launch.Topology(
+            nodes,
+            recipe.hardware.gpus_per_node,
+            node_rank=node_rank,
+            master_port=port,
+            run_id=f"{recipe.name}-smoke",
+            hostfile=hostfile,
+            join_timeout_s=join_timeout_s,
+            no_ssh=True,
+        )
         node_dir = _node_dir(rdir, topo)
         argv = write_run_dir(validated, node_dir, topo)
         launches.append(Launch(argv, node_dir / "train.log", f"[node{node_rank}] " if nodes > 1 else ""))

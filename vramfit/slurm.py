@@ -1,4 +1,5 @@
 """`vramfit slurm RECIPE [key=value ...] > job.sbatch`: an sbatch script from the validated recipe."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,17 @@ _TIME = re.compile(r"\A(\d+-)?\d{1,3}(:\d{2}){0,2}\Z")  # \A...\Z: "$" would acc
 _SLURM_NAME = re.compile(r"\A[A-Za-z0-9_.,+-]+\Z")
 
 
-def render(target: str, overrides: list[str], *, time: str = "24:00:00", partition: str | None = None,
-           account: str | None = None, master_port: int = 29500, join_timeout_s: int = 900, force: bool = False) -> str:
+def render(
+    target: str,
+    overrides: list[str],
+    *,
+    time: str = "24:00:00",
+    partition: str | None = None,
+    account: str | None = None,
+    master_port: int = 29500,
+    join_timeout_s: int = 900,
+    force: bool = False,
+) -> str:
     validated = validate(target, overrides, plan=True, force=force)
     recipe = validated.recipe
     problems = Problems()
@@ -26,8 +36,12 @@ def render(target: str, overrides: list[str], *, time: str = "24:00:00", partiti
         if value is not None and not _SLURM_NAME.match(value):
             problems.add("command line", flag, f"'{value}' is not a plain Slurm name", "use letters, digits, '-', '_', '.'.")
     if not NAME_RE.match(recipe.name):  # the name reaches #SBATCH lines and comments unquoted
-        problems.add(str(recipe.source), "name", f"{recipe.name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
-                     "use lower-case letters, digits, '.' and '-' only, e.g. vlm-r1-4xa100-40g.")
+        problems.add(
+            str(recipe.source),
+            "name",
+            f"{recipe.name!r} does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
+            "use lower-case letters, digits, '.' and '-' only, e.g. vlm-r1-4xa100-40g.",
+        )
     if problems:
         raise ConfigError(problems)
     hw = recipe.hardware
@@ -36,8 +50,11 @@ def render(target: str, overrides: list[str], *, time: str = "24:00:00", partiti
     run_dir = f"runs/{recipe.name}"
     hostfile_lines, launcher_flags = "", ""
     if recipe.launcher == "deepspeed" and hw.nodes > 1:
-        hostfile_lines = ('scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=' + str(hw.gpus_per_node)
-                          + '/" > "$run_dir/hostfile"   # DeepSpeed per-node mode reads the world from it\n')
+        hostfile_lines = (
+            'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots='
+            + str(hw.gpus_per_node)
+            + '/" > "$run_dir/hostfile"   # DeepSpeed per-node mode reads the world from it\n'
+        )
         launcher_flags = ' --hostfile "$run_dir/hostfile" --no-ssh'
     values = {
         "NAME": recipe.name,

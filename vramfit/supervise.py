@@ -1,6 +1,7 @@
 """Process supervision for `vramfit run`: each launcher in its own process group, its output teed to its
 log, a signal passed on as SIGTERM and, past a grace period or on a second signal, SIGKILL to every process
 under it (torchrun starts each rank in a session of its own)."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,7 @@ def stream(launches: list[Launch], env: dict[str, str], stop_grace_s: float = ST
     Returns the first non-zero exit code (the node that failed first), 0 when all succeed, or
     128 + signal when stopped.
     """
-    procs = [subprocess.Popen(l.argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True) for l in launches]
+    procs = [subprocess.Popen(l.argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True) for l in launches]
     received: list[int] = []
     stop_at: float | None = None  # when the launchers were first told to stop
     under: dict[int, dict] = {p.pid: {} for p in procs}  # psutil processes seen under each launcher
@@ -84,8 +84,7 @@ def stream(launches: list[Launch], env: dict[str, str], stop_grace_s: float = ST
                                 _signal_group(other, signal.SIGTERM)
             if stop_at and not killed and time.monotonic() - stop_at > stop_grace_s:
                 killed = True
-                print(f"vramfit: a launcher did not stop within {stop_grace_s:.0f} s of SIGTERM; killing it and its ranks.",
-                      file=sys.stderr, flush=True)
+                print(f"vramfit: a launcher did not stop within {stop_grace_s:.0f} s of SIGTERM; killing it and its ranks.", file=sys.stderr, flush=True)
                 for i, proc in enumerate(procs):
                     if codes[i] is None:
                         _stop_tree(proc, under[proc.pid], signal.SIGKILL)

@@ -1,4 +1,5 @@
 """`vramfit validate`: every check on a recipe, collected, reported once."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,8 +38,12 @@ def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = 
     ta_problems, ds_problems, args, resolved = _library_checks(recipe, file, cache)  # first: reads quoted numbers as numbers
     recipe_rules.batch_arithmetic(recipe, file, problems)
     if recipe.method == "grpo" and any("num_generations" in p.what for p in ta_problems.items):
-        ta_problems = Problems([Problem(p.file, "training.num_generations", p.what, recipe_rules.grpo_fix(recipe))
-                                if "num_generations" in p.what else p for p in ta_problems.items])
+        ta_problems = Problems(
+            [
+                Problem(p.file, "training.num_generations", p.what, recipe_rules.grpo_fix(recipe)) if "num_generations" in p.what else p
+                for p in ta_problems.items
+            ]
+        )
     problems.extend(ta_problems)
     problems.extend(ds_problems)
     if problems:
@@ -79,9 +84,14 @@ def _library_checks(recipe, file: str, cache: bool):
     except ConfigError:
         return run()
 
-    material = {"recipe": recipe.resolved_dict(), "source": str(recipe.source), "file": file,
-                "deepspeed": deepspeed_text, "model_config": config_text,
-                "gpu": [os.path.exists("/dev/nvidiactl"), os.environ.get("CUDA_VISIBLE_DEVICES")]}
+    material = {
+        "recipe": recipe.resolved_dict(),
+        "source": str(recipe.source),
+        "file": file,
+        "deepspeed": deepspeed_text,
+        "model_config": config_text,
+        "gpu": [os.path.exists("/dev/nvidiactl"), os.environ.get("CUDA_VISIBLE_DEVICES")],
+    }
     key = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
     def compute():
@@ -97,12 +107,24 @@ def fit_problems(plan, file: str, recipe) -> Problems:
     """The planner's verdict as problems: a recipe predicted not to fit is refused (unless --force)."""
     problems = Problems()
     first = next(iter(plan.fixes), None)
-    fix = ("apply " + " ".join(f"{k}={v}" for k, v in first["overrides"].items())
-           + f" (predicted {first['per_gpu_peak_gib']:.1f} GiB); see `vramfit plan` for all fixes, or pass --force.") if first else "see `vramfit plan`, or pass --force."
+    fix = (
+        (
+            "apply "
+            + " ".join(f"{k}={v}" for k, v in first["overrides"].items())
+            + f" (predicted {first['per_gpu_peak_gib']:.1f} GiB); see `vramfit plan` for all fixes, or pass --force."
+        )
+        if first
+        else "see `vramfit plan`, or pass --force."
+    )
     if not plan.fits:
-        problems.add(file, "hardware.gpu", f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the "
-                     f"{plan.gpu_memory_gib:.1f} GiB of a {recipe.hardware.gpu}", fix)
+        problems.add(
+            file,
+            "hardware.gpu",
+            f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of a {recipe.hardware.gpu}",
+            fix,
+        )
     if not plan.host_ram_fits:
-        problems.add(file, "hardware.host_ram_gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node exceeds "
-                     f"{plan.host_ram_available_gib:.0f} GiB", fix)
+        problems.add(
+            file, "hardware.host_ram_gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node exceeds {plan.host_ram_available_gib:.0f} GiB", fix
+        )
     return problems

@@ -6,6 +6,7 @@ reads back through vramfit/docs.py; the parent's flow (planner, emulated cards, 
 a faked subprocess; one shrunk case trains for real on CPU (--tiny) through the subprocess.
 GPU (`make test-gpu`): one real-size case measured.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,10 +22,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "gpu_memory.py"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"}
-DOCUMENTED_TOP = {"gpu", "driver", "torch", "deepspeed", "transformers", "trl", "peft", "liger_kernel", "date", "cases",
-                  "peak_allocated_gib", "peak_reserved_gib"}
-DOCUMENTED_CASE = {"name", "settings", "peak_allocated_gib", "peak_reserved_gib", "tokens_per_s", "planner_gib", "error_pct",
-                   "oom"}
+DOCUMENTED_TOP = {
+    "gpu",
+    "driver",
+    "torch",
+    "deepspeed",
+    "transformers",
+    "trl",
+    "peft",
+    "liger_kernel",
+    "date",
+    "cases",
+    "peak_allocated_gib",
+    "peak_reserved_gib",
+}
+DOCUMENTED_CASE = {"name", "settings", "peak_allocated_gib", "peak_reserved_gib", "tokens_per_s", "planner_gib", "error_pct", "oom"}
 
 
 def _load():
@@ -40,15 +52,15 @@ CASES = bench.build_cases()
 
 
 def run(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, env=env or ENV, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, env=env or ENV, capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_cases_the_issue_asks_for():
     llama = [c for c in CASES.values() if c.kind == "causal_lm"]
     assert len(llama) == 12
     assert {(c.micro_batch, c.gradient_checkpointing, c.liger) for c in llama} == {
-        (mb, gc, lg) for mb in (1, 2, 4) for gc in (False, True) for lg in (False, True)}
+        (mb, gc, lg) for mb in (1, 2, 4) for gc in (False, True) for lg in (False, True)
+    }
     assert all(c.seq_len == 4096 and c.recipe == "axolotl-llama-3b-8xa100-80g" for c in llama)
     grpo = CASES["qwen2.5vl-3b-grpo"]  # the vlm-r1-h20 recipe's generation settings
     assert (grpo.micro_batch, grpo.extra["max_completion_length"], grpo.extra["max_pixels"]) == (4, 1024, 1003520)
@@ -80,9 +92,20 @@ def test_list_matches_the_planner_on_one_gpu():
     p = bench.predict(CASES["llama3b-4k-mb1-gc-liger"], "h100")
     from vramfit.planner import Setup, plan
 
-    setup = Setup.from_args(REPO / "model_configs" / "llama-3.2-3b.json", "h100", 1, overrides=[
-        "seq_len=4096", "per_device_train_batch_size=1", "gradient_checkpointing=true", "use_liger_kernel=true", "bf16=true",
-        "attn_implementation=sdpa", "expandable_segments=true"])
+    setup = Setup.from_args(
+        REPO / "model_configs" / "llama-3.2-3b.json",
+        "h100",
+        1,
+        overrides=[
+            "seq_len=4096",
+            "per_device_train_batch_size=1",
+            "gradient_checkpointing=true",
+            "use_liger_kernel=true",
+            "bf16=true",
+            "attn_implementation=sdpa",
+            "expandable_segments=true",
+        ],
+    )
     assert p["allocated_gib"] == pytest.approx(plan(setup).measure("allocated"))
     assert setup.world == 1 and setup.engine == "single"
 
@@ -114,9 +137,19 @@ def test_unknown_case_and_nothing_to_do_exit_2():
 
 
 def _fake(name: str, alloc: float, tps: float, **extra) -> dict:
-    return {"name": name, "oom": False, "peak_allocated_gib": alloc, "peak_reserved_gib": alloc * 1.02,
-            "run_peak_reserved_gib": alloc * 1.05, "tokens_per_s": tps, "total_gib": 79.19, "context_gib": 0.5,
-            "device_name": "NVIDIA H100 80GB HBM3", "step_times_s": [1.0, 1.0], **extra}
+    return {
+        "name": name,
+        "oom": False,
+        "peak_allocated_gib": alloc,
+        "peak_reserved_gib": alloc * 1.02,
+        "run_peak_reserved_gib": alloc * 1.05,
+        "tokens_per_s": tps,
+        "total_gib": 79.19,
+        "context_gib": 0.5,
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "step_times_s": [1.0, 1.0],
+        **extra,
+    }
 
 
 def _environment(gpu="NVIDIA H100 80GB HBM3"):
@@ -125,8 +158,10 @@ def _environment(gpu="NVIDIA H100 80GB HBM3"):
 
 def test_measured_json_has_the_documented_keys(tmp_path):
     own, other = CASES["llama3b-4k-mb4-gc-liger"], CASES["llama3b-4k-mb4"]
-    results = [(own, _fake(own.name, 28.0, 9000.0, planner_gib=29.0, error_pct=3.57)),
-               (other, {"name": other.name, "oom": True, "at": "warm-up step 1: backward"})]
+    results = [
+        (own, _fake(own.name, 28.0, 9000.0, planner_gib=29.0, error_pct=3.57)),
+        (other, {"name": other.name, "oom": True, "at": "warm-up step 1: backward"}),
+    ]
     (path,) = bench.write_measured(results, tmp_path, _environment())
     assert path == tmp_path / "axolotl-llama-3b-8xa100-80g" / "measured.json"
     data = json.loads(path.read_text())
@@ -150,8 +185,7 @@ def test_measured_json_has_the_documented_keys(tmp_path):
 
 def test_the_fallback_case_gives_the_top_level_peak_when_the_first_cannot(tmp_path):
     first, fallback = CASES["llava7b-2k-full-zero3-offload"], CASES["llava7b-2k-full"]
-    results = [(first, {"name": first.name, "oom": False, "skipped": "host RAM"}),
-               (fallback, _fake(fallback.name, 55.0, 3000.0))]
+    results = [(first, {"name": first.name, "oom": False, "skipped": "host RAM"}), (fallback, _fake(fallback.name, 55.0, 3000.0))]
     (path,) = bench.write_measured(results, tmp_path, _environment())
     data = json.loads(path.read_text())
     assert data["recipe_case"] == fallback.name and data["peak_allocated_gib"] == 55.0
@@ -185,18 +219,17 @@ def test_the_parent_flow_on_a_faked_subprocess(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(bench, "run_child", fake_run_child)
     monkeypatch.setattr(bench, "host_memory_gib", lambda: (2015.0, 1900.0))  # a GPU node's RAM, not this host's
-    opts = bench.parse(["--case", "llama3b-4k-mb1", "--case", "llama3b-4k-mb1-liger", "--emulate", "40,96",
-                        "--out", str(tmp_path)])
+    opts = bench.parse(["--case", "llama3b-4k-mb1", "--case", "llama3b-4k-mb1-liger", "--emulate", "40,96", "--out", str(tmp_path)])
     assert bench.measure([CASES[n] for n in opts.case], opts) == 0
     out = capsys.readouterr().out
     # 45 GiB > 39.59: re-run capped; 25 GiB fits 40 GB by inference; 96 GB > the device: inferred fits
-    assert ran == [("llama3b-4k-mb1", None), ("llama3b-4k-mb1", pytest.approx(39.59 / 79.19)),
-                   ("llama3b-4k-mb1-liger", None)]
+    assert ran == [("llama3b-4k-mb1", None), ("llama3b-4k-mb1", pytest.approx(39.59 / 79.19)), ("llama3b-4k-mb1-liger", None)]
     data = json.loads((tmp_path / "axolotl-llama-3b-8xa100-80g" / "measured.json").read_text())
     cases = {c["name"]: c for c in data["cases"]}
     assert cases["llama3b-4k-mb1"]["planner_gpu"] == "h100"
     assert cases["llama3b-4k-mb1"]["error_pct"] == pytest.approx(
-        100 * (bench.predict(CASES["llama3b-4k-mb1"], "h100")["allocated_gib"] - 45.0) / 45.0, abs=1e-3)
+        100 * (bench.predict(CASES["llama3b-4k-mb1"], "h100")["allocated_gib"] - 45.0) / 45.0, abs=1e-3
+    )
     emulated = {e["card"]: e for e in cases["llama3b-4k-mb1"]["emulated"]}
     assert emulated["a100-40g"]["measured"] == "oom" and emulated["a100-40g"]["how"].startswith("run with")
     assert emulated["a100-40g"]["planner_fits"] is False and emulated["a100-40g"]["agree"] is True
@@ -267,8 +300,20 @@ def test_the_subprocess_records_an_oom_with_its_phase(tmp_path, monkeypatch):
 
 def test_a_tiny_case_trains_through_the_subprocess_on_cpu(tmp_path):
     """The measuring subprocess end to end on a shrunk Llama (CPU: no memory figures, a wiring check)."""
-    proc = run("--tiny", "--cpu", "--case", "llama3b-4k-mb1-gc", "--warmup", "1", "--steps", "1", "--out", str(tmp_path),
-               env={**ENV, "CUDA_VISIBLE_DEVICES": ""}, timeout=180)
+    proc = run(
+        "--tiny",
+        "--cpu",
+        "--case",
+        "llama3b-4k-mb1-gc",
+        "--warmup",
+        "1",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path),
+        env={**ENV, "CUDA_VISIBLE_DEVICES": ""},
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((tmp_path / "axolotl-llama-3b-8xa100-80g" / "measured.json").read_text())
     (case,) = data["cases"]

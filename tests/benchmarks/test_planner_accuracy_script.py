@@ -6,6 +6,7 @@ the calibration unit rules give for its raw figure (shared/reference/calibration
 1e9 / 2^30, multi-GPU table values divided by the GPU count). The script must print the headline
 figures and the held-out summary.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,13 @@ def test_heldout_figures_are_well_formed():
 
 @needs_shared
 def test_script_prints_headline_and_heldout_summary():
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "planner_accuracy.py")], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "VRAMFIT_SHARED": str(SHARED)})
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "planner_accuracy.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VRAMFIT_SHARED": str(SHARED)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
     assert re.search(r"^planner: +median \|error\| [\d.]+%, p90 \|error\| [\d.]+%, verdicts \d+/63", text, re.M)

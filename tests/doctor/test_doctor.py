@@ -1,6 +1,7 @@
 """`vramfit doctor`: the corpus of crash logs in tests/doctor/logs, each with its expected diagnosis in
 expected.json; the PyTorch OOM formats one by one; the CLI contract; and inputs that are not logs at all.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vramfit.doctor import Diagnosis, diagnose, render
-from vramfit.doctor import cli as doctor_cli
+from vramfit.doctor import Diagnosis, cli as doctor_cli, diagnose, render
 from vramfit.doctor.diagnosis import CAUSES, KINDS, PHASES
 
 HERE = Path(__file__).parent
@@ -38,6 +38,7 @@ def run_cli(argv: list[str], plan_fixes=None) -> int:
 
 
 # --- the corpus ---
+
 
 def test_every_log_has_an_expectation_and_back():
     assert sorted(p.name for p in LOGS.glob("*.log")) == sorted(EXPECTED)
@@ -92,12 +93,14 @@ def test_host_kill_explains_the_cuda_message():
 
 
 def test_pinned_host_allocation_failing_as_cuda_error_is_host_ram():
-    log = ("Traceback (most recent call last):\n"
-           '  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/stage3.py", line 848, '
-           "in _create_fp32_partitions\n"
-           '  File "/opt/conda/lib/python3.10/site-packages/deepspeed/accelerator/cuda_accelerator.py", line 292, '
-           "in pin_memory\n"
-           "RuntimeError: CUDA error: out of memory\n")
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/deepspeed/runtime/zero/stage3.py", line 848, '
+        "in _create_fp32_partitions\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/deepspeed/accelerator/cuda_accelerator.py", line 292, '
+        "in pin_memory\n"
+        "RuntimeError: CUDA error: out of memory\n"
+    )
     d = diagnose(io.BytesIO(log.encode()))
     assert (d.kind, d.phase, d.cause) == ("cuda_oom", "model_load", "host_ram")
     assert "host RAM (pinned memory" in render(d)
@@ -116,15 +119,23 @@ FORMATS = {
         "capacity; 28.77 GiB already allocated; 3.20 GiB free; 34.12 GiB reserved in total by PyTorch) If reserved "
         "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for "
         "Memory Management and PYTORCH_CUDA_ALLOC_CONF",
-        {"requested_gib": 3.90, "gpu": 0, "total_gib": 39.59, "allocated_gib": 28.77, "free_gib": 3.20,
-         "reserved_unallocated_gib": 34.12 - 28.77}),
+        {"requested_gib": 3.90, "gpu": 0, "total_gib": 39.59, "allocated_gib": 28.77, "free_gib": 3.20, "reserved_unallocated_gib": 34.12 - 28.77},
+    ),
     "torch2.1": (
         "CUDA out of memory. Tried to allocate 320.00 MiB. GPU 6 has a total capacty of 79.15 GiB of which "
         "15.31 MiB is free. Process 12345 has 79.12 GiB memory in use. Of the allocated memory 77.49 GiB is "
         "allocated by PyTorch, and 683.81 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
         "memory is large try setting max_split_size_mb to avoid fragmentation.",
-        {"requested_gib": 320 / 1024, "gpu": 6, "total_gib": 79.15, "free_gib": 15.31 / 1024, "in_use_gib": 79.12,
-         "allocated_gib": 77.49, "reserved_unallocated_gib": 683.81 / 1024}),
+        {
+            "requested_gib": 320 / 1024,
+            "gpu": 6,
+            "total_gib": 79.15,
+            "free_gib": 15.31 / 1024,
+            "in_use_gib": 79.12,
+            "allocated_gib": 77.49,
+            "reserved_unallocated_gib": 683.81 / 1024,
+        },
+    ),
     "torch>=2.2": (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
         "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in use. "
@@ -132,12 +143,12 @@ FORMATS = {
         "unallocated. If reserved but unallocated memory is large try setting "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
         "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-        {"requested_gib": 2.0, "gpu": 0, "total_gib": 79.25, "free_gib": 1.02, "in_use_gib": 78.22,
-         "allocated_gib": 70.11, "reserved_unallocated_gib": 6.55}),
+        {"requested_gib": 2.0, "gpu": 0, "total_gib": 79.25, "free_gib": 1.02, "in_use_gib": 78.22, "allocated_gib": 70.11, "reserved_unallocated_gib": 6.55},
+    ),
     "bytes and KiB": (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 KiB. GPU 1 has a total capacity of "
-        "23.53 GiB of which 0 bytes is free.",
-        {"requested_gib": 512 / 2**20, "free_gib": 0.0, "total_gib": 23.53, "gpu": 1}),
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 KiB. GPU 1 has a total capacity of 23.53 GiB of which 0 bytes is free.",
+        {"requested_gib": 512 / 2**20, "free_gib": 0.0, "total_gib": 23.53, "gpu": 1},
+    ),
 }
 
 
@@ -150,10 +161,13 @@ def test_oom_format(fmt):
         assert d.figures[key] == pytest.approx(value, abs=1e-5), key
 
 
-@pytest.mark.parametrize("line", [
-    "RuntimeError: CUDA error: out of memory",
-    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: out of memory",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    ],
+)
 def test_oom_without_figures(line):
     d = diagnose(io.BytesIO(line.encode()))
     assert (d.kind, d.cause) == ("cuda_oom", "true_capacity")
@@ -161,8 +175,7 @@ def test_oom_without_figures(line):
 
 
 def test_grpo_needs_two_generations():
-    line = ("ValueError: GRPO requires at least 2 generations per prompt to calculate the advantages. You provided 1, "
-            "which is less than the minimum required.")
+    line = "ValueError: GRPO requires at least 2 generations per prompt to calculate the advantages. You provided 1, which is less than the minimum required."
     d = diagnose(io.BytesIO(line.encode()))
     assert (d.kind, d.figures["num_generations"]) == ("grpo_divisibility", 1)
     assert d.fixes[0]["overrides"] == {"num_generations": 2}
@@ -183,14 +196,21 @@ def test_text_streams_and_ansi_and_prefixes():
 
 # --- render and JSON ---
 
+
 def test_render_says_what_where_why_and_fixes():
     d = diagnose(LOGS / "minicpmv_lora_eval_every_50_steps.log")
     text = render(d)
     first = text.splitlines()[0]
     assert first.startswith(str(LOGS / "minicpmv_lora_eval_every_50_steps.log") + ": CUDA out of memory in evaluation")
     assert "320.00 MiB" in first and "Fix: prediction_loss_only=true." in first
-    for part in ("What ran out: GPU memory", "Where:", "Cause:        evaluation spike", "Fixes, cheapest first:",
-                 "  1. prediction_loss_only=true", "Evidence:"):
+    for part in (
+        "What ran out: GPU memory",
+        "Where:",
+        "Cause:        evaluation spike",
+        "Fixes, cheapest first:",
+        "  1. prediction_loss_only=true",
+        "Evidence:",
+    ):
         assert part in text
 
 
@@ -224,12 +244,13 @@ def test_stdin(monkeypatch, capsys):
 
 # --- the planner hook ---
 
+
 def fake_planner(calls):
     def plan_fixes(recipe, overrides):
         calls.append((recipe, overrides))
         # pretend only accumulation-heavy splits fit
-        return [(o, 60.0 if o.get("gradient_accumulation_steps", 1) >= 8 else 90.0,
-                 o.get("gradient_accumulation_steps", 1) >= 8) for o in overrides]
+        return [(o, 60.0 if o.get("gradient_accumulation_steps", 1) >= 8 else 90.0, o.get("gradient_accumulation_steps", 1) >= 8) for o in overrides]
+
     return plan_fixes
 
 
@@ -268,6 +289,7 @@ def test_planner_error_still_prints_the_diagnosis(capsys):
 
 
 # --- bad input ---
+
 
 def test_missing_path_exits_2(tmp_path, capsys):
     missing = tmp_path / "nope.log"
@@ -343,7 +365,9 @@ def test_100mb_log_streams_in_bounded_memory(tmp_path):
 
 
 def test_doctor_imports_no_heavy_library():
-    code = ("import sys, vramfit.doctor.cli; "
-            "heavy = {'torch', 'transformers', 'deepspeed', 'yaml', 'pydantic', 'rich', 'numpy'} & set(sys.modules); "
-            "assert not heavy, heavy")
+    code = (
+        "import sys, vramfit.doctor.cli; "
+        "heavy = {'torch', 'transformers', 'deepspeed', 'yaml', 'pydantic', 'rich', 'numpy'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

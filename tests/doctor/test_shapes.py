@@ -6,6 +6,7 @@ The world corpus (tests/doctor/world) prints shapes only in `size mismatch` line
 its CUDA OOM logs are used as they are, with one shape line added where a user would have printed it. The
 negative shape lines are titles of public issue threads, verbatim (URL beside each).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,7 @@ def with_line(tmp_path: Path, name: str, line: str, at: int = 0) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["heldout_notmem_size_mismatch_lit_llama.log",
-                                  "heldout_notmem_size_mismatch_resume_fastchat.log"])
+@pytest.mark.parametrize("name", ["heldout_notmem_size_mismatch_lit_llama.log", "heldout_notmem_size_mismatch_resume_fastchat.log"])
 def test_weight_shapes_in_the_corpus_are_not_a_batch(name):
     # 'copying a param with shape torch.Size([32001, 4096]) from checkpoint, ... torch.Size([32000, 4096])'
     settings = Settings()
@@ -42,25 +42,31 @@ def test_weight_shapes_in_the_corpus_are_not_a_batch(name):
     assert "micro_batch_from_shapes" not in diagnose(WORLD / name).settings
 
 
-@pytest.mark.parametrize("line", [
-    "RuntimeError: shape '[24, 1, 6400]' is invalid for input of size 460800",  # iscyy/ultralyticsPro#39
-    "RuntimeError: shape '[-1, 32000]' is invalid for input of size 128376192",  # InternLM/xtuner#142
-    "RuntimeError: shape '[1, 13, 8, 128]' is invalid for input of size 26624",  # lyogavin/airllm#172
-    "RuntimeError: shape '[256, 256, 1]' is invalid for input of size 8192",  # YBIGTA/pytorch-hair-segmentation#46
-    "_get_logits logits torch.Size([256, 151936]) True",  # a flattened [tokens, vocab]: no batch in it
-    "idx = [4, 4096, 32000]",  # a bare list is not a tensor shape
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: shape '[24, 1, 6400]' is invalid for input of size 460800",  # iscyy/ultralyticsPro#39
+        "RuntimeError: shape '[-1, 32000]' is invalid for input of size 128376192",  # InternLM/xtuner#142
+        "RuntimeError: shape '[1, 13, 8, 128]' is invalid for input of size 26624",  # lyogavin/airllm#172
+        "RuntimeError: shape '[256, 256, 1]' is invalid for input of size 8192",  # YBIGTA/pytorch-hair-segmentation#46
+        "_get_logits logits torch.Size([256, 151936]) True",  # a flattened [tokens, vocab]: no batch in it
+        "idx = [4, 4096, 32000]",  # a bare list is not a tensor shape
+    ],
+)
 def test_shapes_that_do_not_say_the_batch(line):
     settings = Settings()
     settings.read_shapes(1, line)
     assert settings.micro_batch() is None
 
 
-@pytest.mark.parametrize("line, rows", [
-    ("RuntimeError: shape '[4, 4096, 32000]' is invalid for input of size 262144000", 4),
-    ("dst_output[logits] torch.Size([1, 6, 151936]) torch.float32", 1),
-    ("[ALIGN] Teacher torch.Size([2, 256, 152064]) → Student torch.Size([2, 256, 151936])", 2),
-])
+@pytest.mark.parametrize(
+    "line, rows",
+    [
+        ("RuntimeError: shape '[4, 4096, 32000]' is invalid for input of size 262144000", 4),
+        ("dst_output[logits] torch.Size([1, 6, 151936]) torch.float32", 1),
+        ("[ALIGN] Teacher torch.Size([2, 256, 152064]) → Student torch.Size([2, 256, 151936])", 2),
+    ],
+)
 def test_logits_shapes_give_the_micro_batch(line, rows):
     settings = Settings()
     settings.read_shapes(7, line)
@@ -121,15 +127,20 @@ def test_evaluation_shape_is_the_eval_batch(tmp_path):
 
 
 def test_dpo_concatenation_is_two_rows_per_sample(tmp_path):
-    text = "\n".join([
-        "logits torch.Size([4, 2048, 128256])",
-        "Traceback (most recent call last):",
-        '  File "/opt/conda/lib/python3.10/site-packages/trl/trainer/dpo_trainer.py", line 1451, in concatenated_forward',
-        "    outputs = model(concatenated_batch[\"concatenated_input_ids\"])",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
-        "79.15 GiB of which 1.20 GiB is free. Of the allocated memory 75.10 GiB is allocated by PyTorch, and "
-        "1.30 GiB is reserved by PyTorch but unallocated.",
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "logits torch.Size([4, 2048, 128256])",
+                "Traceback (most recent call last):",
+                '  File "/opt/conda/lib/python3.10/site-packages/trl/trainer/dpo_trainer.py", line 1451, in concatenated_forward',
+                '    outputs = model(concatenated_batch["concatenated_input_ids"])',
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of "
+                "79.15 GiB of which 1.20 GiB is free. Of the allocated memory 75.10 GiB is allocated by PyTorch, and "
+                "1.30 GiB is reserved by PyTorch but unallocated.",
+            ]
+        )
+        + "\n"
+    )
     path = tmp_path / "dpo.log"
     path.write_text(text)
     d = diagnose(path)

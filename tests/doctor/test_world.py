@@ -2,6 +2,7 @@
 published with a sidecar naming its issue thread and what it concluded), and each format and frame family
 one by one, built here from the libraries' real messages and function names.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,6 +38,7 @@ def log(tmp_path: Path, text: str, name: str = "train.log") -> Path:
 
 # --- the world corpus ---
 
+
 def test_world_corpus_is_public_and_sourced():
     logs = sorted(WORLD.glob("*.log"))
     assert len(logs) >= 50
@@ -67,74 +69,99 @@ def test_world_accuracy_at_least_90_percent():
     for path in rows:
         want = json.loads(path.with_name(path.stem + ".source.json").read_text())["expected"]
         d = diagnose(path)
-        right += (d.kind == want["kind"] and d.phase == want["phase"]
-                  and corpus.fix_right(want["first_fix"], corpus.first_fix_keys(d)))
+        right += d.kind == want["kind"] and d.phase == want["phase"] and corpus.fix_right(want["first_fix"], corpus.first_fix_keys(d))
     assert right / len(rows) >= 0.9, f"{right}/{len(rows)}"
 
 
 # --- PyTorch OOM formats, version by version ---
 
+
 def test_torch_1_0_cached_is_not_subtracted_again(tmp_path):
     # 1.0-1.3: "cached" = amount_cached - amount_allocated, already net of what is allocated
-    d = diagnose(log(tmp_path, "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total "
-                               "capacity; 8.57 MiB already allocated; 9.28 GiB free; 4.68 MiB cached)\n"))
+    d = diagnose(
+        log(
+            tmp_path,
+            "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total "
+            "capacity; 8.57 MiB already allocated; 9.28 GiB free; 4.68 MiB cached)\n",
+        )
+    )
     assert d.figures["reserved_unallocated_gib"] == pytest.approx(4.68 / 1024, abs=1e-6)
     assert "-" not in render(d).splitlines()[0].split("(", 1)[1]
 
 
 def test_torch_1_4_reserved_in_total_is_net_of_allocated_and_never_negative(tmp_path):
-    d = diagnose(log(tmp_path, "RuntimeError: CUDA out of memory. Tried to allocate 284.00 MiB (GPU 0; 31.75 GiB total "
-                               "capacity; 27.12 GiB already allocated; 99.50 MiB free; 30.44 GiB reserved in total by "
-                               "PyTorch)\n"))
+    d = diagnose(
+        log(
+            tmp_path,
+            "RuntimeError: CUDA out of memory. Tried to allocate 284.00 MiB (GPU 0; 31.75 GiB total "
+            "capacity; 27.12 GiB already allocated; 99.50 MiB free; 30.44 GiB reserved in total by "
+            "PyTorch)\n",
+        )
+    )
     assert d.figures["reserved_unallocated_gib"] == pytest.approx(3.32, abs=1e-6)
     assert d.cause == "fragmentation"
     # before 2.1 there are no expandable segments: the knob of that version
     assert d.fixes[0] == {"env": {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}, "why": d.fixes[0]["why"]}
-    odd = diagnose(log(tmp_path, "CUDA out of memory. Tried to allocate 2 MiB (GPU 0; 8 GiB total capacity; 3.00 GiB "
-                                 "already allocated; 1 MiB free; 2.00 GiB reserved in total by PyTorch)\n", "b.log"))
+    odd = diagnose(
+        log(
+            tmp_path,
+            "CUDA out of memory. Tried to allocate 2 MiB (GPU 0; 8 GiB total capacity; 3.00 GiB "
+            "already allocated; 1 MiB free; 2.00 GiB reserved in total by PyTorch)\n",
+            "b.log",
+        )
+    )
     assert "reserved_unallocated_gib" not in odd.figures  # a torn paste never becomes a negative reserve
 
 
-@pytest.mark.parametrize("line", [
-    "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/conda-bld/pytorch_1524590031827/work/aten/src/"
-    "THC/generic/THCStorage.cu:58",  # torch 0.4
-    "RuntimeError: CUDA driver error: out of memory",
-    "torch.AcceleratorError: CUDA error: out of memory",  # torch 2.8+
-    "RuntimeError: MPS backend out of memory (MPS allocated: 17.80 GB, other allocations: 210.42 MB, max allowed: "
-    "18.13 GB). Tried to allocate 256.00 MB on private pool.",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/conda-bld/pytorch_1524590031827/work/aten/src/"
+        "THC/generic/THCStorage.cu:58",  # torch 0.4
+        "RuntimeError: CUDA driver error: out of memory",
+        "torch.AcceleratorError: CUDA error: out of memory",  # torch 2.8+
+        "RuntimeError: MPS backend out of memory (MPS allocated: 17.80 GB, other allocations: 210.42 MB, max allowed: "
+        "18.13 GB). Tried to allocate 256.00 MB on private pool.",
+    ],
+)
 def test_older_and_other_backend_wordings_are_gpu_oom(tmp_path, line):
     assert diagnose(log(tmp_path, line + "\n")).kind == "cuda_oom"
 
 
 def test_hip_out_of_memory_gets_the_hip_allocator_variable(tmp_path):
-    d = diagnose(log(tmp_path, "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.70 GiB. GPU 0 has a "
-                               "total capacity of 63.98 GiB of which 0 bytes is free. Of the allocated memory 50.93 GiB "
-                               "is allocated by PyTorch, and 9.30 GiB is reserved by PyTorch but unallocated.\n"))
+    d = diagnose(
+        log(
+            tmp_path,
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.70 GiB. GPU 0 has a "
+            "total capacity of 63.98 GiB of which 0 bytes is free. Of the allocated memory 50.93 GiB "
+            "is allocated by PyTorch, and 9.30 GiB is reserved by PyTorch but unallocated.\n",
+        )
+    )
     assert d.kind == "cuda_oom" and d.cause == "fragmentation"
     assert d.fixes[0]["env"] == {"PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True"}
 
 
-MESSAGE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
-           "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in "
-           "use. Of the allocated memory 75.11 GiB is allocated by PyTorch, and 1.55 GiB is reserved by PyTorch but "
-           "unallocated. If reserved but unallocated memory is large try setting "
-           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+MESSAGE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
+    "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in "
+    "use. Of the allocated memory 75.11 GiB is allocated by PyTorch, and 1.55 GiB is reserved by PyTorch but "
+    "unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+)
 
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_message_hard_wrapped_at_a_terminal_width_keeps_its_figures(tmp_path, width):
     whole = diagnose(log(tmp_path, "[rank3]: " + MESSAGE + "\n", "whole.log"))
     text = "[rank3]: " + MESSAGE
-    wrapped = "\n".join(text[i:i + width] for i in range(0, len(text), width))  # mid-word, mid-number
+    wrapped = "\n".join(text[i : i + width] for i in range(0, len(text), width))  # mid-word, mid-number
     d = diagnose(log(tmp_path, wrapped + "\n"))
     assert d.figures == whole.figures and d.ranks == [3]
 
 
 def test_windows_line_ends_ansi_colour_and_logger_prefixes(tmp_path):
     plain = diagnose(log(tmp_path, MESSAGE + "\n", "plain.log"))
-    noisy = ("[80746] [rank3]:[E321 02:07:08.408271257 trainer.py:607] \x1b[31m" + MESSAGE + "\x1b[0m\r\n"
-             "vllm-1  | INFO 11-18 18:07:28 engine.py:366] done\r\n")
+    noisy = "[80746] [rank3]:[E321 02:07:08.408271257 trainer.py:607] \x1b[31m" + MESSAGE + "\x1b[0m\r\nvllm-1  | INFO 11-18 18:07:28 engine.py:366] done\r\n"
     d = diagnose(log(tmp_path, noisy))
     assert (d.kind, d.figures, d.ranks) == ("cuda_oom", plain.figures, [3])
 
@@ -154,13 +181,20 @@ def test_jupyter_traceback_names_the_exception_before_the_frames(tmp_path):
         """)
     d = diagnose(log(tmp_path, cell))  # the paste stops before the message: the header still says what it was
     assert (d.kind, d.phase) == ("cuda_oom", "backward")
-    d = diagnose(log(tmp_path, cell + "\nOutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
-                                      "14.75 GiB total capacity; 13.9 GiB already allocated; 1.06 MiB free; 14.1 GiB "
-                                      "reserved in total by PyTorch)\n", "b.log"))
+    d = diagnose(
+        log(
+            tmp_path,
+            cell + "\nOutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
+            "14.75 GiB total capacity; 13.9 GiB already allocated; 1.06 MiB free; 14.1 GiB "
+            "reserved in total by PyTorch)\n",
+            "b.log",
+        )
+    )
     assert (d.kind, d.phase, d.figures["requested_gib"]) == ("cuda_oom", "backward", pytest.approx(20 / 1024, abs=1e-5))
 
 
 # --- the phase from the libraries' own frames ---
+
 
 def traceback(*frames: tuple[str, str], error: str = MESSAGE, prefix: str = "[rank0]: ") -> str:
     lines = [prefix + "Traceback (most recent call last):"]
@@ -170,29 +204,41 @@ def traceback(*frames: tuple[str, str], error: str = MESSAGE, prefix: str = "[ra
 
 
 TRAIN = ("transformers/trainer.py", "train"), ("transformers/trainer.py", "_inner_training_loop")
-DDP_WRAP = (*TRAIN, ("accelerate/accelerator.py", "prepare"), ("accelerate/accelerator.py", "_prepare_one"),
-            ("accelerate/accelerator.py", "prepare_model"), ("torch/nn/parallel/distributed.py", "__init__"),
-            ("torch/nn/parallel/distributed.py", "_ddp_init_helper"))
+DDP_WRAP = (
+    *TRAIN,
+    ("accelerate/accelerator.py", "prepare"),
+    ("accelerate/accelerator.py", "_prepare_one"),
+    ("accelerate/accelerator.py", "prepare_model"),
+    ("torch/nn/parallel/distributed.py", "__init__"),
+    ("torch/nn/parallel/distributed.py", "_ddp_init_helper"),
+)
 
 
-@pytest.mark.parametrize("frames, phase", [
-    (DDP_WRAP, "model_load"),
-    ((*TRAIN, ("accelerate/accelerator.py", "prepare_model"), ("torch/distributed/fsdp/_wrap_utils.py", "_auto_wrap")),
-     "model_load"),
-    ((("peft/peft_model.py", "from_pretrained"), ("peft/peft_model.py", "load_adapter"),
-      ("peft/utils/save_and_load.py", "load_peft_weights")), "model_load"),
-    ((*TRAIN, ("transformers/trainer.py", "_load_best_model"), ("peft/peft_model.py", "load_adapter")), "model_load"),
-    ((*TRAIN, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/adamw.py", "step"),
-      ("torch/optim/adamw.py", "_init_group")), "optimizer_step"),
-    ((*TRAIN, ("transformers/trainer.py", "evaluate"), ("transformers/trainer.py", "evaluation_loop"),
-      ("transformers/trainer_pt_utils.py", "nested_concat")), "evaluation"),
-    ((("vllm/entrypoints/llm.py", "__init__"), ("vllm/worker/worker.py", "determine_num_available_blocks")),
-     "generation"),
-    ((*TRAIN, ("transformers/trainer.py", "_save_checkpoint"), ("transformers/trainer.py", "save_model")),
-     "checkpoint_save"),
-    ((*TRAIN, ("deepspeed/runtime/engine.py", "backward"), ("deepspeed/runtime/zero/stage3.py", "backward")),
-     "backward"),
-])
+@pytest.mark.parametrize(
+    "frames, phase",
+    [
+        (DDP_WRAP, "model_load"),
+        ((*TRAIN, ("accelerate/accelerator.py", "prepare_model"), ("torch/distributed/fsdp/_wrap_utils.py", "_auto_wrap")), "model_load"),
+        (
+            (("peft/peft_model.py", "from_pretrained"), ("peft/peft_model.py", "load_adapter"), ("peft/utils/save_and_load.py", "load_peft_weights")),
+            "model_load",
+        ),
+        ((*TRAIN, ("transformers/trainer.py", "_load_best_model"), ("peft/peft_model.py", "load_adapter")), "model_load"),
+        ((*TRAIN, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/adamw.py", "step"), ("torch/optim/adamw.py", "_init_group")), "optimizer_step"),
+        (
+            (
+                *TRAIN,
+                ("transformers/trainer.py", "evaluate"),
+                ("transformers/trainer.py", "evaluation_loop"),
+                ("transformers/trainer_pt_utils.py", "nested_concat"),
+            ),
+            "evaluation",
+        ),
+        ((("vllm/entrypoints/llm.py", "__init__"), ("vllm/worker/worker.py", "determine_num_available_blocks")), "generation"),
+        ((*TRAIN, ("transformers/trainer.py", "_save_checkpoint"), ("transformers/trainer.py", "save_model")), "checkpoint_save"),
+        ((*TRAIN, ("deepspeed/runtime/engine.py", "backward"), ("deepspeed/runtime/zero/stage3.py", "backward")), "backward"),
+    ],
+)
 def test_phase_from_frames(tmp_path, frames, phase):
     assert diagnose(log(tmp_path, traceback(*frames))).phase == phase
 
@@ -208,26 +254,28 @@ def test_a_small_allocation_while_saving_gets_a_saving_fix_first(tmp_path):
     error = MESSAGE.replace("Tried to allocate 2.00 GiB", "Tried to allocate 16.00 MiB")
     d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "_save_checkpoint"), error=error)))
     assert d.phase == "checkpoint_save" and keys(d)[0] == {"save_only_model"}
-    stage3 = traceback(*TRAIN, ("transformers/trainer.py", "save_model"),
-                       ("deepspeed/runtime/zero/stage3.py", "_zero3_consolidated_16bit_state_dict"), error=error)
-    assert keys(diagnose(log(tmp_path, stage3, "z3.log")))[0] == {
-        "zero_optimization.stage3_gather_16bit_weights_on_model_save"}
+    stage3 = traceback(
+        *TRAIN, ("transformers/trainer.py", "save_model"), ("deepspeed/runtime/zero/stage3.py", "_zero3_consolidated_16bit_state_dict"), error=error
+    )
+    assert keys(diagnose(log(tmp_path, stage3, "z3.log")))[0] == {"zero_optimization.stage3_gather_16bit_weights_on_model_save"}
 
 
 def test_oom_reported_under_an_nccl_error_keeps_the_frames_phase(tmp_path):
-    text = traceback(*TRAIN, ("torch/_tensor.py", "backward"), ("torch/distributed/distributed_c10d.py", "all_reduce"),
-                     error="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
-                           "NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
-    text += "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank0]: Last error:\n" \
-            "[rank0]: Cuda failure 'out of memory'\n"
+    text = traceback(
+        *TRAIN,
+        ("torch/_tensor.py", "backward"),
+        ("torch/distributed/distributed_c10d.py", "all_reduce"),
+        error="torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+    )
+    text += "[rank0]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank0]: Last error:\n[rank0]: Cuda failure 'out of memory'\n"
     d = diagnose(log(tmp_path, text))
     assert (d.kind, d.phase) == ("cuda_oom", "backward")
 
 
 def test_adapter_reload_after_training_is_not_an_activation_problem(tmp_path):
     error = MESSAGE.replace("Tried to allocate 2.00 GiB", "Tried to allocate 64.00 MiB")
-    d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "_load_best_model"),
-                                         ("peft/peft_model.py", "load_adapter"), error=error)))
+    d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "_load_best_model"), ("peft/peft_model.py", "load_adapter"), error=error)))
     assert d.phase == "model_load" and keys(d)[0] == {"load_best_model_at_end"}
     assert not any("use_liger_kernel" in k for k in keys(d))
 
@@ -238,18 +286,19 @@ def test_inside_stage3_never_suggests_zero3_and_checkpointing_frames_mean_it_is_
     d = diagnose(log(tmp_path, text))
     assert d.settings["zero_stage"] == 3 and d.phase == "optimizer_step"
     assert all(fix.get("overrides", {}).get("deepspeed") != ZERO3 for fix in d.fixes)
-    checkpointed = traceback(*TRAIN, ("torch/_tensor.py", "backward"), ("torch/utils/checkpoint.py", "recompute_fn"),
-                             ("transformers/models/llama/modeling_llama.py", "forward"))
+    checkpointed = traceback(
+        *TRAIN, ("torch/_tensor.py", "backward"), ("torch/utils/checkpoint.py", "recompute_fn"), ("transformers/models/llama/modeling_llama.py", "forward")
+    )
     d = diagnose(log(tmp_path, checkpointed, "ckpt.log"))
     assert d.phase == "backward" and not any("gradient_checkpointing" in k for k in keys(d))
 
 
 def test_logits_in_the_frames_put_liger_first_vision_frames_put_max_pixels_first(tmp_path):
-    logits = traceback(*TRAIN, ("transformers/loss/loss_utils.py", "ForCausalLMLoss"),
-                       ("torch/nn/functional.py", "cross_entropy"))
+    logits = traceback(*TRAIN, ("transformers/loss/loss_utils.py", "ForCausalLMLoss"), ("torch/nn/functional.py", "cross_entropy"))
     assert keys(diagnose(log(tmp_path, logits)))[0] == {"use_liger_kernel"}
-    vision = traceback(*TRAIN, ("transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py", "forward"),
-                       ("transformers/models/siglip/modeling_siglip.py", "forward"))
+    vision = traceback(
+        *TRAIN, ("transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py", "forward"), ("transformers/models/siglip/modeling_siglip.py", "forward")
+    )
     assert keys(diagnose(log(tmp_path, vision, "v.log")))[0] == {"data.max_pixels"}
     plain = traceback(*TRAIN, ("transformers/models/llama/modeling_llama.py", "forward"))
     assert keys(diagnose(log(tmp_path, plain, "p.log")))[0] == {"per_device_train_batch_size"}
@@ -257,10 +306,16 @@ def test_logits_in_the_frames_put_liger_first_vision_frames_put_max_pixels_first
 
 # --- host RAM, /dev/shm, NCCL, and crashes that are not about memory ---
 
+
 def test_shm_bus_error_is_shared_memory_not_host_ram(tmp_path):
-    d = diagnose(log(tmp_path, "ERROR: Unexpected bus error encountered in worker. This might be caused by "
-                               "insufficient shared memory (shm).\nRuntimeError: DataLoader worker (pid 325) is killed "
-                               "by signal: Bus error.\n"))
+    d = diagnose(
+        log(
+            tmp_path,
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+            "insufficient shared memory (shm).\nRuntimeError: DataLoader worker (pid 325) is killed "
+            "by signal: Bus error.\n",
+        )
+    )
     assert (d.kind, d.cause) == ("shm_exhausted", "shared_memory")
     assert d.fixes[0] == {"launch": {"--shm-size": "16g"}, "why": d.fixes[0]["why"]}
     killed = diagnose(log(tmp_path, "RuntimeError: DataLoader worker (pid 11) is killed by signal: Killed.\n", "k.log"))
@@ -268,33 +323,44 @@ def test_shm_bus_error_is_shared_memory_not_host_ram(tmp_path):
 
 
 def test_host_kill_while_loading_gets_loading_knobs(tmp_path):
-    text = ("torchrun --nproc_per_node 8 train.py\nLoading checkpoint shards:  57%|#####  | 4/7 [00:37<00:28]\n"
-            "E0629 00:06:24.298000 1402 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -9) "
-            "local_rank: 2 (pid: 29736) of binary: /opt/conda/bin/python3.10\n")
+    text = (
+        "torchrun --nproc_per_node 8 train.py\nLoading checkpoint shards:  57%|#####  | 4/7 [00:37<00:28]\n"
+        "E0629 00:06:24.298000 1402 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: -9) "
+        "local_rank: 2 (pid: 29736) of binary: /opt/conda/bin/python3.10\n"
+    )
     d = diagnose(log(tmp_path, text))
     assert (d.kind, d.phase) == ("host_oom", "model_load")
     assert keys(d)[0] == {"low_cpu_mem_usage"} and {"--nproc_per_node"} in keys(d)
 
 
 def test_a_launcher_teardown_with_no_python_error_is_a_kill(tmp_path):
-    text = ("[2023-04-07 13:08:55,468] [INFO] [utils.py:829:see_memory_usage] Before initializing optimizer states\n"
-            "[2023-04-07 13:09:33,201] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 80\n")
+    text = (
+        "[2023-04-07 13:08:55,468] [INFO] [utils.py:829:see_memory_usage] Before initializing optimizer states\n"
+        "[2023-04-07 13:09:33,201] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 80\n"
+    )
     d = diagnose(log(tmp_path, text))
     assert (d.kind, d.phase) == ("host_oom", "model_load") and "offload" in " ".join(map(str, keys(d)[:2]))
-    crashed = text + 'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\nKeyError: \'labels\'\n'
+    crashed = text + "Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nKeyError: 'labels'\n"
     assert diagnose(log(tmp_path, crashed, "c.log")).kind == "other_error"
 
 
 def test_nccl_timeout_names_the_rank_that_fell_behind(tmp_path):
-    line = ("[E ProcessGroupNCCL.cpp:458] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, "
-            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.\n")
+    line = (
+        "[E ProcessGroupNCCL.cpp:458] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={s}, "
+        "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.\n"
+    )
     d = diagnose(log(tmp_path, line.format(r=0, s=96120) + line.format(r=7, s=64088) + line.format(r=3, s=96120)))
     assert d.kind == "nccl_timeout" and d.figures["stalled_rank"] == 7 and "rank 7" in d.why
 
 
 def test_a_crash_that_is_not_about_memory_is_not_called_oom(tmp_path):
-    text = traceback(*TRAIN, ("accelerate/accelerator.py", "clip_grad_norm_"), ("torch/amp/grad_scaler.py", "unscale_"),
-                     error="ValueError: Attempting to unscale FP16 gradients.", prefix="")
+    text = traceback(
+        *TRAIN,
+        ("accelerate/accelerator.py", "clip_grad_norm_"),
+        ("torch/amp/grad_scaler.py", "unscale_"),
+        error="ValueError: Attempting to unscale FP16 gradients.",
+        prefix="",
+    )
     d = diagnose(log(tmp_path, text))
     assert (d.kind, d.cause, d.phase, d.fixes) == ("other_error", "not_memory", "optimizer_step", [])
     assert "not for memory" in render(d).splitlines()[0]
@@ -307,8 +373,7 @@ def test_host_kill_with_a_recipe_prices_host_ram(tmp_path, capsys):
     path = log(tmp_path, "Loading checkpoint shards: 14%\nfailed (exitcode: -9) local_rank: 2 (pid: 1) of binary: x\n")
     parser = __import__("argparse").ArgumentParser()
     cli.add_arguments(parser)
-    assert cli.run(parser.parse_args([str(path), "--recipe", "tinychart-3b-8xa100-80g-offload", "--json"]),
-                   plan_fixes=plan_fixes) == 0
+    assert cli.run(parser.parse_args([str(path), "--recipe", "tinychart-3b-8xa100-80g-offload", "--json"]), plan_fixes=plan_fixes) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["figures"]["planned_host_ram_gib"] > 0
     assert any("GiB of host RAM per node against the node's" in note for note in out["notes"])
@@ -316,12 +381,22 @@ def test_host_kill_with_a_recipe_prices_host_ram(tmp_path, capsys):
 
 def test_closed_stdout_is_no_traceback(tmp_path):
     path = log(tmp_path, MESSAGE + "\n")
-    done = subprocess.run([sys.executable, "-c", "import sys; from vramfit.cli import main; sys.exit(main())",
-                           "doctor", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-                          timeout=60, input=None, start_new_session=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from vramfit.cli import main; sys.exit(main())", "doctor", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        timeout=60,
+        input=None,
+        start_new_session=True,
+    )
     assert done.returncode == 0
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from vramfit.cli import main; sys.exit(main())",
-                             "doctor", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from vramfit.cli import main; sys.exit(main())", "doctor", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     proc.stdout.close()  # the reader went away before the first line (| head -0)
     assert proc.wait(timeout=60) == 0
     assert b"Traceback" not in proc.stderr.read()

@@ -1,4 +1,5 @@
 """A private copy of the repository tree for tests that write a recipe."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,5 +1,6 @@
 """`vramfit fit`: the table and JSON keep the global batch and the pins, the winner fits with margin,
 rejected families carry their reason, bad input exits 2, nothing fitting exits 1, --write validates."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,7 @@ def test_recipe_fit_keeps_the_global_batch_and_the_winner_fits(capsys):
 
 
 def test_pins_are_never_changed(capsys):
-    code, data = fit_json(capsys, "axolotl-llama-3b-8xa100-80g", "gradient_checkpointing=true", "per_device_train_batch_size=2",
-                          "deepspeed=zero2")
+    code, data = fit_json(capsys, "axolotl-llama-3b-8xa100-80g", "gradient_checkpointing=true", "per_device_train_batch_size=2", "deepspeed=zero2")
     assert code == 0
     assert data["pins"] == {"gradient_checkpointing": True, "per_device_train_batch_size": 2, "deepspeed": "zero2"}
     for row in data["ranked"]:
@@ -47,8 +47,21 @@ def test_pins_are_never_changed(capsys):
 
 def test_a_rejected_family_shows_its_reason(capsys):
     # Llama-3.2-3B full on one 24 GB card at 2k: plain Adam states (16 B x 3.2B) cannot fit; offload or 8-bit must.
-    argv = ["--model-config", LLAMA3B, "--gpu", "rtx4090", "--gpus", "1", "--seq-len", "2048", "--global-batch-size", "8",
-            "--host-ram-gib", "128", "optim=adamw_torch_fused"]
+    argv = [
+        "--model-config",
+        LLAMA3B,
+        "--gpu",
+        "rtx4090",
+        "--gpus",
+        "1",
+        "--seq-len",
+        "2048",
+        "--global-batch-size",
+        "8",
+        "--host-ram-gib",
+        "128",
+        "optim=adamw_torch_fused",
+    ]
     code, data = fit_json(capsys, *argv)
     reasons = {(r["knob"], r["value"]): r["reason"] for r in data["rejected"]}
     none = reasons[("deepspeed", "none")]
@@ -62,20 +75,34 @@ def test_a_rejected_family_shows_its_reason(capsys):
 
 
 def test_nothing_fits_exits_1_and_shows_the_closest(capsys):
-    code, data = fit_json(capsys, "--model-config", str(REPO / "model_configs" / "llama-3.1-70b.json"), "--gpu", "t4", "--gpus", "1",
-                          "--global-batch-size", "1", "--host-ram-gib", "64")
+    code, data = fit_json(
+        capsys,
+        "--model-config",
+        str(REPO / "model_configs" / "llama-3.1-70b.json"),
+        "--gpu",
+        "t4",
+        "--gpus",
+        "1",
+        "--global-batch-size",
+        "1",
+        "--host-ram-gib",
+        "64",
+    )
     assert code == 1 and data["winner"] is None and data["ranked"] == [] and data["closest"]
 
 
-@pytest.mark.parametrize("argv, key", [
-    (["axolotl-llama-3b-8xa100-80g", "--global-batch-size", "30"], "global_batch_size"),
-    (["axolotl-llama-3b-8xa100-80g", "per_device_train_batch_size=3"], "per_device_train_batch_size"),
-    (["axolotl-llama-3b-8xa100-80g", "--gpu", "a100"], "--gpu"),
-    (["axolotl-llama-3b-8xa100-80g", "deepspeed=zero9"], "deepspeed"),
-    (["axolotl-llama-3b-8xa100-80g", "gradient_checkpointing=maybe"], "gradient_checkpointing"),
-    (["--model-config", LLAMA3B, "--gpus", "8"], "--gpu"),
-    (["axolotl-llama-3b-8xa100-80g", "--write", "Not A Name"], "--write"),
-])
+@pytest.mark.parametrize(
+    "argv, key",
+    [
+        (["axolotl-llama-3b-8xa100-80g", "--global-batch-size", "30"], "global_batch_size"),
+        (["axolotl-llama-3b-8xa100-80g", "per_device_train_batch_size=3"], "per_device_train_batch_size"),
+        (["axolotl-llama-3b-8xa100-80g", "--gpu", "a100"], "--gpu"),
+        (["axolotl-llama-3b-8xa100-80g", "deepspeed=zero9"], "deepspeed"),
+        (["axolotl-llama-3b-8xa100-80g", "gradient_checkpointing=maybe"], "gradient_checkpointing"),
+        (["--model-config", LLAMA3B, "--gpus", "8"], "--gpu"),
+        (["axolotl-llama-3b-8xa100-80g", "--write", "Not A Name"], "--write"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_key(capsys, argv, key):
     assert main(["fit", *argv]) == 2
     err = capsys.readouterr().err
@@ -87,8 +114,25 @@ def test_write_produces_a_recipe_that_validates_and_plans(tree, capsys):
     from vramfit.validate import validate
 
     name = "llama-3.2-3b-full-2xa10"
-    code = main(["fit", "--model-config", str(tree / "model_configs" / "llama-3.2-3b.json"), "--gpu", "a10", "--gpus", "2",
-                 "--seq-len", "1024", "--global-batch-size", "16", "--host-ram-gib", "256", "--write", name])
+    code = main(
+        [
+            "fit",
+            "--model-config",
+            str(tree / "model_configs" / "llama-3.2-3b.json"),
+            "--gpu",
+            "a10",
+            "--gpus",
+            "2",
+            "--seq-len",
+            "1024",
+            "--global-batch-size",
+            "16",
+            "--host-ram-gib",
+            "256",
+            "--write",
+            name,
+        ]
+    )
     assert code == 0, capsys.readouterr()
     folder = tree / "recipes" / name
     recipe = load(folder / "recipe.yaml")
@@ -98,15 +142,15 @@ def test_write_produces_a_recipe_that_validates_and_plans(tree, capsys):
     header = text.split("\nname:")[0]
     for field in ("Hardware:", "Command:", "Expect:", f"make run RECIPE={name}"):
         assert field in header
-    for knob in ("deepspeed:", "per_device_train_batch_size:", "gradient_checkpointing:", "use_liger_kernel:",
-                 "attn_implementation:", "optim:"):
+    for knob in ("deepspeed:", "per_device_train_batch_size:", "gradient_checkpointing:", "use_liger_kernel:", "attn_implementation:", "optim:"):
         line = next(line for line in text.splitlines() if line.strip().startswith(knob))
         assert "#" in line, f"no trade-off comment on {knob}"
     readme = (folder / "README.md").read_text()
     assert "## Why this configuration" in readme and "<!-- plan:start -->" in readme and "GiB per GPU" in readme
     assert (folder / "launch.sh").read_text() == (tree / "recipes" / "vlm-r1-h20" / "launch.sh").read_text()
-    assert main(["fit", "--model-config", str(tree / "model_configs" / "llama-3.2-3b.json"), "--gpu", "a10", "--gpus", "2",
-                 "--write", name]) == 2  # never overwrites
+    assert (
+        main(["fit", "--model-config", str(tree / "model_configs" / "llama-3.2-3b.json"), "--gpu", "a10", "--gpus", "2", "--write", name]) == 2
+    )  # never overwrites
 
 
 def test_the_catalogue_names_a_source_and_speeds_for_every_card():
@@ -184,37 +228,50 @@ def test_fsdp_and_vllm_pins_are_kept(capsys):
     rows = data["ranked"] or data["closest"]
     assert rows and all(r["knobs"]["deepspeed"] == "fsdp2" for r in rows)
     assert not any(r["knob"] == "deepspeed" for r in data["rejected"])
-    code, data = fit_json(capsys, "qwen3-8b-grpo-8xh100", "vllm_gpu_memory_utilization=0.5", "vllm_enable_sleep_mode=true",
-                          "deepspeed=fsdp2")
+    code, data = fit_json(capsys, "qwen3-8b-grpo-8xh100", "vllm_gpu_memory_utilization=0.5", "vllm_enable_sleep_mode=true", "deepspeed=fsdp2")
     assert code in (0, 1)
     rows = data["ranked"] or data["closest"]
     for r in rows:
         k = r["knobs"]
         assert k["use_vllm"] is True and k["vllm_gpu_memory_utilization"] == 0.5 and k["vllm_enable_sleep_mode"] is True
         assert k["deepspeed"] == "fsdp2" and r["step_parts_s"]["generation"] > 0
-    assert not any(r["knob"] in ("vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "use_vllm", "deepspeed")
-                   for r in data["rejected"])
+    assert not any(r["knob"] in ("vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "use_vllm", "deepspeed") for r in data["rejected"])
 
 
 def test_grpo_searches_the_vllm_share_and_sleep_mode(capsys):
+    import argparse
+
     from vramfit.fit.cli import build
     from vramfit.fit.search import search
 
-    import argparse
-
-    args = argparse.Namespace(items=["qwen3-8b-grpo-8xh100"], model_config=None, gpu=None, gpus=None, nodes=None, method=None,
-                              seq_len=None, global_batch_size=None, host_ram_gib=None, write=None, data_format=None)
+    args = argparse.Namespace(
+        items=["qwen3-8b-grpo-8xh100"],
+        model_config=None,
+        gpu=None,
+        gpus=None,
+        nodes=None,
+        method=None,
+        seq_len=None,
+        global_batch_size=None,
+        host_ram_gib=None,
+        write=None,
+        data_format=None,
+    )
     request = build(args)
     result = search(request.base, request.global_batch, request.pins, request.base_knobs, request.label, trace=False)
-    seen = {(c.knobs["use_vllm"], c.knobs.get("vllm_gpu_memory_utilization"), c.knobs.get("vllm_enable_sleep_mode"))
-            for c in result.candidates}
+    seen = {(c.knobs["use_vllm"], c.knobs.get("vllm_gpu_memory_utilization"), c.knobs.get("vllm_enable_sleep_mode")) for c in result.candidates}
     assert {(False, None, None), (True, 0.3, False), (True, 0.5, True), (True, 0.7, False)} <= seen
     vllm = [c for c in result.candidates if c.knobs["use_vllm"] and c.fits]
     assert vllm and all(c.time.parts["generation"] > 0 for c in vllm)
+
     # the share is planned: a larger share is a higher peak, sleep mode lowers the training phase's
     def peak(share, sleep):
-        return min(c.plan.per_gpu_peak_gib for c in result.candidates
-                   if c.knobs.get("vllm_gpu_memory_utilization") == share and c.knobs.get("vllm_enable_sleep_mode") == sleep)
+        return min(
+            c.plan.per_gpu_peak_gib
+            for c in result.candidates
+            if c.knobs.get("vllm_gpu_memory_utilization") == share and c.knobs.get("vllm_enable_sleep_mode") == sleep
+        )
+
     assert peak(0.7, False) > peak(0.3, False)
     families = {r["knob"] for r in result.rejected}
     assert "use_vllm" in families or result.winner.knobs["use_vllm"]
@@ -224,8 +281,9 @@ def test_a_vllm_share_too_small_for_its_weights_is_rejected_with_that_reason():
     from vramfit.fit import steptime
     from vramfit.planner.setup import Setup
 
-    s = Setup.from_args(REPO / "model_configs" / "qwen3-8b.json", "rtx4090", 2,
-                        overrides=["method=grpo", "bf16=true", "use_vllm=true", "vllm_gpu_memory_utilization=0.3"])
+    s = Setup.from_args(
+        REPO / "model_configs" / "qwen3-8b.json", "rtx4090", 2, overrides=["method=grpo", "bf16=true", "use_vllm=true", "vllm_gpu_memory_utilization=0.3"]
+    )
     arch = params_summary(s)
     from vramfit.planner import params
 
@@ -247,17 +305,26 @@ def test_a_written_fsdp_recipe_plans_as_fsdp(tree, monkeypatch, capsys):
 
     import yaml
 
-    from vramfit.fit import search as search_mod
-    from vramfit.fit import write as write_mod
+    from vramfit.fit import search as search_mod, write as write_mod
     from vramfit.fit.cli import build
     from vramfit.planner.setup import Setup
     from vramfit.recipe import load
 
     monkeypatch.setattr(search_mod, "_FSDP_WRITABLE", [True])
     name = "llama-3.2-3b-full-2xa10-fsdp"
-    args = argparse.Namespace(items=["deepspeed=fsdp2_offload"], model_config=str(tree / "model_configs" / "llama-3.2-3b.json"),
-                              gpu="a10", gpus=2, nodes=None, method=None, seq_len=1024, global_batch_size=16, host_ram_gib=256,
-                              write=name, data_format=None)
+    args = argparse.Namespace(
+        items=["deepspeed=fsdp2_offload"],
+        model_config=str(tree / "model_configs" / "llama-3.2-3b.json"),
+        gpu="a10",
+        gpus=2,
+        nodes=None,
+        method=None,
+        seq_len=1024,
+        global_batch_size=16,
+        host_ram_gib=256,
+        write=name,
+        data_format=None,
+    )
     request = build(args)
     result = search_mod.search(request.base, request.global_batch, request.pins, request.base_knobs, request.label, trace=False)
     assert result.winner.knobs["deepspeed"] == "fsdp2_offload"
@@ -289,8 +356,7 @@ def test_a_written_grpo_recipe_keeps_the_pinned_vllm_share_and_validates(tree, c
     from vramfit.validate import validate
 
     name = "qwen3-8b-grpo-8xh100-vllm"
-    code = main(["fit", str(tree / "recipes" / "qwen3-8b-grpo-8xh100" / "recipe.yaml"), "vllm_gpu_memory_utilization=0.5",
-                 "--write", name])
+    code = main(["fit", str(tree / "recipes" / "qwen3-8b-grpo-8xh100" / "recipe.yaml"), "vllm_gpu_memory_utilization=0.5", "--write", name])
     assert code == 0, capsys.readouterr()
     folder = tree / "recipes" / name
     training = load(folder / "recipe.yaml").training

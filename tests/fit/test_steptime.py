@@ -1,4 +1,5 @@
 """The step-time model moves the way its equations say (vramfit/fit/steptime.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -92,8 +93,9 @@ def test_fsdp_offload_pays_pcie_and_the_host_step(base):
 
 
 def test_vllm_generation_is_bandwidth_bound_and_the_share_caps_the_batch():
-    s = Setup.from_args(REPO / "model_configs" / "qwen3-8b.json", "h100", 8,
-                        overrides=["method=grpo", "bf16=true", "use_vllm=true", "max_completion_length=2048"])
+    s = Setup.from_args(
+        REPO / "model_configs" / "qwen3-8b.json", "h100", 8, overrides=["method=grpo", "bf16=true", "use_vllm=true", "max_completion_length=2048"]
+    )
     s = s.replace(micro_batch=8, gradient_accumulation_steps=8, steps_per_generation=8)
     small, large = time_of(s.replace(vllm_gpu_memory_utilization=0.2)), time_of(s.replace(vllm_gpu_memory_utilization=0.7))
     assert small.parts["generation"] > large.parts["generation"] > 0  # fewer sequences decode at once in a small share

@@ -1,4 +1,5 @@
 """A private parameter-count cache for the planner tests (never the user's ~/.cache)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Paths shared by the planner tests (imported by name: tests/ folders are not packages)."""
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("VRAMFIT_SHARED", REPO.parent / "shared"))
 SHARED_CONFIGS = SHARED / "reference" / "model-configs"
 RECIPES = REPO / "recipes"
+
 
 def scenario_rows() -> dict[str, dict]:
     """The published calibration scenarios (shared/reference/calibration/scenarios.jsonl), by id."""

@@ -5,6 +5,7 @@ in the comments), runs it forward under `torch.autograd.graph.saved_tensors_hook
 distinct storages autograd keeps, parameters and RoPE tables excluded. CPU kernels stand in for
 CUDA ones: the CPU flash-attention kernel keeps what the CUDA ones keep (q, k, v, output, logsumexp).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,23 @@ def kept_bytes_per_token(layer, x, skip=(), **kwargs) -> float:
 
 
 def stack(**kw) -> Stack:
-    base = dict(name="text", layers=1, hidden=256, ffn=688, heads=8, kv_heads=2, head_dim=32, gated=True, norm="rms",
-                norms_per_layer=2, cross_attention=False, attn_dropout=0.0, hidden_dropout=0.0, act_saves=1.0, layer_params=(1,))
+    base = dict(
+        name="text",
+        layers=1,
+        hidden=256,
+        ffn=688,
+        heads=8,
+        kv_heads=2,
+        head_dim=32,
+        gated=True,
+        norm="rms",
+        norms_per_layer=2,
+        cross_attention=False,
+        attn_dropout=0.0,
+        hidden_dropout=0.0,
+        act_saves=1.0,
+        layer_params=(1,),
+    )
     return Stack(**{**base, **kw})
 
 
@@ -43,9 +59,15 @@ def stack(**kw) -> Stack:
 def test_llama_layer(attention, trainable):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=256,  # 3072 in Llama-3.2-3B
-                      intermediate_size=688, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=1,
-                      vocab_size=64, attn_implementation=attention)
+    cfg = LlamaConfig(
+        hidden_size=256,  # 3072 in Llama-3.2-3B
+        intermediate_size=688,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        vocab_size=64,
+        attn_implementation=attention,
+    )
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     layer = model.model.layers[0]
     layer.requires_grad_(trainable)
@@ -53,8 +75,9 @@ def test_llama_layer(attention, trainable):
     x = torch.randn(b, s, 256, dtype=torch.bfloat16, requires_grad=True)
     cos, sin = model.model.rotary_emb(x, torch.arange(s)[None].expand(b, s))
     mask = torch.ones(b, 1, s, s, dtype=torch.bool).tril()  # a padding mask, as in SFT batches: GQA heads repeated
-    measured = kept_bytes_per_token(layer, x, skip=(cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()),
-                                    attention_mask=mask, position_embeddings=(cos, sin))
+    measured = kept_bytes_per_token(
+        layer, x, skip=(cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()), attention_mask=mask, position_embeddings=(cos, sin)
+    )
     predicted, _ = layer_bytes(stack(), LayerMode(act=2, trainable=trainable, attention=attention), s)
     assert predicted == pytest.approx(measured, rel=0.02)
 
@@ -64,18 +87,28 @@ def test_phi_layer_with_python_gelu_and_dropout(attention):
     """Phi (TinyChart's LLM): one LayerNorm, parallel attention + MLP, `gelu_new` written in Python."""
     from transformers import PhiConfig, PhiForCausalLM
 
-    cfg = PhiConfig(hidden_size=256,  # 2560 in Phi-2
-                    intermediate_size=1024, num_attention_heads=8, num_hidden_layers=1, vocab_size=64,
-                    resid_pdrop=0.1, attn_implementation=attention)
+    cfg = PhiConfig(
+        hidden_size=256,  # 2560 in Phi-2
+        intermediate_size=1024,
+        num_attention_heads=8,
+        num_hidden_layers=1,
+        vocab_size=64,
+        resid_pdrop=0.1,
+        attn_implementation=attention,
+    )
     model = PhiForCausalLM(cfg).to(torch.bfloat16).train()
     arch_stack = params.summary(REPO / "model_configs" / "tinychart-3b-768.json").stacks["text"]
     assert (arch_stack.norms_per_layer, arch_stack.act_saves, arch_stack.gated) == (1, 4.0, False)
     x = torch.randn(2, 64, 256, dtype=torch.bfloat16, requires_grad=True)
     cos, sin = model.model.rotary_emb(x, torch.arange(64)[None].expand(2, 64))
-    measured = kept_bytes_per_token(model.model.layers[0], x, skip=(cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()),
-                                    attention_mask=None, position_embeddings=(cos, sin))
-    predicted, _ = layer_bytes(stack(ffn=1024, kv_heads=8, gated=False, norm="layer", norms_per_layer=1, hidden_dropout=0.1,
-                                     act_saves=4.0), LayerMode(act=2, trainable=True, attention=attention), 64)
+    measured = kept_bytes_per_token(
+        model.model.layers[0], x, skip=(cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()), attention_mask=None, position_embeddings=(cos, sin)
+    )
+    predicted, _ = layer_bytes(
+        stack(ffn=1024, kv_heads=8, gated=False, norm="layer", norms_per_layer=1, hidden_dropout=0.1, act_saves=4.0),
+        LayerMode(act=2, trainable=True, attention=attention),
+        64,
+    )
     # CPU dropout keeps its mask in bf16 (CUDA: bool) and Phi's sdpa output is copied once more: within 8%
     assert predicted == pytest.approx(measured, rel=0.08)
 
@@ -84,13 +117,18 @@ def test_clip_vision_layer_quick_gelu():
     from transformers import CLIPVisionConfig
     from transformers.models.clip.modeling_clip import CLIPEncoderLayer
 
-    layer = CLIPEncoderLayer(CLIPVisionConfig(hidden_size=256,  # 1024 in CLIP ViT-L/14
-                                              intermediate_size=1024, num_attention_heads=8, attn_implementation="sdpa"))
+    layer = CLIPEncoderLayer(
+        CLIPVisionConfig(
+            hidden_size=256,  # 1024 in CLIP ViT-L/14
+            intermediate_size=1024,
+            num_attention_heads=8,
+            attn_implementation="sdpa",
+        )
+    )
     layer = layer.to(torch.bfloat16).train()
     x = torch.randn(2, 64, 256, dtype=torch.bfloat16, requires_grad=True)
     measured = kept_bytes_per_token(layer, x, attention_mask=None)
-    predicted, _ = layer_bytes(stack(ffn=1024, kv_heads=8, gated=False, norm="layer", act_saves=2.0),
-                               LayerMode(act=2, trainable=True, attention="sdpa"), 64)
+    predicted, _ = layer_bytes(stack(ffn=1024, kv_heads=8, gated=False, norm="layer", act_saves=2.0), LayerMode(act=2, trainable=True, attention="sdpa"), 64)
     assert predicted == pytest.approx(measured, rel=0.02)
 
 

@@ -1,11 +1,12 @@
 """Framework facts that the planner models from the scenario schema (docs/planner.md, "Accuracy")."""
-import dataclasses
 
-from planner_support import SHARED, needs_shared, scenario_rows
+import dataclasses
 
 from vramfit.planner import params, plan, states, training
 from vramfit.planner.activations import LogitsMode, logits_bytes
 from vramfit.planner.setup import Setup, _loss_fp32
+
+from planner_support import SHARED, needs_shared, scenario_rows
 
 GIB = 2**30
 NF4_DQ_CONSTANTS = 1 / 64 + 4 / (64 * 256)  # uint8 absmax per 64 weights + one fp32 per 256 blocks
@@ -32,8 +33,8 @@ def test_16bit_loss_is_smaller_than_upcast_loss():
     assert down < up
 
 
-
 # bitsandbytes: what ZeRO-3 / FSDP can shard of a quantized model, and the dequantized weight.
+
 
 def scenario(row_id: str, **changes) -> dict:
     return {**scenario_rows()[row_id], **changes}

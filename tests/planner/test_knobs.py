@@ -1,5 +1,6 @@
 """Every launch knob (vramfit/planner/knobs.py): accepted as the libraries spell it, and moving the
 plan in the direction and by the amount the library's own code says."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -109,14 +110,17 @@ def test_bitsandbytes_defaults_are_the_library_defaults():
     assert str(cfg.bnb_4bit_quant_storage).replace("torch.", "") == BNB_DEFAULTS["bnb_4bit_quant_storage"]
 
 
-@pytest.mark.parametrize("items, kind, per_param", [
-    (("method=qlora",), "nf4", states.QUANT_BYTES["nf4"]),
-    (("method=qlora", "bnb_4bit_use_double_quant=true"), "nf4", states.QUANT_BYTES["nf4-dq"]),
-    (("method=lora", "load_in_4bit=true"), "fp4", states.QUANT_BYTES["nf4"]),  # BitsAndBytesConfig default fp4
-    (("method=lora", "load_in_8bit=true"), "int8", states.QUANT_BYTES["int8"]),
-    (("method=lora", "quant_method=gptq"), "gptq-int4", states.QUANT_BYTES["gptq-int4"]),
-    (("method=lora", "quant_method=awq"), "awq-int4", states.QUANT_BYTES["awq-int4"]),
-])
+@pytest.mark.parametrize(
+    "items, kind, per_param",
+    [
+        (("method=qlora",), "nf4", states.QUANT_BYTES["nf4"]),
+        (("method=qlora", "bnb_4bit_use_double_quant=true"), "nf4", states.QUANT_BYTES["nf4-dq"]),
+        (("method=lora", "load_in_4bit=true"), "fp4", states.QUANT_BYTES["nf4"]),  # BitsAndBytesConfig default fp4
+        (("method=lora", "load_in_8bit=true"), "int8", states.QUANT_BYTES["int8"]),
+        (("method=lora", "quant_method=gptq"), "gptq-int4", states.QUANT_BYTES["gptq-int4"]),
+        (("method=lora", "quant_method=awq"), "awq-int4", states.QUANT_BYTES["awq-int4"]),
+    ],
+)
 def test_quantized_base_weights_take_their_format_bytes(items, kind, per_param):
     s = setup(*items, "bf16=true", gpus=1, gpu="rtx4090")
     assert s.quantization == kind
@@ -279,17 +283,20 @@ def test_colocated_vllm_holds_its_share_of_the_card_on_every_phase():
 
 
 # ------------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("item, message", [
-    ("vllm_gpu_memory_utilisation=0.3", "Did you mean 'vllm_gpu_memory_utilization'"),
-    ("fsdp_config.verison=2", "Did you mean 'version'"),
-    ("fsdp=full_shard sharded", "unknown FSDP option 'sharded'"),
-    ("vllm_gpu_memory_utilization=1.5", "fraction"),
-    ("loss_kernel=fast", "one of torch, liger, cce, chunked"),
-    ("fsdp_config.version=3", "not 1 or 2"),
-    ("bnb_4bit_quant_storage=int4", "one of uint8"),
-    ("lora_target_modules=(q_proj", "'(q_proj' is not a valid regex"),
-    ("modules_to_save=embed_token", "Did you mean 'embed_tokens'"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("vllm_gpu_memory_utilisation=0.3", "Did you mean 'vllm_gpu_memory_utilization'"),
+        ("fsdp_config.verison=2", "Did you mean 'version'"),
+        ("fsdp=full_shard sharded", "unknown FSDP option 'sharded'"),
+        ("vllm_gpu_memory_utilization=1.5", "fraction"),
+        ("loss_kernel=fast", "one of torch, liger, cce, chunked"),
+        ("fsdp_config.version=3", "not 1 or 2"),
+        ("bnb_4bit_quant_storage=int4", "one of uint8"),
+        ("lora_target_modules=(q_proj", "'(q_proj' is not a valid regex"),
+        ("modules_to_save=embed_token", "Did you mean 'embed_tokens'"),
+    ],
+)
 def test_bad_knobs_are_refused_with_the_key_and_a_fix(item, message):
     with pytest.raises(ConfigError) as err:
         setup("method=lora", item)
@@ -301,8 +308,7 @@ def test_recipe_planner_section_reaches_the_plan_and_stays_strict():
     from vramfit.recipe import load
 
     path = recipe_path("axolotl-llama-3b-8xa100-80g")
-    recipe = load(path, ["planner.loss_kernel=cce", "planner.activation_offloading=true", "planner.packing=true",
-                         "planner.typical_length=512"])
+    recipe = load(path, ["planner.loss_kernel=cce", "planner.activation_offloading=true", "planner.packing=true", "planner.typical_length=512"])
     s = Setup.from_recipe(recipe)
     assert s.loss_kernel == "cce" and s.activation_offloading and s.packing and s.padding_free and s.typical_seq_len == 512
     assert Setup.from_recipe(load(path)).loss_kernel == "torch"  # the recipe as published is unchanged
@@ -313,8 +319,9 @@ def test_recipe_planner_section_reaches_the_plan_and_stays_strict():
 def test_recipe_fsdp_training_keys_switch_the_engine():
     from vramfit.recipe import load
 
-    recipe = load(recipe_path("axolotl-llama-3b-8xa100-80g"),
-                  ["deepspeed=none", "training.fsdp=full_shard auto_wrap offload", "training.fsdp_config={version: 2}"])
+    recipe = load(
+        recipe_path("axolotl-llama-3b-8xa100-80g"), ["deepspeed=none", "training.fsdp=full_shard auto_wrap offload", "training.fsdp_config={version: 2}"]
+    )
     s = Setup.from_recipe(recipe)
     assert s.engine == "fsdp" and s.fsdp_version == 2 and s.fsdp_offload and s.zero.stage == 0
 
@@ -335,12 +342,15 @@ def test_torch_compile_keeps_what_the_partitioner_saves():
     assert setup(*items, "compile=true", "loss_kernel=chunked", gpus=1).compile_loss
 
 
-@pytest.mark.parametrize("items, code", [
-    (["per_device_train_batch_size=1", "seq_len=1024", "bf16=true", "fsdp=full_shard auto_wrap"], 0),
-    (["per_device_train_batch_size=64", "seq_len=8192", "bf16=true", "fsdp=full_shard"], 1),
-    (["fsdp=full_shard sharded"], 2),
-    (["method=lora", "lora_target_modules=[q"], 2),
-])
+@pytest.mark.parametrize(
+    "items, code",
+    [
+        (["per_device_train_batch_size=1", "seq_len=1024", "bf16=true", "fsdp=full_shard auto_wrap"], 0),
+        (["per_device_train_batch_size=64", "seq_len=8192", "bf16=true", "fsdp=full_shard"], 1),
+        (["fsdp=full_shard sharded"], 2),
+        (["method=lora", "lora_target_modules=[q"], 2),
+    ],
+)
 def test_plan_exit_codes_with_knobs(items, code, capsys):
     import argparse
 
@@ -363,9 +373,17 @@ def stock_qwen2vl(tmp_path_factory):
 
     from transformers import Qwen2VLConfig
 
-    cfg = Qwen2VLConfig(text_config={"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-                                     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000},
-                        vision_config={"depth": 2, "embed_dim": 64, "hidden_size": 256, "num_heads": 4})
+    cfg = Qwen2VLConfig(
+        text_config={
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 1000,
+        },
+        vision_config={"depth": 2, "embed_dim": 64, "hidden_size": 256, "num_heads": 4},
+    )
     path = tmp_path_factory.mktemp("stock") / "config.json"
     path.write_text(json.dumps(cfg.to_dict()))
     return path
@@ -393,8 +411,9 @@ def test_video_frames_add_tokens_per_temporal_group(stock_qwen2vl):
 def test_model_config_fixes_offer_the_knobs_and_each_fits():
     from vramfit.planner.plan import plan_args
 
-    p = plan_args(LLAMA, "rtx4090", 1, overrides=["dtype=bfloat16", "per_device_train_batch_size=8", "seq_len=4096",
-                                                 "method=lora", "gradient_checkpointing=true"])
+    p = plan_args(
+        LLAMA, "rtx4090", 1, overrides=["dtype=bfloat16", "per_device_train_batch_size=8", "seq_len=4096", "method=lora", "gradient_checkpointing=true"]
+    )
     assert not p.ok and p.fixes
     keys = {k for f in p.fixes for k in f["overrides"]}
     assert keys & {"loss_kernel", "activation_offloading", "per_device_train_batch_size"}

@@ -1,4 +1,5 @@
 """Parameter counts read off the meta-device model, and trainable / frozen per recipe."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,7 @@ def test_t5_untied_lm_head_is_counted():
 def test_lora_rank_times_in_plus_out_per_targeted_linear():
     config = REPO / "model_configs" / "llama-3.2-3b.json"
     arch = params.summary(config)
-    c = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=16,
-                                  lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    c = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=16, lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"]))
     per_layer = 16 * (3072 + 3072) + 2 * 16 * (3072 + 1024) + 16 * (3072 + 3072)  # q, k, v, o (8 KV heads x 128)
     assert c.lora == 28 * per_layer
     assert c.trainable_base == arch.groups["projector"]  # nothing else trains in place
@@ -63,10 +63,8 @@ def test_regex_targets_only_the_language_model():
 def test_fused_qkv_is_one_adapter_for_q_k_v():
     config = SHARED_CONFIGS / "qwen-7b.json"
     arch = params.summary(config)
-    fused = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=64, lora_fused_qkv=True,
-                                      lora_targets=["q_proj", "k_proj", "v_proj"]))
-    separate = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=64,
-                                         lora_targets=["q_proj", "k_proj", "v_proj"]))
+    fused = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=64, lora_fused_qkv=True, lora_targets=["q_proj", "k_proj", "v_proj"]))
+    separate = params.count(arch, _setup(config, method="lora", train_llm=False, lora_r=64, lora_targets=["q_proj", "k_proj", "v_proj"]))
     assert fused.lora == 32 * 64 * (4096 + 3 * 4096)
     assert separate.lora == 32 * 3 * 64 * (4096 + 4096)
 
@@ -96,9 +94,11 @@ def test_modules_to_save_are_copies_unless_trained_in_place():
 def test_warm_cache_plans_without_importing_torch(tmp_path):
     """After one planning, counts come from the disk cache: no torch, no transformers."""
     env = {**os.environ, "VRAMFIT_CACHE_DIR": str(tmp_path)}
-    code = ("import sys\nfrom vramfit.recipe import load\nfrom vramfit.planner import plan_recipe\n"
-            f"p = plan_recipe(load({str(recipe_path('vlm-r1-h20'))!r}), fixes=False)\n"
-            "print('torch' in sys.modules, 'transformers' in sys.modules, round(p.per_gpu_peak_gib, 2))")
+    code = (
+        "import sys\nfrom vramfit.recipe import load\nfrom vramfit.planner import plan_recipe\n"
+        f"p = plan_recipe(load({str(recipe_path('vlm-r1-h20'))!r}), fixes=False)\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules, round(p.per_gpu_peak_gib, 2))"
+    )
     first = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     second = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert first.stdout.split()[0] == "True"  # the cold run builds the model
@@ -111,6 +111,7 @@ def test_warm_cache_plans_without_importing_torch(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Architectures the analytic model used to crash on or truncate (issue 13, section 1 and 3).
 # Tiny configs built from transformers' own config classes; no network.
+
 
 def _write(tmp_path, config, name="config.json"):
     path = tmp_path / name
@@ -135,8 +136,7 @@ def test_bert_encoder_layer_stack_is_read(tmp_path):
     'text' stack, built as its masked-LM class."""
     from transformers import BertConfig
 
-    arch = params.summary(_write(tmp_path, BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                                      num_attention_heads=4, vocab_size=500)))
+    arch = params.summary(_write(tmp_path, BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, vocab_size=500)))
     assert arch.architecture == "BertForMaskedLM"
     assert arch.text.layers == 3 and arch.text.hidden == 64 and arch.text.ffn == 128 and arch.text.norm == "layer"
     assert arch.analytic_gap is None and not arch.encoder_decoder
@@ -161,10 +161,11 @@ def test_internvl_list_image_size_and_its_vision_stack(tmp_path):
     from transformers import InternVLConfig
 
     cfg = InternVLConfig(
-        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=[56, 56], patch_size=[14, 14]),
-        text_config=dict(model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=500))
+        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=[56, 56], patch_size=[14, 14]),
+        text_config=dict(
+            model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=500
+        ),
+    )
     arch = params.summary(_write(tmp_path, cfg))
     assert arch.image["image_size"] == 56 and arch.image["patch_size"] == 14
     assert "vision" in arch.stacks and arch.stacks["vision"].layers == 2
@@ -179,8 +180,10 @@ def test_video_llava_towers_are_vision(tmp_path):
     from transformers import VideoLlavaConfig
 
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
-    cfg = VideoLlavaConfig(vision_config=vision, text_config=dict(model_type="llama", hidden_size=32, intermediate_size=64,
-                                                                  num_hidden_layers=1, num_attention_heads=2, vocab_size=300))
+    cfg = VideoLlavaConfig(
+        vision_config=vision,
+        text_config=dict(model_type="llama", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=300),
+    )
     arch = params.summary(_write(tmp_path, cfg))
     assert arch.groups["vision"] > 0 and "vision" in arch.stacks
     assert any("joins 2 layer lists" in n for n in arch.notes)  # two towers, said so
@@ -189,25 +192,49 @@ def test_video_llava_towers_are_vision(tmp_path):
 def test_mllama_two_vision_stacks_are_joined_and_said(tmp_path):
     from transformers import MllamaConfig
 
-    cfg = MllamaConfig(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_global_layers=1,
-                                          attention_heads=2, image_size=28, patch_size=14, vision_output_dim=64,
-                                          intermediate_layers_indices=[0]),
-                       text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                        num_key_value_heads=1, vocab_size=300, cross_attention_layers=[1],
-                                        pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    cfg = MllamaConfig(
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_global_layers=1,
+            attention_heads=2,
+            image_size=28,
+            patch_size=14,
+            vision_output_dim=64,
+            intermediate_layers_indices=[0],
+        ),
+        text_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            vocab_size=300,
+            cross_attention_layers=[1],
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+    )
     arch = params.summary(_write(tmp_path, cfg))
     assert arch.stacks["vision"].layers == 3  # 2 local + 1 global layer
     assert any("global_transformer" in n for n in arch.notes)
 
 
-@pytest.mark.parametrize("text, why", [
-    ("{not json", "is not valid JSON at line 1"),
-    ('["a list"]', "must be a JSON object (a config.json), got list"),
-    ('{"hidden_size": 8}', "model_type: must name the model type as text, got None"),
-    ('{"model_type": "no_such_model"}', "model_type: transformers 5"),  # the key, and below: why
-    ('{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 7}',
-     "cannot build a 'llama' config from it (ValueError: The hidden size (30) is not a multiple of the number of attention heads (7))"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "is not valid JSON at line 1"),
+        ('["a list"]', "must be a JSON object (a config.json), got list"),
+        ('{"hidden_size": 8}', "model_type: must name the model type as text, got None"),
+        ('{"model_type": "no_such_model"}', "model_type: transformers 5"),  # the key, and below: why
+        (
+            '{"model_type": "llama", "hidden_size": 30, "num_attention_heads": 7}',
+            "cannot build a 'llama' config from it (ValueError: The hidden size (30) is not a multiple of the number of attention heads (7))",
+        ),
+    ],
+)
 def test_malformed_configs_are_bad_input_not_a_crash(tmp_path, capsys, text, why):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -231,10 +258,11 @@ def test_config_no_auto_class_builds_is_bad_input(tmp_path, capsys):
 def test_planner_plans_bert_and_gpt2_without_a_crash(tmp_path, capsys):
     from transformers import BertConfig, GPT2Config
 
-    for cfg in (BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=500),
-                GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=256)):
+    for cfg in (
+        BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=500),
+        GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=256),
+    ):
         path = _write(tmp_path, cfg, f"{cfg.model_type}.json")
-        code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1", "seq_len=128",
-                                    "method=lora"], capsys)
+        code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1", "seq_len=128", "method=lora"], capsys)
         assert code == 0, err
         assert "per-GPU peak" in out

@@ -1,9 +1,9 @@
 """Monotonicity: more micro-batch or sequence never needs less memory; checkpointing, Liger and
 optimizer offload never need more GPU memory."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from vramfit.planner import Setup, plan
 
@@ -21,8 +21,13 @@ def peak(config, method, deepspeed, **values) -> float:
 
 
 common = dict(
-    model=CONFIGS, deepspeed=ZERO, batch=st.integers(1, 8), seq=st.integers(64, 4096),
-    checkpointing=st.booleans(), liger=st.booleans(), attention=st.sampled_from(["flash_attention_2", "sdpa", "eager"]),
+    model=CONFIGS,
+    deepspeed=ZERO,
+    batch=st.integers(1, 8),
+    seq=st.integers(64, 4096),
+    checkpointing=st.booleans(),
+    liger=st.booleans(),
+    attention=st.sampled_from(["flash_attention_2", "sdpa", "eager"]),
 )
 
 
@@ -31,8 +36,10 @@ common = dict(
 def test_more_micro_batch_never_less(model, deepspeed, batch, seq, checkpointing, liger, attention, more):
     config, method = model
     kw = dict(seq_len=seq, gradient_checkpointing=checkpointing, use_liger_kernel=liger, attn_implementation=attention)
-    assert peak(config, method, deepspeed, per_device_train_batch_size=batch + more, **kw) >= \
-        peak(config, method, deepspeed, per_device_train_batch_size=batch, **kw) - 1e-9
+    assert (
+        peak(config, method, deepspeed, per_device_train_batch_size=batch + more, **kw)
+        >= peak(config, method, deepspeed, per_device_train_batch_size=batch, **kw) - 1e-9
+    )
 
 
 @settings(max_examples=40, deadline=None)

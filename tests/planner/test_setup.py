@@ -1,4 +1,5 @@
 """Setup construction: library defaults, DeepSpeed "auto" filling, scenarios, image geometry."""
+
 from __future__ import annotations
 
 import dataclasses

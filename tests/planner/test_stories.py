@@ -1,5 +1,6 @@
 """The five seed runs: the reported failing setups are predicted not to fit, the shipped recipes fit,
 and every proposed fix is a valid override that re-plans to fit."""
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,21 @@ def failing(tmp_path) -> dict[str, tuple[str, list[str]]]:
         # The failed request, 3.90 GiB, is one fp32 16 x 2048 x 32,000 logits tensor.
         "sharegpt4v": ("sharegpt4v-7b-8xa100-40g", ["per_device_train_batch_size=16", "gradient_accumulation_steps=1", NO_EXPANDABLE]),
         # MiniCPM-V#338: evaluation every 50 steps, eval batch 1 as upstream, logits kept for metrics.
-        "minicpmv": ("minicpmv-lora-8xa100-80g", ["eval_steps=50", "prediction_loss_only=false", "eval_accumulation_steps=null",
-                                                  "per_device_eval_batch_size=1", f"data.eval_file={eval_file}"]),
+        "minicpmv": (
+            "minicpmv-lora-8xa100-80g",
+            ["eval_steps=50", "prediction_loss_only=false", "eval_accumulation_steps=null", "per_device_eval_batch_size=1", f"data.eval_file={eval_file}"],
+        ),
         # VLM-R1#81: 6 x H20, old semantics 4 prompts x 4 generations = 16 sequences per GPU, default max_pixels, no checkpointing.
-        "vlm_r1": ("vlm-r1-h20", ["per_device_train_batch_size=16", "gradient_accumulation_steps=1", "num_generations=4",
-                                  "data.max_pixels=12845056", "gradient_checkpointing=false"]),
+        "vlm_r1": (
+            "vlm-r1-h20",
+            [
+                "per_device_train_batch_size=16",
+                "gradient_accumulation_steps=1",
+                "num_generations=4",
+                "data.max_pixels=12845056",
+                "gradient_checkpointing=false",
+            ],
+        ),
         # mPLUG-DocOwl#88: ZeRO-3 parameter + optimizer offload on a 64 GB node.
         "tinychart": ("tinychart-3b-8xa100-80g-offload", ["hardware.host_ram_gib=64"]),
         # axolotl#2143: Llama-3.2-3B, 4k, micro-batch 4, no checkpointing, no Liger.
@@ -51,12 +62,16 @@ def test_failing_setup_is_predicted_not_to_fit(story, tmp_path):
         assert p.breakdown["activations"] + p.breakdown["logits"] > 10 * p.breakdown["weights"]
 
 
-@pytest.mark.xfail(strict=True, reason="per-device 8 on 8 x A100-40G is predicted to fit (~26-29 GiB of 37.6 usable) "
-                   "on the pinned stack: 12.7 GiB of ZeRO-3 states + 4.6 GiB checkpoints + 5.9 GiB logits/loss; "
-                   "the OOM in #118 is the per-device-16 run (its 3.90 GiB request is a 16-sample fp32 logits tensor)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="per-device 8 on 8 x A100-40G is predicted to fit (~26-29 GiB of 37.6 usable) "
+    "on the pinned stack: 12.7 GiB of ZeRO-3 states + 4.6 GiB checkpoints + 5.9 GiB logits/loss; "
+    "the OOM in #118 is the per-device-16 run (its 3.90 GiB request is a 16-sample fp32 logits tensor)",
+)
 def test_sharegpt4v_upstream_per_device_8_on_40g():
-    p = plan_recipe(load(recipe_path("sharegpt4v-7b-8xa100-40g"), ["per_device_train_batch_size=8", "gradient_accumulation_steps=1",
-                                                                    "global_batch_size=64", NO_EXPANDABLE]))
+    p = plan_recipe(
+        load(recipe_path("sharegpt4v-7b-8xa100-40g"), ["per_device_train_batch_size=8", "gradient_accumulation_steps=1", "global_batch_size=64", NO_EXPANDABLE])
+    )
     assert not p.fits
 
 

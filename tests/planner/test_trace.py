@@ -2,12 +2,11 @@
 
 Tiny configs from transformers' own config classes; no network, no GPU. The disk cache is the
 private one of conftest.py."""
+
 from __future__ import annotations
 
 import json
 import time
-
-import pytest
 
 from vramfit.planner import Setup, trace
 
@@ -18,16 +17,25 @@ def _llama(tmp_path, layers=4, **kw):
     """4 layers: traced whole, in one run; more: traced at 2, 3, 4 layers and extrapolated."""
     from transformers import LlamaConfig
 
-    cfg = LlamaConfig(hidden_size=H, intermediate_size=FFN, num_hidden_layers=layers, num_attention_heads=HEADS,
-                      num_key_value_heads=KV, vocab_size=VOCAB, **kw)
+    cfg = LlamaConfig(hidden_size=H, intermediate_size=FFN, num_hidden_layers=layers, num_attention_heads=HEADS, num_key_value_heads=KV, vocab_size=VOCAB, **kw)
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(cfg.to_dict(), default=str))
     return path
 
 
 def _setup(path, **kw) -> Setup:
-    base = dict(label="t", source="t", model_config=path, gpu="a100-80g", gpus_per_node=1, engine="single",
-                precision="bf16-true", optimizer="adamw_torch", seq_len=256, micro_batch=2)
+    base = dict(
+        label="t",
+        source="t",
+        model_config=path,
+        gpu="a100-80g",
+        gpus_per_node=1,
+        engine="single",
+        precision="bf16-true",
+        optimizer="adamw_torch",
+        seq_len=256,
+        micro_batch=2,
+    )
     return Setup(**{**base, **kw})
 
 
@@ -80,6 +88,7 @@ def test_step_flops_matches_the_traced_count(tmp_path):
 
 # ----------------------------------------------------------------------------------------------
 # The CPU trace keeps what a GPU run keeps
+
 
 def test_sdpa_takes_the_cuda_kernel_not_the_cpu_one():
     """On the CPU, F.scaled_dot_product_attention runs `_scaled_dot_product_flash_attention_for_cpu`;
@@ -168,14 +177,16 @@ def test_amp_trace_keeps_the_autocast_weight_copies(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Architectures
 
+
 def test_vlm_vision_tower_is_fed_pixels(tmp_path):
     """Qwen2-VL: the vision tower runs on flattened patches of the setup's image geometry; its
     grid helpers (`grid_thw.tolist()`) run on real values."""
     from transformers import Qwen2VLConfig
 
-    cfg = Qwen2VLConfig(vision_config=dict(depth=4, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2),
-                        text_config=dict(hidden_size=256, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2,
-                                         num_key_value_heads=1, vocab_size=512))  # head_dim 128: mrope [16, 24, 24]
+    cfg = Qwen2VLConfig(
+        vision_config=dict(depth=4, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2),
+        text_config=dict(hidden_size=256, intermediate_size=256, num_hidden_layers=4, num_attention_heads=2, num_key_value_heads=1, vocab_size=512),
+    )  # head_dim 128: mrope [16, 24, 24]
     path = tmp_path / "qwen2vl.json"
     path.write_text(json.dumps(cfg.to_dict(), default=str))
     s = _setup(path, train_vision=True, images_per_sample=1, image_tokens=16, vision_patches=64, seq_len=64)
@@ -222,8 +233,9 @@ def test_plan_trace_flag_and_the_fallback_for_what_the_analytic_model_cannot_bui
     code, out, err = plan(["--model-config", str(_llama(tmp_path)), *common, "--trace"])
     assert code == 0, err
     assert "traced with fake tensors" in out and "modelled, not traced: model states" in out
-    fuyu = FuyuConfig(text_config=dict(model_type="persimmon", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                       num_attention_heads=4, vocab_size=500))
+    fuyu = FuyuConfig(
+        text_config=dict(model_type="persimmon", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=500)
+    )
     path = tmp_path / "fuyu.json"
     path.write_text(json.dumps(fuyu.to_dict(), default=str))
     code, out, err = plan(["--model-config", str(path), *common])

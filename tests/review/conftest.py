@@ -1,11 +1,13 @@
 """Each seed setup is reviewed once per session: a review imports transformers / TRL and runs the
 planner, a few seconds each."""
+
 from __future__ import annotations
 
 import pytest
-from review_support import SEED_RUNS
 
 from vramfit.review.reviewer import Review, review
+
+from review_support import SEED_RUNS
 
 
 @pytest.fixture(scope="session")

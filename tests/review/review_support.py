@@ -1,4 +1,5 @@
 """Shared by the review tests: the seed setups as their users ran them, and a finding filter."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,11 @@ SEED_RUNS = {
 
 def find(result, *, source: str | None = None, key: str | None = None, text: str = "", severity: str | None = None) -> list:
     """The findings matching every given field (`text` is searched in what and fix)."""
-    return [f for f in result.findings
-            if (source is None or f.source == source) and (key is None or f.key == key)
-            and (severity is None or f.severity == severity) and text in f"{f.what} Fix: {f.fix}"]
+    return [
+        f
+        for f in result.findings
+        if (source is None or f.source == source)
+        and (key is None or f.key == key)
+        and (severity is None or f.severity == severity)
+        and text in f"{f.what} Fix: {f.fix}"
+    ]

@@ -1,6 +1,7 @@
 """vramfit's shipped model table and config resolution (vramfit/models.py): each table config builds on the
 meta device with the parameter count its model card publishes; a model is found by Hub id, by a local
 folder, never through the network in tests (HF_HUB_OFFLINE, set in tests/conftest.py)."""
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,15 @@ def test_table_config_builds_with_the_published_parameter_count(path):
     assert abs(total / data["_published_params"] - 1) <= 0.03, (total, data["_published_params"], data["_published_params_source"])
 
 
-@pytest.mark.parametrize("model_id, file", [("meta-llama/Meta-Llama-3-8B-Instruct", "meta-llama-3-8b.json"),
-                                            ("lmsys/vicuna-13b-v1.5", "vicuna-13b-v1.5.json"),
-                                            ("/data/ckpt/Llama-2-7b-hf", "llama-2-7b.json"),
-                                            ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct.json")])
+@pytest.mark.parametrize(
+    "model_id, file",
+    [
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "meta-llama-3-8b.json"),
+        ("lmsys/vicuna-13b-v1.5", "vicuna-13b-v1.5.json"),
+        ("/data/ckpt/Llama-2-7b-hf", "llama-2-7b.json"),
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct.json"),
+    ],
+)
 def test_model_found_in_the_table_by_its_id(model_id, file):
     found = models.resolve(model_id)
     assert found.path is not None and found.path.name == file and "vramfit's table" in found.how

@@ -1,5 +1,6 @@
 """`vramfit review` end to end on small files written in tmp_path: what it reads, what it reports,
 its exit codes and its JSON."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,14 +8,21 @@ import json
 from pathlib import Path
 
 import pytest
-from review_support import SEEDS, find
 
 from vramfit.review import cli
 from vramfit.review.reviewer import review
 from vramfit.review.sources import read_all
 
-DS_ZERO3 = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-            "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+from review_support import SEEDS, find
+
+DS_ZERO3 = {
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "bf16": {"enabled": "auto"},
+    "zero_optimization": {"stage": 3},
+}
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -27,11 +35,15 @@ def write(folder: Path, name: str, text: str) -> Path:
 def script(folder: Path, flags: str, head: str = "", ds: dict | None = None) -> Path:
     """A torchrun launch of Llama-3.2-3B on 8 GPUs with ZeRO-3, plus `flags`."""
     write(folder, "ds.json", json.dumps(ds or DS_ZERO3))
-    return write(folder, "run.sh", f"#!/usr/bin/env bash\nset -euo pipefail\n{head}\n"
-                                   "torchrun --nproc_per_node 8 train.py \\\n"
-                                   "    --model_name_or_path meta-llama/Llama-3.2-3B \\\n"
-                                   "    --deepspeed ds.json \\\n"
-                                   f"    --bf16 true --gradient_checkpointing true --model_max_length 1024 {flags}\n")
+    return write(
+        folder,
+        "run.sh",
+        f"#!/usr/bin/env bash\nset -euo pipefail\n{head}\n"
+        "torchrun --nproc_per_node 8 train.py \\\n"
+        "    --model_name_or_path meta-llama/Llama-3.2-3B \\\n"
+        "    --deepspeed ds.json \\\n"
+        f"    --bf16 true --gradient_checkpointing true --model_max_length 1024 {flags}\n",
+    )
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
@@ -50,8 +62,7 @@ def test_var_resolution_flag_equals_value_and_continuations(tmp_path):
 
 
 def test_clean_setup_exits_0(tmp_path, capsys):
-    path = script(tmp_path, "--per_device_train_batch_size 1 --gradient_accumulation_steps 4",
-                  head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    path = script(tmp_path, "--per_device_train_batch_size 1 --gradient_accumulation_steps 4", head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
     code, out = run_cli([str(path), "--gpu", "a100-80g", "--host-ram-gib", "512"], capsys)
     assert code == 0, out
     assert "exit 0: nothing found would fail or OOM the run." in out
@@ -62,15 +73,19 @@ def test_unknown_flag_is_reported_with_did_you_mean(tmp_path):
     path = script(tmp_path, "--per_device_train_bath_size 4 --lerning_rate 1e-5")
     result = review([str(path)], gpu="a100-80g")
     [typo] = find(result, key="--per_device_train_bath_size", severity="warning")
-    assert typo.what == ("unknown flag --per_device_train_bath_size: not a TrainingArguments or launcher argument. "
-                         "Did you mean '--per_device_train_batch_size'?")
+    assert typo.what == (
+        "unknown flag --per_device_train_bath_size: not a TrainingArguments or launcher argument. Did you mean '--per_device_train_batch_size'?"
+    )
     assert typo.line == 7 and typo.file.endswith("run.sh")
     assert find(result, key="--lerning_rate", text="Did you mean '--learning_rate'?")
 
 
 def test_launcher_flags_unknown_or_after_the_script(tmp_path):
-    path = write(tmp_path, "run.sh", "torchrun --nproc_per_nodes 8 --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B "
-                                     "--nnodes 2 --model_max_length 512\n")
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_nodes 8 --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --nnodes 2 --model_max_length 512\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     [launcher] = find(result, key="--nproc_per_nodes")
     assert "torchrun refuses it" in launcher.what and "Did you mean '--nproc_per_node'" in launcher.what
@@ -85,14 +100,17 @@ def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
     assert "its value '$1' is set when the script runs" in runtime.what and runtime.severity == "info"
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda d: d / "missing.sh", "no such file"),
-    (lambda d: d, "is a directory"),
-    (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "is not UTF-8 text (byte 0xff at offset 0)"),
-    (lambda d: write(d, "bad.json", "{not json"), "is not valid JSON at line 1"),
-    (lambda d: write(d, "notes.txt", "hello"), "cannot tell what kind of file"),
-    (lambda d: write(d, "run.sh", "echo hello\n"), "has no launch command"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "missing.sh", "no such file"),
+        (lambda d: d, "is a directory"),
+        (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "is not UTF-8 text (byte 0xff at offset 0)"),
+        (lambda d: write(d, "bad.json", "{not json"), "is not valid JSON at line 1"),
+        (lambda d: write(d, "notes.txt", "hello"), "cannot tell what kind of file"),
+        (lambda d: write(d, "run.sh", "echo hello\n"), "has no launch command"),
+    ],
+)
 def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
     path = make(tmp_path)
     parser = argparse.ArgumentParser()
@@ -123,8 +141,7 @@ def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):
 
 
 def test_model_name_matching_and_model_config_flag(tmp_path):
-    local = write(tmp_path, "run.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path /ckpt/Qwen2.5-VL-3B-Instruct/ "
-                                      "--model_max_length 2048\n")
+    local = write(tmp_path, "run.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path /ckpt/Qwen2.5-VL-3B-Instruct/ --model_max_length 2048\n")
     assert review([str(local)], gpu="a100-80g").plan.setup.model_config.name == "qwen2.5-vl-3b-instruct.json"
     other = write(tmp_path, "other.sh", "torchrun --nproc_per_node 2 train.py --model_name_or_path my-org/secret-7b --model_max_length 2048\n")
     result = review([str(other)], gpu="a100-80g")  # an unknown model: incomplete (exit 3), never "would fail"
@@ -148,11 +165,19 @@ def test_no_gpu_flag_borrows_the_closest_recipes_and_says_so(tmp_path):
 
 
 def test_accelerate_config_deepspeed_settings_are_checked_against_the_arguments(tmp_path):
-    write(tmp_path, "acc.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
-                                "  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 4\n  zero_stage_typo: 1\n"
-                                "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n")
-    path = write(tmp_path, "run.sh", "accelerate launch --config_file acc.yaml train.py --model_name_or_path meta-llama/Llama-3.2-3B "
-                                     "--gradient_accumulation_steps 2 --max_seq_length 1024\n")
+    write(
+        tmp_path,
+        "acc.yaml",
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+        "  zero_stage: 3\n  offload_optimizer_device: cpu\n  gradient_accumulation_steps: 4\n  zero_stage_typo: 1\n"
+        "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n",
+    )
+    path = write(
+        tmp_path,
+        "run.sh",
+        "accelerate launch --config_file acc.yaml train.py --model_name_or_path meta-llama/Llama-3.2-3B "
+        "--gradient_accumulation_steps 2 --max_seq_length 1024\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     [contradiction] = find(result, key="gradient_accumulation_steps", severity="error")
     assert contradiction.file.endswith("acc.yaml") and contradiction.line == 6
@@ -162,8 +187,12 @@ def test_accelerate_config_deepspeed_settings_are_checked_against_the_arguments(
 
 
 def test_training_arguments_yaml(tmp_path):
-    path = write(tmp_path, "train.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nfinetuning_type: lora\nlora_rank: 16\n"
-                                         "cutoff_len: 1024\nper_device_train_batch_size: 2\nlearning_rate: 1.0e-4\nbf16: true\n")
+    path = write(
+        tmp_path,
+        "train.yaml",
+        "model_name_or_path: meta-llama/Llama-3.2-3B\nfinetuning_type: lora\nlora_rank: 16\n"
+        "cutoff_len: 1024\nper_device_train_batch_size: 2\nlearning_rate: 1.0e-4\nbf16: true\n",
+    )
     result = review([str(path)], gpu="a100-80g", gpus=4)
     assert result.plan.setup.method == "lora" and result.plan.setup.lora_r == 16 and result.plan.setup.seq_len == 1024
 
@@ -197,8 +226,12 @@ def test_reading_never_runs_the_script(tmp_path):
 
 
 def test_the_runner_checks_report_in_the_users_flags(tmp_path):
-    grpo = write(tmp_path, "grpo.sh", "torchrun --nproc_per_node 6 src/open_r1/grpo_rec.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct "
-                                      "--num_generations 4 --per_device_train_batch_size 1 --max_pixels 1003520 --bf16 True\n")
+    grpo = write(
+        tmp_path,
+        "grpo.sh",
+        "torchrun --nproc_per_node 6 src/open_r1/grpo_rec.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct "
+        "--num_generations 4 --per_device_train_batch_size 1 --max_pixels 1003520 --bf16 True\n",
+    )
     result = review([str(grpo)], gpu="v100-32g")
     [divisible] = find(result, key="--num_generations", severity="error")
     assert "valid num_generations: [2, 3, 6]" in divisible.fix and divisible.line == 1
@@ -207,8 +240,11 @@ def test_the_runner_checks_report_in_the_users_flags(tmp_path):
 
 
 def test_lora_rank_without_a_switch_means_lora_and_trl_config_files_are_read(tmp_path):
-    write(tmp_path, "recipes/sft.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: 2\n"
-                                        "gradient_checkpointing: true\nbf16: true\nmax_seq_length: 1024\n")
+    write(
+        tmp_path,
+        "recipes/sft.yaml",
+        "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: 2\ngradient_checkpointing: true\nbf16: true\nmax_seq_length: 1024\n",
+    )
     path = write(tmp_path, "run.sh", "accelerate launch --num_processes 4 sft.py --config recipes/sft.yaml --lora_r 32 --lora_alpha 64\n")
     result = review([str(path)], gpu="a100-80g")
     setup = result.plan.setup
@@ -239,8 +275,7 @@ def test_a_script_that_launches_axolotl_reads_its_config_and_fixes_go_there(tmp_
 
 
 def test_a_word_where_a_number_belongs_is_an_error_and_the_plan_waits(tmp_path):
-    path = write(tmp_path, "train.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: four\nbf16: true\n"
-                                         "max_seq_length: 1024\n")
+    path = write(tmp_path, "train.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: four\nbf16: true\nmax_seq_length: 1024\n")
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert result.exit_code == 1 and result.plan is None
     [word] = find(result, key="per_device_train_batch_size", severity="error")
@@ -251,9 +286,11 @@ def test_a_word_where_a_number_belongs_is_an_error_and_the_plan_waits(tmp_path):
 def test_user_paths_and_names_are_not_recipe_tree_findings(tmp_path):
     """A user's own launch script names machine paths (/home/..., /data/...); the recipe tree's rules
     (no personal paths in shared files, recipe naming) are not findings about their run."""
-    path = script(tmp_path, "--per_device_train_batch_size 1 --gradient_accumulation_steps 4 "
-                            "--output_dir /home/alice/runs/llama3b --data_path /Users/alice/data/train.json",
-                  head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    path = script(
+        tmp_path,
+        "--per_device_train_batch_size 1 --gradient_accumulation_steps 4 --output_dir /home/alice/runs/llama3b --data_path /Users/alice/data/train.json",
+        head="export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    )
     result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
     assert not find(result, text="absolute or personal path")
     assert not find(result, key="name")

@@ -1,4 +1,5 @@
 """The recipe comment reader: a `# ...` on a key's line (or right above it), keyed by YAML key path."""
+
 from __future__ import annotations
 
 from vramfit.paths import PACKAGE_ROOT
@@ -11,7 +12,8 @@ def test_comments_by_key_path(tmp_path):
         "# =====\n# header\n# =====\nname: x\n\n"
         "### batch: 4 x 4 x 8 = 128\n# keeps upstream's global batch\nglobal_batch_size: 128\n"
         "model:\n  lora:\n    target_modules: '.*attn.*\\.(q|v)_proj'   # LLM attention only\n    r: 64\n"
-        "training:\n  eval_steps: 1000   # every 1000 steps: # not a second comment\n  prediction_loss_only: \"#true\"\n")
+        'training:\n  eval_steps: 1000   # every 1000 steps: # not a second comment\n  prediction_loss_only: "#true"\n'
+    )
     assert key_comments(path) == {
         "name": "header",
         "global_batch_size": "batch: 4 x 4 x 8 = 128 keeps upstream's global batch",

@@ -1,5 +1,6 @@
 """The five failing setups, as their users ran them, reviewed: each test asserts the finding that
 names what sank the run (upstream-setups.md has the stories and figures)."""
+
 from __future__ import annotations
 
 from review_support import find
@@ -49,8 +50,9 @@ def test_tinychart_host_ram_is_what_runs_out(seed_review):
 def test_tinychart_documented_fix_of_128_gib_hosts_fits():
     """DocOwl#88 was fixed by 128 GB hosts with the same script: forked dataloader workers share the rank's pages
     (copy-on-write), so they are not charged a process each (which planned 185 GiB and refused the fix)."""
-    from review_support import SEED_RUNS
     from vramfit.review.reviewer import review
+
+    from review_support import SEED_RUNS
 
     paths, hw = SEED_RUNS["tinychart"]
     result = review([str(p) for p in paths], **{**hw, "host_ram_gib": 128})
@@ -82,9 +84,11 @@ def test_minicpmv_evaluation_spike(seed_review):
 def test_minicpmv_recipe_reasons_for_its_evaluation_settings(seed_review):
     result = seed_review("minicpmv")
     assert result.closest_recipe == "minicpmv-lora-8xa100-80g"
-    expected = {"--eval_steps": ("50 here, 1000", "ms-swift's default was 50"),
-                "--per_device_eval_batch_size": ("4 here, 1", "evaluation forward no larger than training's"),
-                "--prediction_loss_only": ("False here, True", "keep no logits")}
+    expected = {
+        "--eval_steps": ("50 here, 1000", "ms-swift's default was 50"),
+        "--per_device_eval_batch_size": ("4 here, 1", "evaluation forward no larger than training's"),
+        "--prediction_loss_only": ("False here, True", "keep no logits"),
+    }
     for key, (values, reason) in expected.items():
         [diff] = find(result, source="recipe-diff", key=key)
         assert diff.what.startswith(values) and reason in diff.what

@@ -1,4 +1,5 @@
 """The launch-script reader: variables, continuations, comments, quoting, wrappers, never running anything."""
+
 from __future__ import annotations
 
 from vramfit.review import shell

@@ -1,15 +1,15 @@
 """`vramfit review` on the world's inputs: the published corpus (tests/review/corpus), and one test per
 format or shell idiom it showed. The corpus figures themselves come from benchmarks/review_corpus.py."""
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-import pytest
-from review_support import find
-
 from vramfit.review.reviewer import review
+
+from review_support import find
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -60,8 +60,12 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def test_words_ending_in_a_comma_are_flagged_not_copied(tmp_path):
-    path = write(tmp_path, "run.sh", 'torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 '
-                                     '--lora_enable True --lora_target_modules "q_proj", "v_proj"\n')
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 "
+        '--lora_enable True --lora_target_modules "q_proj", "v_proj"\n',
+    )
     result = review([str(path)], gpu="a100-80g")
     [comma] = find(result, key="--lora_target_modules", severity="warning", text="ends in a comma")
     assert "'q_proj,'" in comma.what and comma.fix.endswith("--lora_target_modules q_proj v_proj.")
@@ -69,26 +73,38 @@ def test_words_ending_in_a_comma_are_flagged_not_copied(tmp_path):
 
 
 def test_case_option_parsing_keeps_the_scripts_defaults(tmp_path):
-    path = write(tmp_path, "run.sh", "MODEL=meta-llama/Llama-3.2-3B\nBATCH=2\nwhile [[ $# -gt 0 ]]; do\n  case $1 in\n"
-                                     "    --model)\n      MODEL=$2\n      shift 2\n      ;;\n    *)\n      shift\n      ;;\n  esac\ndone\n"
-                                     "torchrun --nproc_per_node 8 train.py --model_name_or_path $MODEL --per_device_train_batch_size $BATCH "
-                                     "--model_max_length 512\n")
+    path = write(
+        tmp_path,
+        "run.sh",
+        "MODEL=meta-llama/Llama-3.2-3B\nBATCH=2\nwhile [[ $# -gt 0 ]]; do\n  case $1 in\n"
+        "    --model)\n      MODEL=$2\n      shift 2\n      ;;\n    *)\n      shift\n      ;;\n  esac\ndone\n"
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path $MODEL --per_device_train_batch_size $BATCH "
+        "--model_max_length 512\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     assert not find(result, text="is a command of its own")
     assert "Llama-3.2-3B" in result.summary[0] and result.plan.setup.micro_batch == 2
 
 
 def test_ms_swift_launch(tmp_path):
-    path = write(tmp_path, "train.sh", "NPROC_PER_NODE=4 \\\nswift sft \\\n    --model Qwen/Qwen2.5-VL-3B-Instruct \\\n    --tuner_type lora \\\n"
-                                       "    --deepspeed zero3_offload \\\n    --max_length 2048 \\\n    --per_device_train_batch_size 1\n")
+    path = write(
+        tmp_path,
+        "train.sh",
+        "NPROC_PER_NODE=4 \\\nswift sft \\\n    --model Qwen/Qwen2.5-VL-3B-Instruct \\\n    --tuner_type lora \\\n"
+        "    --deepspeed zero3_offload \\\n    --max_length 2048 \\\n    --per_device_train_batch_size 1\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     assert result.plan is not None and result.plan.setup.method == "lora"
     assert "4 x a100-80g" in result.summary[1] and "ZeRO-3 + offload optimizer/param" in result.summary[0]
 
 
 def test_llamafactory_cli_reads_its_yaml(tmp_path):
-    write(tmp_path, "qwen_lora.yaml", "model_name_or_path: Qwen/Qwen2.5-VL-3B-Instruct\nstage: dpo\nfinetuning_type: lora\nlora_rank: 8\n"
-                                      "pref_beta: 0.1\ncutoff_len: 2048\nper_device_train_batch_size: 1\nquantization_bit: 4\n")
+    write(
+        tmp_path,
+        "qwen_lora.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-VL-3B-Instruct\nstage: dpo\nfinetuning_type: lora\nlora_rank: 8\n"
+        "pref_beta: 0.1\ncutoff_len: 2048\nper_device_train_batch_size: 1\nquantization_bit: 4\n",
+    )
     path = write(tmp_path, "run.sh", "llamafactory-cli train qwen_lora.yaml\n")
     result = review([str(path)], gpu="a100-80g", gpus=1)
     assert result.plan.setup.method == "qlora"
@@ -97,23 +113,40 @@ def test_llamafactory_cli_reads_its_yaml(tmp_path):
 
 
 def test_python_file_read_with_ast_never_run(tmp_path):
-    docstring = write(tmp_path, "sft.py", '"""\nUsage:\n\naccelerate launch --num_processes 8 sft.py \\\n    --model_name_or_path '
-                                          'meta-llama/Llama-3.2-3B \\\n    --per_device_train_batch_size 2\n"""\nraise SystemExit("never run")\n')
+    docstring = write(
+        tmp_path,
+        "sft.py",
+        '"""\nUsage:\n\naccelerate launch --num_processes 8 sft.py \\\n    --model_name_or_path '
+        'meta-llama/Llama-3.2-3B \\\n    --per_device_train_batch_size 2\n"""\nraise SystemExit("never run")\n',
+    )
     result = review([str(docstring)], gpu="a100-80g")
     assert result.plan.setup.gradient_checkpointing and result.plan.setup.seq_len == 1024  # SFTConfig's own defaults
-    call = write(tmp_path, "train.py", "import sys\nsys.exit(1)\nfrom transformers import TrainingArguments\n"
-                                       "args = TrainingArguments(output_dir='out', per_device_train_batch_size=4, gradient_checkpointing=True, "
-                                       "learning_rate=compute())\n")
+    call = write(
+        tmp_path,
+        "train.py",
+        "import sys\nsys.exit(1)\nfrom transformers import TrainingArguments\n"
+        "args = TrainingArguments(output_dir='out', per_device_train_batch_size=4, gradient_checkpointing=True, "
+        "learning_rate=compute())\n",
+    )
     result = review([str(call)], gpu="a100-80g", gpus=1)
     assert result.plan is None and result.exit_code == 3  # no model named: incomplete, the rest checked
     assert find(result, key="learning_rate", text="computed when the script runs")
 
 
 def test_trl_sft_defaults_and_the_axolotl_failure_as_a_trl_script(tmp_path):
-    ds = write(tmp_path, "zero3.json", json.dumps({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto",
-                                                    "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}}))
-    path = write(tmp_path, "run.sh", f"accelerate launch --num_processes 8 trl/scripts/sft.py --model_name_or_path meta-llama/Llama-3.2-3B "
-                                     f"--max_length 4096 --per_device_train_batch_size 4 --gradient_checkpointing False --deepspeed {ds.name}\n")
+    ds = write(
+        tmp_path,
+        "zero3.json",
+        json.dumps(
+            {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}}
+        ),
+    )
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"accelerate launch --num_processes 8 trl/scripts/sft.py --model_name_or_path meta-llama/Llama-3.2-3B "
+        f"--max_length 4096 --per_device_train_batch_size 4 --gradient_checkpointing False --deepspeed {ds.name}\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     assert not find(result, key="--max_length", severity="warning")  # SFTConfig's own argument
     assert result.plan.setup.seq_len == 4096 and not result.plan.setup.gradient_checkpointing
@@ -122,8 +155,12 @@ def test_trl_sft_defaults_and_the_axolotl_failure_as_a_trl_script(tmp_path):
 
 def test_a_flag_the_pinned_transformers_accepts_is_a_note(tmp_path):
     write(tmp_path, "requirements.txt", "torch==2.1.2\ntransformers==4.37.2\n")
-    path = write(tmp_path, "scripts/run.sh", "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B "
-                                             "--model_max_length 512 --evaluation_strategy no --warmup_ratio 0.03\n")
+    path = write(
+        tmp_path,
+        "scripts/run.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B "
+        "--model_max_length 512 --evaluation_strategy no --warmup_ratio 0.03\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     [note] = find(result, key="--evaluation_strategy")
     assert note.severity == "info" and "pins transformers==4.37.2 (" in note.what
@@ -131,18 +168,37 @@ def test_a_flag_the_pinned_transformers_accepts_is_a_note(tmp_path):
 
 
 def test_sub_group_size_zero_with_offload_plans_host_ram(tmp_path):
-    ds = write(tmp_path, "ds.json", json.dumps({"zero_optimization": {"stage": 3, "sub_group_size": 0, "offload_optimizer": {"device": "cpu", "pin_memory": True},
-                                                                        "offload_param": {"device": "cpu", "pin_memory": True}},
-                                                 "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"}))
-    path = write(tmp_path, "run.sh", f"deepspeed --num_gpus 8 train.py --deepspeed {ds.name} --model_name_or_path meta-llama/Llama-3.2-3B "
-                                     "--model_max_length 512 --bf16 True\n")
+    ds = write(
+        tmp_path,
+        "ds.json",
+        json.dumps(
+            {
+                "zero_optimization": {
+                    "stage": 3,
+                    "sub_group_size": 0,
+                    "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                    "offload_param": {"device": "cpu", "pin_memory": True},
+                },
+                "bf16": {"enabled": "auto"},
+                "train_micro_batch_size_per_gpu": "auto",
+            }
+        ),
+    )
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"deepspeed --num_gpus 8 train.py --deepspeed {ds.name} --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 True\n",
+    )
     result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
     assert result.plan is not None and result.plan.host_breakdown["pinned_buffers"] > 0
 
 
 def test_image_tokens_at_the_datas_size_when_given_else_the_maximum_said(tmp_path):
-    path = write(tmp_path, "run.sh", "torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct "
-                                     "--model_max_length 2048 --max_pixels 1003520\n")
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct --model_max_length 2048 --max_pixels 1003520\n",
+    )
     at_max = review([str(path)], gpu="a100-80g")
     [said] = find(at_max, key="--image-tokens", text="planned at the maximum the files allow (1,280 per image)")
     assert at_max.plan.setup.image_tokens == 1280 and said.severity == "info"
@@ -151,8 +207,12 @@ def test_image_tokens_at_the_datas_size_when_given_else_the_maximum_said(tmp_pat
 
 
 def test_fsdp_from_the_trainers_flag_is_planned_as_fsdp(tmp_path):
-    path = write(tmp_path, "run.sh", "torchrun --nproc_per_node 4 train.py --model_name_or_path lmsys/vicuna-7b-v1.5 --model_max_length 2048 "
-                                     "--bf16 True --fsdp 'full_shard auto_wrap offload' --per_device_train_batch_size 2\n")
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 4 train.py --model_name_or_path lmsys/vicuna-7b-v1.5 --model_max_length 2048 "
+        "--bf16 True --fsdp 'full_shard auto_wrap offload' --per_device_train_batch_size 2\n",
+    )
     result = review([str(path)], gpu="a100-80g")
     assert result.plan.setup.engine == "fsdp" and result.plan.setup.zero.offload_params
     [said] = find(result, key="--fsdp", text="planned with")

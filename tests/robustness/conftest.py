@@ -1,11 +1,11 @@
 """Fixtures of the robustness tests: a private copy of the tree per case (see harness.py)."""
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
 import pytest
-
 from harness import REPO, TREE
 
 

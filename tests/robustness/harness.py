@@ -3,19 +3,17 @@
 Each case asserts: the exit code is the expected one (and in the documented set), no traceback,
 under its time limit (SIGALRM, so a blocking read is interrupted too), and no file outside the
 paths the case allows was created, changed or removed."""
+
 from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import sys
 import time
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = ("recipes", "deepspeed_configs", "model_configs", "launch")
@@ -79,8 +77,7 @@ def invoke(tree: Path, argv: list[str], allowed: tuple[str, ...] = (), limit: in
         sys.stdin = saved_stdin
     seconds = time.monotonic() - start
     after = snapshot(tree)
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
-                     and not any(k == a or k.startswith(a.rstrip("/") + "/") for a in allowed))
+    changed = sorted(
+        k for k in set(before) | set(after) if before.get(k) != after.get(k) and not any(k == a or k.startswith(a.rstrip("/") + "/") for a in allowed)
+    )
     return Result(code, out.getvalue(), err.getvalue(), seconds, changed)
-
-

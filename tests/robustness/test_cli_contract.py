@@ -1,6 +1,7 @@
 """The contract every command keeps: documented exit codes, an internal error is one line (the traceback
 only with -v or VRAMFIT_DEBUG=1), a reader that goes away (`| head -1`, a closed stdout) ends nothing
 badly, and where a run writes (its own folders only; resume trusts no marker blindly; cp is atomic)."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import REPO
 
-from harness import REPO, invoke
 from vramfit import outputs
 from vramfit.cli import build_parser, main
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_INTERNAL
@@ -67,15 +68,13 @@ def _closed_reader(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([*VRAMFIT, *argv], stdout=write, stderr=subprocess.PIPE, cwd=cwd, timeout=120,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        proc = subprocess.run([*VRAMFIT, *argv], stdout=write, stderr=subprocess.PIPE, cwd=cwd, timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     finally:
         os.close(write)
     return proc
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["list"], ["doctor", "crash.log"]],
-                         ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["doctor", "crash.log"]], ids=lambda a: " ".join(a))
 def test_reader_gone(argv, sandbox):
     (sandbox / "crash.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n" * 50)
     proc = _closed_reader(argv, sandbox)
@@ -86,8 +85,7 @@ def test_reader_gone(argv, sandbox):
 
 def test_head_one(sandbox):
     """`vramfit list | head -1`: exit status of vramfit 0, nothing on stderr."""
-    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {shlex_join(VRAMFIT)} list | head -1"], cwd=sandbox,
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {shlex_join(VRAMFIT)} list | head -1"], cwd=sandbox, capture_output=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.count(b"\n") == 1 and b"Traceback" not in proc.stderr, proc.stderr
 
 
@@ -141,11 +139,21 @@ def _checkpoint(out: Path, step: int, marker: str | None, weights: bytes = b"wei
     return ckpt
 
 
-@pytest.mark.parametrize("later", [
-    "not json", "", '{"step": "ten", "world_size": 6}', '{"step": 30}', '{"step": 30, "world_size": 0}', "[1, 2]",
-    '{"step": 30, "world_size": true}', '{"step": 30, "world_size": 6, "world_size": 6}', "\xff",
-    "EMPTY-WEIGHTS",
-])
+@pytest.mark.parametrize(
+    "later",
+    [
+        "not json",
+        "",
+        '{"step": "ten", "world_size": 6}',
+        '{"step": 30}',
+        '{"step": 30, "world_size": 0}',
+        "[1, 2]",
+        '{"step": 30, "world_size": true}',
+        '{"step": 30, "world_size": 6, "world_size": 6}',
+        "\xff",
+        "EMPTY-WEIGHTS",
+    ],
+)
 def test_resume_skips_what_it_cannot_trust(later, tmp_path):
     from vramfit.recipe import load
 
@@ -192,8 +200,7 @@ def test_inputs_refuse_fast(tmp_path):
     from vramfit.problems import ConfigError
 
     bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")))
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")))
     assert bomb.stat().st_size < 1200
     start = time.monotonic()
     with pytest.raises(ConfigError, match="expands to more than"):

@@ -5,6 +5,7 @@ codes it may end with, the paths it may write). Every case also asserts what mus
 traceback, an internal error (70) where none is expected, more than 30 s, or a file outside the
 allowed paths created, changed or removed. Run in-process through vramfit.cli.main.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from harness import DOCUMENTED, REPO, invoke
 
 RECIPE = "vlm-r1-h20"
@@ -132,16 +132,20 @@ BAD_VALUES = {
     "lora-list": ("model.lora", []),
     "summary-missing": ("summary", ...),
 }
-SPECIALS = {"deepspeed_configs/pipe.json": FIFO, "deepspeed_configs/loop.json": LOOP,
-            "model_configs/pipe.json": FIFO, "model_configs/loop.json": LOOP, "empty.log": ""}
+SPECIALS = {
+    "deepspeed_configs/pipe.json": FIFO,
+    "deepspeed_configs/loop.json": LOOP,
+    "model_configs/pipe.json": FIFO,
+    "model_configs/loop.json": LOOP,
+    "empty.log": "",
+}
 for label, (key, value) in BAD_VALUES.items():
     for command, argv in RECIPE_COMMANDS.items():
         add(Case(f"recipe-{label}-{command}", argv, {2}, {RECIPE_FILE: mutated(key, value), **SPECIALS}))
 
 # ------------------------------------------------------------------ 2. recipe files as bytes: the input layer
 
-BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
 RAW_RECIPES = {
     "duplicate-top-key": recipe_text(**{"method: grpo": "method: grpo\nmethod: full"}),
     "duplicate-nested-key": recipe_text(**{"  gpu: h20": "  gpu: h20\n  gpu: h100"}),
@@ -173,8 +177,14 @@ for label, content in RAW_RECIPES.items():
         add(Case(f"raw-{label}-{command}", RECIPE_COMMANDS[command], {2}, {RECIPE_FILE: content, "empty.log": ""}))
 
 # A valid recipe written with a YAML merge key: an explicit key over a merged one is not a duplicate.
-add(Case("raw-merge-key-ok", ["validate", RECIPE, "--no-plan"], {0},
-         {RECIPE_FILE: recipe_text(**{"hardware:\n  gpu: h20": "hardware:\n  <<: {gpu: h100, nodes: 1}\n  gpu: h20"})}))
+add(
+    Case(
+        "raw-merge-key-ok",
+        ["validate", RECIPE, "--no-plan"],
+        {0},
+        {RECIPE_FILE: recipe_text(**{"hardware:\n  gpu: h20": "hardware:\n  <<: {gpu: h100, nodes: 1}\n  gpu: h20"})},
+    )
+)
 
 # ------------------------------------------------------------------ 3. paths given on the command line
 
@@ -199,17 +209,32 @@ for label, path, planted in [
 # ------------------------------------------------------------------ 4. overrides
 
 OVERRIDES = {
-    "micro-0": "per_device_train_batch_size=0", "micro-true": "per_device_train_batch_size=true",
-    "micro-1e400": "per_device_train_batch_size=1e400", "micro-float-inf": "per_device_train_batch_size=.inf",
-    "micro-text": "per_device_train_batch_size=abc", "micro-list": "per_device_train_batch_size=[1]",
-    "micro-dict": "per_device_train_batch_size={a: 1}", "gpus-true": "hardware.gpus_per_node=true",
-    "gpus-17": "hardware.gpus_per_node=17", "num-generations-0": "num_generations=0",
-    "deepspeed-dev-zero": "deepspeed=/dev/zero", "deepspeed-etc": "deepspeed=/etc/passwd",
-    "section-as-leaf": "hardware=3", "leaf-as-section": "hardware.gpu.x=1", "space-in-key": "a b=1",
-    "empty-key": "=1", "dots": "training..x=1", "env-metachar": "env.A;touch PWNED=1", "name-newline": "name=vlm-r1-h20\n",
-    "long-key": "k" * 100000 + "=1", "nul": "summary=a\x00b", "unknown": "per_device_train_batch=4",
-    "nodes-2000": "hardware.nodes=2000", "lr-1e400": "learning_rate=1e400",
-    "global-1e12": "global_batch_size=1000000000000", "accumulation-1e12": "gradient_accumulation_steps=1000000000000",
+    "micro-0": "per_device_train_batch_size=0",
+    "micro-true": "per_device_train_batch_size=true",
+    "micro-1e400": "per_device_train_batch_size=1e400",
+    "micro-float-inf": "per_device_train_batch_size=.inf",
+    "micro-text": "per_device_train_batch_size=abc",
+    "micro-list": "per_device_train_batch_size=[1]",
+    "micro-dict": "per_device_train_batch_size={a: 1}",
+    "gpus-true": "hardware.gpus_per_node=true",
+    "gpus-17": "hardware.gpus_per_node=17",
+    "num-generations-0": "num_generations=0",
+    "deepspeed-dev-zero": "deepspeed=/dev/zero",
+    "deepspeed-etc": "deepspeed=/etc/passwd",
+    "section-as-leaf": "hardware=3",
+    "leaf-as-section": "hardware.gpu.x=1",
+    "space-in-key": "a b=1",
+    "empty-key": "=1",
+    "dots": "training..x=1",
+    "env-metachar": "env.A;touch PWNED=1",
+    "name-newline": "name=vlm-r1-h20\n",
+    "long-key": "k" * 100000 + "=1",
+    "nul": "summary=a\x00b",
+    "unknown": "per_device_train_batch=4",
+    "nodes-2000": "hardware.nodes=2000",
+    "lr-1e400": "learning_rate=1e400",
+    "global-1e12": "global_batch_size=1000000000000",
+    "accumulation-1e12": "gradient_accumulation_steps=1000000000000",
 }
 for label, item in OVERRIDES.items():
     for command in ("validate", "plan", "dry-run"):
@@ -298,11 +323,17 @@ add(Case("model-config-million-layers", PLAN_ARGS, {1, 2}, {"m.json": cfg(num_hi
 for label, planted in (("fifo", FIFO), ("dir", DIR), ("loop", LOOP), ("dev-zero", link("/dev/zero"))):
     add(Case(f"model-config-{label}", PLAN_ARGS, {2}, {"m.json": planted}))
 for label, extra in {
-    "micro-0": ["per_device_train_batch_size=0"], "micro-true": ["per_device_train_batch_size=true"],
-    "unknown-optim": ["optim=adamq"], "seq-negative": ["seq_len=-1"], "seq-1e400": ["seq_len=1e400"],
-    "bad-regex": ["method=lora", "lora_target_modules=(unclosed"], "lora-r-0": ["method=lora", "lora_r=0"],
-    "num-generations-0": ["method=grpo", "num_generations=0"], "unknown-key": ["per_device_batch=2"],
-    "stray-word": ["hello"], "deepspeed-zero4": ["deepspeed=zero4"],
+    "micro-0": ["per_device_train_batch_size=0"],
+    "micro-true": ["per_device_train_batch_size=true"],
+    "unknown-optim": ["optim=adamq"],
+    "seq-negative": ["seq_len=-1"],
+    "seq-1e400": ["seq_len=1e400"],
+    "bad-regex": ["method=lora", "lora_target_modules=(unclosed"],
+    "lora-r-0": ["method=lora", "lora_r=0"],
+    "num-generations-0": ["method=grpo", "num_generations=0"],
+    "unknown-key": ["per_device_batch=2"],
+    "stray-word": ["hello"],
+    "deepspeed-zero4": ["deepspeed=zero4"],
 }.items():
     add(Case(f"model-args-{label}", [*PLAN_ARGS, *extra], {2}, {"m.json": cfg()}))
 for label, argv in {
@@ -318,20 +349,32 @@ for label, argv in {
     "plot-missing-folder": ["plan", RECIPE, "--plot", "nope/x.png"],
     "two-recipes": ["plan", RECIPE, LORA],
 }.items():
-    add(Case(f"plan-flags-{label}", argv, {2}, {"s4.json": ds(zero_optimization__stage=4),
-                                                 "opt.json": ds(optimizer={"type": "AdamQ"})}))
+    add(Case(f"plan-flags-{label}", argv, {2}, {"s4.json": ds(zero_optimization__stage=4), "opt.json": ds(optimizer={"type": "AdamQ"})}))
 
 # ------------------------------------------------------------------ 7. doctor: logs as files that never end, and logs with wild numbers
 
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-       "of 79.15 GiB of which 1.50 GiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch\n")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+    "of 79.15 GiB of which 1.50 GiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch\n"
+)
 for label, planted, expect in [
-    ("fifo", FIFO, {2}), ("dev-zero", link("/dev/zero"), {2}), ("dir", DIR, {2}), ("loop", LOOP, {2}),
-    ("missing", None, {2}), ("binary", bytes(range(256)) * 64, {0}), ("latin1", "caf\xe9\n".encode("latin-1") * 100, {0}),
-    ("empty", "", {0}), ("long-line", "x" * 5_000_000, {0}), ("oom", OOM, {0}),
-    ("huge-numbers", OOM.replace("2.00 GiB", "1e300 GiB").replace("79.15", "1e308")
-     + "per_device_train_batch_size=1000000000000 gradient_accumulation_steps=1000000000000 world_size=1000000000000 "
-     "num_generations=999999999999 max_completion_length=100000000000000\n", {0}),
+    ("fifo", FIFO, {2}),
+    ("dev-zero", link("/dev/zero"), {2}),
+    ("dir", DIR, {2}),
+    ("loop", LOOP, {2}),
+    ("missing", None, {2}),
+    ("binary", bytes(range(256)) * 64, {0}),
+    ("latin1", "caf\xe9\n".encode("latin-1") * 100, {0}),
+    ("empty", "", {0}),
+    ("long-line", "x" * 5_000_000, {0}),
+    ("oom", OOM, {0}),
+    (
+        "huge-numbers",
+        OOM.replace("2.00 GiB", "1e300 GiB").replace("79.15", "1e308")
+        + "per_device_train_batch_size=1000000000000 gradient_accumulation_steps=1000000000000 world_size=1000000000000 "
+        "num_generations=999999999999 max_completion_length=100000000000000\n",
+        {0},
+    ),
     ("nul-bytes", b"\x00" * 100000 + OOM.encode(), {0}),
     ("many-lines", "ok\n" * 200000 + OOM, {0}),
 ]:
@@ -378,19 +421,35 @@ for label, planted, argv, expect in [
 def unchanged(rel: str, content: str):
     def check(tree: Path, result) -> None:
         assert (tree / rel).read_text() == content, f"{rel} was overwritten"
+
     return check
 
 
 DRY = ["run", RECIPE, "--dry-run"]
 add(
-    Case("write-dry-run-over-users-deepspeed-json", [*DRY, "--run-dir", "mine"], {2}, {"mine/deepspeed.json": '{"mine": 1}'},
-         must=unchanged("mine/deepspeed.json", '{"mine": 1}')),
+    Case(
+        "write-dry-run-over-users-deepspeed-json",
+        [*DRY, "--run-dir", "mine"],
+        {2},
+        {"mine/deepspeed.json": '{"mine": 1}'},
+        must=unchanged("mine/deepspeed.json", '{"mine": 1}'),
+    ),
     Case("write-dry-run-over-users-env-json", [*DRY, "--run-dir", "mine"], {2}, {"mine/env.json": "{}"}, must=unchanged("mine/env.json", "{}")),
     Case("write-dry-run-users-notes", [*DRY, "--run-dir", "mine"], {2}, {"mine/notes.txt": "keep"}, must=unchanged("mine/notes.txt", "keep")),
-    Case("write-dry-run-overwrite-never-moves", [*DRY, "--run-dir", "mine", "--overwrite"], {2}, {"mine/notes.txt": "keep"},
-         must=unchanged("mine/notes.txt", "keep")),
-    Case("write-smoke-dry-run-users-files", ["run", RECIPE, "--smoke", "--dry-run", "--run-dir", "mine"], {2},
-         {"mine/config.json": "{}"}, must=unchanged("mine/config.json", "{}")),
+    Case(
+        "write-dry-run-overwrite-never-moves",
+        [*DRY, "--run-dir", "mine", "--overwrite"],
+        {2},
+        {"mine/notes.txt": "keep"},
+        must=unchanged("mine/notes.txt", "keep"),
+    ),
+    Case(
+        "write-smoke-dry-run-users-files",
+        ["run", RECIPE, "--smoke", "--dry-run", "--run-dir", "mine"],
+        {2},
+        {"mine/config.json": "{}"},
+        must=unchanged("mine/config.json", "{}"),
+    ),
     Case("write-run-dir-root", [*DRY, "--run-dir", "/"], {2}),
     Case("write-run-dir-cwd", [*DRY, "--run-dir", "."], {2}),
     Case("write-run-dir-parent", [*DRY, "--run-dir", ".."], {2}),
@@ -398,8 +457,7 @@ add(
     Case("write-run-dir-is-file", [*DRY, "--run-dir", "afile"], {2}, {"afile": "x"}, must=unchanged("afile", "x")),
     Case("write-run-dir-under-file", [*DRY, "--run-dir", "afile/sub"], {2}, {"afile": "x"}),
     Case("write-run-dir-too-long", [*DRY, "--run-dir", "d/" * 2100], {2}),
-    Case("write-run-dir-fresh", [*DRY, "--run-dir", "runs/fresh"], {0}, allowed=("runs/fresh",),
-         must=lambda tree, r: _paste_safe(r.out)),
+    Case("write-run-dir-fresh", [*DRY, "--run-dir", "runs/fresh"], {0}, allowed=("runs/fresh",), must=lambda tree, r: _paste_safe(r.out)),
     Case("write-run-dir-empty-existing", [*DRY, "--run-dir", "emptydir"], {0}, {"emptydir": DIR}, allowed=("emptydir",)),
     Case("write-port-70000", [*DRY, "--master-port", "70000"], {2}),
     Case("write-port-0", [*DRY, "--master-port", "0"], {2}),
@@ -412,12 +470,26 @@ add(
     Case("write-nodes-without-smoke", [*DRY, "--nodes", "2"], {2}),
     Case("write-resume-and-overwrite", ["run", RECIPE, "--resume", "--overwrite", "--run-dir", "r"], {2}),
     Case("write-slurm-port-70000", ["slurm", RECIPE, "--master-port", "70000"], {2}),
-    Case("write-hostfile-fifo", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"], {0, 2},
-         {"hf": FIFO}, allowed=("runs/h",)),
-    Case("write-hostfile-dev-zero", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "/dev/zero", "--run-dir", "runs/h"],
-         {0, 2}, allowed=("runs/h",)),
-    Case("write-hostfile-binary", ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"], {0, 2},
-         {"hf": b"\xff\xfe" * 1000}, allowed=("runs/h",)),
+    Case(
+        "write-hostfile-fifo",
+        ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"],
+        {0, 2},
+        {"hf": FIFO},
+        allowed=("runs/h",),
+    ),
+    Case(
+        "write-hostfile-dev-zero",
+        ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "/dev/zero", "--run-dir", "runs/h"],
+        {0, 2},
+        allowed=("runs/h",),
+    ),
+    Case(
+        "write-hostfile-binary",
+        ["run", "sharegpt4v-7b-16xa100-80g", "--dry-run", "--hostfile", "hf", "--run-dir", "runs/h"],
+        {0, 2},
+        {"hf": b"\xff\xfe" * 1000},
+        allowed=("runs/h",),
+    ),
 )
 
 
@@ -433,42 +505,70 @@ def _paste_safe(out: str) -> None:
     assert shlex.split(lines[lines.index("## the same, quoted for a shell") + 1]) == argv
 
 
-add(Case("paste-env-value-with-payload", [*DRY, "--run-dir", "runs/p", "env.NCCL_DEBUG=$(touch PWNED); `id`\nX=1"], {0},
-         allowed=("runs/p",), must=lambda tree, r: _paste_safe(r.out)))
-add(Case("paste-override-with-quotes-slurm", ["slurm", RECIPE, "summary=it's \"quoted\" $(id)"], {0},
-         must=lambda tree, r: _slurm_safe(r.out)))
+add(
+    Case(
+        "paste-env-value-with-payload",
+        [*DRY, "--run-dir", "runs/p", "env.NCCL_DEBUG=$(touch PWNED); `id`\nX=1"],
+        {0},
+        allowed=("runs/p",),
+        must=lambda tree, r: _paste_safe(r.out),
+    )
+)
+add(Case("paste-override-with-quotes-slurm", ["slurm", RECIPE, 'summary=it\'s "quoted" $(id)'], {0}, must=lambda tree, r: _slurm_safe(r.out)))
 
 
 def _slurm_safe(out: str) -> None:
     run_line = next(line for line in out.splitlines() if '"$vramfit" run' in line)
     words = shlex.split(run_line)
-    assert "summary=it's \"quoted\" $(id)" in words, run_line
+    assert 'summary=it\'s "quoted" $(id)' in words, run_line
     assert not any(line.startswith("#SBATCH") and "$(" in line for line in out.splitlines())
 
 
 # ------------------------------------------------------------------ 10. cp and slurm flags
 
 for label, name, expect in [
-    ("trailing-newline", "vlm-r1-4xa100-40g\n", {2}), ("leading-dotdot", "../evil-h20", {2}), ("slash", "a/b-h20", {2}),
-    ("uppercase", "VLM-h20", {2}), ("no-gpu", "vlm-r1", {2}), ("existing", RECIPE, {2}), ("empty", "", {2}),
-    ("nul", "vlm-r1-h20x\x00", {2}), ("space", "vlm r1-h20", {2}), ("very-long", "a" * 300 + "-h20", {2}),
+    ("trailing-newline", "vlm-r1-4xa100-40g\n", {2}),
+    ("leading-dotdot", "../evil-h20", {2}),
+    ("slash", "a/b-h20", {2}),
+    ("uppercase", "VLM-h20", {2}),
+    ("no-gpu", "vlm-r1", {2}),
+    ("existing", RECIPE, {2}),
+    ("empty", "", {2}),
+    ("nul", "vlm-r1-h20x\x00", {2}),
+    ("space", "vlm r1-h20", {2}),
+    ("very-long", "a" * 300 + "-h20", {2}),
 ]:
     add(Case(f"cp-{label}", ["cp", RECIPE, name], expect))
 add(Case("cp-missing-source", ["cp", "no-such-recipe", "copy-of-nothing-h20"], {2}))
-add(Case("cp-ok", ["cp", RECIPE, "vlm-r1-copy-h20"], {0}, allowed=("recipes/vlm-r1-copy-h20",),
-         must=lambda tree, r: (tree / "recipes/vlm-r1-copy-h20/recipe.yaml").is_file()
-         and not list((tree / "recipes").glob(".*tmp"))))
+add(
+    Case(
+        "cp-ok",
+        ["cp", RECIPE, "vlm-r1-copy-h20"],
+        {0},
+        allowed=("recipes/vlm-r1-copy-h20",),
+        must=lambda tree, r: (tree / "recipes/vlm-r1-copy-h20/recipe.yaml").is_file() and not list((tree / "recipes").glob(".*tmp")),
+    )
+)
 for label, flags in [
-    ("time-newline", ["--time", "1:00:00\n#SBATCH --wrap=id"]), ("time-text", ["--time", "soon"]),
-    ("partition-space", ["--partition", "a b"]), ("partition-newline", ["--partition", "gpu\n"]),
-    ("account-subshell", ["--account", "$(id)"]), ("two-recipes", [LORA]),
+    ("time-newline", ["--time", "1:00:00\n#SBATCH --wrap=id"]),
+    ("time-text", ["--time", "soon"]),
+    ("partition-space", ["--partition", "a b"]),
+    ("partition-newline", ["--partition", "gpu\n"]),
+    ("account-subshell", ["--account", "$(id)"]),
+    ("two-recipes", [LORA]),
 ]:
     add(Case(f"slurm-{label}", ["slurm", RECIPE, *flags], {2}))
 
 # ------------------------------------------------------------------ 11. usage
 
-for label, argv in [("no-command", []), ("unknown-command", ["frobnicate"]), ("unknown-flag", ["validate", "--frob"]),
-                    ("show-nothing", ["show"]), ("run-nothing", ["run"]), ("show-two", ["show", RECIPE, LORA])]:
+for label, argv in [
+    ("no-command", []),
+    ("unknown-command", ["frobnicate"]),
+    ("unknown-flag", ["validate", "--frob"]),
+    ("show-nothing", ["show"]),
+    ("run-nothing", ["run"]),
+    ("show-two", ["show", RECIPE, LORA]),
+]:
     add(Case(f"usage-{label}", argv, {2}))
 
 

@@ -11,6 +11,7 @@ bug), no traceback, under 30 s, the process's peak RSS under 2 GiB above where i
 outside the run's own folder created or changed. Hypothesis's database is off (nothing written into
 the repository) and examples are derandomized, so CI reproduces them.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,19 +23,22 @@ import typing
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-from pydantic import BaseModel
-
 from harness import REPO, TREE, invoke
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from pydantic import BaseModel
 
 # VRAMFIT_FUZZ_EXAMPLES=200 for a longer hunt (random, not derandomized); CI runs 12 per property.
 EXAMPLES = int(os.environ.get("VRAMFIT_FUZZ_EXAMPLES", "12"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=EXAMPLES == 12, print_blob=True,
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: a failing example is shown as drawn
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=EXAMPLES == 12,
+    print_blob=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: a failing example is shown as drawn
+    suppress_health_check=list(HealthCheck),
+)
 EXPECTED = {0, 1, 2, 3}
 RSS_BUDGET_KIB = 2 * 1024 * 1024
 RECIPES = sorted(p.name for p in (REPO / "recipes").iterdir() if (p / "recipe.yaml").is_file())
@@ -86,10 +90,8 @@ def check(tree: Path, argv: list[str], allowed=("runs/p",), stdin: bytes | None 
 # ------------------------------------------------------------------ values, from annotations
 
 JUNK = st.sampled_from(["", "auto", "$(touch PWNED)", "a\nb", "1e400", "-1", "0", "true", "ü🚀", "../../etc/passwd", "\t", "null"])
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=True, allow_infinity=True),
-                    st.text(max_size=30), JUNK)
-ANY = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                     st.dictionaries(st.text(max_size=10), inner, max_size=3)), max_leaves=5)
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30), JUNK)
+ANY = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)), max_leaves=5)
 
 
 def _bounds(metadata) -> list[float]:
@@ -173,9 +175,12 @@ def _training_fields() -> list[str]:
 def overrides(draw):
     from vramfit.recipe import TOP_LEVEL
 
-    keys = st.one_of(st.sampled_from(_training_fields()), st.sampled_from(TOP_LEVEL),
-                     st.sampled_from(["hardware.gpus_per_node", "hardware.nodes", "data.max_length", "model.lora.r", "env.X"]),
-                     st.text(min_size=1, max_size=12))
+    keys = st.one_of(
+        st.sampled_from(_training_fields()),
+        st.sampled_from(TOP_LEVEL),
+        st.sampled_from(["hardware.gpus_per_node", "hardware.nodes", "data.max_length", "model.lora.r", "env.X"]),
+        st.text(min_size=1, max_size=12),
+    )
     values = st.one_of(st.integers(-2, 2**40).map(str), JUNK, st.text(max_size=20), st.sampled_from(["[1]", "{a: 1}", ".inf", "1e400"]))
     return [f"{draw(keys)}={draw(values)}" for _ in range(draw(st.integers(1, 3)))]
 
@@ -190,9 +195,13 @@ def test_recipes(case, command):
     with sandbox() as tree:
         (tree / "recipes" / name / "recipe.yaml").write_text(yaml.safe_dump(data, allow_unicode=True))
         (tree / "empty.log").write_text("")
-        argv = {"validate": ["validate", name, "--no-plan"], "plan": ["plan", name],
-                "dry-run": ["run", name, "--dry-run", "--run-dir", "runs/p"], "slurm": ["slurm", name],
-                "doctor": ["doctor", "empty.log", "--recipe", name]}[command]
+        argv = {
+            "validate": ["validate", name, "--no-plan"],
+            "plan": ["plan", name],
+            "dry-run": ["run", name, "--dry-run", "--run-dir", "runs/p"],
+            "slurm": ["slurm", name],
+            "doctor": ["doctor", "empty.log", "--recipe", name],
+        }[command]
         check(tree, argv)
         assert not (tree / "PWNED").exists()
 
@@ -201,8 +210,12 @@ def test_recipes(case, command):
 @given(items=overrides(), recipe=st.sampled_from(RECIPES), command=st.sampled_from(["validate", "plan", "dry-run", "slurm"]))
 def test_overrides(items, recipe, command):
     with sandbox() as tree:
-        argv = {"validate": ["validate", recipe, "--no-plan"], "plan": ["plan", recipe],
-                "dry-run": ["run", recipe, "--dry-run", "--run-dir", "runs/p"], "slurm": ["slurm", recipe]}[command]
+        argv = {
+            "validate": ["validate", recipe, "--no-plan"],
+            "plan": ["plan", recipe],
+            "dry-run": ["run", recipe, "--dry-run", "--run-dir", "runs/p"],
+            "slurm": ["slurm", recipe],
+        }[command]
         check(tree, [*argv, *items])
 
 
@@ -243,12 +256,27 @@ def test_deepspeed_jsons(case, command):
     name, text = case
     with sandbox() as tree:
         (tree / "deepspeed_configs" / name).write_text(text)
-        recipe = next(r for r in RECIPES if f"deepspeed_configs/{name}" in (REPO / "recipes" / r / "recipe.yaml").read_text()) \
-            if any(f"deepspeed_configs/{name}" in (REPO / "recipes" / r / "recipe.yaml").read_text() for r in RECIPES) else RECIPES[0]
-        argv = {"validate": ["validate", recipe, "--no-plan"], "plan": ["plan", recipe],
-                "dry-run": ["run", recipe, "--dry-run", "--run-dir", "runs/p"],
-                "model-config": ["plan", "--model-config", "model_configs/llama-3.2-3b.json", "--gpu", "a100-80g", "--gpus", "8",
-                                 "--deepspeed", f"deepspeed_configs/{name}"]}[command]
+        recipe = (
+            next(r for r in RECIPES if f"deepspeed_configs/{name}" in (REPO / "recipes" / r / "recipe.yaml").read_text())
+            if any(f"deepspeed_configs/{name}" in (REPO / "recipes" / r / "recipe.yaml").read_text() for r in RECIPES)
+            else RECIPES[0]
+        )
+        argv = {
+            "validate": ["validate", recipe, "--no-plan"],
+            "plan": ["plan", recipe],
+            "dry-run": ["run", recipe, "--dry-run", "--run-dir", "runs/p"],
+            "model-config": [
+                "plan",
+                "--model-config",
+                "model_configs/llama-3.2-3b.json",
+                "--gpu",
+                "a100-80g",
+                "--gpus",
+                "8",
+                "--deepspeed",
+                f"deepspeed_configs/{name}",
+            ],
+        }[command]
         check(tree, argv)
 
 
@@ -286,12 +314,12 @@ def log_text(draw):
     for _ in range(draw(st.integers(1, 3))):
         source = draw(st.sampled_from(LOGS)).read_bytes().splitlines()
         start = draw(st.integers(0, max(0, len(source) - 1)))
-        lines += source[start:start + draw(st.integers(1, 60))]
+        lines += source[start : start + draw(st.integers(1, 60))]
     text = b"\n".join(lines).decode("utf-8", "replace")
     digits = [i for i, ch in enumerate(text) if ch.isdigit()]
     for _ in range(min(len(digits), draw(st.integers(0, 8)))):
         i = draw(st.sampled_from(digits))
-        text = text[:i] + draw(NUMBERS) + text[i + 1:]
+        text = text[:i] + draw(NUMBERS) + text[i + 1 :]
     if draw(st.booleans()):
         text += draw(st.text(max_size=200))
     return text.encode("utf-8", "surrogatepass") if draw(st.booleans()) else text.encode("latin-1", "replace")
@@ -308,16 +336,21 @@ def test_logs(log, recipe, as_json):
 @st.composite
 def launch_script(draw):
     fields = _training_fields()
-    launcher = draw(st.sampled_from(["torchrun --nproc_per_node {n}", "deepspeed --num_gpus {n}", "accelerate launch --num_processes {n}",
-                                     "python"]))
+    launcher = draw(st.sampled_from(["torchrun --nproc_per_node {n}", "deepspeed --num_gpus {n}", "accelerate launch --num_processes {n}", "python"]))
     flags = []
     for _ in range(draw(st.integers(0, 8))):
         key = draw(st.sampled_from(fields))
         flags.append(f"--{key} {draw(st.one_of(NUMBERS, JUNK.map(repr), st.sampled_from(['true', 'false', 'ds.json'])))}")
     model = draw(st.sampled_from(["Qwen/Qwen2.5-VL-3B-Instruct", "meta-llama/Llama-3.2-3B", "lmsys/vicuna-7b-v1.5", "unknown/model", ""]))
     n = draw(st.one_of(st.integers(-1, 64).map(str), JUNK))
-    return ("#!/bin/bash\nset -e\n" + draw(st.sampled_from(["", "export NCCL_DEBUG=INFO\n", "GPUS=8\n"]))
-            + launcher.format(n=n) + f" train.py --model_name_or_path {model} --deepspeed ds.json " + " \\\n  ".join(flags) + "\n")
+    return (
+        "#!/bin/bash\nset -e\n"
+        + draw(st.sampled_from(["", "export NCCL_DEBUG=INFO\n", "GPUS=8\n"]))
+        + launcher.format(n=n)
+        + f" train.py --model_name_or_path {model} --deepspeed ds.json "
+        + " \\\n  ".join(flags)
+        + "\n"
+    )
 
 
 @SETTINGS

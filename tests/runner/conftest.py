@@ -1,4 +1,5 @@
 """A private copy of the repository tree per test, so broken variants never touch the real files."""
+
 from __future__ import annotations
 
 import shutil

@@ -4,6 +4,7 @@
 command they expand to is run in-process. Smoke runs (`SMOKE=1`) are run by tests/train, which
 parametrises over the same recipes; `make test` is what CI runs.
 """
+
 from __future__ import annotations
 
 import re

@@ -2,6 +2,7 @@
 every invalid input exits 2 with a message, and nothing is launched or written.
 
 The counts of what was tried and rejected are printed (pytest -s) for the closing notes."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from vramfit.cli import main
 
@@ -21,12 +21,14 @@ RECIPE = "vlm-r1-h20"
 TALLY: Counter = Counter()
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
     st.sampled_from(["auto", "8", "1e-5", "ü🚀", "$(touch CANARY)", "a;b", "`id`", "x\ny", "'\"", "../../etc/passwd", ""]),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                        st.dictionaries(st.text(max_size=12), inner, max_size=3)), max_leaves=6)
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=12), inner, max_size=3)), max_leaves=6)
 
 
 def _paths(node, prefix=()):
@@ -74,8 +76,7 @@ def _check(tree, capsys, argv):
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
-FORMATS = {"yaml": (yaml.safe_load, lambda doc: yaml.safe_dump(doc, allow_unicode=True)),
-           "json": (json.loads, lambda doc: json.dumps(doc, allow_nan=True))}
+FORMATS = {"yaml": (yaml.safe_load, lambda doc: yaml.safe_dump(doc, allow_unicode=True)), "json": (json.loads, lambda doc: json.dumps(doc, allow_nan=True))}
 
 
 def _fuzz_file(tree, capsys, data, relative: str, kind: str) -> None:
@@ -104,9 +105,26 @@ def test_fuzzed_deepspeed_json(tree, capsys, data):
     _fuzz_file(tree, capsys, data, "deepspeed_configs/zero3.json", "json")
 
 
-override_keys = st.sampled_from(["per_device_train_batch_size", "learning_rate", "num_generations", "hardware.gpu",
-                                 "hardware.gpus_per_node", "data.max_pixels", "model.train.vision_tower", "env.X",
-                                 "deepspeed", "global_batch_size", "model", "training", "a.b.c", "", "1abc", "model.lora.r"])
+override_keys = st.sampled_from(
+    [
+        "per_device_train_batch_size",
+        "learning_rate",
+        "num_generations",
+        "hardware.gpu",
+        "hardware.gpus_per_node",
+        "data.max_pixels",
+        "model.train.vision_tower",
+        "env.X",
+        "deepspeed",
+        "global_batch_size",
+        "model",
+        "training",
+        "a.b.c",
+        "",
+        "1abc",
+        "model.lora.r",
+    ]
+)
 
 
 @FUZZ
@@ -150,8 +168,10 @@ def test_report_tally(capsys):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("overrides", [["global_batch_size=1000000000000"], ["global_batch_size=999999999990"],
-                                       ["per_device_train_batch_size=1000000000000", "global_batch_size=8000000000000"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [["global_batch_size=1000000000000"], ["global_batch_size=999999999990"], ["per_device_train_batch_size=1000000000000", "global_batch_size=8000000000000"]],
+)
 def test_absurd_batch_sizes_are_refused_quickly(tree, capsys, overrides):
     """Found by the fuzzer: the batch fix searched every integer up to global_batch_size (minutes)."""
     _check(tree, capsys, ["run", RECIPE, "--dry-run", *overrides])

@@ -1,10 +1,10 @@
 """Several nodes: preflight refusals, the rendered sbatch script, and a real two-node smoke run
 over loopback (two launcher processes, one rank each), including a node that never arrives and a
 node that dies."""
+
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -46,8 +46,7 @@ def refused_hostfile(tree, capsys, text: str) -> str:
     """The 8-GPU recipe on 2 nodes with this hostfile: refused, and the error text."""
     hostfile = tree / "hostfile"
     hostfile.write_text(text)
-    return refused(capsys, "run", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2",
-                   "--force", "--hostfile", str(hostfile))
+    return refused(capsys, "run", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2", "--force", "--hostfile", str(hostfile))
 
 
 def test_hostfile_slots_and_hosts_checked(tree, capsys):
@@ -83,8 +82,7 @@ def test_slurm_nodes_must_match(tree, capsys, monkeypatch):
 
 
 def test_dry_run_of_node_one_renders_rendezvous(tree, capsys):
-    assert main(["run", MULTI, "--dry-run", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "29511",
-                 "--run-dir", str(tree / "r")]) == 0
+    assert main(["run", MULTI, "--dry-run", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "29511", "--run-dir", str(tree / "r")]) == 0
     launch = json.loads((tree / "r" / "node1" / "launch.json").read_text())
     argv = launch["argv"]
     assert "--nnodes=2" in argv and "--node-rank=1" in argv and "--rdzv-backend=c10d" in argv
@@ -102,7 +100,7 @@ def test_sbatch_script_for_two_nodes(tree):
     path = tree / "job.sbatch"
     path.write_text(text)
     directives = [l for l in text.splitlines() if l.startswith("#SBATCH")]
-    options = dict(l[len("#SBATCH "):].partition("=")[::2] for l in directives)
+    options = dict(l[len("#SBATCH ") :].partition("=")[::2] for l in directives)
     assert options["--nodes"] == "2" and options["--gpus-per-node"] == "8" and options["--time"] == "08:00:00"
     assert options["--partition"] == "gpu"
     assert not any("$" in l for l in directives), "sbatch does not expand variables in #SBATCH lines"
@@ -122,16 +120,23 @@ def test_sbatch_refuses_bad_slurm_values(tree):
 
 def test_sbatch_for_deepspeed_launcher_writes_hostfile(tree):
     assert "hostfile" not in sbatch(tree)  # the torchrun recipe rendezvouses without one
-    text = subprocess.run([*VRAMFIT, "slurm", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2", "--force"],
-                          capture_output=True, text=True, cwd=tree, check=True).stdout
+    text = subprocess.run(
+        [*VRAMFIT, "slurm", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2", "--force"],
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        check=True,
+    ).stdout
     assert 'slots=8/" > "$run_dir/hostfile"' in text and "--no-ssh" in text
 
 
 # --- real launches: two launcher processes on loopback, one rank each ---------------------------
 
+
 def _smoke(tree, run_dir, *extra, recipe=MULTI, timeout=600):
-    return subprocess.run([*VRAMFIT, "run", recipe, "--smoke", "--nodes", "2", "--run-dir", str(run_dir), *extra],
-                          capture_output=True, text=True, cwd=tree, timeout=timeout)
+    return subprocess.run(
+        [*VRAMFIT, "run", recipe, "--smoke", "--nodes", "2", "--run-dir", str(run_dir), *extra], capture_output=True, text=True, cwd=tree, timeout=timeout
+    )
 
 
 def _losses(log: Path) -> list[float]:
@@ -140,8 +145,7 @@ def _losses(log: Path) -> list[float]:
 
 # One recipe per engine: torchrun (c10d rendezvous), the DeepSpeed launcher in its per-node mode
 # (hostfile + --no_ssh + --node_rank), accelerate with a two-machine config.
-NODE_FLAG = {"sharegpt4v-7b-16xa100-80g": "--node-rank={}", "sharegpt4v-7b-8xa100-40g": "--node_rank={}",
-             "axolotl-llama-3b-8xa100-80g": "--machine_rank={}"}
+NODE_FLAG = {"sharegpt4v-7b-16xa100-80g": "--node-rank={}", "sharegpt4v-7b-8xa100-40g": "--node_rank={}", "axolotl-llama-3b-8xa100-80g": "--machine_rank={}"}
 
 
 @pytest.mark.slow
@@ -165,8 +169,15 @@ def test_two_node_smoke_run_agrees_on_the_loss(tree, recipe):
 @pytest.mark.slow
 def test_a_node_that_never_arrives_fails_in_bounded_time(tree):
     run_dir = tree / "runs" / "alone"
-    assert subprocess.run([*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "--join-timeout", "15",
-                           "--run-dir", str(run_dir)], capture_output=True, text=True, cwd=tree).returncode == 0
+    assert (
+        subprocess.run(
+            [*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "--join-timeout", "15", "--run-dir", str(run_dir)],
+            capture_output=True,
+            text=True,
+            cwd=tree,
+        ).returncode
+        == 0
+    )
     argv = json.loads((run_dir / "node0" / "launch.json").read_text())["argv"]
     start = time.time()
     result = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tree)
@@ -180,8 +191,15 @@ def test_a_node_that_never_arrives_fails_in_bounded_time(tree):
 def _two_nodes_training(tree, name: str, *overrides: str) -> tuple[Path, list[subprocess.Popen]]:
     """Both nodes of the two-node smoke run started by hand (as on two hosts), once node 0 has logged a loss."""
     run_dir = tree / "runs" / name
-    assert subprocess.run([*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "max_steps=400", *overrides,
-                           "--run-dir", str(run_dir)], capture_output=True, text=True, cwd=tree).returncode == 0
+    assert (
+        subprocess.run(
+            [*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "max_steps=400", *overrides, "--run-dir", str(run_dir)],
+            capture_output=True,
+            text=True,
+            cwd=tree,
+        ).returncode
+        == 0
+    )
     procs = []
     for rank in (0, 1):
         argv = json.loads((run_dir / f"node{rank}" / "launch.json").read_text())["argv"]

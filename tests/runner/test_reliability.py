@@ -1,5 +1,6 @@
 """The runner never makes a failure worse: literal arguments (no shell injection), outputs protected,
 host RAM checked before offload, signals stop every rank, and a killed run resumes exactly."""
+
 from __future__ import annotations
 
 import json
@@ -40,16 +41,19 @@ def test_launch_sh_passes_arguments_through_literally(tree):
     (tree / "Makefile").write_text("venv:\n\t@true\n")  # the copied tree uses this checkout's environment
     (tree / ".venv" / "bin").mkdir(parents=True)
     (tree / ".venv" / "bin" / "vramfit").symlink_to(Path(sys.executable).parent / "vramfit")
-    result = subprocess.run([str(tree / "recipes" / "vlm-r1-h20" / "launch.sh"), "--dry-run", "--run-dir", str(tree / "r"),
-                             f"run_name={NASTY}"], capture_output=True, text=True, cwd=tree)
+    result = subprocess.run(
+        [str(tree / "recipes" / "vlm-r1-h20" / "launch.sh"), "--dry-run", "--run-dir", str(tree / "r"), f"run_name={NASTY}"],
+        capture_output=True,
+        text=True,
+        cwd=tree,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads((tree / "r" / "recipe.json").read_text())["training"]["run_name"] == NASTY
     no_canary(tree)
 
 
 def test_rendered_sbatch_runs_values_literally(tree):
-    script = subprocess.run([*VRAMFIT, "slurm", "sharegpt4v-7b-16xa100-80g", f"run_name={NASTY}"],
-                            capture_output=True, text=True, cwd=tree, check=True).stdout
+    script = subprocess.run([*VRAMFIT, "slurm", "sharegpt4v-7b-16xa100-80g", f"run_name={NASTY}"], capture_output=True, text=True, cwd=tree, check=True).stdout
     bin_dir = tree / "stubs"
     bin_dir.mkdir()
     record = tree / "srun-argv.json"
@@ -149,8 +153,9 @@ def _losses_by_step(run_dir: Path) -> dict[int, float]:
 def _start(tree, run_dir, *extra):
     """Output goes to a file: a pipe nobody reads fills at 64 KiB and blocks the launcher mid-shutdown."""
     console = open(tree / f"{run_dir.name}.console", "wb")
-    proc = subprocess.Popen([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(run_dir), *extra], cwd=tree,
-                            stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(run_dir), *extra], cwd=tree, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+    )
     console.close()
     return proc
 
@@ -197,23 +202,23 @@ def test_sigterm_stops_every_rank(tree):
 def test_killed_run_resumes_with_the_same_losses(tree, kill):
     steps = ["max_steps=8", "save_steps=3", "save_total_limit=10", "logging_steps=1", "seed=7"]
     full = tree / "runs" / "full"
-    assert subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(full), *steps], cwd=tree,
-                          capture_output=True).returncode == 0
+    assert subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(full), *steps], cwd=tree, capture_output=True).returncode == 0
     reference = _losses_by_step(full)
     assert sorted(reference) == list(range(1, 9))
 
     cut = tree / "runs" / "cut"
     proc = _start(tree, cut, *steps)
     # Kill once checkpoint-3 is complete and training went on past it.
-    assert _wait_for(lambda: outputs.complete(cut / "output" / "checkpoint-3") is not None and max(_losses_by_step(cut) or [0]) >= 4,
-                     300, proc), _console(tree, cut)
+    assert _wait_for(lambda: outputs.complete(cut / "output" / "checkpoint-3") is not None and max(_losses_by_step(cut) or [0]) >= 4, 300, proc), _console(
+        tree, cut
+    )
     os.killpg(proc.pid, kill)
     proc.wait(timeout=120)
     assert _wait_for(lambda: not _children_of(cut), 30)
-    assert subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(cut), *steps], cwd=tree,
-                          capture_output=True).returncode == 2, "a second run must not reuse the folder silently"
-    resumed = subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--resume", "--run-dir", str(cut), *steps], cwd=tree,
-                             capture_output=True, text=True)
+    assert subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--run-dir", str(cut), *steps], cwd=tree, capture_output=True).returncode == 2, (
+        "a second run must not reuse the folder silently"
+    )
+    resumed = subprocess.run([*VRAMFIT, "run", SMOKE, "--smoke", "--resume", "--run-dir", str(cut), *steps], cwd=tree, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     last = outputs.last_complete(cut / "output")
     assert last.name == "checkpoint-8"
@@ -225,9 +230,11 @@ def test_killed_run_resumes_with_the_same_losses(tree, kill):
 def test_a_failed_run_is_diagnosed_under_the_failure(tmp_path, capfd):
     from vramfit.run import EXIT_FAILED, Launch, _execute
 
-    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-           "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in use. "
-           "Of the allocated memory 70.11 GiB is allocated by PyTorch, and 6.55 GiB is reserved by PyTorch but unallocated.")
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.25 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.22 GiB memory in use. "
+        "Of the allocated memory 70.11 GiB is allocated by PyTorch, and 6.55 GiB is reserved by PyTorch but unallocated."
+    )
     launcher = [sys.executable, "-c", f"import sys; print({oom!r}); sys.exit(1)"]
     code = _execute([Launch(launcher, tmp_path / "train.log")], {}, "vlm-r1-h20")
     err = capfd.readouterr().err

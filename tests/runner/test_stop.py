@@ -1,6 +1,7 @@
 """Stopping a run is bounded: a launcher that hangs on SIGTERM, and ranks in sessions of their own,
 are killed after the grace period or at a second signal. Uses stand-in launchers (plain Python) so
 the timing is the runner's, not a training run's."""
+
 from __future__ import annotations
 
 import os

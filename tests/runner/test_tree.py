@@ -1,4 +1,5 @@
 """The tree is the index: names, folders, the README table and the DeepSpeed presets agree."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ VRAMFIT = [sys.executable, "-m", "vramfit.cli"]
 
 
 def test_the_required_recipes_exist():
-    required = {"sharegpt4v-7b-8xa100-40g", "sharegpt4v-7b-16xa100-80g", "docowl1.5-8b-8xa100-80g",
-                "tinychart-3b-8xa100-80g-offload", "minicpmv-lora-8xa100-80g", "vlm-r1-h20", "axolotl-llama-3b-8xa100-80g"}
+    required = {
+        "sharegpt4v-7b-8xa100-40g",
+        "sharegpt4v-7b-16xa100-80g",
+        "docowl1.5-8b-8xa100-80g",
+        "tinychart-3b-8xa100-80g-offload",
+        "minicpmv-lora-8xa100-80g",
+        "vlm-r1-h20",
+        "axolotl-llama-3b-8xa100-80g",
+    }
     assert required <= set(RECIPES)
 
 
@@ -64,12 +72,11 @@ def test_vramfit_list_prints_every_recipe():
 def test_deepspeed_file_name_says_what_it_does(path):
     config = json.loads(path.read_text())
     zero = config["zero_optimization"]
-    offload = [part for part in ("optimizer", "params")
-               if (zero.get("offload_" + part.rstrip("s")) or {}).get("device", "none") != "none"]
+    offload = [part for part in ("optimizer", "params") if (zero.get("offload_" + part.rstrip("s")) or {}).get("device", "none") != "none"]
     expected = f"zero{zero['stage']}" + ("_offload_" + "_".join(offload) if offload else "")
     assert path.stem == expected
     for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
-        assert config[key] == "auto", f"{path.name}: {key} must be \"auto\" (the Trainer fills it)"
+        assert config[key] == "auto", f'{path.name}: {key} must be "auto" (the Trainer fills it)'
     assert config["bf16"]["enabled"] == "auto" and config["fp16"]["enabled"] == "auto"
     assert path.name in (REPO / "deepspeed_configs" / "README.md").read_text()
 

@@ -1,7 +1,9 @@
 """Fixtures for the training tests, and each recipe's smoke wall time at the end of the session."""
+
 from __future__ import annotations
 
 import pytest
+
 from train_support import REPO, WALL_TIMES
 
 
@@ -16,8 +18,8 @@ def pytest_terminal_summary(terminalreporter):
 def smoke_recipe(tmp_path_factory):
     """smoke_recipe(name, *overrides) -> the recipe with its smoke overrides applied (model, tokenizer and
     data built once per recipe and session, on CPU)."""
-    from vramfit.train import smoke
     from vramfit.recipe import load
+    from vramfit.train import smoke
 
     built: dict[str, list[str]] = {}
 

@@ -1,4 +1,5 @@
 """Conversations to tensors: only assistant answers are labelled, images expand in place, batches pad."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,12 @@ from PIL import Image
 from vramfit.train.collate import IGNORE_INDEX, Collator, Encoder
 from vramfit.train.model import load_processing
 
-CHAT = [{"role": "user", "content": "Repeat after me: alpha beta"}, {"role": "assistant", "content": "alpha beta"},
-        {"role": "user", "content": "Again: kilo"}, {"role": "assistant", "content": "kilo"}]
+CHAT = [
+    {"role": "user", "content": "Repeat after me: alpha beta"},
+    {"role": "assistant", "content": "alpha beta"},
+    {"role": "user", "content": "Again: kilo"},
+    {"role": "assistant", "content": "kilo"},
+]
 
 
 def _answers(tokenizer, sample) -> str:
@@ -41,8 +46,10 @@ def test_template_that_is_not_a_prefix_is_refused(smoke_recipe):
 
 
 def _llava_messages(text="What colour is the square?", answer="The square is red."):
-    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]},
-            {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
+    return [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]},
+        {"role": "assistant", "content": [{"type": "text", "text": answer}]},
+    ]
 
 
 def test_llava_image_tokens_expand_and_stay_unlabelled(smoke_recipe):

@@ -3,6 +3,7 @@
 A failure of a "needed" test means an upgrade fixed the library: delete that shim. A failure of a
 "works" test means an upgrade broke the shim.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_support import REPO
 
 from vramfit.train import cpu_shims
+
+from train_support import REPO
 
 needs_cpu_host = pytest.mark.skipif(torch.cuda.is_available(), reason="the accelerate shims are inactive where CUDA is available")
 
@@ -52,8 +54,15 @@ def _ranks(shim: bool, folder, script: str = RANK) -> list[dict]:
     procs = []
     for r in range(2):
         with open(out[r], "w") as o, open(err[r], "w") as e:
-            procs.append(subprocess.Popen([sys.executable, "-c", script, "shim" if shim else "plain", str(folder)], cwd=REPO,
-                                          env={**environ, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=o, stderr=e))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", script, "shim" if shim else "plain", str(folder)],
+                    cwd=REPO,
+                    env={**environ, "RANK": str(r), "LOCAL_RANK": str(r)},
+                    stdout=o,
+                    stderr=e,
+                )
+            )
     for r, proc in enumerate(procs):
         assert proc.wait(timeout=300) == 0, err[r].read_text()[-3000:]
     return [json.loads(o.read_text().strip().splitlines()[-1]) for o in out]
@@ -121,10 +130,8 @@ def test_qwen_processor_shim_works(tmp_path):
     cls(image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer.chat_template).save_pretrained(tmp_path)
     assert json.loads((tmp_path / "processor_config.json").read_text())["processor_class"] == "Qwen2_5_VLProcessor"
     processor = cls.from_pretrained(tmp_path)
-    messages = [{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (56, 56))},
-                                             {"type": "text", "text": "the red square"}]}]
-    out = processor.apply_chat_template([messages], add_generation_prompt=True, tokenize=True, return_dict=True,
-                                        return_tensors="pt")
+    messages = [{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (56, 56))}, {"type": "text", "text": "the red square"}]}]
+    out = processor.apply_chat_template([messages], add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt")
     assert out["image_grid_thw"].tolist() == [[1, 4, 4]]
     assert (out["input_ids"] == processor.image_token_id).sum() == 4
 

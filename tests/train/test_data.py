@@ -1,4 +1,5 @@
 """Reading the three data formats: every record checked, a bad one named by file and line."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from train_support import REPO, relative, write_run
 
 from vramfit.train import data
 from vramfit.train.data import DataError
+
+from train_support import REPO, relative, write_run
 
 
 @pytest.fixture
@@ -44,23 +46,23 @@ def test_llava_json_reads_conversations(smoke_recipe):
 
 def test_llava_json_names_record_and_line(recipe_with, smoke_recipe):
     good = json.loads(smoke_recipe(LLAVA).path(smoke_recipe(LLAVA).data.train_file).read_text())[:2]
-    bad = {"id": "x", "image": good[0]["image"], "conversations": [{"from": "human", "value": "<image>\nhi"},
-                                                                   {"from": "robot", "value": "?"}]}
+    bad = {"id": "x", "image": good[0]["image"], "conversations": [{"from": "human", "value": "<image>\nhi"}, {"from": "robot", "value": "?"}]}
     text = json.dumps(good, indent=1)[:-2] + ",\n" + json.dumps(bad, indent=1) + "\n]"
     line = text[: text.index('"id": "x"')].count("\n")  # the line the record's "{" is on
     message = _error(recipe_with(LLAVA, text, ".json"))
     assert f"train.json: record 2 (line {line}): conversations[1] must be {{from: human|gpt" in message
 
 
-@pytest.mark.parametrize("record, what", [
-    ({"id": 1, "image": "nope.png", "conversations": [{"from": "human", "value": "<image>\nq"}, {"from": "gpt", "value": "a"}]},
-     "does not exist"),
-    ({"id": 1, "conversations": [{"from": "human", "value": "<image>\nq"}, {"from": "gpt", "value": "a"}]},
-     "1 <image> placeholder(s) for 0 image(s)"),
-    ({"id": 1, "conversations": [{"from": "human", "value": "q"}]}, "must end with a gpt turn"),
-    ({"id": 1, "conversations": [{"from": "gpt", "value": "a"}, {"from": "human", "value": "q"}]}, "turns must alternate"),
-    ({"id": 1}, "expected {id, image, conversations"),
-])
+@pytest.mark.parametrize(
+    "record, what",
+    [
+        ({"id": 1, "image": "nope.png", "conversations": [{"from": "human", "value": "<image>\nq"}, {"from": "gpt", "value": "a"}]}, "does not exist"),
+        ({"id": 1, "conversations": [{"from": "human", "value": "<image>\nq"}, {"from": "gpt", "value": "a"}]}, "1 <image> placeholder(s) for 0 image(s)"),
+        ({"id": 1, "conversations": [{"from": "human", "value": "q"}]}, "must end with a gpt turn"),
+        ({"id": 1, "conversations": [{"from": "gpt", "value": "a"}, {"from": "human", "value": "q"}]}, "turns must alternate"),
+        ({"id": 1}, "expected {id, image, conversations"),
+    ],
+)
 def test_llava_json_rejects(recipe_with, record, what):
     assert what in _error(recipe_with(LLAVA, json.dumps([record]), ".json"))
 
@@ -93,8 +95,7 @@ def test_entrypoint_exits_2_before_training(smoke_recipe, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}\n{"messages": 3}\n')
     run_dir = write_run("axolotl-llama-3b-8xa100-80g", tmp_path / "run", [f"data.train_file={relative(bad)}"])
-    result = subprocess.run([sys.executable, "-m", "vramfit.train", f"--run-dir={run_dir}"], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "vramfit.train", f"--run-dir={run_dir}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert f"vramfit: {bad}: line 2: expected" in result.stderr
     assert not list((run_dir / "output").glob("checkpoint-*"))

@@ -3,10 +3,12 @@
 Run with `make test-gpu`. On a CPU-only host these are skipped; their wiring is checked on CPU in
 test_model.py (the patched modules, the optimizer class) and QLoRA runs on CPU in test_smoke.py.
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
+
 from train_support import QLORA, check_run, launch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")]

@@ -5,17 +5,22 @@ steps and a constant learning rate suited to a tiny random model. The tasks are 
 user's words (chat), name the square's colour (LLaVA conversations), answer in the <think>/<answer>
 form with a box (REC GRPO).
 """
+
 from __future__ import annotations
 
 import statistics
 
 import pytest
+
 from train_support import Run, finite, launch
 
 
 def _train(name: str, tmp_path, steps: int, learning_rate: float, *extra: str) -> Run:
-    run = launch(name, tmp_path / "run", [f"max_steps={steps}", f"save_steps={steps}", f"learning_rate={learning_rate}",
-                                          "lr_scheduler_type=constant", "warmup_steps=0", *extra])
+    run = launch(
+        name,
+        tmp_path / "run",
+        [f"max_steps={steps}", f"save_steps={steps}", f"learning_rate={learning_rate}", "lr_scheduler_type=constant", "warmup_steps=0", *extra],
+    )
     assert run.result.returncode == 0, run.log
     return run
 

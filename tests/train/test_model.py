@@ -1,4 +1,5 @@
 """What trains, Liger and bitsandbytes wiring, QLoRA, and the refusal of remote-code checkpoints."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,11 @@ import textwrap
 
 import pytest
 import torch
-from train_support import REPO, write_run
 
 from vramfit.checks.training_args import config_class
 from vramfit.train.model import ModelError, check_checkpoint, load_model, part_of, trains
+
+from train_support import REPO, write_run
 
 LLAVA, LORA, LLAMA = "sharegpt4v-7b-8xa100-40g", "minicpmv-lora-8xa100-80g", "axolotl-llama-3b-8xa100-80g"
 
@@ -25,15 +27,20 @@ def _trainable(model) -> dict[str, bool]:
     return {name: p.requires_grad for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("name, part", [
-    ("model.language_model.layers.0.mlp.up_proj.weight", "llm"), ("lm_head.weight", "llm"),
-    ("model.layers.3.self_attn.q_proj.weight", "llm"),
-    ("model.vision_tower.encoder.layers.1.mlp.fc1.weight", "vision_tower"),
-    ("model.multi_modal_projector.linear_1.weight", "projector"),
-    ("model.visual.blocks.0.attn.qkv.weight", "vision_tower"), ("model.visual.merger.mlp.0.weight", "projector"),
-    ("base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.default.weight", "lora"),
-    ("base_model.model.model.vision_tower.modules_to_save.default.encoder.layers.0.mlp.fc1.bias", "vision_tower"),
-])
+@pytest.mark.parametrize(
+    "name, part",
+    [
+        ("model.language_model.layers.0.mlp.up_proj.weight", "llm"),
+        ("lm_head.weight", "llm"),
+        ("model.layers.3.self_attn.q_proj.weight", "llm"),
+        ("model.vision_tower.encoder.layers.1.mlp.fc1.weight", "vision_tower"),
+        ("model.multi_modal_projector.linear_1.weight", "projector"),
+        ("model.visual.blocks.0.attn.qkv.weight", "vision_tower"),
+        ("model.visual.merger.mlp.0.weight", "projector"),
+        ("base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.default.weight", "lora"),
+        ("base_model.model.model.vision_tower.modules_to_save.default.encoder.layers.0.mlp.fc1.bias", "vision_tower"),
+    ],
+)
 def test_parts(name, part):
     assert part_of(name) == part
 
@@ -54,8 +61,7 @@ def test_lora_saves_the_trained_vision_parts_whole(smoke_recipe, tmp_path):
     model = load_model(recipe, _args(recipe, tmp_path))
     assert set(model.peft_config["default"].modules_to_save) == {"vision_tower", "multi_modal_projector"}
     grads = _trainable(model)
-    assert all(g == (".modules_to_save." in n) for n, g in grads.items() if part_of(n) in ("vision_tower", "projector")
-               and "post_layernorm" not in n)
+    assert all(g == (".modules_to_save." in n) for n, g in grads.items() if part_of(n) in ("vision_tower", "projector") and "post_layernorm" not in n)
     assert not any(g for n, g in grads.items() if part_of(n) == "llm")
     lora = [n for n, g in grads.items() if part_of(n) == "lora"]
     assert lora and all(grads[n] for n in lora)
@@ -66,9 +72,15 @@ def test_lora_saves_the_trained_vision_parts_whole(smoke_recipe, tmp_path):
 def test_qlora_quantizes_the_base_and_trains_adapters(smoke_recipe, tmp_path):
     import bitsandbytes as bnb
 
-    recipe = smoke_recipe(LLAMA, "method=qlora", "model.lora.r=8", "model.lora.alpha=16",
-                          "model.lora.target_modules=all-linear", "model.quantization.bits=4",
-                          "model.quantization.quant_storage=bfloat16")
+    recipe = smoke_recipe(
+        LLAMA,
+        "method=qlora",
+        "model.lora.r=8",
+        "model.lora.alpha=16",
+        "model.lora.target_modules=all-linear",
+        "model.quantization.bits=4",
+        "model.quantization.quant_storage=bfloat16",
+    )
     model = load_model(recipe, _args(recipe, tmp_path))
     config = model.config.quantization_config
     assert (config.load_in_4bit, config.bnb_4bit_quant_type, config.bnb_4bit_use_double_quant) == (True, "nf4", True)
@@ -123,8 +135,9 @@ def test_liger_kernels_patch_the_model(smoke_recipe, tmp_path):
 def _docowl_checkpoint(folder):
     """What mPLUG/DocOwl1.5's config.json says: a remote-code model type no transformers class loads."""
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(
-        {"model_type": "mplug_docowl", "auto_map": {"AutoModelForCausalLM": "modeling_mplug_docowl.MPLUGDocOwlLlamaForCausalLM"}}))
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "mplug_docowl", "auto_map": {"AutoModelForCausalLM": "modeling_mplug_docowl.MPLUGDocOwlLlamaForCausalLM"}})
+    )
     return folder
 
 
@@ -142,7 +155,6 @@ def test_remote_code_checkpoint_is_refused(smoke_recipe, tmp_path):
 def test_entrypoint_exits_2_on_a_remote_code_checkpoint(tmp_path):
     checkpoint = _docowl_checkpoint(tmp_path / "docowl")
     run_dir = write_run("docowl1.5-8b-8xa100-80g", tmp_path / "run", [f"model.id={checkpoint}"])
-    result = subprocess.run([sys.executable, "-m", "vramfit.train", f"--run-dir={run_dir}"], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "vramfit.train", f"--run-dir={run_dir}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert f"vramfit: model.id {checkpoint} is a 'mplug_docowl' checkpoint" in result.stderr

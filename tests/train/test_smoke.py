@@ -2,11 +2,13 @@
 
 A new recipe folder gets this test with no edit here (the list is the glob of recipes/*/recipe.yaml).
 """
+
 from __future__ import annotations
 
 import json
 
 import pytest
+
 from train_support import QLORA, RECIPES, WALL_TIMES, check_run, launch, smoke
 
 

@@ -4,6 +4,7 @@ Without the zero-image hooks, the 2-rank run below aborts in its first step, in 
 ranks' ZeRO-3 all-gathers no longer match (gloo: "Received data size doesn't match expected size.
 Is there a distributed collective mismatch in your code?", rank 0 exit -6).
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,9 +12,10 @@ import json
 
 import pytest
 import torch
-from train_support import check_run, launch, relative
 
 from vramfit.train import modality
+
+from train_support import check_run, launch, relative
 
 IMAGE_TOKEN = 63
 
@@ -21,10 +23,8 @@ IMAGE_TOKEN = 63
 def tiny_llava():
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
 
-    text = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                       num_key_value_heads=2)
-    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=28, patch_size=14, projection_dim=16)
+    text = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
+    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=28, patch_size=14, projection_dim=16)
     torch.manual_seed(0)
     return LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN))
 
@@ -44,8 +44,7 @@ def image_batch() -> dict[str, torch.Tensor]:
 def vision_grads(model) -> dict[str, torch.Tensor | None]:
     """Vision tower and projector gradients, by parameter name."""
     inner = modality.multimodal_model(model)
-    return {f"{part}.{n}": p.grad for part in ("vision_tower", "multi_modal_projector")
-            for n, p in getattr(inner, part).named_parameters()}
+    return {f"{part}.{n}": p.grad for part in ("vision_tower", "multi_modal_projector") for n, p in getattr(inner, part).named_parameters()}
 
 
 def test_text_only_batch_runs_vision_with_same_loss_and_zero_gradients():
@@ -97,8 +96,7 @@ def test_peft_wrapped_model_is_found():
 def test_unsupported_model_left_alone():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=2))
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2))
     assert modality.multimodal_model(model) is None and not modality.install(model)
 
 
@@ -110,15 +108,35 @@ def test_zero3_step_with_text_only_rank(tmp_path):
     records = []
     for i in range(8):
         if i % 2 == 0:  # the smoke data's images, train-0.png ...
-            records.append({"id": f"image-{i}", "image": f"train-{i}.png", "conversations": [
-                {"from": "human", "value": "<image>\nWhat colour is the square?"}, {"from": "gpt", "value": "The square is red."}]})
+            records.append(
+                {
+                    "id": f"image-{i}",
+                    "image": f"train-{i}.png",
+                    "conversations": [{"from": "human", "value": "<image>\nWhat colour is the square?"}, {"from": "gpt", "value": "The square is red."}],
+                }
+            )
         else:
-            records.append({"id": f"text-{i}", "conversations": [
-                {"from": "human", "value": "Repeat after me: alpha beta gamma"}, {"from": "gpt", "value": "alpha beta gamma"}]})
+            records.append(
+                {
+                    "id": f"text-{i}",
+                    "conversations": [{"from": "human", "value": "Repeat after me: alpha beta gamma"}, {"from": "gpt", "value": "alpha beta gamma"}],
+                }
+            )
     data = tmp_path / "mixed.json"
     data.write_text(json.dumps(records))
-    run = launch("sharegpt4v-7b-16xa100-80g", tmp_path / "run",
-                 [f"data.train_file={relative(data)}", "train_sampling_strategy=sequential", "per_device_train_batch_size=1",
-                  "global_batch_size=2", "max_steps=2", "save_steps=2", "ddp_timeout=120"], timeout=300)
+    run = launch(
+        "sharegpt4v-7b-16xa100-80g",
+        tmp_path / "run",
+        [
+            f"data.train_file={relative(data)}",
+            "train_sampling_strategy=sequential",
+            "per_device_train_batch_size=1",
+            "global_batch_size=2",
+            "max_steps=2",
+            "save_steps=2",
+            "ddp_timeout=120",
+        ],
+        timeout=300,
+    )
     check_run(run)
     assert "ZeRO-3: text-only batches run the vision tower on a zero image" in run.result.stdout

@@ -1,4 +1,5 @@
 """Run a recipe's smoke variant and read what the run left behind (used by the tests in this folder)."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,7 @@ class Run:
 def smoke(name: str, run_dir: Path, timeout: int = 420) -> Run:
     """`vramfit run NAME --smoke --run-dir RUN_DIR`, as a user runs it (make run RECIPE=NAME SMOKE=1)."""
     start = time.time()
-    result = subprocess.run([*VRAMFIT, "run", name, "--smoke", "--run-dir", str(run_dir)], cwd=REPO,
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([*VRAMFIT, "run", name, "--smoke", "--run-dir", str(run_dir)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
     return Run(name, run_dir, result, time.time() - start)
 
 
@@ -59,8 +59,7 @@ def finite(values) -> bool:
 def write_run(name: str, run_dir: Path, extra: list[str], cpu: bool | None = None) -> Path:
     """The smoke variant's run directory, with `extra` overrides applied after the smoke's own (more
     steps, another learning rate), written by the runner's own code. Returns the run directory."""
-    from vramfit import launch as launcher
-    from vramfit import run
+    from vramfit import launch as launcher, run
     from vramfit.train import smoke
     from vramfit.validate import validate
 
@@ -95,8 +94,14 @@ def relative(path: Path) -> str:
 # Llava takes image features from the encoder layers, never through the tower's final LayerNorm, so
 # a trained vision tower's post_layernorm gets no gradient and stays as it was.
 UNUSED = ("post_layernorm",)
-QLORA = ["method=qlora", "model.lora.r=8", "model.lora.alpha=16", "model.lora.target_modules=all-linear",
-         "model.quantization.bits=4", "model.quantization.quant_storage=bfloat16"]  # ZeRO-3 shards bf16-stored weights
+QLORA = [
+    "method=qlora",
+    "model.lora.r=8",
+    "model.lora.alpha=16",
+    "model.lora.target_modules=all-linear",
+    "model.quantization.bits=4",
+    "model.quantization.quant_storage=bfloat16",
+]  # ZeRO-3 shards bf16-stored weights
 
 
 def _load_back(run, recipe):

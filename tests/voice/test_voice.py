@@ -1,4 +1,5 @@
 """Issue 19: one problem format, did-you-mean, show, quoted numbers, library facts, quiet imports, the run summary."""
+
 from __future__ import annotations
 
 import json
@@ -123,11 +124,14 @@ def test_the_cache_is_keyed_by_library_versions(tmp_path, monkeypatch):
     assert libraries.cached("probe", lambda: calls.append(1) or {"a": 3}) == {"a": 3} and len(calls) == 2
 
 
-@pytest.mark.parametrize("per_device,processes,accum,steps,given,expected", [
-    (4, 6, 4, None, None, 96),  # steps_per_generation defaults to the accumulation (TRL 1.16)
-    (4, 6, 4, 1, None, 24),
-    (2, 2, 8, None, 64, 64),  # generation_batch_size given wins
-])
+@pytest.mark.parametrize(
+    "per_device,processes,accum,steps,given,expected",
+    [
+        (4, 6, 4, None, None, 96),  # steps_per_generation defaults to the accumulation (TRL 1.16)
+        (4, 6, 4, 1, None, 24),
+        (2, 2, 8, None, 64, 64),  # generation_batch_size given wins
+    ],
+)
 def test_one_grpo_generation_batch(per_device, processes, accum, steps, given, expected):
     from vramfit.libraries import grpo_generation_batch
 
@@ -135,10 +139,12 @@ def test_one_grpo_generation_batch(per_device, processes, accum, steps, given, e
 
 
 def test_help_list_and_show_import_no_training_library():
-    code = ("import sys\nfrom vramfit.cli import main\n"
-            "for argv in (['list'], ['show', 'vlm-r1-h20']):\n    assert main(argv) == 0\n"
-            "heavy = sorted(m for m in ('torch', 'deepspeed', 'transformers', 'trl', 'vramfit.planner', 'vramfit.doctor', 'vramfit.review') if m in sys.modules)\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys\nfrom vramfit.cli import main\n"
+        "for argv in (['list'], ['show', 'vlm-r1-h20']):\n    assert main(argv) == 0\n"
+        "heavy = sorted(m for m in ('torch', 'deepspeed', 'transformers', 'trl', 'vramfit.planner', 'vramfit.doctor', 'vramfit.review') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -150,8 +156,7 @@ def test_plan_does_not_import_deepspeed_to_silence_it(tmp_path):
     quiet = "import sys\nfrom vramfit import libraries\nlibraries.quiet()\nassert 'deepspeed' not in sys.modules\n"
     done = subprocess.run([sys.executable, "-c", quiet], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    code = ("import sys\nfrom vramfit.cli import main\nassert main(['plan', 'vlm-r1-h20']) in (0, 1)\n"
-            "print('deepspeed' in sys.modules)\n")
+    code = "import sys\nfrom vramfit.cli import main\nassert main(['plan', 'vlm-r1-h20']) in (0, 1)\nprint('deepspeed' in sys.modules)\n"
     cold = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert cold.returncode == 0, cold.stderr
     warm = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -160,10 +165,12 @@ def test_plan_does_not_import_deepspeed_to_silence_it(tmp_path):
 
 
 def test_quiet_filters_the_deepspeed_collective_warnings_and_verbose_keeps_them():
-    code = ("import warnings, os, sys\nfrom vramfit import libraries\n"
-            "libraries.set_verbose(sys.argv[1] == '1')\nlibraries.quiet()\n"
-            "warnings.warn('`torch.distributed.reduce_scatter_tensor` is deprecated. Please use x', FutureWarning)\n"
-            "warnings.warn('a warning a user can act on', UserWarning)\n")
+    code = (
+        "import warnings, os, sys\nfrom vramfit import libraries\n"
+        "libraries.set_verbose(sys.argv[1] == '1')\nlibraries.quiet()\n"
+        "warnings.warn('`torch.distributed.reduce_scatter_tensor` is deprecated. Please use x', FutureWarning)\n"
+        "warnings.warn('a warning a user can act on', UserWarning)\n"
+    )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
     loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)
     assert "reduce_scatter_tensor" not in quiet.stderr and "a warning a user can act on" in quiet.stderr
@@ -176,8 +183,11 @@ def test_the_run_summary_reads_the_output_folder(tmp_path):
     out = tmp_path / "output"
     (out / "checkpoint-2").mkdir(parents=True)
     (out / "checkpoint-2" / "COMPLETE").write_text(json.dumps({"step": 2, "world_size": 2}))
-    rows = [{"step": 1, "loss": 0.5, "reward": 0.25, "num_tokens": 900.0}, {"step": 2, "loss": 0.1, "reward": 0.75, "num_tokens": 2000.0},
-            {"step": 2, "train_runtime": 4.0}]
+    rows = [
+        {"step": 1, "loss": 0.5, "reward": 0.25, "num_tokens": 900.0},
+        {"step": 2, "loss": 0.1, "reward": 0.75, "num_tokens": 2000.0},
+        {"step": 2, "train_runtime": 4.0},
+    ]
     (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (out / "summary.json").write_text(json.dumps({"steps": 2, "max_steps": 2, "peak_memory_bytes": [None, None]}))
     text = summary.render(out, tmp_path / "train.log", "vlm-r1-h20", "grpo", 0, 31.0, argv=["run", "vlm-r1-h20", "--smoke"])

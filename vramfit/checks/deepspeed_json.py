@@ -7,6 +7,7 @@ blocks. Two things DeepSpeed cannot see from one process are checked here: the w
 reads it from torch.distributed, so it would assert 24 != 4 * 1 * 1 for a 6-rank recipe), and
 top-level keys it silently ignores (found by recording which keys its parser actually reads).
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,7 @@ def read(path: Path, problems: Problems, file_label: str, key: str = "deepspeed"
     except OSError:
         exists, is_dir = True, False  # too long, a loop: the input layer names it
     if not exists:
-        problems.add(file_label, key, f"DeepSpeed JSON '{path}' does not exist",
-                     f"point it at a file under {CONFIG_DIR}/ (ls {CONFIG_DIR}).")
+        problems.add(file_label, key, f"DeepSpeed JSON '{path}' does not exist", f"point it at a file under {CONFIG_DIR}/ (ls {CONFIG_DIR}).")
         return None
     if is_dir:
         problems.add(file_label, key, f"'{path}' is a directory, not a DeepSpeed JSON", f"name a .json file under {CONFIG_DIR}/.")
@@ -51,17 +51,25 @@ def launch_time_problems(raw: dict[str, Any], label: str, problems: Problems) ->
     for key in ("offload_optimizer", "offload_param"):
         block = section(zero, key)
         if str(block.get("device", "none")).lower() == "nvme" and not block.get("nvme_path"):
-            problems.add(label, f"zero_optimization.{key}.nvme_path", "NVMe offload needs the folder to swap to; DeepSpeed fails at launch without it",
-                         f"add \"nvme_path\": \"/local_nvme\" to {key}, or use \"device\": \"cpu\".")
+            problems.add(
+                label,
+                f"zero_optimization.{key}.nvme_path",
+                "NVMe offload needs the folder to swap to; DeepSpeed fails at launch without it",
+                f'add "nvme_path": "/local_nvme" to {key}, or use "device": "cpu".',
+            )
     optimizer = raw.get("optimizer")
     if isinstance(optimizer, dict) and "type" in optimizer:
         name = optimizer["type"]
         if not isinstance(name, str) or not _supported_optimizer(name):
             from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
 
-            problems.add(label, "optimizer.type", f"{name!r} is not an optimizer DeepSpeed knows (its own names, or a torch.optim class)."
-                         + (did_you_mean(str(name).lower(), DEEPSPEED_OPTIMIZERS) if isinstance(name, str) else ""),
-                         f"use one of {', '.join(DEEPSPEED_OPTIMIZERS)}, or remove the optimizer block to use the Trainer's.")
+            problems.add(
+                label,
+                "optimizer.type",
+                f"{name!r} is not an optimizer DeepSpeed knows (its own names, or a torch.optim class)."
+                + (did_you_mean(str(name).lower(), DEEPSPEED_OPTIMIZERS) if isinstance(name, str) else ""),
+                f"use one of {', '.join(DEEPSPEED_OPTIMIZERS)}, or remove the optimizer block to use the Trainer's.",
+            )
 
 
 def _supported_optimizer(name: str) -> bool:
@@ -171,8 +179,9 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
     problems = Problems()
     path = recipe.path(recipe.deepspeed)
     if not recipe.deepspeed.startswith(f"{CONFIG_DIR}/"):
-        problems.add(file, "deepspeed", f"'{recipe.deepspeed}' is outside {CONFIG_DIR}/",
-                     f"use a shared JSON under {CONFIG_DIR}/ so reviews see one set of presets.")
+        problems.add(
+            file, "deepspeed", f"'{recipe.deepspeed}' is outside {CONFIG_DIR}/", f"use a shared JSON under {CONFIG_DIR}/ so reviews see one set of presets."
+        )
     raw = read(path, problems, file)
     if raw is None:
         return problems, None
@@ -183,16 +192,21 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
                 float(value)
             except ValueError:
                 continue
-            problems.add(label, key, f"{value!r} is a string where a number belongs", f"write {value} without quotes, or \"auto\".")
+            problems.add(label, key, f"{value!r} is a string where a number belongs", f'write {value} without quotes, or "auto".')
     for key in _OBJECT_SECTIONS:
         if key in raw and not isinstance(raw[key], dict):
-            problems.add(label, key, f"must be a JSON object, got {type(raw[key]).__name__} {json.dumps(raw[key])[:60]}",
-                         f"write \"{key}\": {{...}} as in the files under {CONFIG_DIR}/.")
+            problems.add(
+                label,
+                key,
+                f"must be a JSON object, got {type(raw[key]).__name__} {json.dumps(raw[key])[:60]}",
+                f'write "{key}": {{...}} as in the files under {CONFIG_DIR}/.',
+            )
     for key in ("offload_optimizer", "offload_param"):
         value = section(raw, "zero_optimization").get(key)
         if value is not None and not isinstance(value, dict):
-            problems.add(label, f"zero_optimization.{key}", f"must be a JSON object, got {json.dumps(value)[:60]}",
-                         f"write \"{key}\": {{\"device\": \"cpu\"}} or remove it.")
+            problems.add(
+                label, f"zero_optimization.{key}", f"must be a JSON object, got {json.dumps(value)[:60]}", f'write "{key}": {{"device": "cpu"}} or remove it.'
+            )
     launch_time_problems(raw, label, problems)
     if problems:
         return problems, None
@@ -208,33 +222,53 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
     try:
         filled, mismatches = fill_auto(raw, _AsOnTheGPU(args, recipe.training), hidden)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        problems.add(label, "", f"transformers cannot fill its \"auto\" values ({exc.__class__.__name__}: {exc})",
-                     f"compare the structure with the files under {CONFIG_DIR}/.")
+        problems.add(
+            label,
+            "",
+            f'transformers cannot fill its "auto" values ({exc.__class__.__name__}: {exc})',
+            f"compare the structure with the files under {CONFIG_DIR}/.",
+        )
         return problems, None
     for line in mismatches:
         # "- ds train_micro_batch_size_per_gpu=4 vs hf per_device_train_batch_size=2"
         body = line.lstrip("- ")
         ds_part, _, hf_part = body.partition(" vs hf ")
         ds_key = ds_part.removeprefix("ds ").split("=")[0]
-        problems.add(label, ds_key, f"contradicts the training arguments ({ds_part.removeprefix('ds ')} vs {hf_part})",
-                     f"set \"{ds_key}\": \"auto\" in {label} (the Trainer fills it), or change the training argument.")
+        problems.add(
+            label,
+            ds_key,
+            f"contradicts the training arguments ({ds_part.removeprefix('ds ')} vs {hf_part})",
+            f'set "{ds_key}": "auto" in {label} (the Trainer fills it), or change the training argument.',
+        )
     for key, value in _walk(filled):
         if value == "auto":
-            problems.add(label, key, "is \"auto\" but nothing fills it (transformers fills only batch, clipping, precision, optimizer/scheduler params and the hidden-size buckets)",
-                         f"write an explicit value for {key}.")
+            problems.add(
+                label,
+                key,
+                'is "auto" but nothing fills it (transformers fills only batch, clipping, precision, optimizer/scheduler params and the hidden-size buckets)',
+                f"write an explicit value for {key}.",
+            )
     zero = section(filled, "zero_optimization")
     stage = zero.get("stage", 0)
     offload_param = section(zero, "offload_param").get("device", "none")
     if offload_param not in (None, "none") and stage != 3:
-        problems.add(label, "zero_optimization.offload_param", f"parameter offload needs ZeRO stage 3 (stage is {stage})",
-                     "set zero_optimization.stage to 3, or remove offload_param (optimizer offload alone is valid from stage 1).")
+        problems.add(
+            label,
+            "zero_optimization.offload_param",
+            f"parameter offload needs ZeRO stage 3 (stage is {stage})",
+            "set zero_optimization.stage to 3, or remove offload_param (optimizer offload alone is valid from stage 1).",
+        )
     if section(filled, "fp16").get("enabled") is True and section(filled, "bf16").get("enabled") is True:
-        problems.add(label, "fp16.enabled", "fp16 and bf16 are both enabled", "keep one; set both to \"auto\" and choose in training (bf16: true or fp16: true).")
+        problems.add(label, "fp16.enabled", "fp16 and bf16 are both enabled", 'keep one; set both to "auto" and choose in training (bf16: true or fp16: true).')
     ignored, error = ignored_top_level_keys(filled)
     if error is None:  # a parser that stopped early has not read the keys after the bad one
         for key in ignored:
-            problems.add(label, key, f"DeepSpeed silently ignores the top-level key '{key}'.{did_you_mean(key, _DEEPSPEED_SECTIONS)}",
-                         "rename it to the DeepSpeed key or remove it.")
+            problems.add(
+                label,
+                key,
+                f"DeepSpeed silently ignores the top-level key '{key}'.{did_you_mean(key, _DEEPSPEED_SECTIONS)}",
+                "rename it to the DeepSpeed key or remove it.",
+            )
     elif not problems:
         message = " ".join(str(error).split())[:600]
         problems.add(label, "", f"DeepSpeed rejects the resolved config ({error.__class__.__name__}: {message})", "correct the key DeepSpeed names.")
@@ -242,16 +276,50 @@ def check(recipe, args, file: str) -> tuple[Problems, dict[str, Any] | None]:
 
 
 # Blocks that DeepSpeed and transformers read as objects.
-_OBJECT_SECTIONS = ("zero_optimization", "optimizer", "scheduler", "fp16", "bf16", "activation_checkpointing",
-                    "flops_profiler", "checkpoint", "aio", "data_types", "comms_logger", "tensorboard", "wandb", "csv_monitor")
+_OBJECT_SECTIONS = (
+    "zero_optimization",
+    "optimizer",
+    "scheduler",
+    "fp16",
+    "bf16",
+    "activation_checkpointing",
+    "flops_profiler",
+    "checkpoint",
+    "aio",
+    "data_types",
+    "comms_logger",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+)
 
 # Section names DeepSpeed reads, for "did you mean" only; the ignored-key verdict comes from its parser.
 _DEEPSPEED_SECTIONS = (
-    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
-    "zero_optimization", "optimizer", "scheduler", "fp16", "bf16", "activation_checkpointing",
-    "steps_per_print", "wall_clock_breakdown", "communication_data_type", "zero_allow_untested_optimizer",
-    "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger", "checkpoint", "aio",
-    "data_types", "prescale_gradients", "gradient_predivide_factor", "memory_breakdown",
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "gradient_clipping",
+    "zero_optimization",
+    "optimizer",
+    "scheduler",
+    "fp16",
+    "bf16",
+    "activation_checkpointing",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "communication_data_type",
+    "zero_allow_untested_optimizer",
+    "flops_profiler",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+    "comms_logger",
+    "checkpoint",
+    "aio",
+    "data_types",
+    "prescale_gradients",
+    "gradient_predivide_factor",
+    "memory_breakdown",
 )
 
 

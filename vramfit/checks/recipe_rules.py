@@ -1,7 +1,7 @@
 """Rules across a recipe's fields: batch arithmetic, precision vs GPU, paths, method vs model."""
+
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
@@ -19,8 +19,7 @@ _PERSONAL = re.compile(r"^(/|~|[A-Za-z]:\\)|/home/|/Users/|/root/|\\Users\\")
 def micro_and_accumulation(recipe) -> tuple[int, int]:
     """The micro-batch and accumulation a run gets: the recipe's, else the installed TrainingArguments defaults."""
     t = recipe.training
-    return tuple(t[k] if k in t else argument_default(recipe.method, k)
-                 for k in ("per_device_train_batch_size", "gradient_accumulation_steps"))
+    return tuple(t[k] if k in t else argument_default(recipe.method, k) for k in ("per_device_train_batch_size", "gradient_accumulation_steps"))
 
 
 def batch_arithmetic(recipe, file: str, problems: Problems) -> None:
@@ -30,14 +29,19 @@ def batch_arithmetic(recipe, file: str, problems: Problems) -> None:
     ranks, gbs = recipe.world_size, recipe.global_batch_size
     if micro * accum * ranks == gbs:
         return
-    equation = (f"per_device_train_batch_size x gradient_accumulation_steps x ranks = {micro} x {accum} x {ranks} "
-                f"= {micro * accum * ranks} != global_batch_size {gbs}; ranks = {recipe.hardware.gpus_per_node} GPUs x {recipe.hardware.nodes} nodes")
+    equation = (
+        f"per_device_train_batch_size x gradient_accumulation_steps x ranks = {micro} x {accum} x {ranks} "
+        f"= {micro * accum * ranks} != global_batch_size {gbs}; ranks = {recipe.hardware.gpus_per_node} GPUs x {recipe.hardware.nodes} nodes"
+    )
     if gbs % (micro * ranks) == 0:
         fix = f"set gradient_accumulation_steps: {gbs // (micro * ranks)} (keeps micro-batch {micro})."
     else:
         options = [m for m in divisors(gbs, up_to=max(micro, 1) * 4) if gbs % (m * ranks) == 0]
-        fix = (f"set per_device_train_batch_size: {options[-1]} and gradient_accumulation_steps: {gbs // (options[-1] * ranks)}."
-               if options else f"global_batch_size {gbs} is not a multiple of {ranks} ranks; choose a multiple of {ranks}.")
+        fix = (
+            f"set per_device_train_batch_size: {options[-1]} and gradient_accumulation_steps: {gbs // (options[-1] * ranks)}."
+            if options
+            else f"global_batch_size {gbs} is not a multiple of {ranks} ranks; choose a multiple of {ranks}."
+        )
     problems.add(file, "global_batch_size", equation, fix)
 
 
@@ -51,11 +55,15 @@ def grpo_fix(recipe) -> str:
     gen_batch = grpo_generation_batch(micro, ranks, accum, t.get("steps_per_generation"), t.get("generation_batch_size"))
     counts = (micro, steps, g, gen_batch)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts):
-        return (f"num_generations, per_device_train_batch_size and the accumulation steps must be whole numbers >= 1 "
-                f"(num_generations {g!r}, micro-batch {micro!r}, steps {steps!r}); set num_generations to at least 2.")
+        return (
+            f"num_generations, per_device_train_batch_size and the accumulation steps must be whole numbers >= 1 "
+            f"(num_generations {g!r}, micro-batch {micro!r}, steps {steps!r}); set num_generations to at least 2."
+        )
     valid = [d for d in divisors(gen_batch, up_to=1024) if d >= 2]
-    parts = [f"generation batch = per_device_train_batch_size x ranks x steps_per_generation = {micro} x {ranks} x {steps} = {gen_batch}, "
-             f"not divisible by num_generations {g}; valid num_generations: {valid}"]
+    parts = [
+        f"generation batch = per_device_train_batch_size x ranks x steps_per_generation = {micro} x {ranks} x {steps} = {gen_batch}, "
+        f"not divisible by num_generations {g}; valid num_generations: {valid}"
+    ]
     for k in range(steps + 1, steps + 65):
         if (micro * ranks * k) % g == 0:
             parts.append(f"or gradient_accumulation_steps: {k} (with global_batch_size {micro * ranks * k})")
@@ -80,19 +88,29 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     problems = Problems()
     folder_name = recipe.folder.name
     if not NAME_RE.match(recipe.name):
-        problems.add(file, "name", f"'{recipe.name}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>] with a GPU from {sorted(CATALOGUE)}",
-                     "rename it, e.g. llama-3b-lora-8xa100-80g.", rule=RECIPE_TREE)
+        problems.add(
+            file,
+            "name",
+            f"'{recipe.name}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>] with a GPU from {sorted(CATALOGUE)}",
+            "rename it, e.g. llama-3b-lora-8xa100-80g.",
+            rule=RECIPE_TREE,
+        )
     if folder_name != recipe.name and recipe.folder.parent.name == "recipes":
         problems.add(file, "name", f"'{recipe.name}' differs from its folder '{folder_name}'", f"set name: {folder_name}.", rule=RECIPE_TREE)
     if recipe.hardware.gpu not in recipe.name:
-        problems.add(file, "hardware.gpu", f"'{recipe.hardware.gpu}' does not match the hardware in the name '{recipe.name}'",
-                     "make the name and hardware.gpu agree.")
+        problems.add(
+            file, "hardware.gpu", f"'{recipe.hardware.gpu}' does not match the hardware in the name '{recipe.name}'", "make the name and hardware.gpu agree."
+        )
 
     # Model and method.
     config_path = recipe.path(recipe.model.config)
     if not os.path.lexists(config_path) or os.path.isdir(config_path):
-        problems.add(file, "model.config", f"'{recipe.model.config}' does not exist as a file{' (it is a folder)' if os.path.isdir(config_path) else ''}",
-                     "point it at a config.json copy under model_configs/.")
+        problems.add(
+            file,
+            "model.config",
+            f"'{recipe.model.config}' does not exist as a file{' (it is a folder)' if os.path.isdir(config_path) else ''}",
+            "point it at a config.json copy under model_configs/.",
+        )
     else:
         from vramfit import inputs
         from vramfit.problems import ConfigError
@@ -104,8 +122,9 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
                 config = {}
             archs = config.get("architectures") or []
             if archs and isinstance(archs, list) and recipe.model.architecture not in archs:
-                problems.add(file, "model.architecture", f"'{recipe.model.architecture}' but {recipe.model.config} says {archs}",
-                             f"set model.architecture: {archs[0]}.")
+                problems.add(
+                    file, "model.architecture", f"'{recipe.model.architecture}' but {recipe.model.config} says {archs}", f"set model.architecture: {archs[0]}."
+                )
         except ConfigError as error:
             problems.extend(Problems([Problem(p.file, p.key, p.what, p.fix) for p in error.problems.items]))
     m = recipe.method
@@ -118,8 +137,12 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     if m != "qlora" and recipe.model.quantization is not None:
         problems.add(file, "model.quantization", f"quantized base weights with method {m}", "set method: qlora, or remove model.quantization.")
     if m == "grpo" and recipe.data.format not in ("rec_jsonl", "chat_jsonl"):
-        problems.add(file, "data.format", f"GRPO trains on prompts with a reward; format {recipe.data.format} has none",
-                     "use data.format: rec_jsonl (image REC task) or chat_jsonl (text: the last assistant turn is the reference answer).")
+        problems.add(
+            file,
+            "data.format",
+            f"GRPO trains on prompts with a reward; format {recipe.data.format} has none",
+            "use data.format: rec_jsonl (image REC task) or chat_jsonl (text: the last assistant turn is the reference answer).",
+        )
     if m != "grpo" and recipe.data.format == "rec_jsonl":
         problems.add(file, "data.format", "rec_jsonl is the GRPO REC task", "use method: grpo, or a supervised format.")
 
@@ -128,8 +151,7 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     t = recipe.training
     ds_bf16 = section(raw_ds, "bf16").get("enabled") is True
     if (t.get("bf16") is True or ds_bf16) and not gpu.bf16:
-        problems.add(file, "training.bf16", f"bf16 on {gpu.label}, which has no bf16 support",
-                     "set bf16: false and fp16: true (or pick a GPU with bf16).")
+        problems.add(file, "training.bf16", f"bf16 on {gpu.label}, which has no bf16 support", "set bf16: false and fp16: true (or pick a GPU with bf16).")
     if t.get("bf16") is True and t.get("fp16") is True:
         problems.add(file, "training.fp16", "fp16 and bf16 are both true", "keep one of them.")
 
@@ -139,16 +161,22 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
     if q is not None and stage == 3:
         compute = q.compute_dtype
         if q.quant_storage == "uint8" or q.quant_storage != compute:
-            problems.add(file, "model.quantization.quant_storage",
-                         f"ZeRO-3 cannot shard {q.bits}-bit weights stored as {q.quant_storage} (compute dtype {compute}): every rank keeps the whole model",
-                         f"set model.quantization.quant_storage: {compute}.")
+            problems.add(
+                file,
+                "model.quantization.quant_storage",
+                f"ZeRO-3 cannot shard {q.bits}-bit weights stored as {q.quant_storage} (compute dtype {compute}): every rank keeps the whole model",
+                f"set model.quantization.quant_storage: {compute}.",
+            )
 
     # Gradient checkpointing: reentrant under ZeRO-3 breaks the parameter gathering.
     kwargs = t.get("gradient_checkpointing_kwargs") or {}
     if t.get("gradient_checkpointing") and stage == 3 and isinstance(kwargs, dict) and kwargs.get("use_reentrant") is True:
-        problems.add(file, "training.gradient_checkpointing_kwargs.use_reentrant",
-                     "reentrant checkpointing under ZeRO-3 recomputes with partitioned (empty) parameters",
-                     "set gradient_checkpointing_kwargs: {use_reentrant: false}.")
+        problems.add(
+            file,
+            "training.gradient_checkpointing_kwargs.use_reentrant",
+            "reentrant checkpointing under ZeRO-3 recomputes with partitioned (empty) parameters",
+            "set gradient_checkpointing_kwargs: {use_reentrant: false}.",
+        )
 
     return problems
 
@@ -163,7 +191,11 @@ def shared_paths(raw: dict[str, Any], file: str) -> Problems:
         if key in ("summary", "model.stand_in") or key.startswith("env."):
             continue
         if ("/" in value or "\\" in value or value.startswith("~")) and _PERSONAL.search(value):
-            problems.add(file, key, f"'{value}' is an absolute or personal path",
-                         "use a path relative to the repository (data/..., runs/...); give machine-specific paths on the command line.",
-                         rule=RECIPE_TREE)
+            problems.add(
+                file,
+                key,
+                f"'{value}' is an absolute or personal path",
+                "use a path relative to the repository (data/..., runs/...); give machine-specific paths on the command line.",
+                rule=RECIPE_TREE,
+            )
     return problems

@@ -4,6 +4,7 @@ Keys must be fields of `transformers.TrainingArguments` (full, lora, qlora) or `
 (grpo). The values are then handed to the real class, built with the recipe's world size, so its
 own `__post_init__` rules apply (TRL's generation-batch divisibility among them).
 """
+
 from __future__ import annotations
 
 import functools
@@ -74,15 +75,23 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
             problems.add(file, where, f"is set by {RUNNER_OWNED[key]}, not in training", f"remove training.{key}.")
             continue
         if key not in fields:
-            problems.add(file, where, f"'{key}' is not a {cls_name} argument.{did_you_mean(key, fields)}",
-                         f"use the {cls_name} name (see `python -c 'from {'trl' if cls_name == 'GRPOConfig' else 'transformers'} import {cls_name}; help({cls_name})'`).")
+            problems.add(
+                file,
+                where,
+                f"'{key}' is not a {cls_name} argument.{did_you_mean(key, fields)}",
+                f"use the {cls_name} name (see `python -c 'from {'trl' if cls_name == 'GRPOConfig' else 'transformers'} import {cls_name}; help({cls_name})'`).",
+            )
             continue
         ann = fields[key]
         if isinstance(value, str) and value != "auto" and _admits(ann, (int, float)) and not _admits(ann, (str,)):
             number = _number(value, integer=not _admits(ann, (float,)))
             if number is not None and not math.isfinite(number):  # "1e400", "inf", "nan": float() reads them
-                problems.add(file, where, f"{value!r} is not a finite number (it reads as {number}: a literal too large for a float, inf or nan)",
-                             f"write a finite number for {key}.")
+                problems.add(
+                    file,
+                    where,
+                    f"{value!r} is not a finite number (it reads as {number}: a literal too large for a float, inf or nan)",
+                    f"write a finite number for {key}.",
+                )
                 continue
             if number is not None:  # a quoted number, as hardware: accepts it (and YAML reads 2e-5 as text)
                 recipe.training[key] = value = number
@@ -98,8 +107,7 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
         else:
             wrong = _type_error(recipe.method, key, ann, value)
             if wrong:
-                problems.add(file, where, f"{value!r} does not fit the type {_type_name(ann)} ({wrong})",
-                             f"give {key} a value of type {_type_name(ann)}.")
+                problems.add(file, where, f"{value!r} does not fit the type {_type_name(ann)} ({wrong})", f"give {key} a value of type {_type_name(ann)}.")
     if problems:
         return problems, None
     try:
@@ -110,9 +118,12 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
             zero = [k for k, v in recipe.training.items() if v == 0 and not isinstance(v, bool)]
             message = f"{exc.__class__.__name__}: {exc}" + (f" ({', '.join(zero)} = 0)" if zero else "")
         key = next((k for k in recipe.training if k in message), "")
-        problems.add(file, f"training.{key}" if key else "training",
-                     f"{cls_name} refuses these arguments on {recipe.world_size} ranks: {message}",
-                     "change the value the message names.")
+        problems.add(
+            file,
+            f"training.{key}" if key else "training",
+            f"{cls_name} refuses these arguments on {recipe.world_size} ranks: {message}",
+            "change the value the message names.",
+        )
         return problems, None
     return problems, args
 
@@ -165,8 +176,22 @@ def _type_name(annotation: Any) -> str:
 
 
 _NON_NEGATIVE = {
-    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
-    "learning_rate", "num_train_epochs", "max_steps", "warmup_steps", "eval_steps", "save_steps",
-    "logging_steps", "num_generations", "max_completion_length", "max_prompt_length", "weight_decay",
-    "max_grad_norm", "eval_accumulation_steps", "dataloader_num_workers", "save_total_limit",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "num_train_epochs",
+    "max_steps",
+    "warmup_steps",
+    "eval_steps",
+    "save_steps",
+    "logging_steps",
+    "num_generations",
+    "max_completion_length",
+    "max_prompt_length",
+    "weight_decay",
+    "max_grad_norm",
+    "eval_accumulation_steps",
+    "dataloader_num_workers",
+    "save_total_limit",
 }

@@ -6,6 +6,7 @@
 Standard library only, so `vramfit doctor` starts fast. The log is streamed: memory stays bounded
 whatever its size.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,7 @@ def _diagnose(stream: BinaryIO, source: str) -> Diagnosis:
     diagnosis, root = classify(scan, source)
     if root is not None:
         _micro_batch(scan, diagnosis, root)
-        diagnosis.fixes = fixes_for(diagnosis, root, scan.settings.world_size(), scan.settings.per_node(),
-                                    scan._hint_text)
+        diagnosis.fixes = fixes_for(diagnosis, root, scan.settings.world_size(), scan.settings.per_node(), scan._hint_text)
     return diagnosis
 
 

@@ -4,6 +4,7 @@
 from the memory planner; with it and --recipe, each override fix is priced and the first that fits
 (the fixes are already cheapest first) is marked to apply first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from vramfit.doctor import diagnose, render
-from vramfit.problems import ConfigError
 from vramfit.doctor.diagnosis import Diagnosis
+from vramfit.problems import ConfigError
 
 PlanFixes = Callable[[str, list], list]
 
@@ -62,8 +63,10 @@ def _host_plan(diagnosis: Diagnosis, recipe: str) -> None:
     node = base.host_ram_available_gib
     diagnosis.figures["planned_host_ram_gib"] = round(base.host_ram_gib, 2)
     against = f" against the node's {node:.0f} GiB" if node else " (the recipe does not give the node's host RAM)"
-    diagnosis.notes.append(f"The planner puts {recipe} at {base.host_ram_gib:.1f} GiB of host RAM per node{against}"
-                           + (": it does not fit." if node and not base.host_ram_fits else "."))
+    diagnosis.notes.append(
+        f"The planner puts {recipe} at {base.host_ram_gib:.1f} GiB of host RAM per node{against}"
+        + (": it does not fit." if node and not base.host_ram_fits else ".")
+    )
     for fix in diagnosis.fixes:
         if "overrides" not in fix:
             continue

@@ -1,15 +1,36 @@
 """What the doctor concluded about one log."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("cuda_oom", "host_oom", "shm_exhausted", "nccl_timeout", "collective_mismatch", "batch_mismatch", "config_mismatch",
-         "grpo_divisibility", "checkpointing_error", "other_error", "unknown")
-PHASES = ("model_load", "forward", "backward", "optimizer_step", "evaluation", "generation", "checkpoint_save",
-          "unknown")
-CAUSES = ("true_capacity", "fragmentation", "evaluation_spike", "generation_rollout", "host_ram",
-          "configuration_error", "communication", "shared_memory", "not_memory", "unknown")
+KINDS = (
+    "cuda_oom",
+    "host_oom",
+    "shm_exhausted",
+    "nccl_timeout",
+    "collective_mismatch",
+    "batch_mismatch",
+    "config_mismatch",
+    "grpo_divisibility",
+    "checkpointing_error",
+    "other_error",
+    "unknown",
+)
+PHASES = ("model_load", "forward", "backward", "optimizer_step", "evaluation", "generation", "checkpoint_save", "unknown")
+CAUSES = (
+    "true_capacity",
+    "fragmentation",
+    "evaluation_spike",
+    "generation_rollout",
+    "host_ram",
+    "configuration_error",
+    "communication",
+    "shared_memory",
+    "not_memory",
+    "unknown",
+)
 
 
 @dataclass

@@ -4,6 +4,7 @@ The file is read in fixed chunks and split into lines; nothing else of it is kep
 bounded whatever the size. A runaway line (no newline for more than a chunk) is passed on in
 chunk-sized pieces, and only its first MAX_TEXT characters are ever matched.
 """
+
 from __future__ import annotations
 
 from typing import BinaryIO, Iterator
@@ -54,23 +55,23 @@ def split_prefix(text: str) -> tuple[str, int | None, str, str]:
             match = HOST_PREFIX.match(text)
             host_done = True
             if match:
-                key, text = match.group(0), text[match.end():]
+                key, text = match.group(0), text[match.end() :]
                 with_noise = text
                 continue
         match = RANK_PREFIX.match(text) or (LABEL_PREFIX.match(text) if rank is None else None)
         if match and rank is None:
             rank = int(match.group(match.lastindex))
-            key, text = key + match.group(0), text[match.end():]
+            key, text = key + match.group(0), text[match.end() :]
             with_noise = text
             continue
         if match and RANK_PREFIX.match(text):  # srun label around a torchrun prefix: "0: [rank0]: ..."
             rank = int(match.group(2))
-            key, text = key + match.group(0), text[match.end():]
+            key, text = key + match.group(0), text[match.end() :]
             with_noise = text
             continue
         match = NOISE_PREFIX.match(text)
         if match and match.end():
-            text = text[match.end():]
+            text = text[match.end() :]
         if text == before:
             break
     return key.strip(), rank, text, with_noise

@@ -3,6 +3,7 @@
 Every line is first tested against ANCHOR (bytes, cheap); only lines that match are decoded and run
 through the patterns below, which is what keeps a 100 MB log fast.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,8 +62,7 @@ IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceb
 EXCEPTION_LINE = re.compile(r"^\s*(?:\*\*\* )?(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
 EXCEPTION = re.compile(r"^\s*(?:\*\*\* )?((?:[\w.]+\.)?(\w*(?:Error|Exception)))\b:?\s*(.*)")
 # Exceptions that only report another process's failure; the failure itself is elsewhere in the log.
-WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
-            "SystemExit", "DistBackendError", "RendezvousError"}
+WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "SystemExit", "DistBackendError", "RendezvousError"}
 # Source lines under a frame that say what the frame computed when the frame itself is missing.
 SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?)\b")
 
@@ -90,8 +90,7 @@ OOM_FIGURES = {
     # torch 1.0-1.3 "cached" is the cache minus what is allocated (amount_cached - amount_allocated), and
     # torch 2.1+ says so in words: both are reserved-but-unallocated already
     "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated"), re.compile(SIZE + r" cached\)")],
-    "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"),
-               re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
+    "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"), re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
 }
 PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.IGNORECASE)
 
@@ -133,8 +132,10 @@ FAILURE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 ROOT_CAUSE = "Root Cause (first observed failure)"
 # The first rank to exit, as the launchers report it: torchrun "failed (exitcode: 1) local_rank: 3 (pid: ...)",
 # DeepSpeed "[..., '--local_rank=3', ...] exits with return code = 1".
-LAUNCHER_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
-                           r"|local_rank=(?P<ds_rank>\d+).*exits with return code = (?P<ds_code>-?\d+)")
+LAUNCHER_EXIT = re.compile(
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
+    r"|local_rank=(?P<ds_rank>\d+).*exits with return code = (?P<ds_code>-?\d+)"
+)
 
 # --- communication ---
 NCCL_TIMEOUT = re.compile(
@@ -170,9 +171,7 @@ GRPO_EVAL_NEW = re.compile(
     r" used for evaluation \((\d+)\)"
 )
 GRPO_GEN_BATCH = re.compile(r"generation_batch_size \((\d+)\) must be divisible by num_generations \((\d+)\)")
-GRPO_GEN_GLOBAL = re.compile(
-    r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)"
-)
+GRPO_GEN_GLOBAL = re.compile(r"generation_batch_size \((\d+)\) must be divisible by the global batch size \((\d+)\)")
 GRPO_MIN = re.compile(r"GRPO requires at least 2 generations per prompt(?:.*?You provided (\d+))?")
 CHECKPOINTING = re.compile(
     r"The size of tensor a \(0\) must match the size of tensor b"
@@ -185,12 +184,19 @@ HINTS = [
     (re.compile(r"\*\*\*\*\* Running (?:Evaluation|Prediction) \*\*\*\*\*"), "evaluation"),
     (re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*"), "training"),
     (re.compile(r"Saving (?:the )?model|Saving checkpoint|save_checkpoint"), "checkpoint_save"),
-    (re.compile(r"Loading checkpoint shards|Loading model|DeepSpeedZeroOptimizer|Creating ZeRO|ZeRO Offload"
-                r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
-                r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
-                r"|partition count \[\d+\] and sizes"), "model_load"),
+    (
+        re.compile(
+            r"Loading checkpoint shards|Loading model|DeepSpeedZeroOptimizer|Creating ZeRO|ZeRO Offload"
+            r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
+            r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
+            r"|partition count \[\d+\] and sizes"
+        ),
+        "model_load",
+    ),
 ]
 # Within model loading: building optimizer states (host RAM for offloaded states) rather than reading weights.
-OPTIMIZER_INIT = re.compile(r"optimizer states|fp16 partitions|DeepSpeedZeroOptimizer|Creating ZeRO|cpu_adam|CPUAdam"
-                            r"|partition count")
+OPTIMIZER_INIT = re.compile(
+    r"optimizer states|fp16 partitions|DeepSpeedZeroOptimizer|Creating ZeRO|cpu_adam|CPUAdam"
+    r"|partition count"
+)
 STEP = re.compile(r"global_step/max_steps'?:\s*'?(\d+)/(\d+)")

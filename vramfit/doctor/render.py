@@ -1,4 +1,5 @@
 """The human report: a one-line verdict, then what ran out, where, why, and the fixes in order."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,7 @@ CAUSE = {
 }
 LOOKED_FOR = [
     "CUDA out of memory in every PyTorch format, CUDA error: out of memory, CUBLAS_STATUS_ALLOC_FAILED",
-    "host RAM kills: exitcode -9 / Signal 9 (SIGKILL), 'Killed', DeepSpeed 'return code = -9', kernel and "
-    "Slurm OOM-killer lines",
+    "host RAM kills: exitcode -9 / Signal 9 (SIGKILL), 'Killed', DeepSpeed 'return code = -9', kernel and Slurm OOM-killer lines",
     "/dev/shm exhaustion: DataLoader bus errors, NCCL 'failed to extend /dev/shm'",
     "Python exceptions that are not about memory (reported as such)",
     "NCCL watchdog timeouts and aborted communicators",
@@ -106,8 +106,11 @@ def _where(d: Diagnosis) -> str:
 
 
 def _nothing(d: Diagnosis) -> str:
-    lines = [f"{d.source}: nothing recognised ({d.lines_read} lines read). Fix: pass the whole log of every rank, "
-             "stderr included (2>&1), from launch to exit.", "", "Looked for:"]
+    lines = [
+        f"{d.source}: nothing recognised ({d.lines_read} lines read). Fix: pass the whole log of every rank, stderr included (2>&1), from launch to exit.",
+        "",
+        "Looked for:",
+    ]
     lines += [f"  - {item}" for item in LOOKED_FOR]
     lines += [f"Note: {note}" for note in d.notes]
     return "\n".join(lines)
@@ -130,8 +133,7 @@ def render(d: Diagnosis) -> str:
     label, what = WHAT[d.kind]
     if d.cause == "host_ram" and d.kind == "cuda_oom":
         what = "host RAM (pinned memory; reported as a CUDA error)"
-    lines = [verdict, "", f"  {label + ':':<13} {what}", f"  Where:        {_where(d)}",
-             f"  Cause:        {CAUSE[d.cause]}: {d.why}", ""]
+    lines = [verdict, "", f"  {label + ':':<13} {what}", f"  Where:        {_where(d)}", f"  Cause:        {CAUSE[d.cause]}: {d.why}", ""]
     if d.fixes:
         lines.append("Fixes, cheapest first:")
         for number, fix in enumerate(d.fixes, 1):
@@ -145,8 +147,11 @@ def render(d: Diagnosis) -> str:
             lines.append(f"     why: {fix['why']}")
         if any("fits" in fix for fix in d.fixes):
             chosen = next((n for n, fix in enumerate(d.fixes, 1) if fix.get("apply_first")), None)
-            lines.append(f"Apply first: fix {chosen}, the cheapest the planner says fits." if chosen
-                         else "None of the planned fixes fits on its own: combine them, or use more GPUs.")
+            lines.append(
+                f"Apply first: fix {chosen}, the cheapest the planner says fits."
+                if chosen
+                else "None of the planned fixes fits on its own: combine them, or use more GPUs."
+            )
         lines.append("")
     if d.notes:
         lines.append("Notes:")

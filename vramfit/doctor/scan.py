@@ -4,6 +4,7 @@ State is per stream (a launcher prefix such as "[rank3]:" or "10.0.0.5:"), so in
 their own tracebacks. Everything kept is bounded: a few events per kind, the last frames per stream,
 the last progress bar.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -58,8 +59,7 @@ class Stream:
 
 
 WRAP_LINES = 6  # lines an OOM message may be wrapped over
-COMPLETE = ("reserved in total by PyTorch)", "cached)", "but unallocated", "PYTORCH_CUDA_ALLOC_CONF",
-            "PYTORCH_HIP_ALLOC_CONF", "environment-variables")
+COMPLETE = ("reserved in total by PyTorch)", "cached)", "but unallocated", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "environment-variables")
 
 
 class Scan:
@@ -143,7 +143,7 @@ class Scan:
             self._bars["model_load"] = self.lines
         elif any(w in desc for w in GENERATION_WORDS):
             self._bars["generation"] = self.lines
-        rest = text[match.end():]
+        rest = text[match.end() :]
         if rest.strip():
             self._plain(rest.encode())
 
@@ -256,8 +256,7 @@ class Scan:
         event, so_far, left = stream.wrapped
         piece = text.rstrip("\r")
         stripped = piece.strip()
-        if (not stripped or left <= 0 or P.TRACEBACK in piece or P.FRAMES[0].search(piece)
-                or P.EXCEPTION_LINE.match(piece) or P.OOM.search(piece)):
+        if not stripped or left <= 0 or P.TRACEBACK in piece or P.FRAMES[0].search(piece) or P.EXCEPTION_LINE.match(piece) or P.OOM.search(piece):
             stream.wrapped = None
             return False
         joint = so_far[-1:] + piece[:1]
@@ -348,13 +347,12 @@ class Scan:
             return True
         mismatch = P.COLLECTIVE_MISMATCH.search(text)
         if mismatch:  # the event is the message itself, not the C++ enforce prefix before it
-            self._add("collective_mismatch", text[mismatch.start():], rank, stream)
+            self._add("collective_mismatch", text[mismatch.start() :], rank, stream)
             return True
         match = P.NCCL_TIMEOUT.search(text)
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
-            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream,
-                              close=bool(match))
+            event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream, close=bool(match))
             if match:
                 event.extra.update(op=match.group("op"), seq=int(match.group("seq")))
                 event.figures["timeout_ms"] = int(match.group("timeout"))
@@ -483,8 +481,7 @@ class Scan:
 
     # --- events ---
 
-    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True,
-             close: bool = True) -> Event:
+    def _add(self, kind: str, text: str, rank: int | None, stream: Stream, frames: bool = True, close: bool = True) -> Event:
         """A new event with its rank, frames, phase and step; kept only while under MAX_EVENTS. An event that
         does not `close` the traceback leaves its frames to the next line (an NCCL error whose 'Last error'
         lines say the CUDA failure underneath)."""

@@ -3,6 +3,7 @@
 Only the handful of settings the fixes need are read, each under its Hugging Face / TRL name; the
 first valid value wins (launch command and argument dumps come first; error messages are not read).
 """
+
 from __future__ import annotations
 
 import re
@@ -11,13 +12,13 @@ from vramfit.doctor.units import gib
 
 # canonical name -> (type, spellings seen in logs: CLI flags, dataclass reprs, YAML, banners)
 KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "per_device_train_batch_size": ("int", ("per_device_train_batch_size", "micro_batch_size",
-                                            "train_micro_batch_size_per_gpu",
-                                            "instantaneous batch size per device")),
+    "per_device_train_batch_size": (
+        "int",
+        ("per_device_train_batch_size", "micro_batch_size", "train_micro_batch_size_per_gpu", "instantaneous batch size per device"),
+    ),
     "per_device_eval_batch_size": ("int", ("per_device_eval_batch_size", "eval_batch_size")),
     "gradient_accumulation_steps": ("int", ("gradient_accumulation_steps",)),
-    "global_batch_size": ("int", ("train_batch_size",
-                                  "total train batch size (w. parallel, distributed & accumulation)")),
+    "global_batch_size": ("int", ("train_batch_size", "total train batch size (w. parallel, distributed & accumulation)")),
     "max_steps": ("int", ("total optimization steps",)),
     "eval_steps": ("int", ("eval_steps",)),
     "eval_strategy": ("word", ("eval_strategy", "evaluation_strategy")),
@@ -38,16 +39,15 @@ KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_seq_length": ("int", ("max_seq_length", "max_seq_len", "cutoff_len", "seq_length")),
 }
 _SPELLING = {re.sub(r"[ -]", "_", s): k for k, (_, spellings) in KEYS.items() for s in spellings}
-_KEYS = "|".join(
-    "[_ -]".join(re.escape(part) for part in s.split("_")) for s in sorted(_SPELLING, key=len, reverse=True)
-)
+_KEYS = "|".join("[_ -]".join(re.escape(part) for part in s.split("_")) for s in sorted(_SPELLING, key=len, reverse=True))
 # key, then "=", ":", spaces or DeepSpeed's dotted padding, then the value
 SETTING = re.compile(
     r"(?<![\w.-])(?:--)?(" + _KEYS + r")[\"']?(?:\s*[=:]\s*|\s+(?:\.+\s+)?)[\"']?([\w.:/-]+)",
     re.IGNORECASE,
 )
 OFFLOAD_REPR = re.compile(  # DeepSpeed's config print: offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', ...)
-    r"offload_(param|optimizer)=\w*\(device=[^,]*?\b(cpu|nvme|none)\b[^)]*?pin_memory=(True|False)")
+    r"offload_(param|optimizer)=\w*\(device=[^,]*?\b(cpu|nvme|none)\b[^)]*?pin_memory=(True|False)"
+)
 OFFLOAD_SECTION = re.compile(r"[\"']offload_(param|optimizer)[\"']\s*:\s*\{")
 JSON_DEVICE = re.compile(r"[\"']device[\"']\s*:\s*[\"'](\w+)")
 JSON_PIN = re.compile(r"[\"']pin_memory[\"']\s*:\s*(true|false)", re.IGNORECASE)
@@ -58,9 +58,40 @@ ZERO3_FILES = ("zero/stage3.py", "partition_parameters.py", "parameter_offload.p
 # view's "shape '[4, 4096, 32000]' is invalid", "of shape [..]" / "shape=(..)" in warnings. Bare lists are not read.
 SHAPE = re.compile(r"(?:torch\.Size\(\[|\bshape\s*[=:]?\s*'?[\[(])(\d+(?:,\s*\d+)*)[\])]")
 # Vocabularies of the model families in the logs people paste; a log's own vocab_size is used first.
-VOCABS = frozenset({30522, 32000, 32001, 32002, 32016, 32064, 32128, 32256, 49152, 50257, 50265, 50272, 50280,
-                    50304, 51200, 64000, 65024, 92416, 92544, 100352, 102400, 128256, 151646, 151936, 152064,
-                    163840, 250002, 250112, 256000, 262144})
+VOCABS = frozenset(
+    {
+        30522,
+        32000,
+        32001,
+        32002,
+        32016,
+        32064,
+        32128,
+        32256,
+        49152,
+        50257,
+        50265,
+        50272,
+        50280,
+        50304,
+        51200,
+        64000,
+        65024,
+        92416,
+        92544,
+        100352,
+        102400,
+        128256,
+        151646,
+        151936,
+        152064,
+        163840,
+        250002,
+        250112,
+        256000,
+        262144,
+    }
+)
 MAX_ROWS = 512  # a leading dimension above this is not a micro-batch
 ALLOC_CONF = re.compile(r"PYTORCH_CUDA_ALLOC_CONF\s*[=:]\s*[\"']?([\w:,.]+)")
 
@@ -132,8 +163,11 @@ class Settings:
                 if count % 2:
                     return None
                 count //= 2
-            return count, {"line": line, "text": text}, f"the logits shape [{self.shapes[0][1]}, {seq}, {vocab}]" + (
-                " (chosen and rejected concatenated)" if halve else "") + f" at line {line}"
+            return (
+                count,
+                {"line": line, "text": text},
+                f"the logits shape [{self.shapes[0][1]}, {seq}, {vocab}]" + (" (chosen and rejected concatenated)" if halve else "") + f" at line {line}",
+            )
         if rows or not requested_gib or halve:
             return None
         seq, vocab = self.values.get("max_seq_length"), self.values.get("vocab_size")
@@ -149,8 +183,7 @@ class Settings:
         if len(fits) != 1:  # 2 rows in bf16 or 1 in fp32 look the same: say nothing
             return None
         count, width = fits[0]
-        return count, None, (f"the {gib(requested_gib)} request is exactly {count} x {seq} x {vocab} x "
-                             f"{width} bytes (rows x max_seq_length x vocab_size)")
+        return count, None, (f"the {gib(requested_gib)} request is exactly {count} x {seq} x {vocab} x {width} bytes (rows x max_seq_length x vocab_size)")
 
     def _offload(self, stream: str, text: str) -> None:
         for which, device, pin in OFFLOAD_REPR.findall(text):
@@ -159,7 +192,7 @@ class Settings:
         match = OFFLOAD_SECTION.search(text)
         if match:
             self._section[stream] = (match.group(1), 8)
-            text = text[match.end():]
+            text = text[match.end() :]
         if stream not in self._section:
             return
         which, left = self._section[stream]

@@ -1,4 +1,5 @@
 """Sizes as PyTorch prints them, and as the doctor prints them back."""
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@
 Exit codes: 0 a configuration fits (printed, ranked), 1 nothing fits (the closest candidates and every
 family's reason are printed), 2 bad input (nothing searched or written).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Search the fastest configuration that fits: ZeRO stage or FSDP, offload, micro-batch x accumulation, "
-                          "checkpointing, Liger, attention, 8-bit optimizers; for GRPO the generation batch and the vLLM share.")
+    parser.description = (
+        "Search the fastest configuration that fits: ZeRO stage or FSDP, offload, micro-batch x accumulation, "
+        "checkpointing, Liger, attention, 8-bit optimizers; for GRPO the generation batch and the vLLM share."
+    )
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="a recipe, then key=value pins")
@@ -55,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=10, help="ranked rows to print (default 10)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.add_argument("--write", metavar="NAME", help="write the winner as recipes/NAME/ (recipe.yaml, launch.sh, README.md)")
-    parser.add_argument("--data-format", choices=("chat_jsonl", "llava_json", "rec_jsonl"),
-                        help="with --write and --model-config: the dataset format of the written recipe")
+    parser.add_argument(
+        "--data-format", choices=("chat_jsonl", "llava_json", "rec_jsonl"), help="with --write and --model-config: the dataset format of the written recipe"
+    )
 
 
 @dataclass
@@ -108,9 +112,19 @@ def run(args) -> int:
     return EXIT_OK if result.winner is not None or (result.ranked and not args.write) else EXIT_FAILED
 
 
-PIN_KNOBS = ("deepspeed", "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing",
-             "use_liger_kernel", "attn_implementation", "optim", "steps_per_generation", "use_vllm",
-             "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
+PIN_KNOBS = (
+    "deepspeed",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "gradient_checkpointing",
+    "use_liger_kernel",
+    "attn_implementation",
+    "optim",
+    "steps_per_generation",
+    "use_vllm",
+    "vllm_gpu_memory_utilization",
+    "vllm_enable_sleep_mode",
+)
 # Keys passed on as typed (the planner parses them) that also hold a searched knob still: FSDP's own
 # spelling holds the engine, vllm_mode holds vLLM on or off.
 HOLDING = ("fsdp", "vllm_mode")
@@ -138,8 +152,7 @@ def _split_pins(items: list[str], problems, label: str) -> tuple[dict[str, Any],
         if key == "deepspeed":
             value = preset_from_text(text)
             if value not in (*UNWRITABLE, *PRESETS, *FSDP_ALL):
-                problems.add(label, "deepspeed", f"'{text}' is not a preset the search knows",
-                             f"pin one of: {', '.join((*UNWRITABLE, *PRESETS, *FSDP_ALL))}.")
+                problems.add(label, "deepspeed", f"'{text}' is not a preset the search knows", f"pin one of: {', '.join((*UNWRITABLE, *PRESETS, *FSDP_ALL))}.")
                 continue
         elif key == "vllm_gpu_memory_utilization":
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
@@ -174,22 +187,32 @@ def build(args) -> Request:
     items = list(args.items)
     if args.gpu is not None and args.gpu not in CATALOGUE:
         problems.add(label, "--gpu", f"unknown GPU '{args.gpu}'.{did_you_mean(args.gpu, CATALOGUE)}", f"use one of: {', '.join(CATALOGUE)}.")
-    for flag, value in (("--gpus", args.gpus), ("--nodes", args.nodes), ("--seq-len", args.seq_len),
-                        ("--global-batch-size", args.global_batch_size), ("--host-ram-gib", args.host_ram_gib)):
+    for flag, value in (
+        ("--gpus", args.gpus),
+        ("--nodes", args.nodes),
+        ("--seq-len", args.seq_len),
+        ("--global-batch-size", args.global_batch_size),
+        ("--host-ram-gib", args.host_ram_gib),
+    ):
         if value is not None and value <= 0:
             problems.add(label, flag, f"must be positive ({flag} {value})", f"pass a positive {flag}.")
     if args.write:
         from vramfit.recipe import NAME_RE
 
         if not NAME_RE.match(args.write):
-            problems.add(label, "--write", f"'{args.write}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
-                         "use e.g. llama-3.1-8b-8xh100 (the GPU name from the catalogue).")
+            problems.add(
+                label,
+                "--write",
+                f"'{args.write}' does not follow <model>[-<method>]-[<N>x]<gpu>[-<variant>]",
+                "use e.g. llama-3.1-8b-8xh100 (the GPU name from the catalogue).",
+            )
         else:
             from vramfit.paths import recipes_dir
 
             if (recipes_dir() / args.write).exists():
-                problems.add(str(recipes_dir() / args.write), "--write", "already exists; nothing is overwritten",
-                             "pick a new name or remove that folder yourself.")
+                problems.add(
+                    str(recipes_dir() / args.write), "--write", "already exists; nothing is overwritten", "pick a new name or remove that folder yourself."
+                )
     pins, rest = _split_pins([i for i in items if "=" in i], problems, label)
     targets = [i for i in items if "=" not in i]
     if problems:
@@ -212,8 +235,12 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
     from vramfit.recipe import load
 
     if len(targets) != 1:
-        problems.add(label, "RECIPE", f"fit takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
-                     "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.")
+        problems.add(
+            label,
+            "RECIPE",
+            f"fit takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
+            "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.",
+        )
         raise ConfigError(problems)
     path = find_recipe(targets[0])
     original = load(path)
@@ -227,12 +254,21 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
         else:
             overrides.append(item)
     if args.method and args.method != original.method:
-        problems.add(str(path), "method", f"the recipe is {original.method}, --method asks {args.method}",
-                     "drop --method, or fit --model-config with the method you want.")
+        problems.add(
+            str(path),
+            "method",
+            f"the recipe is {original.method}, --method asks {args.method}",
+            "drop --method, or fit --model-config with the method you want.",
+        )
         raise ConfigError(problems)
-    for flag, key in (("gpu", "hardware.gpu"), ("gpus", "hardware.gpus_per_node"), ("nodes", "hardware.nodes"),
-                      ("host_ram_gib", "hardware.host_ram_gib"), ("seq_len", "data.max_length"),
-                      ("global_batch_size", "global_batch_size")):
+    for flag, key in (
+        ("gpu", "hardware.gpu"),
+        ("gpus", "hardware.gpus_per_node"),
+        ("nodes", "hardware.nodes"),
+        ("host_ram_gib", "hardware.host_ram_gib"),
+        ("seq_len", "data.max_length"),
+        ("global_batch_size", "global_batch_size"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={value}")
@@ -259,17 +295,14 @@ def _from_recipe(args, pins, rest, targets, problems, label) -> Request:
 
 
 def _with_preset(base, name: str):
-    from vramfit.fit.search import preset_zero
+    from vramfit.fit.search import FSDP_ALL, apply, knobs_of, preset_zero
     from vramfit.planner import params
     from vramfit.planner.setup import _hidden_size
-
-    from vramfit.fit.search import FSDP_ALL, apply, knobs_of
 
     if name in FSDP_ALL:
         return apply(base, {**knobs_of(base), "deepspeed": name}, {name: preset_zero("none", 0)} | _fsdp_zeros())
     zero = preset_zero(name, _hidden_size(params.read_config(base.model_config)))
-    return base.replace(zero=zero, engine="deepspeed" if zero.stage else ("ddp" if base.world > 1 else "single"),
-                        fsdp_offload=False)
+    return base.replace(zero=zero, engine="deepspeed" if zero.stage else ("ddp" if base.world > 1 else "single"), fsdp_offload=False)
 
 
 def _fsdp_zeros():
@@ -286,8 +319,9 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
     from vramfit.problems import ConfigError
 
     if targets:
-        problems.add(label, targets[0], f"'{targets[0]}' is not key=value (with --model-config there is no RECIPE)",
-                     "drop it, or fit the recipe without --model-config.")
+        problems.add(
+            label, targets[0], f"'{targets[0]}' is not key=value (with --model-config there is no RECIPE)", "drop it, or fit the recipe without --model-config."
+        )
     if not args.gpu:
         problems.add(label, "--gpu", "--model-config needs the GPU", "add --gpu h100 (names: vramfit/hardware.py).")
     if not args.gpus:
@@ -301,7 +335,9 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
     if not keys & {"bf16", "fp16"}:
         bf16 = CATALOGUE[args.gpu].bf16
         overrides.append("bf16=true" if bf16 else "fp16=true")
-        notes.append(f"precision: {'bf16' if bf16 else 'fp16'} mixed precision assumed ({args.gpu} {'has' if bf16 else 'has no'} bf16); pin bf16= / fp16= to change")
+        notes.append(
+            f"precision: {'bf16' if bf16 else 'fp16'} mixed precision assumed ({args.gpu} {'has' if bf16 else 'has no'} bf16); pin bf16= / fp16= to change"
+        )
     if "expandable_segments" not in keys:
         overrides.append("expandable_segments=true")
         notes.append("allocator: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True assumed (recipes written by fit set it)")
@@ -327,7 +363,9 @@ def _from_model_config(args, pins, rest, targets, problems, label) -> Request:
     world = args.gpus * (args.nodes or 1)
     gbs = args.global_batch_size or HF_DEFAULTS["per_device_train_batch_size"] * world
     if not args.global_batch_size:
-        notes.append(f"global batch: {gbs} = {HF_DEFAULTS['per_device_train_batch_size']} per GPU (the Trainer's default micro-batch) x {world} GPUs; pass --global-batch-size")
+        notes.append(
+            f"global batch: {gbs} = {HF_DEFAULTS['per_device_train_batch_size']} per GPU (the Trainer's default micro-batch) x {world} GPUs; pass --global-batch-size"
+        )
     return Request(base, knobs_of(defaults), pins, gbs, None, base.label, tuple(notes))
 
 
@@ -347,20 +385,40 @@ def _check_batch(request: Request, problems, label: str) -> None:
     base, gbs = request.base, request.global_batch
     world = base.world
     if gbs % world:
-        problems.add(label, "global_batch_size", f"{gbs} does not divide over {world} GPUs ({gbs} / {world} = {gbs / world:.2f})",
-                     f"use a multiple of {world}, e.g. --global-batch-size {max(world, gbs // world * world)}.")
+        problems.add(
+            label,
+            "global_batch_size",
+            f"{gbs} does not divide over {world} GPUs ({gbs} / {world} = {gbs / world:.2f})",
+            f"use a multiple of {world}, e.g. --global-batch-size {max(world, gbs // world * world)}.",
+        )
         return
     per_rank = gbs // world
     micro, ga = request.pins.get("per_device_train_batch_size"), request.pins.get("gradient_accumulation_steps")
     if micro and per_rank % micro:
-        problems.add(label, "per_device_train_batch_size", f"the pinned micro-batch {micro} does not divide the {per_rank} samples per GPU "
-                     f"(global {gbs} / {world} GPUs)", "pin a divisor of the per-GPU share, or change --global-batch-size.")
+        problems.add(
+            label,
+            "per_device_train_batch_size",
+            f"the pinned micro-batch {micro} does not divide the {per_rank} samples per GPU (global {gbs} / {world} GPUs)",
+            "pin a divisor of the per-GPU share, or change --global-batch-size.",
+        )
     if ga and per_rank % ga:
-        problems.add(label, "gradient_accumulation_steps", f"the pinned accumulation {ga} does not divide the {per_rank} samples per GPU",
-                     "pin a divisor of the per-GPU share, or change --global-batch-size.")
+        problems.add(
+            label,
+            "gradient_accumulation_steps",
+            f"the pinned accumulation {ga} does not divide the {per_rank} samples per GPU",
+            "pin a divisor of the per-GPU share, or change --global-batch-size.",
+        )
     if micro and ga and micro * ga != per_rank:
-        problems.add(label, "gradient_accumulation_steps", f"micro-batch x accumulation = {micro} x {ga} = {micro * ga} != {per_rank} samples per GPU "
-                     f"(global {gbs} / {world} GPUs)", f"pin only one of them, or make their product {per_rank}.")
+        problems.add(
+            label,
+            "gradient_accumulation_steps",
+            f"micro-batch x accumulation = {micro} x {ga} = {micro * ga} != {per_rank} samples per GPU (global {gbs} / {world} GPUs)",
+            f"pin only one of them, or make their product {per_rank}.",
+        )
     if base.method == "grpo" and gbs % base.num_generations:
-        problems.add(label, "global_batch_size", f"{gbs} completions do not divide into groups of num_generations {base.num_generations}",
-                     f"use a multiple of {base.num_generations}.")
+        problems.add(
+            label,
+            "global_batch_size",
+            f"{gbs} completions do not divide into groups of num_generations {base.num_generations}",
+            f"use a multiple of {base.num_generations}.",
+        )

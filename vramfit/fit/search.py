@@ -29,6 +29,7 @@ activation offloading and packing; they change what is trained or how samples ar
 and memory, so they are the user's choice (pin them: `bf16=true master_fp32=false`, `activation_offloading=true`,
 `packing=true`) and fit plans and times them as pinned.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,22 +51,49 @@ VLLM_SHARES = (0.3, 0.5, 0.7)
 UNWRITABLE = ("none", "zero1")
 EIGHT_BIT = ("adamw_8bit", "paged_adamw_8bit")
 ATTN_LABEL = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
-KNOBS = ("deepspeed", "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing",
-         "use_liger_kernel", "attn_implementation", "optim", "steps_per_generation", "use_vllm",
-         "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
+KNOBS = (
+    "deepspeed",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "gradient_checkpointing",
+    "use_liger_kernel",
+    "attn_implementation",
+    "optim",
+    "steps_per_generation",
+    "use_vllm",
+    "vllm_gpu_memory_utilization",
+    "vllm_enable_sleep_mode",
+)
 VLLM_KNOBS = ("use_vllm", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode")
 FAMILIES = {  # family -> the knob whose value names it
-    "ZeRO / FSDP / offload": "deepspeed", "micro-batch": "per_device_train_batch_size",
-    "checkpointing": "gradient_checkpointing", "Liger": "use_liger_kernel",
-    "attention": "attn_implementation", "optimizer": "optim", "generation batch": "steps_per_generation",
-    "vLLM": "use_vllm", "vLLM share": "vllm_gpu_memory_utilization", "vLLM sleep": "vllm_enable_sleep_mode",
+    "ZeRO / FSDP / offload": "deepspeed",
+    "micro-batch": "per_device_train_batch_size",
+    "checkpointing": "gradient_checkpointing",
+    "Liger": "use_liger_kernel",
+    "attention": "attn_implementation",
+    "optimizer": "optim",
+    "generation batch": "steps_per_generation",
+    "vLLM": "use_vllm",
+    "vLLM share": "vllm_gpu_memory_utilization",
+    "vLLM sleep": "vllm_enable_sleep_mode",
 }
 MAX_MICRO = 64
 TIE = 0.01  # predicted step times within 1% rank as equal
 THIN = 0.05  # among ties, a margin under 5% of the card (on top of the planner's 5% headroom) ranks last
 # Among ties, the simpler engine first: fewer moving parts (sharded weights, host offload) to debug.
-COMPLEXITY = {"none": 0, "zero1": 0, "zero2": 0, "zero3": 1, "zero2_offload_optimizer": 2, "zero3_offload_optimizer": 2,
-              "zero3_offload_optimizer_params": 3, "fsdp": 1, "fsdp2": 1, "fsdp_offload": 3, "fsdp2_offload": 3}
+COMPLEXITY = {
+    "none": 0,
+    "zero1": 0,
+    "zero2": 0,
+    "zero3": 1,
+    "zero2_offload_optimizer": 2,
+    "zero3_offload_optimizer": 2,
+    "zero3_offload_optimizer_params": 3,
+    "fsdp": 1,
+    "fsdp2": 1,
+    "fsdp_offload": 3,
+    "fsdp2_offload": 3,
+}
 
 
 @dataclass
@@ -189,13 +217,18 @@ def apply(base, knobs: dict[str, Any], zeros: dict[str, Any]):
     zero = zeros[name]
     if name in FSDP_ALL:
         engine = "fsdp"
-        fsdp = dict(fsdp_offload=name.endswith("_offload"), fsdp_version=2 if name.startswith("fsdp2") else 1,
-                    fsdp_sharding=base.fsdp_sharding if base.engine == "fsdp" else "full_shard")
+        fsdp = dict(
+            fsdp_offload=name.endswith("_offload"),
+            fsdp_version=2 if name.startswith("fsdp2") else 1,
+            fsdp_sharding=base.fsdp_sharding if base.engine == "fsdp" else "full_shard",
+        )
     else:
         engine = "deepspeed" if zero.stage else ("ddp" if base.world > 1 else "single")
         fsdp = dict(fsdp_offload=False)
     changes = dict(
-        zero=zero, engine=engine, **fsdp,
+        zero=zero,
+        engine=engine,
+        **fsdp,
         micro_batch=knobs["per_device_train_batch_size"],
         gradient_accumulation_steps=knobs["gradient_accumulation_steps"],
         gradient_checkpointing=knobs["gradient_checkpointing"],
@@ -280,8 +313,7 @@ def _one_summary_per_config():
         params.summary = original
 
 
-def search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, Any] | None = None,
-           label: str = "", trace: bool = True) -> Result:
+def search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str, Any] | None = None, label: str = "", trace: bool = True) -> Result:
     """Plan and time every candidate; `base` already carries the pins' values."""
     with _one_summary_per_config():
         return _search(base, global_batch, pins, base_knobs, label, trace)
@@ -327,23 +359,30 @@ def _search(base, global_batch: int, pins: dict[str, Any], base_knobs: dict[str,
                 setup = apply(base, k, zeros)
                 p = plan(setup)
                 counts = params.count(arch, setup)
-                candidates.append(Candidate(k, setup, p, steptime.estimate(setup, arch, counts),
-                                            steptime.vllm_veto(setup, arch, counts)))
+                candidates.append(Candidate(k, setup, p, steptime.estimate(setup, arch, counts), steptime.vllm_veto(setup, arch, counts)))
     fitting = _rank(candidates, base_knobs or {})
     result = Result(label or base.label, base, base_knobs or knobs_of(base), pins, global_batch, candidates, fitting, [])
     if not trace:
         result.rejected = rejected(result)
-    result.notes.append("kept as the base has them (pin to change; fit plans and times them as given): pure bf16 weights and "
-                        "optimizer states, activation offloading, packing - they change what is trained or how samples are cut")
+    result.notes.append(
+        "kept as the base has them (pin to change; fit plans and times them as given): pure bf16 weights and "
+        "optimizer states, activation offloading, packing - they change what is trained or how samples are cut"
+    )
     if base.world > 1:
         v = "FSDP1" if any(c.knobs["deepspeed"] in ("fsdp", "fsdp_offload") for c in candidates) else "FSDP2"
-        result.notes.append(f"FSDP searched as {v} full shard (the planner gives FSDP1 and FSDP2 the same memory and traffic; "
-                            "FSDP2 unless the base or a pin says fsdp_config.version=1)")
+        result.notes.append(
+            f"FSDP searched as {v} full shard (the planner gives FSDP1 and FSDP2 the same memory and traffic; "
+            "FSDP2 unless the base or a pin says fsdp_config.version=1)"
+        )
         if not FSDP_WRITABLE():
-            result.notes.append("FSDP candidates are planned and timed but not writable: this tree's validator "
-                                "(vramfit/checks/deepspeed_json.py check) rejects `deepspeed: none`")
-    result.notes.append("attention: flash_attention_2 and sdpa are one candidate (CUDA SDPA runs the FlashAttention-2 kernel; "
-                        "same plan and step time); the base's spelling is kept")
+            result.notes.append(
+                "FSDP candidates are planned and timed but not writable: this tree's validator "
+                "(vramfit/checks/deepspeed_json.py check) rejects `deepspeed: none`"
+            )
+    result.notes.append(
+        "attention: flash_attention_2 and sdpa are one candidate (CUDA SDPA runs the FlashAttention-2 kernel; "
+        "same plan and step time); the base's spelling is kept"
+    )
     if trace:
         _confirm_with_trace(result, arch)
         result.ranked = _rank(candidates, base_knobs or {})
@@ -371,8 +410,16 @@ def _rank(candidates: list[Candidate], base_knobs: dict[str, Any]) -> list[Candi
     engine, then the larger margin."""
     fitting = [c for c in candidates if c.fits]
     best = min((c.time.seconds for c in fitting), default=1.0)
-    fitting.sort(key=lambda c: (int(math.log(c.time.seconds / best) / math.log(1 + TIE)), c.margin_gib < THIN * c.plan.gpu_memory_gib,
-                                _changes(c, base_knobs), COMPLEXITY[c.knobs["deepspeed"]], -c.margin_gib, c.time.seconds))
+    fitting.sort(
+        key=lambda c: (
+            int(math.log(c.time.seconds / best) / math.log(1 + TIE)),
+            c.margin_gib < THIN * c.plan.gpu_memory_gib,
+            _changes(c, base_knobs),
+            COMPLEXITY[c.knobs["deepspeed"]],
+            -c.margin_gib,
+            c.time.seconds,
+        )
+    )
     return fitting
 
 
@@ -399,8 +446,7 @@ def _confirm_with_trace(result: Result, arch, base_knobs: dict[str, Any] | None 
     try:
         from vramfit.planner.trace import step_flops  # type: ignore[import-not-found]
     except ImportError:
-        result.notes.append("FLOPs: analytic count (6 N tokens + attention, recompute added; vramfit.fit.steptime); "
-                            "vramfit.planner.trace is not available")
+        result.notes.append("FLOPs: analytic count (6 N tokens + attention, recompute added; vramfit.fit.steptime); vramfit.planner.trace is not available")
         return
     # step_flops counts one micro-batch of `seq_len` tokens without GRPO's completion or reference forward:
     # for GRPO it is asked about the whole sequence (prompt + completion) and compared without the reference.
@@ -424,12 +470,13 @@ def _confirm_with_trace(result: Result, arch, base_knobs: dict[str, Any] | None 
         a = steptime.analytic_flops(c.setup, arch, n)
         flops = steptime.Flops(*(getattr(a, f) * scale for f in ("forward", "backward", "recompute", "reference")))
         c.time = steptime.estimate(c.setup, arch, n, flops, "trace" if c is win else "analytic x trace ratio")
-    result.flops_source = (f"vramfit.planner.trace.step_flops for the winner (FlopCounterMode's counting rules); the others analytic x its ratio "
-                           f"({scale:.3f})")
-    result.notes.append(f"FLOPs of the winner from vramfit.planner.trace.step_flops (FlopCounterMode's counting rules): {traced:.3e} per "
-                        f"micro-batch{' (prompt + completion, policy only)' if grpo else ''}, analytic {compared:.3e} "
-                        f"({(scale - 1) * 100:+.0f}%); every fitting candidate "
-                        f"re-timed with that ratio and re-ranked")
+    result.flops_source = f"vramfit.planner.trace.step_flops for the winner (FlopCounterMode's counting rules); the others analytic x its ratio ({scale:.3f})"
+    result.notes.append(
+        f"FLOPs of the winner from vramfit.planner.trace.step_flops (FlopCounterMode's counting rules): {traced:.3e} per "
+        f"micro-batch{' (prompt + completion, policy only)' if grpo else ''}, analytic {compared:.3e} "
+        f"({(scale - 1) * 100:+.0f}%); every fitting candidate "
+        f"re-timed with that ratio and re-ranked"
+    )
 
 
 def rejected(result: Result) -> list[dict[str, Any]]:
@@ -454,16 +501,22 @@ def rejected(result: Result) -> list[dict[str, Any]]:
                 writable = [c for c in fitting if c.writable]
                 best = min(writable or fitting, key=lambda c: c.time.seconds)
                 if not writable:
-                    why = ("this tree's validator rejects `deepspeed: none` (vramfit/checks/deepspeed_json.py)" if value in FSDP_ALL
-                           else "no shared preset under deepspeed_configs/")
-                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), {best.time.seconds:.2f} s/step, but not writable as a recipe "
-                              f"({why})")
+                    why = (
+                        "this tree's validator rejects `deepspeed: none` (vramfit/checks/deepspeed_json.py)"
+                        if value in FSDP_ALL
+                        else "no shared preset under deepspeed_configs/"
+                    )
+                    reason = f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), {best.time.seconds:.2f} s/step, but not writable as a recipe ({why})"
                 elif best.time.seconds <= win.time.seconds * (1 + TIE):
-                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
-                              "within 1%, ranked below on margin >= 5% of the card, fewer changes, a simpler engine, then margin")
+                    reason = (
+                        f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB), same predicted step ({best.time.seconds:.2f} s); "
+                        "within 1%, ranked below on margin >= 5% of the card, fewer changes, a simpler engine, then margin"
+                    )
                 else:
-                    reason = (f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
-                              f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)")
+                    reason = (
+                        f"fits ({best.plan.per_gpu_peak_gib:.1f} GiB) but slower: {best.time.seconds:.2f} s/step vs "
+                        f"{win.time.seconds:.2f} s ({(best.time.seconds / win.time.seconds - 1) * 100:+.0f}%)"
+                    )
             else:
                 vetoed = [c for c in group if c.plan.ok and c.veto]
                 lowest = min(group, key=lambda c: c.plan.per_gpu_peak_gib)
@@ -471,11 +524,14 @@ def rejected(result: Result) -> list[dict[str, Any]]:
                 if vetoed:
                     reason = vetoed[0].veto
                 elif p.fits and not p.host_ram_fits:
-                    reason = (f"host RAM: {p.host_ram_gib:.0f} GiB > {p.host_ram_available_gib * 0.95:.0f} GiB usable "
-                              f"({p.host_ram_available_gib:.0f} GiB x 0.95)")
+                    reason = (
+                        f"host RAM: {p.host_ram_gib:.0f} GiB > {p.host_ram_available_gib * 0.95:.0f} GiB usable ({p.host_ram_available_gib:.0f} GiB x 0.95)"
+                    )
                 else:
-                    reason = (f"does not fit: lowest peak {p.per_gpu_peak_gib:.1f} GiB > {p.usable_gib:.1f} GiB usable "
-                              f"({p.gpu_memory_gib:.1f} x 0.95), with {_short(result.diff(lowest)) or 'the base settings'}")
+                    reason = (
+                        f"does not fit: lowest peak {p.per_gpu_peak_gib:.1f} GiB > {p.usable_gib:.1f} GiB usable "
+                        f"({p.gpu_memory_gib:.1f} x 0.95), with {_short(result.diff(lowest)) or 'the base settings'}"
+                    )
             out.append({"family": family, "knob": knob, "value": value, "reason": reason})
     return out
 

@@ -93,6 +93,7 @@ generation runs on other GPUs; it is not timed here (0 s, stated in the plan not
 Tokens per second = global batch x tokens per sample (the cap; packing or shorter samples are faster)
 / step time.
 """
+
 from __future__ import annotations
 
 import math
@@ -160,8 +161,7 @@ def analytic_flops(setup, arch, counts) -> Flops:
     if v and "vision" in arch.stacks:
         vs = arch.stacks["vision"]
         per_image = patches / max(1, s.images_per_sample)
-        f_vis = (2 * arch.groups.get("vision", 0) * v
-                 + 4 * s.micro_batch * s.images_per_sample * per_image * per_image * vs.heads * vs.head_dim * vs.layers)
+        f_vis = 2 * arch.groups.get("vision", 0) * v + 4 * s.micro_batch * s.images_per_sample * per_image * per_image * vs.heads * vs.head_dim * vs.layers
     f_proj = 2 * arch.groups.get("projector", 0) * s.micro_batch * img_tokens
     forward = f_text + f_vis + f_proj
     vision_trains = bool(counts.vision_grad_layers)
@@ -221,8 +221,7 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
     def run(fl: float, weights: float, el: float) -> float:
         return (max(fl / peak, weights / bw) + el / bw) if fl else 0.0
 
-    compute = (run(f.forward, w_bytes, elem) + run(f.backward, w_bytes, 2 * elem)
-               + run(f.recompute, w_bytes, elem) + run(f.reference, w_bytes, elem / 2))
+    compute = run(f.forward, w_bytes, elem) + run(f.backward, w_bytes, 2 * elem) + run(f.recompute, w_bytes, elem) + run(f.reference, w_bytes, elem / 2)
     ga = s.gradient_accumulation_steps
     world = s.world
     r = (world - 1) / world if world > 1 else 0.0
@@ -236,8 +235,9 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
         if s.fsdp_sharding == "no_shard":
             per_step_comm = 2 * r * 2 * trainable
         else:
-            passes = (1 if s.fsdp_sharding in ("shard_grad_op", "hybrid_shard_zero2") else 2 + (1 if s.gradient_checkpointing else 0)) \
-                + (1 if f.reference else 0)
+            passes = (1 if s.fsdp_sharding in ("shard_grad_op", "hybrid_shard_zero2") else 2 + (1 if s.gradient_checkpointing else 0)) + (
+                1 if f.reference else 0
+            )
             per_micro_comm = r * 2 * counts.total * passes + r * 2 * trainable
     elif world > 1:
         if stage == 0:
@@ -288,11 +288,10 @@ def estimate(setup, arch, counts, flops: Flops | None = None, flops_source: str 
     }
     total = sum(parts.values())
     samples = s.micro_batch * ga * world
-    return StepTime(total, samples * seq, f.total, flops_source, {k: v for k, v in parts.items() if v > 0},
-                    per_micro_comm * ga + per_step_comm)
+    return StepTime(total, samples * seq, f.total, flops_source, {k: v for k, v in parts.items() if v > 0}, per_micro_comm * ga + per_step_comm)
 
 
-GIB = 1024 ** 3
+GIB = 1024**3
 VLLM_RESERVE = 1 * GIB  # vLLM's activation / CUDA-graph working space inside its share (stated, not fitted)
 
 
@@ -315,9 +314,11 @@ def vllm_veto(setup, arch, counts) -> str:
     if cap >= need:
         return ""
     share = s.vllm_gpu_memory_utilization * s.gpu_spec.memory_gib
-    return (f"vLLM cannot start: vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} gives {share:.1f} GiB, "
-            f"its 16-bit weights take {2 * counts.total / GIB:.1f} GiB + {VLLM_RESERVE / GIB:.0f} GiB reserve, "
-            f"leaving {max(cap, 0) / GIB:.2f} GiB < {need / GIB:.2f} GiB of KV cache for one sequence")
+    return (
+        f"vLLM cannot start: vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} gives {share:.1f} GiB, "
+        f"its 16-bit weights take {2 * counts.total / GIB:.1f} GiB + {VLLM_RESERVE / GIB:.0f} GiB reserve, "
+        f"leaving {max(cap, 0) / GIB:.2f} GiB < {need / GIB:.2f} GiB of KV cache for one sequence"
+    )
 
 
 def _generation(s, arch, counts, peak: float, bw: float, link: float, r: float, pcie: float = 0.0) -> float:

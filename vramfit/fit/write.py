@@ -6,9 +6,9 @@ launch.sh is the tree's one launch script; README.md holds why (the ranking), wh
 plan block that `python -m vramfit.docs` keeps current. The folder is validated after writing; a folder
 that does not validate is removed again (nothing half-written is left) and the problems are reported.
 """
+
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from vramfit.fit.search import Candidate, Result, deepspeed_path
+from vramfit.fit.search import Result, deepspeed_path
 
 TRADE_OFFS = {
     "deepspeed": {
@@ -57,7 +57,9 @@ OTHER_COMMENTS = {  # keys this writer sets that the search does not: what they 
 }
 DEFAULT_HOST_RAM_GIB = 1024  # a written recipe must name its node's RAM; stated in the header when assumed
 TRAINING_DEFAULTS = {  # the written recipe's non-searched training arguments (this writer's choices, in the README)
-    "full": {"learning_rate": 1.0e-5}, "lora": {"learning_rate": 1.0e-4}, "qlora": {"learning_rate": 1.0e-4},
+    "full": {"learning_rate": 1.0e-5},
+    "lora": {"learning_rate": 1.0e-4},
+    "qlora": {"learning_rate": 1.0e-4},
     "grpo": {"learning_rate": 1.0e-6, "beta": 0.0},
 }
 
@@ -105,37 +107,70 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
         config = params.read_config(s.model_config)
         repo = _repo_root()
         rel = os.path.relpath(Path(s.model_config).resolve(), repo)
-        model: dict[str, Any] = {"id": config.get("_model") or config.get("_name_or_path") or Path(rel).stem,
-                                 "architecture": (config.get("architectures") or ["?"])[0], "config": rel}
+        model: dict[str, Any] = {
+            "id": config.get("_model") or config.get("_name_or_path") or Path(rel).stem,
+            "architecture": (config.get("architectures") or ["?"])[0],
+            "config": rel,
+        }
         vlm = s.images_per_sample > 0
         if s.lora:
             model["train"] = {"llm": False, "projector": bool(s.train_projector), "vision_tower": bool(s.train_vision)}
-            model["lora"] = {"r": s.lora_r, "alpha": 2 * s.lora_r, "dropout": s.lora_dropout,
-                             "target_modules": s.lora_targets if isinstance(s.lora_targets, str) else list(s.lora_targets)}
+            model["lora"] = {
+                "r": s.lora_r,
+                "alpha": 2 * s.lora_r,
+                "dropout": s.lora_dropout,
+                "target_modules": s.lora_targets if isinstance(s.lora_targets, str) else list(s.lora_targets),
+            }
         elif vlm:
             model["train"] = {"llm": True, "projector": True, "vision_tower": bool(s.train_vision)}
         if s.quantization:
             half = "bfloat16" if s.precision.startswith("bf16") else "float16"
-            model["quantization"] = {"bits": 4, "quant_type": "nf4", "double_quant": True, "compute_dtype": half,
-                                     "quant_storage": half if s.zero.stage == 3 else "uint8"}
+            model["quantization"] = {
+                "bits": 4,
+                "quant_type": "nf4",
+                "double_quant": True,
+                "compute_dtype": half,
+                "quant_storage": half if s.zero.stage == 3 else "uint8",
+            }
         fmt = args.data_format or ("llava_json" if vlm else "chat_jsonl")
-        data_block: dict[str, Any] = {"format": fmt, "train_file": f"data/{name}/train.{'json' if fmt == 'llava_json' else 'jsonl'}",
-                                      "max_length": s.seq_len, "images_per_sample": s.images_per_sample}
+        data_block: dict[str, Any] = {
+            "format": fmt,
+            "train_file": f"data/{name}/train.{'json' if fmt == 'llava_json' else 'jsonl'}",
+            "max_length": s.seq_len,
+            "images_per_sample": s.images_per_sample,
+        }
         if vlm:
             data_block["image_folder"] = f"data/{name}/images"
         if vlm and _arch_has_pixels(s):
             data_block["max_pixels"] = s.image_tokens * 28 * 28
-        training = {**TRAINING_DEFAULTS.get(s.method, {}), "lr_scheduler_type": "cosine", "warmup_steps": 0.03,
-                    "num_train_epochs": 1, ("bf16" if s.precision.startswith("bf16") else "fp16"): True,
-                    "logging_steps": 1, "save_strategy": "steps", "save_steps": 500, "save_total_limit": 1,
-                    "report_to": "none", "seed": 42}
+        training = {
+            **TRAINING_DEFAULTS.get(s.method, {}),
+            "lr_scheduler_type": "cosine",
+            "warmup_steps": 0.03,
+            "num_train_epochs": 1,
+            ("bf16" if s.precision.startswith("bf16") else "fp16"): True,
+            "logging_steps": 1,
+            "save_strategy": "steps",
+            "save_steps": 500,
+            "save_total_limit": 1,
+            "report_to": "none",
+            "seed": 42,
+        }
         if s.method == "grpo":
             training.update({"num_generations": s.num_generations, "max_completion_length": s.max_completion_length})
-        data = {"name": name, "summary": "", "method": "lora" if s.method == "qlora" and False else s.method, "model": model,
-                "hardware": {"gpu": s.gpu, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes,
-                             "host_ram_gib": s.host_ram_gib or DEFAULT_HOST_RAM_GIB},
-                "launcher": "accelerate", "deepspeed": "", "global_batch_size": result.global_batch,
-                "training": training, "data": data_block, "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
+        data = {
+            "name": name,
+            "summary": "",
+            "method": "lora" if s.method == "qlora" and False else s.method,
+            "model": model,
+            "hardware": {"gpu": s.gpu, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes, "host_ram_gib": s.host_ram_gib or DEFAULT_HOST_RAM_GIB},
+            "launcher": "accelerate",
+            "deepspeed": "",
+            "global_batch_size": result.global_batch,
+            "training": training,
+            "data": data_block,
+            "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        }
     preset = k["deepspeed"]
     t = data["training"]
     for key in ("fsdp", "fsdp_config"):
@@ -169,9 +204,11 @@ def _recipe_data(result: Result, request, args, name: str) -> dict[str, Any]:
             elif not k["use_vllm"]:
                 t.pop(key, None)
     g = s.gpu_spec
-    data["summary"] = (f"{data['model']['id'].split('/')[-1]} {s.method} on {s.nodes * s.gpus_per_node} x {g.label}: "
-                       f"chosen by fit ({_zero_words(k['deepspeed'])}, micro-batch {k['per_device_train_batch_size']} x "
-                       f"{k['gradient_accumulation_steps']} accumulation)")
+    data["summary"] = (
+        f"{data['model']['id'].split('/')[-1]} {s.method} on {s.nodes * s.gpus_per_node} x {g.label}: "
+        f"chosen by fit ({_zero_words(k['deepspeed'])}, micro-batch {k['per_device_train_batch_size']} x "
+        f"{k['gradient_accumulation_steps']} accumulation)"
+    )
     return data
 
 
@@ -184,7 +221,9 @@ def _arch_has_pixels(s) -> bool:
 def _zero_words(preset: str) -> str:
     if preset.startswith("fsdp"):
         return ("FSDP2" if preset.startswith("fsdp2") else "FSDP") + " full shard" + (" + CPU offload" if preset.endswith("_offload") else "")
-    return preset.replace("zero", "ZeRO-").replace("_offload_optimizer_params", " + optimizer/param offload").replace("_offload_optimizer", " + optimizer offload")
+    return (
+        preset.replace("zero", "ZeRO-").replace("_offload_optimizer_params", " + optimizer/param offload").replace("_offload_optimizer", " + optimizer offload")
+    )
 
 
 def _repo_root() -> Path:
@@ -194,8 +233,12 @@ def _repo_root() -> Path:
 
 
 SECTION_COMMENTS = {
-    "model": "### model", "hardware": "### hardware", "training": "### train (transformers.TrainingArguments / trl names)",
-    "data": "### data", "env": "### environment", "launcher": "### launch",
+    "model": "### model",
+    "hardware": "### hardware",
+    "training": "### train (transformers.TrainingArguments / trl names)",
+    "data": "### data",
+    "env": "### environment",
+    "launcher": "### launch",
 }
 
 
@@ -211,7 +254,9 @@ def render_yaml(data: dict[str, Any], result: Result, header: str) -> str:
             lines.append("")
             k = result.winner.knobs
             b = result.base
-            lines.append(f"### batch: {k['per_device_train_batch_size']} x {k['gradient_accumulation_steps']} x {b.world} GPUs = {result.global_batch} (kept exactly by fit)")
+            lines.append(
+                f"### batch: {k['per_device_train_batch_size']} x {k['gradient_accumulation_steps']} x {b.world} GPUs = {result.global_batch} (kept exactly by fit)"
+            )
         if isinstance(value, dict):
             lines.append(f"{key}:")
             lines += _block(value, 1, comments, key)
@@ -266,17 +311,19 @@ def header(name: str, data: dict[str, Any], result: Result, command: str) -> str
     g = result.base.gpu_spec
     bar = "# " + "=" * 101
     ram = f"{hw['host_ram_gib']:g} GiB host RAM" + (" (assumed; pass --host-ram-gib)" if result.base.host_ram_gib is None else "")
-    return "\n".join([
-        bar,
-        f"# {name}: {data['summary']}",
-        f"# Hardware:  {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {g.label} ({'bf16' if g.bf16 else 'fp16'}), {ram}",
-        f"# Command:   make run RECIPE={name}   (CPU smoke: make run RECIPE={name} SMOKE=1)",
-        f"# Expect:    planner peak {win.plan.per_gpu_peak_gib:.1f} of {win.plan.gpu_memory_gib:.1f} GiB per GPU; predicted "
-        f"{win.time.seconds:.2f} s/step, {win.time.tokens_per_s:,.0f} tokens/s ({result.flops_source} FLOPs; README.md)",
-        "# Story:     written by fit --write (the command and the ranking: README.md), then reviewed; every",
-        "#            searched knob below says what it trades and what fit predicted for the alternative.",
-        bar,
-    ])
+    return "\n".join(
+        [
+            bar,
+            f"# {name}: {data['summary']}",
+            f"# Hardware:  {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {g.label} ({'bf16' if g.bf16 else 'fp16'}), {ram}",
+            f"# Command:   make run RECIPE={name}   (CPU smoke: make run RECIPE={name} SMOKE=1)",
+            f"# Expect:    planner peak {win.plan.per_gpu_peak_gib:.1f} of {win.plan.gpu_memory_gib:.1f} GiB per GPU; predicted "
+            f"{win.time.seconds:.2f} s/step, {win.time.tokens_per_s:,.0f} tokens/s ({result.flops_source} FLOPs; README.md)",
+            "# Story:     written by fit --write (the command and the ranking: README.md), then reviewed; every",
+            "#            searched knob below says what it trades and what fit predicted for the alternative.",
+            bar,
+        ]
+    )
 
 
 def readme(name: str, data: dict[str, Any], result: Result, command: str) -> str:
@@ -286,37 +333,54 @@ def readme(name: str, data: dict[str, Any], result: Result, command: str) -> str
     g = result.base.gpu_spec
     rows = ["| # | configuration (diff from the base) | peak GiB | margin GiB | s/step | tokens/s |", "|---|---|---|---|---|---|"]
     for i, c in enumerate(result.ranked[:10]):
-        rows.append(f"| {i + 1} | `{_short(result.diff(c)) or '(the base)'}`{'' if c.writable else ' (not writable)'} | "
-                    f"{c.plan.per_gpu_peak_gib:.1f} | {c.margin_gib:.1f} | {c.time.seconds:.2f} | {c.time.tokens_per_s:,.0f} |")
+        rows.append(
+            f"| {i + 1} | `{_short(result.diff(c)) or '(the base)'}`{'' if c.writable else ' (not writable)'} | "
+            f"{c.plan.per_gpu_peak_gib:.1f} | {c.margin_gib:.1f} | {c.time.seconds:.2f} | {c.time.tokens_per_s:,.0f} |"
+        )
     rejected = [f"- `{r['knob']}={r['value']}`: {r['reason']}" for r in result.rejected]
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in win.time.parts.items())
     world = result.base.world
     gpu_hours = world * win.time.seconds / win.time.tokens_per_step * 1e9 / 3600
-    return "\n".join([
-        f"# {name}", "",
-        f"{data['summary']}.", "",
-        "```bash",
-        f"make run  RECIPE={name}            # real run",
-        f"make run  RECIPE={name} DRY_RUN=1  # the exact command, environment and resolved DeepSpeed JSON",
-        f"make run  RECIPE={name} SMOKE=1    # tiny model, 2 ranks, runs on CPU",
-        f"make plan RECIPE={name}            # predicted peak per GPU and host RAM",
-        "```", "",
-        "## Why this configuration", "",
-        f"Written by `{command}`: {len(result.candidates)} configurations planned and timed, {len(result.ranked)} fit; "
-        f"the global batch ({result.global_batch}) is the same in every row. Ranked by predicted step time:", "",
-        *rows, "",
-        "Every alternative not chosen, and why:", "",
-        *rejected, "",
-        "## What it costs", "",
-        f"- predicted step: **{win.time.seconds:.2f} s** ({parts}); {win.time.tokens_per_s:,.0f} tokens/s over {world} GPUs at the "
-        f"length cap ({win.time.tokens_per_step:,} tokens per step)",
-        f"- {gpu_hours:,.1f} {g.name} GPU-hours per billion tokens at that rate",
-        f"- the step-time model and its stated efficiencies: `vramfit/fit/steptime.py`; FLOPs: {result.flops_source}. "
-        "It is a prediction, not a measurement: padding, data loading, logging and Python overheads are not in it.",
-        *(f"- note: {n}" for n in result.notes), "",
-        "## Memory it expects", "",
-        "<!-- plan:start -->", "<!-- plan:end -->", "",
-    ])
+    return "\n".join(
+        [
+            f"# {name}",
+            "",
+            f"{data['summary']}.",
+            "",
+            "```bash",
+            f"make run  RECIPE={name}            # real run",
+            f"make run  RECIPE={name} DRY_RUN=1  # the exact command, environment and resolved DeepSpeed JSON",
+            f"make run  RECIPE={name} SMOKE=1    # tiny model, 2 ranks, runs on CPU",
+            f"make plan RECIPE={name}            # predicted peak per GPU and host RAM",
+            "```",
+            "",
+            "## Why this configuration",
+            "",
+            f"Written by `{command}`: {len(result.candidates)} configurations planned and timed, {len(result.ranked)} fit; "
+            f"the global batch ({result.global_batch}) is the same in every row. Ranked by predicted step time:",
+            "",
+            *rows,
+            "",
+            "Every alternative not chosen, and why:",
+            "",
+            *rejected,
+            "",
+            "## What it costs",
+            "",
+            f"- predicted step: **{win.time.seconds:.2f} s** ({parts}); {win.time.tokens_per_s:,.0f} tokens/s over {world} GPUs at the "
+            f"length cap ({win.time.tokens_per_step:,} tokens per step)",
+            f"- {gpu_hours:,.1f} {g.name} GPU-hours per billion tokens at that rate",
+            f"- the step-time model and its stated efficiencies: `vramfit/fit/steptime.py`; FLOPs: {result.flops_source}. "
+            "It is a prediction, not a measurement: padding, data loading, logging and Python overheads are not in it.",
+            *(f"- note: {n}" for n in result.notes),
+            "",
+            "## Memory it expects",
+            "",
+            "<!-- plan:start -->",
+            "<!-- plan:end -->",
+            "",
+        ]
+    )
 
 
 def write(name: str, result: Result, request, args) -> Path:

@@ -4,6 +4,7 @@
 `plan(setup)` plans a `Setup` (from a recipe, a calibration scenario, or `--model-config` args).
 The memory model and the source of every constant: docs/planner.md.
 """
+
 from vramfit.planner.plan import Plan, plan, plan_args, plan_recipe
 from vramfit.planner.setup import Setup
 

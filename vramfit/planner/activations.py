@@ -28,6 +28,7 @@ them: it keeps a chunk of ceil(BT / ceil(V/H)) rows (rounded to a power of two) 
 gradient (BT x H) and, when the head trains, its weight gradient (liger_kernel 0.8.5
 ops/fused_linear_cross_entropy.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -155,6 +156,7 @@ class LogitsMode:
 
 # torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss: num_output_chunks = 8.
 CHUNKED_OUTPUT_CHUNKS = 8
+
 
 def logits_bytes(m: LogitsMode, tokens: int) -> float:
     """Peak of the loss computation over `tokens` positions."""

@@ -6,6 +6,7 @@
 Exit codes: 0 fits (GPU and host RAM), 1 does not fit (the verdict is printed either way), 2 bad
 input, 3 answered but part of it could not be computed (named on stderr). Nothing heavy is imported at module level: `vramfit --help` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,13 +62,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = "Predict the per-GPU peak and host RAM of a recipe before launch, explain it, and list the smallest fixes."
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("items", nargs="*", metavar="RECIPE|key=value",
-                        help="a recipe name or path, then key=value overrides (with --model-config: overrides only)")
+    parser.add_argument(
+        "items", nargs="*", metavar="RECIPE|key=value", help="a recipe name or path, then key=value overrides (with --model-config: overrides only)"
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="write the breakdown per phase as a stacked bar chart (PNG)")
-    parser.add_argument("--trace", action="store_true",
-                        help="trace the training step's activations on the model code with fake tensors (CPU, no GPU; "
-                             "cached under the user cache dir) instead of modelling them")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="trace the training step's activations on the model code with fake tensors (CPU, no GPU; "
+        "cached under the user cache dir) instead of modelling them",
+    )
     model = parser.add_argument_group("without a recipe")
     model.add_argument("--model-config", metavar="PATH", help="a model config.json (e.g. model_configs/llama-3.2-3b.json)")
     model.add_argument("--gpu", help="GPU name from the catalogue (a100-80g, h100, h20, ...)")
@@ -128,17 +133,30 @@ def _plan(args):
             problems.add("vramfit plan", "--gpus", "--model-config needs the number of GPUs per node", "add --gpus 8.")
         stray = [i for i in items if "=" not in i]
         if stray:
-            problems.add("vramfit plan", stray[0], f"'{stray[0]}' is not key=value (with --model-config there is no RECIPE)",
-                         "drop it, or plan the recipe without --model-config.")
+            problems.add(
+                "vramfit plan",
+                stray[0],
+                f"'{stray[0]}' is not key=value (with --model-config there is no RECIPE)",
+                "drop it, or plan the recipe without --model-config.",
+            )
         if problems:
             raise ConfigError(problems)
         return plan_args(args.model_config, args.gpu, args.gpus, args.nodes, args.deepspeed, items, trace=args.trace)
     targets = [i for i in items if "=" not in i]
     overrides = [i for i in items if "=" in i]
     if len(targets) != 1:
-        raise ConfigError(Problems([_problem(
-            "vramfit plan", "RECIPE", f"plan takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
-            "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.")]))
+        raise ConfigError(
+            Problems(
+                [
+                    _problem(
+                        "vramfit plan",
+                        "RECIPE",
+                        f"plan takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
+                        "name one recipe (vramfit list), or use --model-config PATH --gpu NAME --gpus N.",
+                    )
+                ]
+            )
+        )
     from vramfit import libraries
     from vramfit.planner.plan import plan_recipe
     from vramfit.validate import validate

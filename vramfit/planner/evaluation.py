@@ -8,6 +8,7 @@ path). Unless `prediction_loss_only`, the logits are kept for metrics: gathered 
 concatenation) and only moved to the host every `eval_accumulation_steps` steps - never, when it is
 unset, until the evaluation ends. Then they are converted to fp32 numpy arrays on every rank.
 """
+
 from __future__ import annotations
 
 from vramfit.planner.activations import FP32, nograd_layer_bytes

@@ -21,6 +21,7 @@ Host RAM misfits try: fewer dataloader workers, then less offload.
 Each family contributes its cheapest variant that fits; when no single change fits, the changes
 that help are combined in the same order until the plan fits.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,7 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
             if s.eval_accumulation_steps != 1:
                 out.append(("eval", {"eval_accumulation_steps": 1}, "kept eval logits go to host RAM after every eval step"))
         if s.eval_batch > 1:
-            out.append(("eval", {"per_device_eval_batch_size": 1, "prediction_loss_only": True},
-                        "evaluation forward at batch 1, loss only"))
+            out.append(("eval", {"per_device_eval_batch_size": 1, "prediction_loss_only": True}, "evaluation forward at batch 1, loss only"))
     if gpu_short and not s.expandable_segments:
         if mode == "recipe":
             out.append(("allocator", {"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, "less allocator fragmentation"))
@@ -94,13 +94,23 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
     if gpu_short:
         b, ga = s.micro_batch, s.gradient_accumulation_steps
         for nb in reversed(divisors(b, up_to=b - 1)):
-            out.append(("micro_batch", {"per_device_train_batch_size": nb, "gradient_accumulation_steps": ga * b // nb},
-                        f"micro-batch {b} -> {nb}, accumulation {ga} -> {ga * b // nb}: same global batch"))
+            out.append(
+                (
+                    "micro_batch",
+                    {"per_device_train_batch_size": nb, "gradient_accumulation_steps": ga * b // nb},
+                    f"micro-batch {b} -> {nb}, accumulation {ga} -> {ga * b // nb}: same global batch",
+                )
+            )
         if not s.gradient_checkpointing:
             out.append(("checkpointing", {"gradient_checkpointing": True}, "recompute activations in backward (~30% slower)"))
         if own_run and not s.activation_offloading:
-            out.append(("activation_offloading", {"activation_offloading": True},
-                        "kept activations in pinned host RAM (TRL / axolotl activation_offloading), copies overlap compute"))
+            out.append(
+                (
+                    "activation_offloading",
+                    {"activation_offloading": True},
+                    "kept activations in pinned host RAM (TRL / axolotl activation_offloading), copies overlap compute",
+                )
+            )
         if s.image_tokens > COMMON_MAX_PIXELS // 784 and _arch(s).image.get("per_28px_square"):
             key = "data.max_pixels" if mode == "recipe" else "max_pixels"
             out.append(("max_pixels", {key: COMMON_MAX_PIXELS}, f"{s.image_tokens} -> {COMMON_MAX_PIXELS // 784} image tokens per image"))
@@ -179,5 +189,4 @@ def _try(replan, overrides):
 
 
 def _entry(overrides: dict[str, Any], q, why: str) -> dict[str, Any]:
-    return {"overrides": overrides, "per_gpu_peak_gib": round(q.per_gpu_peak_gib, 2),
-            "host_ram_gib": round(q.host_ram_gib, 2), "why": why}
+    return {"overrides": overrides, "per_gpu_peak_gib": round(q.per_gpu_peak_gib, 2), "host_ram_gib": round(q.host_ram_gib, 2), "why": why}

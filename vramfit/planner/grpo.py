@@ -14,6 +14,7 @@
   kernels/chunked_logprob.py): no [tokens, vocab] logits, a [4096, 32768] tile, the hidden-state
   gradient in fp32 and, when the head trains, its fp32 weight gradient.
 """
+
 from __future__ import annotations
 
 from vramfit.planner.activations import FP32, nograd_layer_bytes
@@ -55,8 +56,7 @@ def generation_peak(setup, arch: Arch, counts: Counts, states: States) -> dict[s
     vision = 0.0
     if "vision" in arch.stacks and s.images_per_sample:
         v = arch.stacks["vision"]
-        vision = n * s.images_per_sample * (s.vision_patches * nograd_layer_bytes(v, a, s.attention, s.vision_patches)
-                                             + s.image_tokens * text.hidden * a)
+        vision = n * s.images_per_sample * (s.vision_patches * nograd_layer_bytes(v, a, s.attention, s.vision_patches) + s.image_tokens * text.hidden * a)
     sampling = n * arch.vocab * FP32 * 2  # last-position logits in fp32 and their softmax
     gathered = 0.0
     if s.engine == "deepspeed" and s.zero.stage == 3 and s.ds3_gather_for_generation:

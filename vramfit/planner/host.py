@@ -25,6 +25,7 @@
 - Evaluation logits moved to the host by `eval_accumulation_steps` are converted to fp32 numpy
   arrays (transformers trainer_pt_utils `nested_numpify`), all ranks' logits on every rank.
 """
+
 from __future__ import annotations
 
 from vramfit.planner.params import Arch, Counts
@@ -50,8 +51,7 @@ def _per_parameter(arch: Arch) -> int:
     return max(1, int(arch.largest_module or 1))
 
 
-def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
-             offloaded_activations_per_rank: float = 0.0) -> dict[str, float]:
+def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float, offloaded_activations_per_rank: float = 0.0) -> dict[str, float]:
     """Host RAM per node (bytes), by component, at the larger of loading and training.
     `offloaded_activations_per_rank`: activations TRL's OffloadActivations keeps in pinned host memory."""
     s, c = setup, counts
@@ -90,8 +90,7 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float,
             offloaded += ranks * nbytes
     if s.engine == "fsdp" and (z.offload_params or z.offload_optimizer):
         train_b = 2 if s.precision == "bf16-true" else 4
-        offloaded += ranks * (T * (2 * train_b + moments) + (c.total - c.trainable_base - c.quantized) * load_b
-                              + c.quantized * shardable_quant_bytes(s)) / dp
+        offloaded += ranks * (T * (2 * train_b + moments) + (c.total - c.trainable_base - c.quantized) * load_b + c.quantized * shardable_quant_bytes(s)) / dp
     if offloaded:
         parts["offloaded_states"] = offloaded
     if pinned_bytes:

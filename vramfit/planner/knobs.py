@@ -21,6 +21,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -58,7 +59,7 @@ def fsdp_fields(fsdp: Any, config: dict[str, Any] | None, problems: Problems, fi
     elif fsdp is None:
         options = []
     else:
-        problems.add(file, key, f"{fsdp!r} is not an FSDP option string", f"write {key}=\"full_shard auto_wrap\".")
+        problems.add(file, key, f"{fsdp!r} is not an FSDP option string", f'write {key}="full_shard auto_wrap".')
         return {}
     options = [o.lower() for o in options]
     version = config.get("version")
@@ -66,16 +67,24 @@ def fsdp_fields(fsdp: Any, config: dict[str, Any] | None, problems: Problems, fi
         return {}
     bad = [o for o in options if o not in FSDP_OPTIONS]
     if bad:
-        problems.add(file, key, f"unknown FSDP option '{bad[0]}' (transformers FSDPOption: {', '.join(FSDP_OPTIONS)})",
-                     f"write {key}=\"full_shard auto_wrap\" (add offload for CPU offload).")
+        problems.add(
+            file,
+            key,
+            f"unknown FSDP option '{bad[0]}' (transformers FSDPOption: {', '.join(FSDP_OPTIONS)})",
+            f'write {key}="full_shard auto_wrap" (add offload for CPU offload).',
+        )
         return {}
     modes = [o for o in options if o in SHARDING]
     strategy = config.get("sharding_strategy")
     if strategy is not None:
         strategy = ACCELERATE_SHARDING.get(str(strategy), str(strategy).lower())
         if strategy not in SHARDING:
-            problems.add(file, f"{key}_config.sharding_strategy", f"unknown sharding strategy {config.get('sharding_strategy')!r}",
-                         f"use one of {', '.join(s.upper() for s in SHARDING)}.")
+            problems.add(
+                file,
+                f"{key}_config.sharding_strategy",
+                f"unknown sharding strategy {config.get('sharding_strategy')!r}",
+                f"use one of {', '.join(s.upper() for s in SHARDING)}.",
+            )
             return {}
         modes.append(strategy)
     if len(set(modes)) > 1:
@@ -108,8 +117,7 @@ def precision_fields(values: dict[str, Any], grpo: bool, problems: Problems, fil
     if dtype is not None:
         dtype = str(dtype).replace("torch.", "")
         if dtype not in DTYPES:
-            problems.add(file, f"{prefix}dtype", f"{dtype!r} is not a torch dtype the model can load in",
-                         f"use one of {', '.join(DTYPES)}.")
+            problems.add(file, f"{prefix}dtype", f"{dtype!r} is not a torch dtype the model can load in", f"use one of {', '.join(DTYPES)}.")
             dtype = None
     bf16, fp16 = values.get("bf16"), values.get("fp16")
     if isinstance(bf16, str) and bf16.lower() in ("full", "true-bf16"):
@@ -158,13 +166,21 @@ def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], pr
                 return {}
             storage = str(src["bnb_4bit_quant_storage"]).replace("torch.", "")
             if storage not in ("uint8", "bfloat16", "float16", "float32"):
-                problems.add(file, "bnb_4bit_quant_storage", f"{storage!r} is not a storage dtype bitsandbytes takes",
-                             "write bnb_4bit_quant_storage=bfloat16 (or uint8).")
+                problems.add(
+                    file,
+                    "bnb_4bit_quant_storage",
+                    f"{storage!r} is not a storage dtype bitsandbytes takes",
+                    "write bnb_4bit_quant_storage=bfloat16 (or uint8).",
+                )
                 return {}
             out.update(quantization=qtype, quant_double=bool(src["bnb_4bit_use_double_quant"]), quant_storage_float=storage != "uint8")
     if out and method in ("full", "grpo") and not values.get("lora_r"):
-        problems.add(file, "method", f"method {method} trains every weight, but the base is quantized ({out['quantization']})",
-                     "use method=qlora (LoRA on the quantized base) or drop the quantization keys.")
+        problems.add(
+            file,
+            "method",
+            f"method {method} trains every weight, but the base is quantized ({out['quantization']})",
+            "use method=qlora (LoRA on the quantized base) or drop the quantization keys.",
+        )
         return {}
     return out
 
@@ -190,8 +206,12 @@ def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[s
     if not isinstance(util, (int, float)) or isinstance(util, bool) or not 0 < float(util) <= 1:
         problems.add(file, "vllm_gpu_memory_utilization", f"{util!r} is not a fraction in (0, 1]", "write vllm_gpu_memory_utilization=0.3.")
         util = VLLM_DEFAULTS["vllm_gpu_memory_utilization"]
-    return {"use_vllm": bool(values.get("use_vllm", False)), "vllm_mode": mode, "vllm_gpu_memory_utilization": float(util),
-            "vllm_sleep": bool(values.get("vllm_enable_sleep_mode", False))}
+    return {
+        "use_vllm": bool(values.get("use_vllm", False)),
+        "vllm_mode": mode,
+        "vllm_gpu_memory_utilization": float(util),
+        "vllm_sleep": bool(values.get("vllm_enable_sleep_mode", False)),
+    }
 
 
 def offloading(values: dict[str, Any]) -> bool:

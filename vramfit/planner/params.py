@@ -11,6 +11,7 @@ The summary is cached by a hash of the config text and the transformers version:
 on disk under the user cache dir (`$VRAMFIT_CACHE_DIR`, else `$XDG_CACHE_HOME/vramfit`, else
 `~/.cache/vramfit`), so planning after the first time imports neither torch nor transformers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,19 @@ from typing import Any
 
 SCHEMA = 6  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
-VISION_NAMES = {"vision_tower", "visual", "vision_model", "vpm", "image_encoder", "image_tower", "video_tower",
-                "vision_encoder", "vqmodel", "vision_embed_tokens", "visual_tokenizer"}
+VISION_NAMES = {
+    "vision_tower",
+    "visual",
+    "vision_model",
+    "vpm",
+    "image_encoder",
+    "image_tower",
+    "video_tower",
+    "vision_encoder",
+    "vqmodel",
+    "vision_embed_tokens",
+    "visual_tokenizer",
+}
 # `encoder.layer.N` is BERT / ViT / InternViT's spelling of a layer stack.
 STACK_RE = re.compile(r"(?:^|\.)(layers|layer|h|block|blocks)\.(\d+)(?:\.|$)")
 
@@ -115,8 +127,18 @@ def read_config(path: Path) -> dict[str, Any]:
 
     data = inputs.load_json(path, "model-config")
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise ConfigError(Problems([Problem(str(path), "model_type", "a model config is a JSON object with a 'model_type' string",
-                                            "pass a config.json as transformers writes it (save_pretrained).")]))
+        raise ConfigError(
+            Problems(
+                [
+                    Problem(
+                        str(path),
+                        "model_type",
+                        "a model config is a JSON object with a 'model_type' string",
+                        "pass a config.json as transformers writes it (save_pretrained).",
+                    )
+                ]
+            )
+        )
     return data
 
 
@@ -172,8 +194,9 @@ def summary(path: Path) -> Arch:
     try:
         return _summary_for(config_key(text), text)
     except ArchitectureError as exc:
-        raise ConfigError(Problems([Problem(str(path), "model_type", str(exc),
-                                            "pass a config that transformers' from_config builds (a checkpoint's own config.json).")])) from None
+        raise ConfigError(
+            Problems([Problem(str(path), "model_type", str(exc), "pass a config that transformers' from_config builds (a checkpoint's own config.json).")])
+        ) from None
 
 
 def _from_json(data: dict[str, Any]) -> Arch:
@@ -199,6 +222,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
 # ----------------------------------------------------------------------------------------------
 # Building (cold path: imports torch and transformers)
 # ----------------------------------------------------------------------------------------------
+
 
 def _is_vision(part: str) -> bool:
     return part in VISION_NAMES or "vision" in part or "visual" in part or part.endswith(("image_tower", "video_tower"))
@@ -250,8 +274,9 @@ def config_object(cfg_dict: dict[str, Any]):
     try:
         return AutoConfig.for_model(model_type, **clean)
     except Exception as exc:  # noqa: BLE001 - any failure of the library's own parser is the config's fault
-        raise ArchitectureError(f"transformers {_transformers_version()} builds no config for model_type "
-                                f"'{model_type}' ({type(exc).__name__}: {_short(exc)})") from None
+        raise ArchitectureError(
+            f"transformers {_transformers_version()} builds no config for model_type '{model_type}' ({type(exc).__name__}: {_short(exc)})"
+        ) from None
 
 
 def _short(exc: Exception, limit: int = 160) -> str:
@@ -268,8 +293,12 @@ def auto_classes(config) -> list:
 
     order = [tf.AutoModelForImageTextToText, tf.AutoModelForCausalLM, tf.AutoModelForSeq2SeqLM, tf.AutoModelForMaskedLM]
     masked = tf.AutoModelForMaskedLM
-    if (type(config) in masked._model_mapping and not getattr(config, "is_encoder_decoder", False)
-            and not getattr(config, "is_decoder", False) and type(config) not in tf.AutoModelForImageTextToText._model_mapping):
+    if (
+        type(config) in masked._model_mapping
+        and not getattr(config, "is_encoder_decoder", False)
+        and not getattr(config, "is_decoder", False)
+        and type(config) not in tf.AutoModelForImageTextToText._model_mapping
+    ):
         order = [masked, *[c for c in order if c is not masked]]
     return [c for c in [*order, tf.AutoModel] if type(config) in c._model_mapping]
 
@@ -301,8 +330,10 @@ def _dropouts(cfg) -> tuple[float, float]:
                 return float(v)
         return 0.0
 
-    return (first("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
-            first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"))
+    return (
+        first("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
+        first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"),
+    )
 
 
 def _linear_shape(m) -> tuple[int, int] | None:
@@ -379,8 +410,10 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
                 layer_params[(stack, offset + idx)] = n
             offset += max(by_prefix[key]) + 1
         if len(prefixes) > 1:
-            notes.append(f"the {stack} stack joins {len(prefixes)} layer lists ({', '.join(k[1] for k in prefixes)}); "
-                         f"its activations are sized with the widths of {prefixes[0][1]}")
+            notes.append(
+                f"the {stack} stack joins {len(prefixes)} layer lists ({', '.join(k[1] for k in prefixes)}); "
+                f"its activations are sized with the widths of {prefixes[0][1]}"
+            )
 
     # T5/mT5: transformers 5.23 ties lm_head to the embedding whatever the config says, but the
     # T0_3B / mt0-xxl checkpoints store their own (model_configs/README.md, "lm_head of T5/mT5").
@@ -463,8 +496,11 @@ def _act_saves(layer_modules) -> float:
     4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept)."""
     import torch
 
-    acts = [m for m in layer_modules if not list(m.parameters(recurse=False)) and not list(m.children())
-            and any(h in type(m).__name__.lower() for h in ACTIVATION_HINTS)]
+    acts = [
+        m
+        for m in layer_modules
+        if not list(m.parameters(recurse=False)) and not list(m.children()) and any(h in type(m).__name__.lower() for h in ACTIVATION_HINTS)
+    ]
     if not acts:
         return 1.0
     x = torch.randn(16, 8, requires_grad=True)
@@ -513,10 +549,20 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
     return {
-        "name": name, "layers": count, "hidden": hidden, "ffn": ffn, "heads": heads, "kv_heads": kv_heads,
-        "head_dim": head_dim, "gated": gated, "norm": norm, "norms_per_layer": len(norm_classes),
+        "name": name,
+        "layers": count,
+        "hidden": hidden,
+        "ffn": ffn,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "gated": gated,
+        "norm": norm,
+        "norms_per_layer": len(norm_classes),
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
-        "attn_dropout": attn_p, "hidden_dropout": hidden_p, "act_saves": _act_saves(layer_modules),
+        "attn_dropout": attn_p,
+        "hidden_dropout": hidden_p,
+        "act_saves": _act_saves(layer_modules),
         "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
     }
 
@@ -529,15 +575,28 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
 # the same projections in models that name them differently. Used only when a name matches nothing.
 LLAMA_ALIASES = {
     "t5": {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "wi_0", "up_proj": "wi_1", "down_proj": "wo"},
-    "bloom": {"q_proj": "query_key_value", "k_proj": "query_key_value", "v_proj": "query_key_value", "o_proj": "dense",
-              "up_proj": "dense_h_to_4h", "down_proj": "dense_4h_to_h"},
+    "bloom": {
+        "q_proj": "query_key_value",
+        "k_proj": "query_key_value",
+        "v_proj": "query_key_value",
+        "o_proj": "dense",
+        "up_proj": "dense_h_to_4h",
+        "down_proj": "dense_4h_to_h",
+    },
 }
 LLAMA_ALIASES["mt5"] = LLAMA_ALIASES["t5"]
 QKV = ("q_proj", "k_proj", "v_proj")
 ATTN_OUT = {"o_proj", "o", "dense", "out_proj", "proj"}
 # modules_to_save names and the parameter group they copy.
-SAVE_GROUPS = {"embed_tokens": "embed", "wte": "embed", "word_embeddings": "embed", "shared": "embed",
-               "lm_head": "lm_head", "resampler": "projector", "multi_modal_projector": "projector"}
+SAVE_GROUPS = {
+    "embed_tokens": "embed",
+    "wte": "embed",
+    "word_embeddings": "embed",
+    "shared": "embed",
+    "lm_head": "lm_head",
+    "resampler": "projector",
+    "multi_modal_projector": "projector",
+}
 
 
 @dataclass(frozen=True)
@@ -639,11 +698,18 @@ def count(arch: Arch, setup) -> Counts:
     grad_layers = vision_layers - vision_from if vision_from is not None else (vision_layers if vision_lora else 0)
     largest = max((max(s.layer_params) for s in arch.stacks.values()), default=0)
     return Counts(
-        total=arch.total, trainable_base=base, lora=lora_params, copies=copies, quantized=quantized,
+        total=arch.total,
+        trainable_base=base,
+        lora=lora_params,
+        copies=copies,
+        quantized=quantized,
         largest_quantized=largest_quantized,
-        lm_head_trainable=bool(lm_head_trainable), vision_grad_layers=grad_layers,
-        vision_full=vision_from is not None, text_trainable=llm_full,
-        adapted=tuple(adapted), largest_layer=largest,
+        lm_head_trainable=bool(lm_head_trainable),
+        vision_grad_layers=grad_layers,
+        vision_full=vision_from is not None,
+        text_trainable=llm_full,
+        adapted=tuple(adapted),
+        largest_layer=largest,
     )
 
 

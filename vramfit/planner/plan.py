@@ -19,6 +19,7 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
 host under pressure, so they are shown in the peak but not held against the card.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,11 +33,25 @@ GIB = 2**30
 HEADROOM = 0.05
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
-RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model",
-            "vllm")
-ORDER = ("vllm", "weights", "gathered_params", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers",
-         "reference_model", "optimizer_step", "activations", "vision_activations", "logits", "kv_cache",
-         "eval_logits", "allocator_reserve", "cuda_context")
+RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "vllm")
+ORDER = (
+    "vllm",
+    "weights",
+    "gathered_params",
+    "gradients",
+    "optimizer_states",
+    "paged_optimizer_states",
+    "zero_buffers",
+    "reference_model",
+    "optimizer_step",
+    "activations",
+    "vision_activations",
+    "logits",
+    "kv_cache",
+    "eval_logits",
+    "allocator_reserve",
+    "cuda_context",
+)
 
 
 @dataclass
@@ -102,15 +117,19 @@ def plan(setup: Setup, trace: bool = False) -> Plan:
     result = _plan(setup, trace)
     if setup.typical_seq_len and setup.typical_seq_len < setup.seq_len:
         if setup.packing:
-            result.notes.append(f"packing fills every sequence to the cap ({setup.seq_len} tokens): a typical length of "
-                                f"{setup.typical_seq_len} does not lower the peak; the verdict uses the cap")
+            result.notes.append(
+                f"packing fills every sequence to the cap ({setup.seq_len} tokens): a typical length of "
+                f"{setup.typical_seq_len} does not lower the peak; the verdict uses the cap"
+            )
             result.typical = {"seq_len": setup.seq_len, "per_gpu_peak_gib": result.per_gpu_peak_gib, "fits": result.fits}
         else:
             t = _plan(setup.replace(seq_len=setup.typical_seq_len, typical_seq_len=None), trace)
             what = "padding-free batches" if setup.padding_free else "batches padded to their longest sample"
-            result.notes.append(f"at the typical length ({setup.typical_seq_len} tokens, {what}) the peak is "
-                                f"{t.per_gpu_peak_gib:.1f} GiB; the verdict uses the cap ({setup.seq_len} tokens, "
-                                f"{result.per_gpu_peak_gib:.1f} GiB), which the longest batch reaches")
+            result.notes.append(
+                f"at the typical length ({setup.typical_seq_len} tokens, {what}) the peak is "
+                f"{t.per_gpu_peak_gib:.1f} GiB; the verdict uses the cap ({setup.seq_len} tokens, "
+                f"{result.per_gpu_peak_gib:.1f} GiB), which the longest batch reaches"
+            )
             result.typical = {"seq_len": setup.typical_seq_len, "per_gpu_peak_gib": t.per_gpu_peak_gib, "fits": t.fits}
     return result
 
@@ -150,8 +169,12 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     paged = st.optimizer_paged
     resident = {
         "vllm": vllm_share(s),
-        "weights": st.weights, "gradients": st.gradients, "optimizer_states": st.optimizer - paged,
-        "paged_optimizer_states": paged, "zero_buffers": st.buffers, "reference_model": grpo.reference_weights(s, counts),
+        "weights": st.weights,
+        "gradients": st.gradients,
+        "optimizer_states": st.optimizer - paged,
+        "paged_optimizer_states": paged,
+        "zero_buffers": st.buffers,
+        "reference_model": grpo.reference_weights(s, counts),
     }
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
@@ -182,11 +205,12 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             for phase in raw.values():
                 phase["vllm"] = 0.0
             raw["generation"] = {**between_steps, "vllm": share * GIB}
-            notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) "
-                         "is held only while generating")
+            notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) is held only while generating")
         else:
-            notes.append(f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
-                         f"({share:.1f} GiB: weights, activations and KV cache) next to training, on every GPU")
+            notes.append(
+                f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
+                f"({share:.1f} GiB: weights, activations and KV cache) next to training, on every GPU"
+            )
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
@@ -204,8 +228,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         full["allocator_reserve"] = frag * transient / GIB
         full["cuda_context"] = gpu.context_gib
         phase_breakdowns[name] = {k: full[k] for k in ORDER if k in full}
-        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB,
-                          "device": sum(full.values())}
+        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB, "device": sum(full.values())}
         phases[name] = measures[name]["device"]
     peak_phase = max(phases, key=phases.get)
     peak = phases[peak_phase]
@@ -216,15 +239,30 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     if paged:
         notes.append("paged optimizer states are shown in the peak but can page out to host RAM; not held against the card")
     return Plan(
-        label=s.label, setup=s, gpu=s.gpu, gpu_memory_gib=gpu.memory_gib, per_gpu_peak_gib=peak, peak_phase=peak_phase,
+        label=s.label,
+        setup=s,
+        gpu=s.gpu,
+        gpu_memory_gib=gpu.memory_gib,
+        per_gpu_peak_gib=peak,
+        peak_phase=peak_phase,
         fits=binding <= gpu.memory_gib * (1 - HEADROOM),
-        host_ram_gib=host_total, host_ram_available_gib=available,
+        host_ram_gib=host_total,
+        host_ram_available_gib=available,
         host_ram_fits=available is None or host_total <= available * (1 - HEADROOM),
-        breakdown=phase_breakdowns[peak_phase], phases=phases, phase_breakdowns=phase_breakdowns,
-        measures=measures, host_breakdown={k: v / GIB for k, v in host_parts.items()},
-        parameters={"total": counts.total, "trainable": counts.trainable, "lora_and_copies": counts.adapters,
-                    "frozen": counts.frozen, "quantized": counts.quantized},
-        notes=notes, incomplete=incomplete,
+        breakdown=phase_breakdowns[peak_phase],
+        phases=phases,
+        phase_breakdowns=phase_breakdowns,
+        measures=measures,
+        host_breakdown={k: v / GIB for k, v in host_parts.items()},
+        parameters={
+            "total": counts.total,
+            "trainable": counts.trainable,
+            "lora_and_copies": counts.adapters,
+            "frozen": counts.frozen,
+            "quantized": counts.quantized,
+        },
+        notes=notes,
+        incomplete=incomplete,
     )
 
 
@@ -269,8 +307,7 @@ def with_overrides(recipe, overrides: dict[str, Any]):
     return new
 
 
-def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True,
-              trace: bool = False) -> Plan:
+def plan_args(model_config, gpu, gpus, nodes=1, deepspeed=None, overrides=(), fixes: bool = True, trace: bool = False) -> Plan:
     """Plan `vramfit plan --model-config ...`; fixes re-plan with the same keys."""
     setup = Setup.from_args(model_config, gpu, gpus, nodes, deepspeed, overrides)
     result = plan(setup, trace=trace)
@@ -290,4 +327,3 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-

@@ -8,6 +8,7 @@ compared with, if any, and the value the planner would use without it - derived 
 or a paper, not from a measurement. `benchmarks/planner_accuracy.py` predicts each source with the
 constants calibrated on that source replaced by their fallbacks (leave-one-source-out).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,20 +30,42 @@ class Constant:
 
 
 CONSTANTS = (
-    Constant("vramfit.planner.plan", "FRAGMENTATION",
-             "InternLM/InternLM-XComposer#118: 7.0 GiB reserved-but-unallocated next to 28.77 GiB allocated",
-             None, 0.0, "none: without a measurement the caching allocator's reserve is unknown (0 = allocated only)",
-             "reserved / nvidia-smi / unstated rows"),
-    Constant("vramfit.planner.plan", "FRAGMENTATION_EXPANDABLE",
-             "OpenBMB/MiniCPM-V#338: 683.81 MiB reserved-but-unallocated of 77.49 GiB with expandable_segments",
-             MINICPM, 0.0, "c10/cuda/CUDACachingAllocator.cpp expandable segments: pages mapped on demand, 2 MiB granularity",
-             "runs with expandable_segments (no benchmark row sets it)"),
-    Constant("vramfit.planner.host", "PROCESS_BASE",
-             "huggingface/peft README: '2.96 GB CPU' for a single-GPU loop with nothing offloaded",
-             PEFT, 0.0, "none (host RAM only)", "host RAM, never a GPU figure"),
-    Constant("vramfit.hardware", "CATALOGUE[*].context_gib",
-             "hardware.py: 'nvidia-smi minus max_memory_reserved on an idle trained process' (no source named)",
-             None, None, "kept: no published-peak source named for it", "nvidia-smi rows"),
+    Constant(
+        "vramfit.planner.plan",
+        "FRAGMENTATION",
+        "InternLM/InternLM-XComposer#118: 7.0 GiB reserved-but-unallocated next to 28.77 GiB allocated",
+        None,
+        0.0,
+        "none: without a measurement the caching allocator's reserve is unknown (0 = allocated only)",
+        "reserved / nvidia-smi / unstated rows",
+    ),
+    Constant(
+        "vramfit.planner.plan",
+        "FRAGMENTATION_EXPANDABLE",
+        "OpenBMB/MiniCPM-V#338: 683.81 MiB reserved-but-unallocated of 77.49 GiB with expandable_segments",
+        MINICPM,
+        0.0,
+        "c10/cuda/CUDACachingAllocator.cpp expandable segments: pages mapped on demand, 2 MiB granularity",
+        "runs with expandable_segments (no benchmark row sets it)",
+    ),
+    Constant(
+        "vramfit.planner.host",
+        "PROCESS_BASE",
+        "huggingface/peft README: '2.96 GB CPU' for a single-GPU loop with nothing offloaded",
+        PEFT,
+        0.0,
+        "none (host RAM only)",
+        "host RAM, never a GPU figure",
+    ),
+    Constant(
+        "vramfit.hardware",
+        "CATALOGUE[*].context_gib",
+        "hardware.py: 'nvidia-smi minus max_memory_reserved on an idle trained process' (no source named)",
+        None,
+        None,
+        "kept: no published-peak source named for it",
+        "nvidia-smi rows",
+    ),
 )
 
 

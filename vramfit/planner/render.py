@@ -1,14 +1,25 @@
 """A plan as JSON, as text (table, phases, verdict with its equation, fixes) and as a chart."""
+
 from __future__ import annotations
 
 from typing import Any
 
 LABELS = {
-    "vllm": "vLLM (colocated share)", "weights": "weights", "gathered_params": "gathered params (ZeRO-3/FSDP)", "gradients": "gradients",
-    "optimizer_states": "optimizer states", "paged_optimizer_states": "optimizer states (paged)",
-    "zero_buffers": "ZeRO buffers", "reference_model": "reference model", "optimizer_step": "optimizer step temporaries",
-    "activations": "activations", "vision_activations": "vision activations", "logits": "logits + loss",
-    "kv_cache": "KV cache", "eval_logits": "kept eval logits", "allocator_reserve": "allocator reserve",
+    "vllm": "vLLM (colocated share)",
+    "weights": "weights",
+    "gathered_params": "gathered params (ZeRO-3/FSDP)",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states",
+    "paged_optimizer_states": "optimizer states (paged)",
+    "zero_buffers": "ZeRO buffers",
+    "reference_model": "reference model",
+    "optimizer_step": "optimizer step temporaries",
+    "activations": "activations",
+    "vision_activations": "vision activations",
+    "logits": "logits + loss",
+    "kv_cache": "KV cache",
+    "eval_logits": "kept eval logits",
+    "allocator_reserve": "allocator reserve",
     "cuda_context": "CUDA context",
 }
 
@@ -40,19 +51,37 @@ def to_json(p) -> dict[str, Any]:
         "measures": {ph: {k: _r(v) for k, v in m.items()} for ph, m in p.measures.items()},
         "host_breakdown": {k: _r(v) for k, v in p.host_breakdown.items()},
         "parameters": p.parameters,
-        "inputs": {"method": s.method, "precision": s.precision, "optimizer": s.optimizer, "engine": s.engine,
-                   "zero_stage": s.zero.stage, "offload_optimizer": s.zero.offload_optimizer,
-                   "offload_params": s.zero.offload_params, "micro_batch": s.micro_batch,
-                   "gradient_accumulation_steps": s.gradient_accumulation_steps, "seq_len": s.seq_len,
-                   "image_tokens_per_image": s.image_tokens, "gradient_checkpointing": s.gradient_checkpointing,
-                   "liger": s.liger, "attention": s.attention, "precision_master_fp32": s.master_fp32,
-                   "fsdp": {"sharding": s.fsdp_sharding, "version": s.fsdp_version, "offload": s.fsdp_offload} if s.engine == "fsdp" else None,
-                   "quantization": s.quantization, "quant_double": s.quant_double, "quant_storage_float": s.quant_storage_float,
-                   "modules_to_save": list(s.modules_to_save), "loss_kernel": s.loss_kernel,
-                   "activation_offloading": s.activation_offloading, "packing": s.packing, "padding_free": s.padding_free,
-                   "typical_seq_len": s.typical_seq_len, "optimizer_in_backward": s.optimizer_in_backward,
-                   "use_vllm": s.use_vllm, "vllm_mode": s.vllm_mode if s.use_vllm else None,
-                   "vllm_gpu_memory_utilization": s.vllm_gpu_memory_utilization if s.use_vllm else None},
+        "inputs": {
+            "method": s.method,
+            "precision": s.precision,
+            "optimizer": s.optimizer,
+            "engine": s.engine,
+            "zero_stage": s.zero.stage,
+            "offload_optimizer": s.zero.offload_optimizer,
+            "offload_params": s.zero.offload_params,
+            "micro_batch": s.micro_batch,
+            "gradient_accumulation_steps": s.gradient_accumulation_steps,
+            "seq_len": s.seq_len,
+            "image_tokens_per_image": s.image_tokens,
+            "gradient_checkpointing": s.gradient_checkpointing,
+            "liger": s.liger,
+            "attention": s.attention,
+            "precision_master_fp32": s.master_fp32,
+            "fsdp": {"sharding": s.fsdp_sharding, "version": s.fsdp_version, "offload": s.fsdp_offload} if s.engine == "fsdp" else None,
+            "quantization": s.quantization,
+            "quant_double": s.quant_double,
+            "quant_storage_float": s.quant_storage_float,
+            "modules_to_save": list(s.modules_to_save),
+            "loss_kernel": s.loss_kernel,
+            "activation_offloading": s.activation_offloading,
+            "packing": s.packing,
+            "padding_free": s.padding_free,
+            "typical_seq_len": s.typical_seq_len,
+            "optimizer_in_backward": s.optimizer_in_backward,
+            "use_vllm": s.use_vllm,
+            "vllm_mode": s.vllm_mode if s.use_vllm else None,
+            "vllm_gpu_memory_utilization": s.vllm_gpu_memory_utilization if s.use_vllm else None,
+        },
         "typical_length": p.typical,
         "fixes": p.fixes,
         "notes": p.notes,
@@ -66,12 +95,15 @@ def render(p) -> str:
     phases = list(p.phase_breakdowns)
     components = [k for k in LABELS if any(k in p.phase_breakdowns[ph] for ph in phases)]
     width = max(len(LABELS[k]) for k in components)
-    lines = [f"{p.label}: {s.world} x {s.gpu_spec.label} ({p.gpu_memory_gib:.2f} GiB), {s.method}, "
-             f"{s.engine}{' ZeRO-' + str(s.zero.stage) if s.zero.stage else ''}"
-             f"{f' {s.fsdp_sharding} v{s.fsdp_version}' if s.engine == 'fsdp' else ''}"
-             f"{' + optimizer offload' if s.zero.offload_optimizer else ''}{' + param offload' if s.zero.offload_params else ''}, "
-             f"micro-batch {s.micro_batch} x {s.seq_len} tokens" + (f" + {s.max_completion_length} completion" if s.method == "grpo" else ""),
-             f"parameters: {p.parameters['total'] / 1e9:.3f} B, trainable {p.parameters['trainable'] / 1e9:.3f} B", ""]
+    lines = [
+        f"{p.label}: {s.world} x {s.gpu_spec.label} ({p.gpu_memory_gib:.2f} GiB), {s.method}, "
+        f"{s.engine}{' ZeRO-' + str(s.zero.stage) if s.zero.stage else ''}"
+        f"{f' {s.fsdp_sharding} v{s.fsdp_version}' if s.engine == 'fsdp' else ''}"
+        f"{' + optimizer offload' if s.zero.offload_optimizer else ''}{' + param offload' if s.zero.offload_params else ''}, "
+        f"micro-batch {s.micro_batch} x {s.seq_len} tokens" + (f" + {s.max_completion_length} completion" if s.method == "grpo" else ""),
+        f"parameters: {p.parameters['total'] / 1e9:.3f} B, trainable {p.parameters['trainable'] / 1e9:.3f} B",
+        "",
+    ]
     head = f"  {'GiB per GPU':<{width}}" + "".join(f"{ph:>16}" for ph in phases)
     lines.append(head)
     for k in components:
@@ -85,15 +117,16 @@ def render(p) -> str:
     terms = " + ".join(f"{LABELS[k]} {v:.2f}" for k, v in p.breakdown.items() if v >= 0.005)
     verdict = "FITS" if p.fits else "DOES NOT FIT"
     lines.append(f"per-GPU peak ({p.peak_phase}) = {terms} = {p.per_gpu_peak_gib:.2f} GiB")
-    lines.append(f"GPU: {p.per_gpu_peak_gib:.2f} GiB vs {p.usable_gib:.2f} GiB usable "
-                 f"({p.gpu_memory_gib:.2f} GiB less {HEADROOM:.0%} headroom): {verdict}")
+    lines.append(f"GPU: {p.per_gpu_peak_gib:.2f} GiB vs {p.usable_gib:.2f} GiB usable ({p.gpu_memory_gib:.2f} GiB less {HEADROOM:.0%} headroom): {verdict}")
     host_terms = " + ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in p.host_breakdown.items())
     if p.host_ram_available_gib is None:
         lines.append(f"host RAM per node = {host_terms} = {p.host_ram_gib:.1f} GiB (node size not given: not checked)")
     else:
-        lines.append(f"host RAM per node = {host_terms} = {p.host_ram_gib:.1f} GiB vs "
-                     f"{p.host_ram_available_gib * (1 - HEADROOM):.1f} GiB usable of {p.host_ram_available_gib:g} GiB: "
-                     f"{'FITS' if p.host_ram_fits else 'DOES NOT FIT'}")
+        lines.append(
+            f"host RAM per node = {host_terms} = {p.host_ram_gib:.1f} GiB vs "
+            f"{p.host_ram_available_gib * (1 - HEADROOM):.1f} GiB usable of {p.host_ram_available_gib:g} GiB: "
+            f"{'FITS' if p.host_ram_fits else 'DOES NOT FIT'}"
+        )
     for note in p.notes:
         lines.append(f"note: {note}")
     if not p.ok and p.fixes_searched:

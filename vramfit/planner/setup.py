@@ -11,6 +11,7 @@
 Defaults that the libraries supply are read from the installed TrainingArguments / GRPOConfig
 (vramfit.libraries), never written out here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +25,17 @@ from vramfit.problems import ConfigError, Problems, did_you_mean
 
 # The library defaults the planner uses, read from the installed TrainingArguments / GRPOConfig
 # (vramfit.libraries, cached per library versions): HF_DEFAULTS and GRPO_DEFAULTS below are computed.
-HF_DEFAULT_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "per_device_eval_batch_size", "optim",
-                   "eval_strategy", "prediction_loss_only", "eval_accumulation_steps", "use_liger_kernel",
-                   "dataloader_num_workers")
+HF_DEFAULT_KEYS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "per_device_eval_batch_size",
+    "optim",
+    "eval_strategy",
+    "prediction_loss_only",
+    "eval_accumulation_steps",
+    "use_liger_kernel",
+    "dataloader_num_workers",
+)
 GRPO_DEFAULT_KEYS = ("num_generations", "max_completion_length", "beta", "ds3_gather_for_generation", "use_vllm")
 
 
@@ -51,9 +60,16 @@ ASSUMED_EVAL_SAMPLES = 1000
 # their DeepSpeed config from the accelerate plugin: DeepSpeed defaults.
 SCENARIO_JSON = {
     2: {"allgather_bucket_size": 2e8, "reduce_bucket_size": 2e8, "overlap_comm": True, "contiguous_gradients": True},
-    3: {"overlap_comm": True, "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
-        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
-        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9},
+    3: {
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+    },
 }
 ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager", "flash": "flash"}
 
@@ -81,8 +97,11 @@ class Zero:
         zero = data.get("zero_optimization") or {}
         stage = int(zero.get("stage", 0))
         # transformers integrations/deepspeed.py trainer_config_finalize: "auto" hidden-size buckets.
-        auto = {"reduce_bucket_size": hidden * hidden, "stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
-                "stage3_param_persistence_threshold": 10 * hidden}
+        auto = {
+            "reduce_bucket_size": hidden * hidden,
+            "stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+            "stage3_param_persistence_threshold": 10 * hidden,
+        }
 
         def get(key, default):
             value = zero.get(key, default)
@@ -223,8 +242,7 @@ class Setup:
         problems = Problems()
         config_path = recipe.path(recipe.model.config)
         if not config_path.is_file():
-            problems.add(file, "model.config", f"model config '{recipe.model.config}' does not exist",
-                         "point model.config at a file under model_configs/.")
+            problems.add(file, "model.config", f"model config '{recipe.model.config}' does not exist", "point model.config at a file under model_configs/.")
             raise ConfigError(problems)
         config = params.read_config(config_path)
         # `deepspeed: none` - no DeepSpeed (FSDP via training.fsdp, or plain DDP)
@@ -238,9 +256,15 @@ class Setup:
         quant = recipe.model.quantization
         knob_values = {**t, **recipe.planner.model_dump(), "quant_method": quant.method if quant else None}
         if quant and quant.method == "bitsandbytes":
-            knob_values.update({"load_in_4bit": quant.bits == 4, "load_in_8bit": quant.bits == 8,
-                                "bnb_4bit_quant_type": quant.quant_type, "bnb_4bit_use_double_quant": quant.double_quant,
-                                "bnb_4bit_quant_storage": quant.quant_storage})
+            knob_values.update(
+                {
+                    "load_in_4bit": quant.bits == 4,
+                    "load_in_8bit": quant.bits == 8,
+                    "bnb_4bit_quant_type": quant.quant_type,
+                    "bnb_4bit_use_double_quant": quant.double_quant,
+                    "bnb_4bit_quant_storage": quant.quant_storage,
+                }
+            )
         knob = _knob_fields(knob_values, recipe.method, config, zero, problems, file)
         if problems:
             raise ConfigError(problems)
@@ -364,8 +388,7 @@ class Setup:
 
     # ------------------------------------------------------------------------------------------
     @classmethod
-    def from_args(cls, model_config, gpu: str, gpus: int, nodes: int = 1, deepspeed: str | None = None,
-                  overrides: list[str] | dict[str, Any] = ()) -> "Setup":
+    def from_args(cls, model_config, gpu: str, gpus: int, nodes: int = 1, deepspeed: str | None = None, overrides: list[str] | dict[str, Any] = ()) -> "Setup":
         """`vramfit plan --model-config ...`; raises ConfigError on bad input."""
         from vramfit.paths import repo_root
         from vramfit.planner import params
@@ -386,8 +409,9 @@ class Setup:
         if deepspeed not in (None, "none"):
             root = repo_root(Path.cwd())
             name = deepspeed if deepspeed.endswith(".json") else f"{deepspeed}.json"
-            ds_path = next((p for p in (Path(deepspeed), root / deepspeed, root / "deepspeed_configs" / name) if p.is_file()),
-                           root / "deepspeed_configs" / name)
+            ds_path = next(
+                (p for p in (Path(deepspeed), root / deepspeed, root / "deepspeed_configs" / name) if p.is_file()), root / "deepspeed_configs" / name
+            )
             ds = _read_deepspeed(ds_path, label, problems, key="--deepspeed") or {}
             _launch_time_deepspeed(ds, str(ds_path), problems)
         _launch_time_values(values, label, problems)
@@ -408,8 +432,12 @@ class Setup:
         if frames:
             video = video_geometry(arch, config, frames, values.get("video_max_pixels"))
             if video is None:
-                problems.add(label, "frames_per_sample", f"{path.name} has no video geometry the planner knows (Qwen2-VL family only)",
-                             "drop frames_per_sample, or plan the frames as images (images_per_sample).")
+                problems.add(
+                    label,
+                    "frames_per_sample",
+                    f"{path.name} has no video geometry the planner knows (Qwen2-VL family only)",
+                    "drop frames_per_sample, or plan the frames as images (images_per_sample).",
+                )
                 raise ConfigError(problems)
             # one vision unit per sample holding the images and the video: same tokens, same patches
             tokens, patches = images * tokens + video[0], images * patches + video[1]
@@ -448,8 +476,7 @@ class Setup:
         )
 
 
-def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems,
-                 file: str) -> dict[str, Any]:
+def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems, file: str) -> dict[str, Any]:
     """Setup fields of the launch knobs (knobs.py), shared by recipes and `--model-config`."""
     from vramfit.planner import knobs
 
@@ -457,8 +484,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     fsdp = knobs.fsdp_fields(values.get("fsdp"), values.get("fsdp_config"), problems, file)
     if fsdp:
         if zero.stage:
-            problems.add(file, "fsdp", f"FSDP and DeepSpeed ZeRO-{zero.stage} both set (transformers refuses both)",
-                         "drop the DeepSpeed JSON or the fsdp key.")
+            problems.add(file, "fsdp", f"FSDP and DeepSpeed ZeRO-{zero.stage} both set (transformers refuses both)", "drop the DeepSpeed JSON or the fsdp key.")
         if fsdp["fsdp_offload"]:
             out["zero"] = Zero(offload_optimizer=True, offload_params=True)  # host.py reads the offload flags here
         out.update(fsdp)
@@ -481,12 +507,20 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out["optimizer_in_backward"] = bool(values.get("optimizer_in_bwd") or values.get("optimizer_in_backward"))
     if out["optimizer_in_backward"]:
         if zero.stage:
-            problems.add(file, "optimizer_in_bwd", "optimizer-in-backward is a torchtune / plain-PyTorch feature; DeepSpeed runs its own step",
-                         "drop optimizer_in_bwd or the DeepSpeed JSON.")
+            problems.add(
+                file,
+                "optimizer_in_bwd",
+                "optimizer-in-backward is a torchtune / plain-PyTorch feature; DeepSpeed runs its own step",
+                "drop optimizer_in_bwd or the DeepSpeed JSON.",
+            )
         if int(values.get("gradient_accumulation_steps") or 1) > 1:
-            problems.add(file, "optimizer_in_bwd", f"optimizer-in-backward steps at every backward; gradient accumulation "
-                         f"({values.get('gradient_accumulation_steps')}) cannot work with it (torchtune refuses the pair)",
-                         "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.")
+            problems.add(
+                file,
+                "optimizer_in_bwd",
+                f"optimizer-in-backward steps at every backward; gradient accumulation "
+                f"({values.get('gradient_accumulation_steps')}) cannot work with it (torchtune refuses the pair)",
+                "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.",
+            )
     out.update(knobs.vllm_fields(values, problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
     _check_target_regex(values, problems, file)  # a recipe's planner: section does not pass _launch_time_values
@@ -494,8 +528,12 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
 
     for name in str(values.get("modules_to_save") or "").split(","):
         if name and name not in SAVE_GROUPS:
-            problems.add(file, "modules_to_save", f"'{name}' is not a module the planner can size.{did_you_mean(name, SAVE_GROUPS)}",
-                         f"use names from: {', '.join(SAVE_GROUPS)}.")
+            problems.add(
+                file,
+                "modules_to_save",
+                f"'{name}' is not a module the planner can size.{did_you_mean(name, SAVE_GROUPS)}",
+                f"use names from: {', '.join(SAVE_GROUPS)}.",
+            )
     return out
 
 
@@ -522,35 +560,100 @@ def _training_fields(t: dict, zero, grpo: bool) -> dict:
 # ----------------------------------------------------------------------------------------------
 # `--model-config` keys: Hugging Face / TRL names, then planner keys. Value kinds for parsing.
 ARG_KEYS = {
-    "per_device_train_batch_size": int, "gradient_accumulation_steps": int, "gradient_checkpointing": (bool, ("offload",)),
-    "use_liger_kernel": bool, "optim": str, "bf16": (bool, ("full",)), "fp16": bool, "per_device_eval_batch_size": int,
-    "prediction_loss_only": bool, "eval_accumulation_steps": int, "eval_strategy": str,
-    "num_generations": int, "max_completion_length": int, "max_prompt_length": int, "beta": float,
-    "steps_per_generation": int, "dataloader_num_workers": int, "attn_implementation": str,
-    "method": str, "seq_len": int, "max_length": int, "lora_r": int, "lora_dropout": float,
-    "lora_target_modules": str, "max_pixels": int, "max_slice_nums": int, "images_per_sample": int,
-    "train_vision": bool, "host_ram_gib": float, "eval_samples": int, "expandable_segments": bool, "deepspeed": str,
+    "per_device_train_batch_size": int,
+    "gradient_accumulation_steps": int,
+    "gradient_checkpointing": (bool, ("offload",)),
+    "use_liger_kernel": bool,
+    "optim": str,
+    "bf16": (bool, ("full",)),
+    "fp16": bool,
+    "per_device_eval_batch_size": int,
+    "prediction_loss_only": bool,
+    "eval_accumulation_steps": int,
+    "eval_strategy": str,
+    "num_generations": int,
+    "max_completion_length": int,
+    "max_prompt_length": int,
+    "beta": float,
+    "steps_per_generation": int,
+    "dataloader_num_workers": int,
+    "attn_implementation": str,
+    "method": str,
+    "seq_len": int,
+    "max_length": int,
+    "lora_r": int,
+    "lora_dropout": float,
+    "lora_target_modules": str,
+    "max_pixels": int,
+    "max_slice_nums": int,
+    "images_per_sample": int,
+    "train_vision": bool,
+    "host_ram_gib": float,
+    "eval_samples": int,
+    "expandable_segments": bool,
+    "deepspeed": str,
     # launch knobs (knobs.py): TrainingArguments / accelerate, TRL, PEFT, bitsandbytes, torchtune, axolotl names
-    "fsdp": str, "dtype": str, "torch_dtype": str,
-    "load_in_4bit": bool, "load_in_8bit": bool, "bnb_4bit_quant_type": str, "bnb_4bit_use_double_quant": bool,
-    "bnb_4bit_quant_storage": str, "quant_method": str,
-    "modules_to_save": str, "activation_offloading": bool, "packing": bool, "padding_free": bool,
-    "cut_cross_entropy": bool, "optimizer_in_bwd": bool, "torch_compile": bool, "compile": bool,
-    "use_vllm": bool, "vllm_mode": str, "vllm_gpu_memory_utilization": float, "vllm_enable_sleep_mode": bool,
+    "fsdp": str,
+    "dtype": str,
+    "torch_dtype": str,
+    "load_in_4bit": bool,
+    "load_in_8bit": bool,
+    "bnb_4bit_quant_type": str,
+    "bnb_4bit_use_double_quant": bool,
+    "bnb_4bit_quant_storage": str,
+    "quant_method": str,
+    "modules_to_save": str,
+    "activation_offloading": bool,
+    "packing": bool,
+    "padding_free": bool,
+    "cut_cross_entropy": bool,
+    "optimizer_in_bwd": bool,
+    "torch_compile": bool,
+    "compile": bool,
+    "use_vllm": bool,
+    "vllm_mode": str,
+    "vllm_gpu_memory_utilization": float,
+    "vllm_enable_sleep_mode": bool,
     # planner keys
-    "typical_length": int, "loss_kernel": str, "lora_vision_tower": bool, "train_projector": bool,
-    "max_tiles": int, "frames_per_sample": int, "video_max_pixels": int,
+    "typical_length": int,
+    "loss_kernel": str,
+    "lora_vision_tower": bool,
+    "train_projector": bool,
+    "max_tiles": int,
+    "frames_per_sample": int,
+    "video_max_pixels": int,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
-FSDP_CONFIG_KEYS = ("version", "sharding_strategy", "reshard_after_forward", "offload_params", "cpu_offload",
-                    "auto_wrap_policy", "transformer_layer_cls_to_wrap", "activation_checkpointing", "cpu_ram_efficient_loading",
-                    "state_dict_type", "use_orig_params", "sync_module_states", "forward_prefetch", "backward_prefetch",
-                    "limit_all_gathers", "min_num_params", "xla")
-CHOICES = {"method": ("full", "lora", "qlora", "grpo"), "attn_implementation": tuple(ATTENTION),
-           "vllm_mode": ("colocate", "server"), "loss_kernel": ("torch", "liger", "cce", "chunked"),
-           "bnb_4bit_quant_type": ("nf4", "fp4"), "quant_method": ("bitsandbytes", "gptq", "awq"),
-           "dtype": ("auto", "bfloat16", "float16", "float32"), "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
-           "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32")}
+FSDP_CONFIG_KEYS = (
+    "version",
+    "sharding_strategy",
+    "reshard_after_forward",
+    "offload_params",
+    "cpu_offload",
+    "auto_wrap_policy",
+    "transformer_layer_cls_to_wrap",
+    "activation_checkpointing",
+    "cpu_ram_efficient_loading",
+    "state_dict_type",
+    "use_orig_params",
+    "sync_module_states",
+    "forward_prefetch",
+    "backward_prefetch",
+    "limit_all_gathers",
+    "min_num_params",
+    "xla",
+)
+CHOICES = {
+    "method": ("full", "lora", "qlora", "grpo"),
+    "attn_implementation": tuple(ATTENTION),
+    "vllm_mode": ("colocate", "server"),
+    "loss_kernel": ("torch", "liger", "cce", "chunked"),
+    "bnb_4bit_quant_type": ("nf4", "fp4"),
+    "quant_method": ("bitsandbytes", "gptq", "awq"),
+    "dtype": ("auto", "bfloat16", "float16", "float32"),
+    "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
+    "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
+}
 FRACTIONS = ("vllm_gpu_memory_utilization",)
 
 
@@ -572,15 +675,20 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         if key.startswith("fsdp_config."):
             sub = key.split(".", 1)[1].removeprefix("fsdp_")
             if sub not in FSDP_CONFIG_KEYS:
-                problems.add(label, key, f"unknown fsdp_config key '{sub}'.{did_you_mean(sub, FSDP_CONFIG_KEYS)}",
-                             f"use one of: {', '.join(FSDP_CONFIG_KEYS)}.")
+                problems.add(
+                    label, key, f"unknown fsdp_config key '{sub}'.{did_you_mean(sub, FSDP_CONFIG_KEYS)}", f"use one of: {', '.join(FSDP_CONFIG_KEYS)}."
+                )
                 continue
             values.setdefault("fsdp_config", {})[sub] = value
             continue
         kind = ARG_KEYS.get(key)
         if kind is None:
-            problems.add(label, key, f"unknown key '{key}'.{did_you_mean(key, [*ARG_KEYS, 'fsdp_config.version'])}",
-                         f"use one of: {', '.join(ARG_KEYS)}, fsdp_config.<key>.")
+            problems.add(
+                label,
+                key,
+                f"unknown key '{key}'.{did_you_mean(key, [*ARG_KEYS, 'fsdp_config.version'])}",
+                f"use one of: {', '.join(ARG_KEYS)}, fsdp_config.<key>.",
+            )
             continue
         words: tuple[str, ...] = ()
         if isinstance(kind, tuple):
@@ -589,17 +697,35 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
             value = "full_shard" if value else ""
         if key == "fsdp" and isinstance(value, list):  # TrainingArguments also takes a list of options
             value = " ".join(map(str, value))
-        ok = (isinstance(value, bool) or (isinstance(value, str) and value.lower() in words)) if kind is bool else (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
-            if kind in (int, float) else isinstance(value, str))
-        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample"))):
+        ok = (
+            (isinstance(value, bool) or (isinstance(value, str) and value.lower() in words))
+            if kind is bool
+            else (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or float(value).is_integer())
+                if kind in (int, float)
+                else isinstance(value, str)
+            )
+        )
+        if (
+            ok
+            and kind in (int, float)
+            and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample")))
+        ):
             ok = False
         if ok and key in FRACTIONS and value > 1:
             ok = False
         if not ok or (key in CHOICES and value not in CHOICES[key]):
-            want = f"one of {', '.join(CHOICES[key])}" if key in CHOICES else "a fraction in (0, 1]" if key in FRACTIONS else (
-                f"true, false or {' or '.join(words)}" if words else
-                {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind])
+            want = (
+                f"one of {', '.join(CHOICES[key])}"
+                if key in CHOICES
+                else "a fraction in (0, 1]"
+                if key in FRACTIONS
+                else (
+                    f"true, false or {' or '.join(words)}"
+                    if words
+                    else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+                )
+            )
             problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")
             continue
         values[key] = value
@@ -622,7 +748,7 @@ def _launch_time_deepspeed(ds: dict[str, Any], file: str, problems: Problems) ->
         problems.add(file, "zero_optimization.stage", f"{stage!r} is not a ZeRO stage", "use 0, 1, 2 or 3.")
     micro = ds.get("train_micro_batch_size_per_gpu", "auto")
     if micro != "auto" and (isinstance(micro, bool) or not isinstance(micro, int) or micro < 1):
-        problems.add(file, "train_micro_batch_size_per_gpu", f"{micro!r} is not a positive whole number", "write \"auto\" or a number >= 1.")
+        problems.add(file, "train_micro_batch_size_per_gpu", f"{micro!r} is not a positive whole number", 'write "auto" or a number >= 1.')
     launch_time_problems(ds, file, problems)
 
 
@@ -635,8 +761,12 @@ def _launch_time_values(values: dict[str, Any], file: str, problems: Problems) -
 
         names = [o.value for o in OptimizerNames]
         if optim not in names:
-            problems.add(file, "optim", f"'{optim}' is not an optimizer transformers knows.{did_you_mean(optim, names)}",
-                         "use e.g. optim=adamw_torch_fused (see transformers.training_args.OptimizerNames).")
+            problems.add(
+                file,
+                "optim",
+                f"'{optim}' is not an optimizer transformers knows.{did_you_mean(optim, names)}",
+                "use e.g. optim=adamw_torch_fused (see transformers.training_args.OptimizerNames).",
+            )
     _check_target_regex(values, problems, file)
 
 
@@ -649,8 +779,12 @@ def _check_target_regex(values: dict[str, Any], problems: Problems, file: str) -
         try:
             re.compile(targets)
         except re.error as exc:
-            problems.add(file, "lora_target_modules", f"'{targets}' is not a valid regex ({exc})",
-                         "fix the regex, or list module names (q_proj,v_proj), or write all-linear.")
+            problems.add(
+                file,
+                "lora_target_modules",
+                f"'{targets}' is not a valid regex ({exc})",
+                "fix the regex, or list module names (q_proj,v_proj), or write all-linear.",
+            )
 
 
 def _read_deepspeed(path: Path, file: str, problems: Problems, key: str = "deepspeed") -> dict[str, Any] | None:
@@ -736,8 +870,9 @@ def _loss_fp32(config: dict[str, Any], precision: str, engine: str) -> bool:
 
 def _scenario_optimizer(row: dict[str, Any], zero: Zero) -> str:
     """The optimizer implementation a scenario's stack ran (its memory differs, not its maths)."""
-    name = {"adamw": "adamw_torch", "adamw_8bit": "adamw_8bit", "paged_adamw": "paged_adamw_32bit",
-            "paged_adamw_8bit": "paged_adamw_8bit", "sgd": "sgd"}[row["optimizer"]]
+    name = {"adamw": "adamw_torch", "adamw_8bit": "adamw_8bit", "paged_adamw": "paged_adamw_32bit", "paged_adamw_8bit": "paged_adamw_8bit", "sgd": "sgd"}[
+        row["optimizer"]
+    ]
     if name == "adamw_torch" and (zero.optimizer_block or "Dec 2022" in row.get("framework", "")):
         # DeepSpeed's FusedAdam (the JSON names AdamW); torch 1.13's AdamW (Dec 2022) was single-tensor
         # by default. Neither keeps a foreach intermediate: the same memory as the fused optimizer.
@@ -750,8 +885,15 @@ def scenario_gpu(name: str) -> str:
     key = name.lower().replace(" ", "").replace("-", "")
     if "24gb" in key:
         return "rtx4090"
-    for part, gpu in (("h100", "h100"), ("h200", "h200"), ("h20", "h20"), ("a10080", "a100-80g"), ("a100sxm480", "a100-80g"),
-                      ("a10040", "a100-40g"), ("a100sxm440", "a100-40g")):
+    for part, gpu in (
+        ("h100", "h100"),
+        ("h200", "h200"),
+        ("h20", "h20"),
+        ("a10080", "a100-80g"),
+        ("a100sxm480", "a100-80g"),
+        ("a10040", "a100-40g"),
+        ("a100sxm440", "a100-40g"),
+    ):
         if part in key:
             return gpu
     raise KeyError(f"no catalogue GPU for '{name}'")
@@ -765,8 +907,7 @@ QWEN2VL_MAX_PIXELS = 28 * 28 * 1280
 QWEN2VL_VIDEO_MAX_PIXELS = 28 * 28 * 768
 
 
-def image_geometry(arch, max_pixels: int | None, max_slices: int | None, config: dict | None = None,
-                   max_tiles: int | None = None) -> tuple[int, int]:
+def image_geometry(arch, max_pixels: int | None, max_slices: int | None, config: dict | None = None, max_tiles: int | None = None) -> tuple[int, int]:
     """(LLM tokens, vision-encoder tokens) per image at the recipe's worst case (the caps)."""
     img = arch.image
     if not arch.groups.get("vision"):
@@ -825,5 +966,3 @@ def video_geometry(arch, config: dict, frames: int, max_pixels: int | None) -> t
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b) if b else 0
-
-

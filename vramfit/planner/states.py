@@ -26,6 +26,7 @@ ZeRO-3 / FSDP can shard and offload; the constants are a `QuantState` attribute 
 (bitsandbytes nn/modules.py `Params4bit.quant_state`, restored from `Linear4bit.quant_state` after
 FSDP flattens the parameter), neither a parameter nor a buffer, so every GPU keeps all of them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -174,8 +175,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # stage3.py `_prepare_fp32_grad_for_sub_group`: `self.flatten(averaged_gradients).to(fp32)` - a
         # 16-bit flat copy of the sub-group's gradient partition, then its fp32 copy, both alive at once.
         step = 0.0 if z.offload_optimizer else (FP32_BYTES + train_b) * min(T / dp, z.sub_group_size)
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered,
-                      step, True)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered, step, True)
     if ds:  # ZeRO-1 / ZeRO-2
         z = s.zero
         weights = T * train_b + F * frozen_b + Q * qb
@@ -187,10 +187,8 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # stage_1_and_2.py `step`: `flat_grad_partition = self.flatten(averaged_gradients)` (16-bit) then
         # `.to(fp32)` - both alive until `del flat_grad_partition`; then the fp32 partition alone (plus a
         # foreach intermediate for torch's multi-tensor AdamW).
-        step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b,
-                                                           FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0,
-                      step, False)
+        step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False)
     if s.engine == "fsdp":
         dp = _fsdp_dp(s)
         offload = s.fsdp_offload or s.zero.offload_params or s.zero.offload_optimizer
@@ -219,8 +217,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
             gathered += root * compute_b * (1 + (1 / dp if offload else 0))  # + the shard copied up from the CPU
         gradients = 0.0 if offload else T * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered,
-                      0.0, False)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered, 0.0, False)
     # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
     # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
     ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets

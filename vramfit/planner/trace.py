@@ -54,16 +54,16 @@ Traces are cached on disk under the user cache dir (params.cache_dir() / "trace"
 config text, every setup field the trace reads, the trace schema and the torch / transformers /
 peft versions.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,7 @@ CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
 # differs from the others, an interleaved pattern longer than the traced depth).
 LINEARITY_TOLERANCE = 0.01
-LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "depth", "encoder_layers", "decoder_layers",
-              "num_decoder_layers")
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "depth", "encoder_layers", "decoder_layers", "num_decoder_layers")
 
 
 class TraceError(RuntimeError):
@@ -107,10 +106,29 @@ class Trace:
 # Cache
 # ----------------------------------------------------------------------------------------------
 
-TRACE_FIELDS = ("method", "train_llm", "train_projector", "train_vision", "lora_r", "lora_targets", "lora_dropout",
-                "modules_to_save", "quantization", "frozen_fp32", "precision", "optimizer", "attention",
-                "gradient_checkpointing", "seq_len", "decoder_seq_len", "micro_batch", "images_per_sample",
-                "image_tokens", "vision_patches", "engine")
+TRACE_FIELDS = (
+    "method",
+    "train_llm",
+    "train_projector",
+    "train_vision",
+    "lora_r",
+    "lora_targets",
+    "lora_dropout",
+    "modules_to_save",
+    "quantization",
+    "frozen_fp32",
+    "precision",
+    "optimizer",
+    "attention",
+    "gradient_checkpointing",
+    "seq_len",
+    "decoder_seq_len",
+    "micro_batch",
+    "images_per_sample",
+    "image_tokens",
+    "vision_patches",
+    "engine",
+)
 
 
 def _versions() -> str:
@@ -172,6 +190,7 @@ def _store(key: str, trace: Trace) -> None:
 # ----------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------
+
 
 def trace_step(setup, arch=None, *, cache: bool = True, check_linear: bool = True) -> Trace:
     """Trace one training step of `setup` (see the module docstring). Raises TraceError.
@@ -242,6 +261,7 @@ def step_flops(setup, arch=None) -> int:
 # Tracing
 # ----------------------------------------------------------------------------------------------
 
+
 def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]], int, int]:
     """The (text layers, vision layers) to trace, and the full depths."""
     if arch.encoder_decoder:
@@ -298,8 +318,10 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
                 if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
                     linear = False
             if not linear:
-                notes.append(f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
-                             f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate")
+                notes.append(
+                    f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
+                    f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate"
+                )
     vision_depths = [d for d in plan if d[0] == t0 and d[1] != v0]
     if vision_depths:
         hi = vision_depths[0]
@@ -500,6 +522,7 @@ def _real_vision_geometry():
             # back as fake tensors that keep their values, so code that reads them (`.tolist()`) runs
             convert = mode.fake_tensor_converter.from_real_tensor
             return tree_map(lambda t: convert(mode, t, make_constant=True) if isinstance(t, torch.Tensor) else t, out)
+
         return inner
 
     patched = []
@@ -607,8 +630,13 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
         targets = setup.lora_targets or "all-linear"
         targets = list(targets) if isinstance(targets, (list, tuple)) else targets
         keep = {n for n, p in model.named_parameters() if p.requires_grad}
-        lora = LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=setup.lora_dropout,
-                          target_modules=targets, modules_to_save=list(setup.modules_to_save) or None)
+        lora = LoraConfig(
+            r=setup.lora_r,
+            lora_alpha=2 * setup.lora_r,
+            lora_dropout=setup.lora_dropout,
+            target_modules=targets,
+            modules_to_save=list(setup.modules_to_save) or None,
+        )
         # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's
         # device and dtype (tuners_utils `_move_adapter_to_device_of_base_layer`), a parameter swap
         # fake tensors refuse (Module._apply swaps FakeTensor parameters). Built in the base layer's
@@ -687,7 +715,7 @@ def _vision_inputs(model, config, setup, arch, dtype):
         t = vc.temporal_patch_size
         merge = getattr(vc, "spatial_merge_size", 2) or 2
         per_image = setup.vision_patches
-        side = max(merge, int(round(per_image ** 0.5)) // merge * merge)
+        side = max(merge, int(round(per_image**0.5)) // merge * merge)
         grid = torch.tensor([[1, side, side]] * n)
         pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
         return {"pixel_values": pixels, "image_grid_thw": grid}
@@ -729,6 +757,7 @@ def _forward(model, batch, vision, setup):
 # What a CUDA run keeps
 # ----------------------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _cuda_sdpa(unpadded: bool = False):
     """Route F.scaled_dot_product_attention to the kernel CUDA would pick (module docstring).
@@ -748,24 +777,20 @@ def _cuda_sdpa(unpadded: bool = False):
 
     def ignore_unpadded(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size=None):
         # what `_ignore_causal_mask_sdpa` answers on a GPU for a batch without padding
-        if padding_mask is None and (q_length == 1 or kv_length == q_length) and (
-                local_attention_size is None or kv_length < local_attention_size):
+        if padding_mask is None and (q_length == 1 or kv_length == q_length) and (local_attention_size is None or kv_length < local_attention_size):
             return True
         return ignore(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size)
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         backend = cuda_backend(query, key, value, attn_mask, dropout_p, enable_gqa)
         if backend == "flash":  # FlashAttention-2 takes fewer key/value heads as they are
-            return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal,
-                                                                      False, scale=scale)[0]
+            return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0]
         if backend == "efficient":
-            return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, True, dropout_p,
-                                                                          is_causal, scale=scale)[0]
+            return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
         if enable_gqa and key.shape[-3] != query.shape[-3]:
             rep = query.shape[-3] // key.shape[-3]
             key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
-        return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
-                                                                 scale=scale)[0]
+        return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)[0]
 
     dropout = F.dropout
 
@@ -811,11 +836,31 @@ def cuda_backend(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=Fa
 # torch 2.13 aten/src/ATen/autocast_mode.cpp, CUDA: ops cast to the lower precision, and ops that
 # run in fp32 (outputs fp32) under autocast. Only the ones transformers' training code calls are
 # listed; the CPU lists differ (no layer_norm / softmax / log_softmax / group_norm in its fp32 list).
-CUDA_LOWER = ("linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "conv1d", "conv2d", "conv3d",
-              "einsum", "scaled_dot_product_attention", "prelu")
-CUDA_FP32 = ("layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss",
-             "binary_cross_entropy_with_logits", "kl_div", "l1_loss", "smooth_l1_loss", "cosine_similarity",
-             "norm", "logsumexp", "exp", "log", "pow", "rsqrt", "reciprocal", "cumsum", "sum", "prod")
+CUDA_LOWER = ("linear", "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "conv1d", "conv2d", "conv3d", "einsum", "scaled_dot_product_attention", "prelu")
+CUDA_FP32 = (
+    "layer_norm",
+    "group_norm",
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "binary_cross_entropy_with_logits",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "cosine_similarity",
+    "norm",
+    "logsumexp",
+    "exp",
+    "log",
+    "pow",
+    "rsqrt",
+    "reciprocal",
+    "cumsum",
+    "sum",
+    "prod",
+)
 
 
 class _CudaAutocast:
@@ -894,6 +939,7 @@ class _CudaAutocast:
 # The tracker
 # ----------------------------------------------------------------------------------------------
 
+
 class _Tracker:
     """MemTracker's storage accounting (every storage an op creates, by category, freed when its
     last reference goes), recording per op the total and the transient (activations +
@@ -920,7 +966,8 @@ class _Tracker:
                         hook = partial(self._update_and_maybe_create_winfos, reftype=_MemRefType.GRAD)
                         self._param_to_grad_hook_handles[param] = (
                             param.register_hook(lambda g, hook=hook: (hook(g), None)[1]),
-                            param.register_post_accumulate_grad_hook(lambda q, hook=hook: (hook(q.grad), None)[1]))
+                            param.register_post_accumulate_grad_hook(lambda q, hook=hook: (hook(q.grad), None)[1]),
+                        )
 
             def __enter__(self):
                 self._fake_mode_on_entry = active_fake_mode()
@@ -996,6 +1043,7 @@ class _Tracker:
 # For the plan
 # ----------------------------------------------------------------------------------------------
 
+
 def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | None, list[str], list[str]]:
     """(train-phase activation terms or None for the analytic ones, notes, what could not be computed).
 
@@ -1019,9 +1067,11 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace failed ({exc})", arch)
     extra = dequantized_bytes(setup, counts)
     depths = ", ".join(f"{d[0]}" + (f"+{d[1]} vision" if d[1] else "") for d in t.depths)
-    notes.append(f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
-                 f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
-                 f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}")
+    notes.append(
+        f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
+        f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
+        f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}"
+    )
     notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
     if gap:
         notes.append(f"analytic model: {gap}; the trace stands in for it")
@@ -1032,9 +1082,7 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
 def _fallback(gap, notes, why, arch=None):
     if gap is None:
         return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
-    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (
-        arch is not None and "text" in arch.stacks)
+    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (arch is not None and "text" in arch.stacks)
     if text_ok:
         return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
-    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"],
-            [f"activations ({why})"])
+    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"], [f"activations ({why})"])

@@ -7,6 +7,7 @@ Two moments compete (activations.py gives the per-layer terms):
   gradient reached the hidden states), plus one recomputed layer and its backward temporaries.
 The vision tower runs first and its backward last, after the LLM's activations are freed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from vramfit.planner.activations import (FP32, LayerMode, LogitsMode, backward_transient, layer_bytes,
-                                         logits_bytes, nograd_layer_bytes)
+from vramfit.planner.activations import FP32, LayerMode, LogitsMode, backward_transient, layer_bytes, logits_bytes, nograd_layer_bytes
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.states import dequantized_bytes
 
@@ -28,7 +28,7 @@ def liger_model_types() -> frozenset[str]:
     if spec is None or spec.origin is None:
         return frozenset()
     text = (Path(spec.origin).parent / "transformers" / "monkey_patch.py").read_text(encoding="utf-8")
-    block = text[text.index("MODEL_TYPE_TO_APPLY_LIGER_FN = {"):]
+    block = text[text.index("MODEL_TYPE_TO_APPLY_LIGER_FN = {") :]
     block = block[: block.index("}")]
     return frozenset(re.findall(r'"([a-z0-9_]+)":\s*apply_liger_kernel_to_', block))
 
@@ -44,9 +44,11 @@ def act_bytes(setup) -> int:
 
 def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
     return LayerMode(
-        act=act_bytes(setup), trainable=counts.text_trainable,
+        act=act_bytes(setup),
+        trainable=counts.text_trainable,
         adapted=tuple(ad for ad in counts.adapted if ad.stack == stack),
-        lora_rank=setup.lora_r or 0, lora_dropout=setup.lora_dropout > 0,
+        lora_rank=setup.lora_r or 0,
+        lora_dropout=setup.lora_dropout > 0,
         # torch.compile's partitioner (torch/_functorch/partitioners.py `min_cut_rematerialization_partition`)
         # recomputes the pointwise ops it fused instead of saving their outputs: the RMSNorm keeps its
         # input (not the fp32 copy), the gated MLP keeps gate and up (act(gate) and the product are
@@ -90,15 +92,14 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm = (FP32 if text.norm == "rms" and not liger_active(s, arch) else a) * text.hidden * loss_tokens
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if loss_bytes is None:
-        loss_bytes = logits_bytes(LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch),
-                                             counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel, s.compile_loss),
-                                  loss_tokens)
+        loss_bytes = logits_bytes(
+            LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch), counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel, s.compile_loss), loss_tokens
+        )
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
     at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
     # the backward of a quantized linear holds its dequantized weight next to the layer's tensors
-    at_layer = {"activations": base + recompute + dequantized_bytes(s, counts), "vision_activations": vision_kept,
-                "logits": 0.0}
+    at_layer = {"activations": base + recompute + dequantized_bytes(s, counts), "vision_activations": vision_kept, "logits": 0.0}
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
     return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
 
@@ -113,9 +114,14 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     layers = counts.vision_grad_layers
     if not layers:
         return 0.0, nograd_layer_bytes(st, a, setup.attention, setup.vision_patches) * tokens
-    mode = LayerMode(act=a, trainable=counts.vision_full,
-                     adapted=tuple(ad for ad in counts.adapted if ad.stack == "vision"),
-                     lora_rank=setup.lora_r or 0, lora_dropout=setup.lora_dropout > 0, attention=setup.attention)
+    mode = LayerMode(
+        act=a,
+        trainable=counts.vision_full,
+        adapted=tuple(ad for ad in counts.adapted if ad.stack == "vision"),
+        lora_rank=setup.lora_r or 0,
+        lora_dropout=setup.lora_dropout > 0,
+        attention=setup.attention,
+    )
     per_token, _ = layer_bytes(st, mode, setup.vision_patches)
     full = per_token * tokens
     if setup.gradient_checkpointing:

@@ -4,6 +4,7 @@ Exit codes: 0 nothing found blocks the run, 1 a finding would fail or OOM it, 2 
 3 incomplete (no config for the model: memory not planned, everything else checked).
 Heavy libraries load inside `run`, so `vramfit --help` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,12 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=_positive(int), help="nodes (default: what the script says, else 1)")
     parser.add_argument("--host-ram-gib", type=_positive(float), help="host RAM per node, to check it (default: not checked)")
     parser.add_argument("--against", metavar="RECIPE", help="compare with this recipe (default: the closest one)")
-    parser.add_argument("--model-config", metavar="FILE", help="the model's config.json when it is not found (vramfit's table, "
-                        "a local folder, the Hugging Face cache, the Hub)")
-    parser.add_argument("--transformers-version", metavar="X.Y.Z", help="judge flags under this transformers version "
-                        "(default: the version a requirements file / setup.py / pyproject.toml beside the script pins)")
-    parser.add_argument("--image-tokens", type=_positive(int), metavar="N", help="your data's typical image tokens per image (Qwen2-VL style "
-                        "models: pixels / 784); default: the maximum the files allow, said so")
+    parser.add_argument(
+        "--model-config", metavar="FILE", help="the model's config.json when it is not found (vramfit's table, a local folder, the Hugging Face cache, the Hub)"
+    )
+    parser.add_argument(
+        "--transformers-version",
+        metavar="X.Y.Z",
+        help="judge flags under this transformers version (default: the version a requirements file / setup.py / pyproject.toml beside the script pins)",
+    )
+    parser.add_argument(
+        "--image-tokens",
+        type=_positive(int),
+        metavar="N",
+        help="your data's typical image tokens per image (Qwen2-VL style models: pixels / 784); default: the maximum the files allow, said so",
+    )
     parser.add_argument("--json", action="store_true", help="print the review as JSON")
 
 
@@ -62,9 +71,17 @@ def run(args: argparse.Namespace) -> int:
     from vramfit.review.report import render
     from vramfit.review.reviewer import review
 
-    result = review(args.paths, gpu=args.gpu, gpus=args.gpus, nodes=args.nodes, host_ram_gib=args.host_ram_gib,
-                    against=args.against, model_config=args.model_config,
-                    transformers_version=getattr(args, "transformers_version", None), image_tokens=getattr(args, "image_tokens", None))
+    result = review(
+        args.paths,
+        gpu=args.gpu,
+        gpus=args.gpus,
+        nodes=args.nodes,
+        host_ram_gib=args.host_ram_gib,
+        against=args.against,
+        model_config=args.model_config,
+        transformers_version=getattr(args, "transformers_version", None),
+        image_tokens=getattr(args, "image_tokens", None),
+    )
     if result.exit_code == 2 and result.plan is None and not args.json:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, report
 

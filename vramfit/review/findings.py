@@ -1,4 +1,5 @@
 """One thing the review found, in the project's message format, and the order findings are shown in."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -7,6 +7,7 @@ setting (model_max_length, max_pixels, lora_enable, tune_vision, ...) and axolot
 translated by the tables below; arguments renamed or removed in the installed libraries are read
 under their new name and reported. Everything else is reported as unknown, with a did-you-mean.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,39 +33,92 @@ STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no mo
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
 ALIASES = {
     "model_name_or_path": "model.id",
-    "model_max_length": "data.max_length", "max_seq_length": "data.max_length", "cutoff_len": "data.max_length",
-    "max_pixels": "data.max_pixels", "image_max_pixels": "data.max_pixels",
+    "model_max_length": "data.max_length",
+    "max_seq_length": "data.max_length",
+    "cutoff_len": "data.max_length",
+    "max_pixels": "data.max_pixels",
+    "image_max_pixels": "data.max_pixels",
     "max_slice_nums": "data.max_slice_nums",
-    "lora_r": "model.lora.r", "lora_rank": "model.lora.r", "lora_alpha": "model.lora.alpha",
-    "lora_dropout": "model.lora.dropout", "lora_target_modules": "model.lora.target_modules", "lora_target": "model.lora.target_modules",
-    "double_quant": "model.quantization.double_quant", "quant_type": "model.quantization.quant_type",
+    "lora_r": "model.lora.r",
+    "lora_rank": "model.lora.r",
+    "lora_alpha": "model.lora.alpha",
+    "lora_dropout": "model.lora.dropout",
+    "lora_target_modules": "model.lora.target_modules",
+    "lora_target": "model.lora.target_modules",
+    "double_quant": "model.quantization.double_quant",
+    "quant_type": "model.quantization.quant_type",
     "attn_implementation": "model.attn_implementation",
-    "data_path": "data.train_file", "dataset_name": "data.train_file", "dataset": "data.train_file",
-    "max_seq_len": "data.max_length", "lora_dim": "model.lora.r",  # DeepSpeed-Chat
-    "model": "model.id", "target_modules": "model.lora.target_modules",  # ms-swift
-    "eval_data_path": "data.eval_file", "image_folder": "data.image_folder", "image_root": "data.image_folder",
+    "data_path": "data.train_file",
+    "dataset_name": "data.train_file",
+    "dataset": "data.train_file",
+    "max_seq_len": "data.max_length",
+    "lora_dim": "model.lora.r",  # DeepSpeed-Chat
+    "model": "model.id",
+    "target_modules": "model.lora.target_modules",  # ms-swift
+    "eval_data_path": "data.eval_file",
+    "image_folder": "data.image_folder",
+    "image_root": "data.image_folder",
 }
 # Switches that pick the method when on.
 METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
 # Switches over what trains: name -> (model.train key, value when the switch is on).
 TRAIN_SWITCHES = {
-    "tune_vision": ("vision_tower", True), "tune_vision_tower": ("vision_tower", True), "tune_entire_model": ("vision_tower", True),
-    "unfreeze_mm_vision_tower": ("vision_tower", True), "freeze_vision_modules": ("vision_tower", False),
-    "freeze_vision_tower": ("vision_tower", False), "tune_llm": ("llm", True), "freeze_backbone": ("llm", False),
+    "tune_vision": ("vision_tower", True),
+    "tune_vision_tower": ("vision_tower", True),
+    "tune_entire_model": ("vision_tower", True),
+    "unfreeze_mm_vision_tower": ("vision_tower", True),
+    "freeze_vision_modules": ("vision_tower", False),
+    "freeze_vision_tower": ("vision_tower", False),
+    "tune_llm": ("llm", True),
+    "freeze_backbone": ("llm", False),
 }
 # Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
 NOT_MODELLED = {
-    "version", "vision_tower", "mm_projector_type", "mm_vision_select_layer", "mm_use_im_start_end", "mm_use_im_patch_token",
-    "image_aspect_ratio", "group_by_modality_length", "lazy_preprocess", "llm_type", "torch_dtype", "dtype", "lora_task_type",
-    "lora_bias", "lora_weight_path", "pretrain_mm_mlp_adapter", "freeze_mm_mlp_adapter", "mm_projector_lr",
-    "reward_funcs", "min_pixels", "image_min_pixels", "template", "stage", "overwrite_cache", "preprocessing_num_workers",
-    "max_samples", "plot_loss", "cache_dir", "mpt_attn_impl",
+    "version",
+    "vision_tower",
+    "mm_projector_type",
+    "mm_vision_select_layer",
+    "mm_use_im_start_end",
+    "mm_use_im_patch_token",
+    "image_aspect_ratio",
+    "group_by_modality_length",
+    "lazy_preprocess",
+    "llm_type",
+    "torch_dtype",
+    "dtype",
+    "lora_task_type",
+    "lora_bias",
+    "lora_weight_path",
+    "pretrain_mm_mlp_adapter",
+    "freeze_mm_mlp_adapter",
+    "mm_projector_lr",
+    "reward_funcs",
+    "min_pixels",
+    "image_min_pixels",
+    "template",
+    "stage",
+    "overwrite_cache",
+    "preprocessing_num_workers",
+    "max_samples",
+    "plot_loss",
+    "cache_dir",
+    "mpt_attn_impl",
 }
 # TRL fields that set the training sequence length.
 TRL_LENGTHS = ("max_length", "max_seq_length")
 # GRPOConfig fields the planner reads from the recipe's training section.
-GRPO_KEEP = {"num_generations", "max_completion_length", "generation_batch_size", "steps_per_generation", "beta", "use_vllm",
-             "vllm_mode", "vllm_gpu_memory_utilization", "num_iterations", "max_prompt_length"}
+GRPO_KEEP = {
+    "num_generations",
+    "max_completion_length",
+    "generation_batch_size",
+    "steps_per_generation",
+    "beta",
+    "use_vllm",
+    "vllm_mode",
+    "vllm_gpu_memory_utilization",
+    "num_iterations",
+    "max_prompt_length",
+}
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {"tune_mm_mlp_adapter", "bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
 # The environment variables of the launch that change memory.
@@ -83,27 +137,100 @@ RENAMED = {
 }
 # axolotl's names for recipe settings; axolotl keys that are TrainingArguments names pass through.
 AXOLOTL = {
-    "base_model": "model.id", "micro_batch_size": "training.per_device_train_batch_size",
-    "eval_batch_size": "training.per_device_eval_batch_size", "num_epochs": "training.num_train_epochs",
-    "lr_scheduler": "training.lr_scheduler_type", "optimizer": "training.optim", "sequence_len": "data.max_length",
-    "lora_r": "model.lora.r", "lora_alpha": "model.lora.alpha", "lora_dropout": "model.lora.dropout",
-    "lora_target_modules": "model.lora.target_modules", "trust_remote_code": "model.trust_remote_code",
+    "base_model": "model.id",
+    "micro_batch_size": "training.per_device_train_batch_size",
+    "eval_batch_size": "training.per_device_eval_batch_size",
+    "num_epochs": "training.num_train_epochs",
+    "lr_scheduler": "training.lr_scheduler_type",
+    "optimizer": "training.optim",
+    "sequence_len": "data.max_length",
+    "lora_r": "model.lora.r",
+    "lora_alpha": "model.lora.alpha",
+    "lora_dropout": "model.lora.dropout",
+    "lora_target_modules": "model.lora.target_modules",
+    "trust_remote_code": "model.trust_remote_code",
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
 }
-AXOLOTL_SPECIAL = {"adapter", "lora_target_linear", "load_in_4bit", "load_in_8bit", "flash_attention", "sdp_attention",
-                   "eager_attention", "plugins", "deepspeed", "bf16", "fp16", "tf32"}
+AXOLOTL_SPECIAL = {
+    "adapter",
+    "lora_target_linear",
+    "load_in_4bit",
+    "load_in_8bit",
+    "flash_attention",
+    "sdp_attention",
+    "eager_attention",
+    "plugins",
+    "deepspeed",
+    "bf16",
+    "fp16",
+    "tf32",
+}
 AXOLOTL_NOT_MODELLED = {
-    "base_model_config", "model_type", "tokenizer_type", "tokenizer_config", "datasets", "test_datasets", "dataset_prepared_path",
-    "val_set_size", "special_tokens", "tokens", "strict", "chat_template", "sample_packing", "eval_sample_packing",
-    "pad_to_sequence_len", "train_on_inputs", "wandb_project", "wandb_entity", "wandb_watch", "wandb_name", "wandb_run_id",
-    "wandb_log_model", "early_stopping_patience", "resume_from_checkpoint", "auto_resume_from_checkpoints", "local_rank",
-    "xformers_attention", "hub_model_id", "evals_per_epoch", "saves_per_epoch", "eval_table_size", "eval_max_new_tokens",
-    "debug", "fsdp", "fsdp_config", "dataset_processes", "unfrozen_parameters", "lora_modules_to_save", "lora_fan_in_fan_out",
-    "peft_use_dora", "use_tensorboard", "gptq", "torch_dtype", "flash_attn_cross_entropy", "flash_attn_rms_norm",
-    "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "s2_attention", "shuffle_merged_datasets", "save_safetensors",
-    "group_by_length", "liger_rope", "liger_rms_norm", "liger_glu_activation", "liger_layer_norm",
-    "liger_fused_linear_cross_entropy", "liger_cross_entropy", "lora_model_dir", "lora_on_cpu", "is_llama_derived_model",
-    "is_mistral_derived_model", "is_qwen_derived_model", "rl", "default_system_message", "dataset_exact_deduplication",
+    "base_model_config",
+    "model_type",
+    "tokenizer_type",
+    "tokenizer_config",
+    "datasets",
+    "test_datasets",
+    "dataset_prepared_path",
+    "val_set_size",
+    "special_tokens",
+    "tokens",
+    "strict",
+    "chat_template",
+    "sample_packing",
+    "eval_sample_packing",
+    "pad_to_sequence_len",
+    "train_on_inputs",
+    "wandb_project",
+    "wandb_entity",
+    "wandb_watch",
+    "wandb_name",
+    "wandb_run_id",
+    "wandb_log_model",
+    "early_stopping_patience",
+    "resume_from_checkpoint",
+    "auto_resume_from_checkpoints",
+    "local_rank",
+    "xformers_attention",
+    "hub_model_id",
+    "evals_per_epoch",
+    "saves_per_epoch",
+    "eval_table_size",
+    "eval_max_new_tokens",
+    "debug",
+    "fsdp",
+    "fsdp_config",
+    "dataset_processes",
+    "unfrozen_parameters",
+    "lora_modules_to_save",
+    "lora_fan_in_fan_out",
+    "peft_use_dora",
+    "use_tensorboard",
+    "gptq",
+    "torch_dtype",
+    "flash_attn_cross_entropy",
+    "flash_attn_rms_norm",
+    "flash_attn_fuse_qkv",
+    "flash_attn_fuse_mlp",
+    "s2_attention",
+    "shuffle_merged_datasets",
+    "save_safetensors",
+    "group_by_length",
+    "liger_rope",
+    "liger_rms_norm",
+    "liger_glu_activation",
+    "liger_layer_norm",
+    "liger_fused_linear_cross_entropy",
+    "liger_cross_entropy",
+    "lora_model_dir",
+    "lora_on_cpu",
+    "is_llama_derived_model",
+    "is_mistral_derived_model",
+    "is_qwen_derived_model",
+    "rl",
+    "default_system_message",
+    "dataset_exact_deduplication",
 }
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
 SEQUENCE_DEFAULT = 2048  # tokens, when no file sets a sequence length
@@ -160,10 +287,20 @@ def spelled(kind: str, key: str) -> str:
         if key == "training.use_liger_kernel":
             return "liger_fused_linear_cross_entropy"
         return reverse.get(key, name.split(".")[-1])
-    reverse = {"data.max_length": "model_max_length", "data.max_pixels": "max_pixels", "data.max_slice_nums": "max_slice_nums",
-               "model.id": "model_name_or_path", "model.lora.r": "lora_r", "model.lora.alpha": "lora_alpha",
-               "model.lora.target_modules": "lora_target_modules", "model.attn_implementation": "attn_implementation",
-               "hardware.gpus_per_node": "gpus", "hardware.nodes": "nodes", "hardware.gpu": "gpu", "hardware.host_ram_gib": "host-ram-gib"}
+    reverse = {
+        "data.max_length": "model_max_length",
+        "data.max_pixels": "max_pixels",
+        "data.max_slice_nums": "max_slice_nums",
+        "model.id": "model_name_or_path",
+        "model.lora.r": "lora_r",
+        "model.lora.alpha": "lora_alpha",
+        "model.lora.target_modules": "lora_target_modules",
+        "model.attn_implementation": "attn_implementation",
+        "hardware.gpus_per_node": "gpus",
+        "hardware.nodes": "nodes",
+        "hardware.gpu": "gpu",
+        "hardware.host_ram_gib": "host-ram-gib",
+    }
     word = reverse.get(key, name.split(".")[-1])
     return f"--{word}" if kind == "shell" or key.startswith("hardware.") else word
 
@@ -180,6 +317,7 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------------ model
 
 # ------------------------------------------------------------------------------------------------ build
+
 
 class _Builder:
     def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None, image_tokens: int | None = None):
@@ -262,8 +400,13 @@ class _Builder:
                 continue
             pin = self.pin(setting) if rest else None
             if rest and not (pin is not None and pin.major and pin.major < 5) and not self.primary.program.startswith("swift "):
-                self.note("warning", setting, f"takes one value in the installed {self.cls_name()}; {' '.join(rest)!r} would be left over "
-                          "(HfArgumentParser refuses arguments it does not use)", f"keep one value: {setting.key} {value[0]}.")
+                self.note(
+                    "warning",
+                    setting,
+                    f"takes one value in the installed {self.cls_name()}; {' '.join(rest)!r} would be left over "
+                    "(HfArgumentParser refuses arguments it does not use)",
+                    f"keep one value: {setting.key} {value[0]}.",
+                )
             return True, _json_dict(_whole(getattr(ns, name), value))
         self.note("error", setting, f"{self.cls_name()} cannot read it ({error})", f"write a valid value for {setting.key}.")
         return False, None
@@ -312,16 +455,27 @@ class _Builder:
             # `--lora_target_modules "q_proj", "v_proj"`: the shell passes 'q_proj,' (comma included), which names no module
             bad = [w for w in words if w.endswith(",")]
             fixed = [w.rstrip(",") for w in words if w.rstrip(",")]
-            self.note("warning", setting, f"{', '.join(repr(w) for w in bad)} ends in a comma: the shell passes the comma as part of the word, "
-                      f"so the script gets {bad[0]!r}, which names nothing ({bad[0].rstrip(',')!r} is silently left out); reviewed as "
-                      f"{' '.join(fixed)}", f"separate the values with spaces only: {setting.key} {' '.join(fixed)}.")
+            self.note(
+                "warning",
+                setting,
+                f"{', '.join(repr(w) for w in bad)} ends in a comma: the shell passes the comma as part of the word, "
+                f"so the script gets {bad[0]!r}, which names nothing ({bad[0].rstrip(',')!r} is silently left out); reviewed as "
+                f"{' '.join(fixed)}",
+                f"separate the values with spaces only: {setting.key} {' '.join(fixed)}.",
+            )
             setting = Setting(setting.key, fixed, setting.file, setting.line)
             words, value = fixed, fixed
         if any(shell.UNRESOLVED.search(w) for w in words):
-            self.note("info", setting, f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
-                      "write the value in the script, or define the variable above the command.")
+            self.note(
+                "info",
+                setting,
+                f"its value {' '.join(words)!r} is set when the script runs (the script does not define it), so it was not reviewed",
+                "write the value in the script, or define the variable above the command.",
+            )
             return
-        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (name == "config" and any(r.setting is setting for s in self.sources for r in s.references)):
+        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
+            name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
+        ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
         fields = self.fields
         if axolotl:
@@ -333,8 +487,7 @@ class _Builder:
             if name in AXOLOTL_NOT_MODELLED:
                 return self.not_modelled.append(setting.key)
         if name in fields or (name.startswith("no_") and name[3:] in fields):
-            self.training(name if name in fields else name[3:], setting if name in fields else
-                          Setting(setting.key, ["false"], setting.file, setting.line))
+            self.training(name if name in fields else name[3:], setting if name in fields else Setting(setting.key, ["false"], setting.file, setting.line))
         elif name in RENAMED:
             self.renamed(name, setting)
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
@@ -360,24 +513,45 @@ class _Builder:
             source = next((s for s in self.sources if s.label == setting.file), None)
             trl_pin = find_pin(source.path, "trl") if source is not None else None
             if trl_pin is not None and trl_pin.major == 0:
-                self.note("info", setting, f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
-                          f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
-                          "drop it and filter overlong prompts from the data set when you upgrade.")
+                self.note(
+                    "info",
+                    setting,
+                    f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
+                    f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                    "drop it and filter overlong prompts from the data set when you upgrade.",
+                )
                 return
-            self.note("warning", setting, f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
-                      "drop it and filter overlong prompts from the data set (TRL's advice).")
+            self.note(
+                "warning",
+                setting,
+                f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                "drop it and filter overlong prompts from the data set (TRL's advice).",
+            )
             return
         pin = self.pin(setting)
         if new is None:
             old = pin is not None and pin.major and pin.major < 5
-            self.note("info" if old else "warning", setting, (f"this repository pins {pin}, where {setting.key} is accepted; the installed "
-                      f"transformers {_installed('transformers')}: {setting.key} is {why}") if old else f"{setting.key} is {why}",
-                      f"drop {setting.key}" + (" when you upgrade." if old else "."))
+            self.note(
+                "info" if old else "warning",
+                setting,
+                (
+                    f"this repository pins {pin}, where {setting.key} is accepted; the installed "
+                    f"transformers {_installed('transformers')}: {setting.key} is {why}"
+                )
+                if old
+                else f"{setting.key} is {why}",
+                f"drop {setting.key}" + (" when you upgrade." if old else "."),
+            )
             return
         spelled_new = f"--{new}" if setting.key.startswith("--") else new
         if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
-            self.note("info", setting, f"this repository pins {pin}, where {setting.key} is accepted; under the installed transformers "
-                      f"{_installed('transformers')} it is {why}: reviewed as {spelled_new}", f"rename it {spelled_new} when you upgrade.")
+            self.note(
+                "info",
+                setting,
+                f"this repository pins {pin}, where {setting.key} is accepted; under the installed transformers "
+                f"{_installed('transformers')} it is {why}: reviewed as {spelled_new}",
+                f"rename it {spelled_new} when you upgrade.",
+            )
             if name == "group_by_length":
                 self.set("training.train_sampling_strategy", "group_by_length" if self.scalar(setting) else "random", setting)
             else:
@@ -415,7 +589,10 @@ class _Builder:
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)
         elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
-            self.method, self.method_origin = ("full" if value == "full" else "qlora" if value == "qlora" else "lora"), Origin(setting.file, setting.key, setting.line)
+            self.method, self.method_origin = (
+                ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
+                Origin(setting.file, setting.key, setting.line),
+            )
         elif name in ("quant_bits", "quantization_bit") and value in (4, 8):  # ms-swift, LLaMA-Factory
             self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
@@ -449,8 +626,12 @@ class _Builder:
         source = next(s for s in self.sources if s.label == setting.file)
         dashed = setting.key.startswith("--")
         if dashed and source.launcher and source.launcher != "python" and setting.key in launcher_options(_parser_of(source.launcher)):
-            self.note("warning", setting, f"{setting.key} is a {source.launcher} option, but it comes after the script, so the script gets it, not {source.launcher}",
-                      f"move {setting.key} before {source.program}.")
+            self.note(
+                "warning",
+                setting,
+                f"{setting.key} is a {source.launcher} option, but it comes after the script, so the script gets it, not {source.launcher}",
+                f"move {setting.key} before {source.program}.",
+            )
             return
         known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *UPSTREAM_SPECIAL, *NOT_MODELLED, *RENAMED]
         if axolotl:
@@ -490,12 +671,30 @@ class _Builder:
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
             self.recipe["env"] = env
-        mapped = Mapped(self.recipe, self.origins, self.primary, self.settings, self.sources, self.findings, not_modelled=self.not_modelled,
-                        model_missing=self.model_missing, model_how=self.model_how)
+        mapped = Mapped(
+            self.recipe,
+            self.origins,
+            self.primary,
+            self.settings,
+            self.sources,
+            self.findings,
+            not_modelled=self.not_modelled,
+            model_missing=self.model_missing,
+            model_how=self.model_how,
+        )
         if self.model_missing:
             o = self.model_missing_origin
-            mapped.findings.append(Finding("info", o.file, o.key, self.model_missing, "pass --model-config path/to/config.json (the model's "
-                                           "config.json from its Hugging Face page), or run where the Hub can be reached.", "planner", o.line))
+            mapped.findings.append(
+                Finding(
+                    "info",
+                    o.file,
+                    o.key,
+                    self.model_missing,
+                    "pass --model-config path/to/config.json (the model's config.json from its Hugging Face page), or run where the Hub can be reached.",
+                    "planner",
+                    o.line,
+                )
+            )
         self._deepspeed(mapped)
         self._launcher(mapped)
         self._planner_settings(mapped)
@@ -545,10 +744,16 @@ class _Builder:
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text
         if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
-            why = (f"{python.label} passes the Trainer no compute_metrics" if no_metrics else
-                   f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else ""))
-            self.set("training.prediction_loss_only", True, Setting(f"({why}: Trainer.evaluate keeps no logits)", None,
-                                                                   self.settings.label, self.settings.launch_line))
+            why = (
+                f"{python.label} passes the Trainer no compute_metrics"
+                if no_metrics
+                else f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else "")
+            )
+            self.set(
+                "training.prediction_loss_only",
+                True,
+                Setting(f"({why}: Trainer.evaluate keeps no logits)", None, self.settings.label, self.settings.launch_line),
+            )
         program = (self.primary.program or "").replace("\\", "/")
         trl_own = "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program
         if not trl or (self.grpo and not trl_own):  # TRL's own GRPO script runs the TRL it ships with: its defaults apply
@@ -563,12 +768,23 @@ class _Builder:
         if "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
         if self.trainer in ("dpo", "kto", "orpo", "cpo", "reward", "gkd", "online_dpo", "rloo"):
-            what = {"dpo": "a frozen reference model and chosen + rejected sequences", "kto": "a frozen reference model",
-                    "gkd": "the teacher model and on-policy generation", "online_dpo": "generation and a reward model",
-                    "rloo": "generation"}.get(self.trainer, "chosen + rejected sequences" if self.trainer != "reward" else "the score head")
+            what = {
+                "dpo": "a frozen reference model and chosen + rejected sequences",
+                "kto": "a frozen reference model",
+                "gkd": "the teacher model and on-policy generation",
+                "online_dpo": "generation and a reward model",
+                "rloo": "generation",
+            }.get(self.trainer, "chosen + rejected sequences" if self.trainer != "reward" else "the score head")
             origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
-            self.findings.append(Finding("info", origin.file, origin.key, f"{cls}: reviewed with the {cls} defaults and planned as "
-                                         f"supervised training of the policy; {what} not planned yet", line=origin.line))
+            self.findings.append(
+                Finding(
+                    "info",
+                    origin.file,
+                    origin.key,
+                    f"{cls}: reviewed with the {cls} defaults and planned as supervised training of the policy; {what} not planned yet",
+                    line=origin.line,
+                )
+            )
 
     def _liger(self) -> None:
         axolotl = next((s for s in self.sources if s.kind == "axolotl"), None)
@@ -577,8 +793,7 @@ class _Builder:
         flce = next((s for s in axolotl.settings if s.key == "liger_fused_linear_cross_entropy"), None)
         keys = [s for s in axolotl.settings if s.key.startswith("liger_") and s.value]
         if keys and not self.liger_plugin:
-            self.note("warning", keys[0], f"{', '.join(s.key for s in keys)} do nothing without the Liger plugin",
-                      f"add plugins: [{LIGER_PLUGIN}].")
+            self.note("warning", keys[0], f"{', '.join(s.key for s in keys)} do nothing without the Liger plugin", f"add plugins: [{LIGER_PLUGIN}].")
         if self.liger_plugin and flce is not None and flce.value is True:
             self.set("training.use_liger_kernel", True, flce)
 
@@ -595,9 +810,13 @@ class _Builder:
                 named = [p for p in models.table_files() if p.name == path.name]
                 path = named[0] if named else path
             if not path.is_file():
-                problems.add(model_config, "--model-config", "no such file",
-                             "pass a config.json (a Hugging Face model folder's), or one of vramfit's: "
-                             f"{', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in models.table_files())}.")
+                problems.add(
+                    model_config,
+                    "--model-config",
+                    "no such file",
+                    "pass a config.json (a Hugging Face model folder's), or one of vramfit's: "
+                    f"{', '.join(p.relative_to(PACKAGE_ROOT).as_posix() for p in models.table_files())}.",
+                )
                 raise ConfigError(problems)
             how = "--model-config"
         else:
@@ -606,8 +825,9 @@ class _Builder:
             if path is None:
                 origin = self.origins.get("model.id")
                 named = f"'{model_id}'" if model_id is not None else "no model (--model_name_or_path, base_model, model)"
-                self.model_missing = (f"memory not planned: no config.json found for {named} (looked in {', '.join(resolved.looked)}); "
-                                      "everything that needs no model was checked")
+                self.model_missing = (
+                    f"memory not planned: no config.json found for {named} (looked in {', '.join(resolved.looked)}); everything that needs no model was checked"
+                )
                 self.model_missing_origin = origin or Origin(self.primary.label, "", self.primary.launch_line)
                 path = STAND_IN
                 how = "stand-in"
@@ -633,8 +853,16 @@ class _Builder:
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
-            self.findings.append(Finding("info", self.method_origin.file, self.method_origin.key,
-                                         "GRPO with LoRA: reviewed as GRPO with a LoRA adapter", source="validation", line=self.method_origin.line))
+            self.findings.append(
+                Finding(
+                    "info",
+                    self.method_origin.file,
+                    self.method_origin.key,
+                    "GRPO with LoRA: reviewed as GRPO with a LoRA adapter",
+                    source="validation",
+                    line=self.method_origin.line,
+                )
+            )
         if self.get("model.quantization.bits") and method in ("full", "lora"):
             method = "qlora"
         self.recipe["method"] = method
@@ -648,11 +876,17 @@ class _Builder:
             lora.setdefault("alpha", 8)
             lora.setdefault("target_modules", "all-linear")
             if assumed:
-                self.findings.append(Finding("info", origin.file, origin.key,
-                                             f"LoRA {', '.join(assumed)} not in the files: reviewed with r={lora['r']}, alpha={lora['alpha']} "
-                                             f"(PEFT's defaults), target_modules={lora['target_modules']}; your training script's own defaults may differ",
-                                             f"pass {', '.join(spelled(self.settings.kind, 'model.lora.' + k) for k in assumed)} explicitly.",
-                                             line=origin.line))
+                self.findings.append(
+                    Finding(
+                        "info",
+                        origin.file,
+                        origin.key,
+                        f"LoRA {', '.join(assumed)} not in the files: reviewed with r={lora['r']}, alpha={lora['alpha']} "
+                        f"(PEFT's defaults), target_modules={lora['target_modules']}; your training script's own defaults may differ",
+                        f"pass {', '.join(spelled(self.settings.kind, 'model.lora.' + k) for k in assumed)} explicitly.",
+                        line=origin.line,
+                    )
+                )
             model.setdefault("train", {}).setdefault("llm", False)
         else:
             model.pop("lora", None)
@@ -681,27 +915,52 @@ class _Builder:
                 cap = cap if isinstance(cap, int) else images["default_max_pixels"]
                 data["max_pixels"] = min(cap, self.image_tokens * 784)
                 self.origins["data.max_pixels"] = Origin(self.primary.label, "--image-tokens")
-                self.findings.append(Finding("info", self.primary.label, "--image-tokens",
-                                             f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image "
-                                             f"(the files allow up to {cap // 784:,})", source="planner"))
+                self.findings.append(
+                    Finding(
+                        "info",
+                        self.primary.label,
+                        "--image-tokens",
+                        f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image (the files allow up to {cap // 784:,})",
+                        source="planner",
+                    )
+                )
                 return self._lengths(data, images)
-            self.findings.append(Finding("info", self.primary.label, "--image-tokens", "this model's processor gives every image the same "
-                                         "number of tokens; --image-tokens is not used", source="planner"))
+            self.findings.append(
+                Finding(
+                    "info",
+                    self.primary.label,
+                    "--image-tokens",
+                    "this model's processor gives every image the same number of tokens; --image-tokens is not used",
+                    source="planner",
+                )
+            )
         elif dynamic:
             cap = data.get("max_pixels") if isinstance(data.get("max_pixels"), int) else images["default_max_pixels"]
-            self.findings.append(Finding("info", self.primary.label, "--image-tokens", f"image tokens planned at the maximum the files allow "
-                                         f"({cap // 784:,} per image)", "pass --image-tokens N with your data's typical tokens per image "
-                                         "(pixels / 784) to plan at its size.", source="planner"))
+            self.findings.append(
+                Finding(
+                    "info",
+                    self.primary.label,
+                    "--image-tokens",
+                    f"image tokens planned at the maximum the files allow ({cap // 784:,} per image)",
+                    "pass --image-tokens N with your data's typical tokens per image (pixels / 784) to plan at its size.",
+                    source="planner",
+                )
+            )
         if dynamic and "max_pixels" not in data:
             data["max_pixels"] = images["default_max_pixels"]
             where = Origin(self.settings.label, spelled(self.settings.kind, "data.max_pixels"), self.settings.launch_line)
             self.origins["data.max_pixels"] = where
-            self.findings.append(Finding(
-                "warning", where.file, where.key,
-                f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
-                f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
-                f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
-                line=where.line))
+            self.findings.append(
+                Finding(
+                    "warning",
+                    where.file,
+                    where.key,
+                    f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
+                    f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
+                    f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
+                    line=where.line,
+                )
+            )
         self._lengths(data, images)
 
     def _lengths(self, data: dict, images: dict) -> None:
@@ -712,10 +971,16 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
-            self.findings.append(Finding("info" if own else "warning", self.settings.label, spelled(self.settings.kind, "data.max_length"),
-                                         f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
-                                         f"set {edit(self.settings.kind, 'data.max_length', SEQUENCE_DEFAULT)} (or the length you train at) explicitly.",
-                                         line=self.settings.launch_line))
+            self.findings.append(
+                Finding(
+                    "info" if own else "warning",
+                    self.settings.label,
+                    spelled(self.settings.kind, "data.max_length"),
+                    f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
+                    f"set {edit(self.settings.kind, 'data.max_length', SEQUENCE_DEFAULT)} (or the length you train at) explicitly.",
+                    line=self.settings.launch_line,
+                )
+            )
 
     def _precision(self) -> None:
         t = self.recipe["training"]
@@ -730,8 +995,7 @@ class _Builder:
         (where the runner's checks expect a recipe's JSON)."""
         refs = [r for s in self.sources for r in s.references if r.role == "deepspeed" and r.source is not None]
         given = [s for s in self.sources if s.kind == "deepspeed"]
-        inline = next((s for src in self.sources if src.kind != "shell" for s in src.settings
-                       if s.key == "deepspeed" and isinstance(s.value, dict)), None)
+        inline = next((s for src in self.sources if src.kind != "shell" for s in src.settings if s.key == "deepspeed" and isinstance(s.value, dict)), None)
         accelerate = next((s for s in self.sources if s.accelerate.get("deepspeed_config")), None)
         if refs or given:
             chosen = refs[0].source if refs else given[0]
@@ -740,8 +1004,15 @@ class _Builder:
             origin = Origin(refs[0].setting.file, refs[0].setting.key, refs[0].setting.line) if refs else Origin(chosen.label, "")
             for other in given:
                 if other is not chosen:
-                    self.findings.append(Finding("warning", other.label, "", f"is not the DeepSpeed JSON the launch uses ({chosen.label}); not reviewed",
-                                                 f"pass only {chosen.label}, or point the script at {other.label}."))
+                    self.findings.append(
+                        Finding(
+                            "warning",
+                            other.label,
+                            "",
+                            f"is not the DeepSpeed JSON the launch uses ({chosen.label}); not reviewed",
+                            f"pass only {chosen.label}, or point the script at {other.label}.",
+                        )
+                    )
         elif inline is not None:
             text, name, origin = json.dumps(inline.value, indent=2), "inline.json", Origin(inline.file, inline.key, inline.line)
         elif self._named_zero() is not None:
@@ -752,8 +1023,18 @@ class _Builder:
             from accelerate.utils import DeepSpeedPlugin
 
             ds = accelerate.accelerate["deepspeed_config"]
-            plugin_args = {k: ds[k] for k in ("zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps",
-                                              "gradient_clipping", "zero3_init_flag") if k in ds}
+            plugin_args = {
+                k: ds[k]
+                for k in (
+                    "zero_stage",
+                    "offload_optimizer_device",
+                    "offload_param_device",
+                    "gradient_accumulation_steps",
+                    "gradient_clipping",
+                    "zero3_init_flag",
+                )
+                if k in ds
+            }
             document = DeepSpeedPlugin(**plugin_args).deepspeed_config
             document.pop("steps_per_print", None)  # accelerate writes infinity; DeepSpeed's default is the same in effect
             document.setdefault("bf16", {"enabled": "auto"})
@@ -762,13 +1043,26 @@ class _Builder:
             origin = Origin(accelerate.label, "deepspeed_config", accelerate.line_of("deepspeed_config"))
             mapped.deepspeed, mapped.deepspeed_label = accelerate, accelerate.label
         else:
-            document = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-                        "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
-                        "zero_optimization": {"stage": 0}}
+            document = {
+                "train_batch_size": "auto",
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto",
+                "bf16": {"enabled": "auto"},
+                "fp16": {"enabled": "auto"},
+                "zero_optimization": {"stage": 0},
+            }
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
-            self.findings.append(Finding("info", origin.file, origin.key, "no DeepSpeed JSON: reviewed as plain data parallel "
-                                         "(every rank holds the whole model, its gradients and optimizer states)", line=origin.line))
+            self.findings.append(
+                Finding(
+                    "info",
+                    origin.file,
+                    origin.key,
+                    "no DeepSpeed JSON: reviewed as plain data parallel (every rank holds the whole model, its gradients and optimizer states)",
+                    line=origin.line,
+                )
+            )
         folder = self.workdir / "deepspeed_configs"
         folder.mkdir(exist_ok=True)
         (folder / f"reviewed-{name}").write_text(text)
@@ -782,8 +1076,14 @@ class _Builder:
         from vramfit.review.sources import DEEPSPEED_PRESET
 
         flags = {s.key: s for src in self.sources if src.kind == "shell" for s in src.settings}
-        auto = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-                "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+        auto = {
+            "train_batch_size": "auto",
+            "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": "auto",
+            "gradient_clipping": "auto",
+            "bf16": {"enabled": "auto"},
+            "fp16": {"enabled": "auto"},
+        }
         ds = flags.get("--deepspeed")
         preset = DEEPSPEED_PRESET.fullmatch(ds.value[0]) if ds is not None and len(ds.value) == 1 else None
         if preset:
@@ -833,8 +1133,14 @@ def _known_argument_set(program: str) -> bool:
     """Programs whose every argument vramfit knows (TRL's scripts and CLI, axolotl, LLaMA-Factory, ms-swift): an unknown flag
     there is a mistake. Any other script parses its own dataclasses: an argument vramfit does not know is the script's."""
     p = program.replace("\\", "/")
-    return (p.startswith(("trl ", "axolotl", "llamafactory")) or "/trl/" in f"/{p}" or p.startswith("trl/")
-            or "examples/scripts/" in p or p.startswith("-m trl") or p.startswith("-m axolotl"))
+    return (
+        p.startswith(("trl ", "axolotl", "llamafactory"))
+        or "/trl/" in f"/{p}"
+        or p.startswith("trl/")
+        or "examples/scripts/" in p
+        or p.startswith("-m trl")
+        or p.startswith("-m axolotl")
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -915,15 +1221,14 @@ def _json_dict(value: Any) -> Any:
     return value
 
 
-def build(sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None,
-          image_tokens: int | None = None) -> Mapped:
+def build(
+    sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None, image_tokens: int | None = None
+) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
     return _Builder(sources, workdir, transformers_version, image_tokens).build(model_config)
 
 
-
-def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None,
-                  reference) -> list[Finding]:
+def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None, reference) -> list[Finding]:
     """Hardware from the review's flags, else what the files state, else the closest recipe's (and said so);
     then what follows from it: the recipe name, the global batch, axolotl's `bf16: auto`."""
     from vramfit.hardware import CATALOGUE
@@ -931,8 +1236,12 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
 
     findings: list[Finding] = []
     hw = mapped.recipe.setdefault("hardware", {})
-    for key, value, flag in (("gpu", gpu, "--gpu"), ("gpus_per_node", gpus, "--gpus"), ("nodes", nodes, "--nodes"),
-                             ("host_ram_gib", host_ram_gib, "--host-ram-gib")):
+    for key, value, flag in (
+        ("gpu", gpu, "--gpu"),
+        ("gpus_per_node", gpus, "--gpus"),
+        ("nodes", nodes, "--nodes"),
+        ("host_ram_gib", host_ram_gib, "--host-ram-gib"),
+    ):
         if value is None:
             continue
         said = hw.get(key)
@@ -951,9 +1260,15 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
             raise ConfigError(problems)
         hw[key] = getattr(reference.hardware, key)
         choices = f" (one of: {', '.join(CATALOGUE)})" if key == "gpu" else ""
-        findings.append(Finding("warning", mapped.primary.label, flag,
-                                f"the files do not say {what}: reviewed as {hw[key]}, the closest recipe's ({reference.name})",
-                                f"pass {flag} for your hardware{choices}."))
+        findings.append(
+            Finding(
+                "warning",
+                mapped.primary.label,
+                flag,
+                f"the files do not say {what}: reviewed as {hw[key]}, the closest recipe's ({reference.name})",
+                f"pass {flag} for your hardware{choices}.",
+            )
+        )
     hw.setdefault("nodes", 1)
     hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
     t = mapped.recipe["training"]

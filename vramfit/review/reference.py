@@ -3,6 +3,7 @@
 A recipe's reasons are the `# ...` comments on its keys' lines (or the comment lines right above a
 key), read by a small line reader keyed by YAML key path.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,7 +56,7 @@ def _trailing_comment(rest: str) -> str:
         elif c in "'\"":
             quote = c
         elif c == "#" and (i == 0 or rest[i - 1] in " \t"):
-            return rest[i + 1:].strip()
+            return rest[i + 1 :].strip()
     return ""
 
 
@@ -143,10 +144,23 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
     mine, theirs = ours.resolved_dict(), ref.resolved_dict()
     defaults = _defaults(ours.method)
     keys = ["method", "hardware.gpu", "hardware.gpus_per_node", "hardware.nodes", "global_batch_size"]
-    keys += [k for k in ("hardware.host_ram_gib", "data.max_length", "data.max_pixels", "data.max_slice_nums", "model.lora.r",
-                         "model.lora.alpha", "model.lora.target_modules", "model.attn_implementation", "model.train.llm",
-                         "model.train.projector", "model.train.vision_tower")
-             if k in mapped.origins or k.removeprefix("hardware.") in mapped.stated]  # what the files (or flags) set, not what was assumed
+    keys += [
+        k
+        for k in (
+            "hardware.host_ram_gib",
+            "data.max_length",
+            "data.max_pixels",
+            "data.max_slice_nums",
+            "model.lora.r",
+            "model.lora.alpha",
+            "model.lora.target_modules",
+            "model.attn_implementation",
+            "model.train.llm",
+            "model.train.projector",
+            "model.train.vision_tower",
+        )
+        if k in mapped.origins or k.removeprefix("hardware.") in mapped.stated
+    ]  # what the files (or flags) set, not what was assumed
     keys += [f"training.{k}" for k in ref.training if k not in BOOKKEEPING]
     findings = []
     for key in keys:
@@ -163,8 +177,17 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
     if ds_a != ds_b:
         origin = mapped.origin("deepspeed")
         why = comments.get("deepspeed", "")
-        findings.append(Finding("info", origin.file, origin.key, f"{ds_a} here, {ds_b} in recipe {ref.name} ({ref.deepspeed})" + (f": {why}" if why else ""),
-                                f"use {mapped.edit('deepspeed', ref.deepspeed)} (vramfit's preset, in this repository)", "recipe-diff", origin.line))
+        findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"{ds_a} here, {ds_b} in recipe {ref.name} ({ref.deepspeed})" + (f": {why}" if why else ""),
+                f"use {mapped.edit('deepspeed', ref.deepspeed)} (vramfit's preset, in this repository)",
+                "recipe-diff",
+                origin.line,
+            )
+        )
     return findings
 
 
@@ -177,6 +200,8 @@ def _fix(mapped: Mapped, key: str, value: Any, ref: recipe_mod.Recipe) -> str:
         return ""
     if key == "global_batch_size":
         t = ref.training
-        return (f"keep {value} sequences per optimizer step: {mapped.edit('training.per_device_train_batch_size', t.get('per_device_train_batch_size'))}, "
-                f"{mapped.edit('training.gradient_accumulation_steps', t.get('gradient_accumulation_steps'))} on {ref.world_size} GPUs as the recipe does")
+        return (
+            f"keep {value} sequences per optimizer step: {mapped.edit('training.per_device_train_batch_size', t.get('per_device_train_batch_size'))}, "
+            f"{mapped.edit('training.gradient_accumulation_steps', t.get('gradient_accumulation_steps'))} on {ref.world_size} GPUs as the recipe does"
+        )
     return "" if value is None else mapped.edit(key, value)

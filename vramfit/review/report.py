@@ -1,13 +1,17 @@
 """The review as text: how the files were read, the findings by severity, the memory table, the verdict."""
+
 from __future__ import annotations
 
 from vramfit.review.findings import SEVERITIES
 from vramfit.review.reviewer import Review
 
 HEADINGS = {"error": "errors: would fail or OOM the run", "warning": "warnings", "info": "info"}
-VERDICT = {0: "exit 0: nothing found would fail or OOM the run.", 1: "exit 1: an error above would fail or OOM the run.",
-           2: "exit 2: the input could not be read or reviewed.",
-           3: "exit 3: incomplete: nothing found would fail the run, but the memory could not be planned (see info)."}
+VERDICT = {
+    0: "exit 0: nothing found would fail or OOM the run.",
+    1: "exit 1: an error above would fail or OOM the run.",
+    2: "exit 2: the input could not be read or reviewed.",
+    3: "exit 3: incomplete: nothing found would fail the run, but the memory could not be planned (see info).",
+}
 
 
 def render(result: Review, paths: list[str]) -> str:

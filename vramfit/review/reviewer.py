@@ -8,9 +8,9 @@ deepspeed_configs/, no absolute paths) and are left out of a review: the reviewe
 copied into the temporary folder's deepspeed_configs/, next to vramfit's presets (which the
 planner's fixes name), and the user's own paths stay as they wrote them.
 """
+
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import warnings
@@ -28,7 +28,6 @@ from vramfit.review.findings import Finding, ordered
 from vramfit.review.sources import read_all
 
 
-
 @dataclass
 class Review:
     findings: list[Finding]
@@ -38,13 +37,25 @@ class Review:
     summary: list[str] = field(default_factory=list)  # how the files were read, for the human report
 
     def to_json(self) -> dict[str, Any]:
-        return {"findings": [f.to_dict() for f in self.findings], "plan": self.plan.to_json() if self.plan is not None else None,
-                "closest_recipe": self.closest_recipe, "exit_code": self.exit_code}
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "plan": self.plan.to_json() if self.plan is not None else None,
+            "closest_recipe": self.closest_recipe,
+            "exit_code": self.exit_code,
+        }
 
 
-def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, nodes: int | None = None,
-           host_ram_gib: float | None = None, against: str | None = None, model_config: str | None = None,
-           transformers_version: str | None = None, image_tokens: int | None = None) -> Review:
+def review(
+    paths: list[str],
+    gpu: str | None = None,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    host_ram_gib: float | None = None,
+    against: str | None = None,
+    model_config: str | None = None,
+    transformers_version: str | None = None,
+    image_tokens: int | None = None,
+) -> Review:
     try:
         sources = read_all(paths)
     except ConfigError as error:
@@ -59,8 +70,9 @@ def review(paths: list[str], gpu: str | None = None, gpus: int | None = None, no
         except ConfigError as error:
             return _unreadable(error)
         if mapped.not_modelled:
-            findings.append(Finding("info", mapped.primary.label, "", f"read but not reviewed (data handling, projector shape, ...): "
-                                    f"{', '.join(mapped.not_modelled)}"))
+            findings.append(
+                Finding("info", mapped.primary.label, "", f"read but not reviewed (data handling, projector shape, ...): {', '.join(mapped.not_modelled)}")
+            )
         path = workdir / "recipe.yaml"
         path.write_text(yaml.safe_dump(mapped.recipe, sort_keys=False))
         with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
@@ -113,7 +125,12 @@ def _validate(path: Path):
 
 def _needs_model(p: Problem) -> bool:
     """A problem read off the stand-in model config (the real one was not found): not the user's."""
-    return p.key.startswith(("model", "data.max_pixels", "data.images", "data.format")) or "model_configs/" in p.file or p.file.endswith(".json") and "llama-3.2-3b" in p.file
+    return (
+        p.key.startswith(("model", "data.max_pixels", "data.images", "data.format"))
+        or "model_configs/" in p.file
+        or p.file.endswith(".json")
+        and "llama-3.2-3b" in p.file
+    )
 
 
 def _for_a_run(p: Problem) -> bool:
@@ -135,8 +152,10 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
     if p.key == "global_batch_size":  # the files' batch on other hardware: a different run, not a failing one
         origin = _origin(mapped, "training.per_device_train_batch_size")
         file, key, line, severity = origin.file, origin.key, origin.line, "warning"
-        what = (f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
-                f"on their {mapped.script_ranks} ranks ({what})")
+        what = (
+            f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
+            f"on their {mapped.script_ranks} ranks ({what})"
+        )
     return Finding(severity, file, key, what, fix, "validation", line)
 
 
@@ -159,14 +178,32 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         findings += [_finding(p, mapped) for p in error.problems.items]
         return None
     except (ValueError, TypeError) as exc:  # a setting the checks above already refuse (a word where a number belongs)
-        findings.append(Finding("info", mapped.primary.label, "", f"memory not planned: the planner cannot read these settings ({exc})",
-                                "fix the errors above, then review again.", "planner"))
+        findings.append(
+            Finding(
+                "info",
+                mapped.primary.label,
+                "",
+                f"memory not planned: the planner cannot read these settings ({exc})",
+                "fix the errors above, then review again.",
+                "planner",
+            )
+        )
         return None
     except Exception as exc:  # an architecture the planner does not summarise yet: the rest of the review stands
-        mapped.model_missing = (f"memory not planned: the planner cannot summarise {recipe.model.architecture} "
-                                f"({exc.__class__.__name__}: {exc}); everything that needs no memory plan was checked")
-        findings.append(Finding("info", mapped.primary.label, "", mapped.model_missing, "report it; pass --model-config with a config of "
-                                "the same shape to plan it meanwhile.", "planner"))
+        mapped.model_missing = (
+            f"memory not planned: the planner cannot summarise {recipe.model.architecture} "
+            f"({exc.__class__.__name__}: {exc}); everything that needs no memory plan was checked"
+        )
+        findings.append(
+            Finding(
+                "info",
+                mapped.primary.label,
+                "",
+                mapped.model_missing,
+                "report it; pass --model-config with a config of the same shape to plan it meanwhile.",
+                "planner",
+            )
+        )
         return None
     if not host_known:
         plan.host_ram_available_gib, plan.host_ram_fits = None, True
@@ -174,31 +211,68 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
     if plan.fits:
-        findings.append(Finding("info", file, "--gpu", f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU "
-                                f"on {where}, in {plan.peak_phase} ({parts})", source="planner"))
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "--gpu",
+                f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts})",
+                source="planner",
+            )
+        )
     else:
-        findings.append(Finding("error", file, "--gpu", f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the "
-                                f"{plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts})",
-                                _fixes(plan, mapped), "planner"))
+        findings.append(
+            Finding(
+                "error",
+                file,
+                "--gpu",
+                f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the "
+                f"{plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts})",
+                _fixes(plan, mapped),
+                "planner",
+            )
+        )
     if "evaluation" in plan.phases and plan.phases["evaluation"] > plan.phases.get("train", 0.0):
         ev = plan.phase_breakdowns["evaluation"]
         kept = f", {ev['eval_logits']:.1f} GiB of it kept eval logits" if ev.get("eval_logits") else ""
         origin = mapped.origin("training.eval_steps" if "training.eval_steps" in mapped.origins else "training.eval_strategy")
         over = plan.phases["evaluation"] > plan.usable_gib
-        findings.append(Finding("error" if over else "warning", origin.file, origin.key,
-                                f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
-                                f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point",
-                                "; or ".join(mapped.edit(_key(k), v) for k, v in
-                                             {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()),
-                                "planner", origin.line))
+        findings.append(
+            Finding(
+                "error" if over else "warning",
+                origin.file,
+                origin.key,
+                f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
+                f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point",
+                "; or ".join(mapped.edit(_key(k), v) for k, v in {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()),
+                "planner",
+                origin.line,
+            )
+        )
     host = ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in plan.host_breakdown.items() if v >= 0.5)
     if plan.host_ram_available_gib is None:
-        findings.append(Finding("info", file, "--host-ram-gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}); "
-                                "node size not given, not checked", "pass --host-ram-gib N to check it against your nodes.", "planner"))
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "--host-ram-gib",
+                f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}); node size not given, not checked",
+                "pass --host-ram-gib N to check it against your nodes.",
+                "planner",
+            )
+        )
     elif not plan.host_ram_fits:
-        findings.append(Finding("error", file, "--host-ram-gib", f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}) exceeds "
-                                f"the {plan.host_ram_available_gib:g} GiB of a node (95% usable): a rank is killed, often reported as a CUDA OOM",
-                                _fixes(plan, mapped) or "nodes with more RAM, or less offload to host RAM.", "planner"))
+        findings.append(
+            Finding(
+                "error",
+                file,
+                "--host-ram-gib",
+                f"predicted host RAM {plan.host_ram_gib:.0f} GiB per node ({host}) exceeds "
+                f"the {plan.host_ram_available_gib:g} GiB of a node (95% usable): a rank is killed, often reported as a CUDA OOM",
+                _fixes(plan, mapped) or "nodes with more RAM, or less offload to host RAM.",
+                "planner",
+            )
+        )
     if recipe.method == "grpo":
         _generations(recipe, plan.setup, mapped, findings)
     return plan
@@ -230,12 +304,30 @@ def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding])
             missing.append(name)
     for name in missing:
         o = mapped.planner_origins.get(name) or mapping.Origin(mapped.primary.label, "")
-        findings.append(Finding("info", o.file, o.key, f"{name.replace('_', ' ')}: read, but the planner cannot plan it yet; "
-                                "the memory plan leaves it out", source="planner", line=o.line))
+        findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                f"{name.replace('_', ' ')}: read, but the planner cannot plan it yet; the memory plan leaves it out",
+                source="planner",
+                line=o.line,
+            )
+        )
     if applied:
         o = mapped.planner_origins.get("engine") or mapping.Origin(mapped.primary.label, "")
-        findings.append(Finding("info", o.file, o.key, "planned with " + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
-                                + " (the files' sharding; fixes are not searched for it)", source="planner", line=o.line))
+        findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                "planned with "
+                + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
+                + " (the files' sharding; fixes are not searched for it)",
+                source="planner",
+                line=o.line,
+            )
+        )
         return plan_setup(setup)
     return None  # nothing the planner can apply: the recipe's own plan, with its fixes
 
@@ -258,8 +350,10 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
                 edits.append(f"{mapped.edit('deepspeed', value)} (vramfit's preset)")
             else:
                 edits.append(mapped.edit(_key(name), value))
-        out.append(f"{' '.join(edits) if mapped.settings.kind == 'shell' else ', '.join(edits)} (predicted {fix['per_gpu_peak_gib']:.1f} GiB per GPU, "
-                   f"host {fix['host_ram_gib']:.0f} GiB: {fix['why']})")
+        out.append(
+            f"{' '.join(edits) if mapped.settings.kind == 'shell' else ', '.join(edits)} (predicted {fix['per_gpu_peak_gib']:.1f} GiB per GPU, "
+            f"host {fix['host_ram_gib']:.0f} GiB: {fix['why']})"
+        )
     return "; or ".join(out)
 
 
@@ -277,24 +371,41 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
         return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     per_step = grpo_generation_batch(micro, ranks, 1, steps_per_generation=1)  # completions per micro-step, all ranks
-    what = (f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
-            f"{per_step} completions = {per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step "
-            f"on {ranks} ranks); {old} under the semantics of VLM-R1 / open-r1 before the TRL change (each of the {micro} prompts "
-            f"expanded to {g} completions)")
+    what = (
+        f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
+        f"{per_step} completions = {per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step "
+        f"on {ranks} ranks); {old} under the semantics of VLM-R1 / open-r1 before the TRL change (each of the {micro} prompts "
+        f"expanded to {g} completions)"
+    )
     try:
-        old_recipe = recipe_mod.load(recipe.source, [f"per_device_train_batch_size={old}",
-                                                     f"global_batch_size={old * setup.gradient_accumulation_steps * ranks}"])
+        old_recipe = recipe_mod.load(
+            recipe.source, [f"per_device_train_batch_size={old}", f"global_batch_size={old * setup.gradient_accumulation_steps * ranks}"]
+        )
         old_plan = plan_recipe(old_recipe, fixes=False)
     except ConfigError:
         findings.append(Finding("info", origin.file, origin.key, what, "", "planner", origin.line))
         return
     verdict = "fits" if old_plan.fits else f"does not fit the {old_plan.gpu_memory_gib:.1f} GiB card"
     severity = "info" if old_plan.fits else "warning"
-    fix = "" if old_plan.fits or micro < 2 else (f"with a checkout from before the change, divide per_device_train_batch_size by "
-                                                 f"num_generations: {mapped.edit('training.per_device_train_batch_size', max(1, micro // g))}")
-    findings.append(Finding(severity, origin.file, origin.key,
-                            f"{what}; planned with {old} sequences per GPU: {old_plan.per_gpu_peak_gib:.1f} GiB, {verdict}", fix,
-                            "planner", origin.line))
+    fix = (
+        ""
+        if old_plan.fits or micro < 2
+        else (
+            f"with a checkout from before the change, divide per_device_train_batch_size by "
+            f"num_generations: {mapped.edit('training.per_device_train_batch_size', max(1, micro // g))}"
+        )
+    )
+    findings.append(
+        Finding(
+            severity,
+            origin.file,
+            origin.key,
+            f"{what}; planned with {old} sequences per GPU: {old_plan.per_gpu_peak_gib:.1f} GiB, {verdict}",
+            fix,
+            "planner",
+            origin.line,
+        )
+    )
 
 
 def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:
@@ -305,14 +416,21 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     ranks = hw["gpus_per_node"] * hw["nodes"]
     micro, accum = t.get("per_device_train_batch_size", 8), t.get("gradient_accumulation_steps", 1)
     total = micro * accum * ranks if all(isinstance(v, int) for v in (micro, accum)) else "?"
-    config = "config not found: memory not planned" if mapped.model_missing and mapped.recipe["model"]["config"].endswith(
-        str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in" else Path(r['model']['config']).name
-    lines = [f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, "
-             f"{reference.zero_label(ds)} ({mapped.deepspeed_label})",
-             f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
-             f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
-             + (f" (the files, as written for {mapped.script_ranks} ranks: {r['global_batch_size']})"
-                if mapped.script_ranks and mapped.script_ranks != ranks else "")]
+    config = (
+        "config not found: memory not planned"
+        if mapped.model_missing and mapped.recipe["model"]["config"].endswith(str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in"
+        else Path(r["model"]["config"]).name
+    )
+    lines = [
+        f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
+        f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
+        f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
+        + (
+            f" (the files, as written for {mapped.script_ranks} ranks: {r['global_batch_size']})"
+            if mapped.script_ranks and mapped.script_ranks != ranks
+            else ""
+        ),
+    ]
     if ref is not None:
         lines.append(f"closest recipe: {ref.name} ({why})")
     return lines

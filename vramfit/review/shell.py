@@ -7,6 +7,7 @@ own, `srun` options kept as hints, redirections dropped, then `shlex` for the wo
 the running shell knows (`$(command)`, positional `$1`, variables the script never sets) stays
 unresolved and is visible as such: the value keeps its `$NAME` / `$(...)`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,9 +26,31 @@ _WRAPPERS = {"nohup", "exec", "time", "command", "builtin", "then", "else", "do"
 _DECLARE = {"export", "declare", "local", "readonly", "typeset"}
 # srun options written `-x VALUE` / `--long VALUE` (long ones also as `--long=VALUE`).
 _SRUN_SHORT = set("ANnpcJtoeqwxCGmDd")
-_SRUN_LONG = {"nodes", "ntasks", "ntasks-per-node", "gres", "gpus", "gpus-per-node", "gpus-per-task",
-              "cpus-per-task", "partition", "job-name", "time", "mem", "mem-per-cpu", "output", "error",
-              "account", "qos", "nodelist", "exclude", "constraint", "quotatype", "chdir", "export"}
+_SRUN_LONG = {
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "gres",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-task",
+    "cpus-per-task",
+    "partition",
+    "job-name",
+    "time",
+    "mem",
+    "mem-per-cpu",
+    "output",
+    "error",
+    "account",
+    "qos",
+    "nodelist",
+    "exclude",
+    "constraint",
+    "quotatype",
+    "chdir",
+    "export",
+}
 _SRUN_SHORT_NAMES = {"N": "nodes", "n": "ntasks", "p": "partition", "c": "cpus-per-task", "G": "gpus"}
 
 
@@ -52,8 +75,11 @@ def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 
     lines = list(_logical_lines(text, first_line))
     sbatch = _sbatch([comment for _, _, comment in lines if comment])
     env = dict(variables or {})
-    for key, names in (("nodes", ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")), ("ntasks-per-node", ("SLURM_NTASKS_PER_NODE",)),
-                       ("gpus-per-node", ("SLURM_GPUS_ON_NODE",))):
+    for key, names in (
+        ("nodes", ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")),
+        ("ntasks-per-node", ("SLURM_NTASKS_PER_NODE",)),
+        ("gpus-per-node", ("SLURM_GPUS_ON_NODE",)),
+    ):
         if key in sbatch:
             for name in names:
                 env.setdefault(name, sbatch[key])
@@ -146,7 +172,7 @@ def _sbatch(comments: list[str]) -> dict[str, str]:
     for comment in comments:
         if not comment.startswith("#SBATCH"):
             continue
-        words = shlex.split(comment[len("#SBATCH"):], comments=True)
+        words = shlex.split(comment[len("#SBATCH") :], comments=True)
         for i, word in enumerate(words):
             if word.startswith("--"):
                 key, _, value = word[2:].partition("=")
@@ -323,13 +349,13 @@ def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
     nxt = text[i + 1]
     if text.startswith("$((", i):
         end = _matching(text, i + 1, "(", ")")
-        inner = text[i + 3:end - 1]
+        inner = text[i + 3 : end - 1]
         return _arithmetic(expand(inner, variables), variables), end + 1
     if nxt == "(":
         return "$(...)", _matching(text, i + 1, "(", ")") + 1
     if nxt == "{":
         end = _matching(text, i + 1, "{", "}")
-        return _braced(text[i + 2:end], variables), end + 1
+        return _braced(text[i + 2 : end], variables), end + 1
     match = _NAME.match(text, i + 1)
     if match:
         name = match.group(0)
@@ -369,12 +395,12 @@ def _word(word: str, variables: dict[str, str]) -> str:
         return text
 
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
-        ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv}
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv}
 
 
 def _arithmetic(expression: str, variables: dict[str, str]) -> str:
     """`$(( ))` on integers, as bash does (`/` truncates); unresolved if anything is unknown."""
+
     def value(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
             return node.value

@@ -9,6 +9,7 @@ means here what it means there. Files the script names (`--deepspeed x.json`, ac
 `--config_file`, axolotl's config) are read too: a PATH given on the command line with the same file
 name first, then next to the script and in the folders above it, then in the current directory.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,18 +31,42 @@ from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
 # Top-level keys that only a DeepSpeed JSON has.
-_DEEPSPEED_KEYS = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "zero_allow_untested_optimizer",
-                   "steps_per_print", "wall_clock_breakdown", "activation_checkpointing", "gradient_clipping"}
+_DEEPSPEED_KEYS = {
+    "zero_optimization",
+    "train_micro_batch_size_per_gpu",
+    "train_batch_size",
+    "zero_allow_untested_optimizer",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "activation_checkpointing",
+    "gradient_clipping",
+}
 _ACCELERATE_KEYS = {"compute_environment", "distributed_type"}  # `accelerate config` always writes both
-_AXOLOTL_KEYS = {"base_model", "micro_batch_size", "sequence_len", "datasets", "adapter", "num_epochs", "base_model_config",
-                 "lora_target_linear", "val_set_size", "sample_packing", "flash_attention", "plugins"}
+_AXOLOTL_KEYS = {
+    "base_model",
+    "micro_batch_size",
+    "sequence_len",
+    "datasets",
+    "adapter",
+    "num_epochs",
+    "base_model_config",
+    "lora_target_linear",
+    "val_set_size",
+    "sample_packing",
+    "flash_attention",
+    "plugins",
+}
 # How a script names the launcher (module run with `python -m`, or command).
 SWIFT_TRAIN = ("sft", "pt", "rlhf")
 # ms-swift's named DeepSpeed presets (swift/llm/ds_config): --deepspeed zero2, zero3_offload, ...
 DEEPSPEED_PRESET = re.compile(r"(?:default-)?zero([0-3])(_offload)?")
-_MODULE_LAUNCHERS = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
-                     "deepspeed.launcher.runner": "deepspeed", "accelerate.commands.launch": "accelerate",
-                     "axolotl.cli.train": "axolotl"}
+_MODULE_LAUNCHERS = {
+    "torch.distributed.run": "torchrun",
+    "torch.distributed.launch": "torch.distributed.launch",
+    "deepspeed.launcher.runner": "deepspeed",
+    "accelerate.commands.launch": "accelerate",
+    "axolotl.cli.train": "axolotl",
+}
 
 
 @dataclass
@@ -83,9 +108,10 @@ class Source:
     def line_of(self, key: str, after: int = 1) -> int | None:
         """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
         leaf = key.rsplit(".", 1)[-1]
-        pattern = (re.compile(rf"(^|[\s'\"]){re.escape(leaf)}(?=[\s='\"]|$)") if key.startswith("-")
-                   else re.compile(rf"^\s*-?\s*[\"']?{re.escape(leaf)}[\"']?\s*:"))
-        for number, text in enumerate(self.text.splitlines()[after - 1:], start=after):
+        pattern = (
+            re.compile(rf"(^|[\s'\"]){re.escape(leaf)}(?=[\s='\"]|$)") if key.startswith("-") else re.compile(rf"^\s*-?\s*[\"']?{re.escape(leaf)}[\"']?\s*:")
+        )
+        for number, text in enumerate(self.text.splitlines()[after - 1 :], start=after):
             if pattern.search(text):
                 return number
         return None
@@ -124,10 +150,13 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
             candidate = locate(ref.written, source.path)
             if candidate is None:
                 folders = [source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
-                problems.add(source.label, ref.setting.key,
-                             f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory "
-                             f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})",
-                             f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.")
+                problems.add(
+                    source.label,
+                    ref.setting.key,
+                    f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory "
+                    f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})",
+                    f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                )
                 continue
             try:
                 found = read(candidate, kind=ref.role)
@@ -179,8 +208,12 @@ def read(path: Path, kind: str | None = None) -> Source:
         return _read_python(path, text)
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
-        problems.add(label(path), "", f"must hold a mapping of keys, got {type(document).__name__}",
-                     "pass a launch script, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments file.")
+        problems.add(
+            label(path),
+            "",
+            f"must hold a mapping of keys, got {type(document).__name__}",
+            "pass a launch script, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments file.",
+        )
         raise ConfigError(problems)
     kind = kind or _kind_of(document, suffix)
     source = Source(path, label(path), kind, text, document)
@@ -212,8 +245,12 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problems.add(label(path), "", f"is not valid YAML{where} ({getattr(exc, 'problem', exc)})", "fix the YAML syntax.")
     else:
-        problems.add(label(path), "", f"cannot tell what kind of file '{suffix or path.name}' is",
-                     "pass a launch script (.sh, or a file starting with #!), a .json or a .yaml/.yml file.")
+        problems.add(
+            label(path),
+            "",
+            f"cannot tell what kind of file '{suffix or path.name}' is",
+            "pass a launch script (.sh, or a file starting with #!), a .json or a .yaml/.yml file.",
+        )
     raise ConfigError(problems)
 
 
@@ -230,32 +267,55 @@ def _kind_of(document: dict, suffix: str) -> str:
 
 # ----------------------------------------------------------------------------------------------- shell
 
+
 def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> Source:
     source = Source(path, label(path), "shell", text)
     script = script or shell.parse(text)
     for line, words in script.stray:
-        source.notes.append(Finding(
-            "warning", source.label, words[0],
-            f"'{' '.join(words)[:120]}' is a command of its own: the command above ended before it (a comment inside the "
-            "command, or a line without its trailing `\\`), so these arguments are never passed",
-            "remove the comment from inside the command and end every continued line with `\\`.", line=line))
+        source.notes.append(
+            Finding(
+                "warning",
+                source.label,
+                words[0],
+                f"'{' '.join(words)[:120]}' is a command of its own: the command above ended before it (a comment inside the "
+                "command, or a line without its trailing `\\`), so these arguments are never passed",
+                "remove the comment from inside the command and end every continued line with `\\`.",
+                line=line,
+            )
+        )
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
     if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
         problems = Problems()
-        problems.add(source.label, "", "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
-                     "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.")
+        problems.add(
+            source.label,
+            "",
+            "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
+            "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
+        )
         raise ConfigError(problems)
     if not launches:
         problems = Problems()
-        problems.add(source.label, "", "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
-                     "pass the script that starts training.")
+        problems.add(
+            source.label,
+            "",
+            "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
+            "pass the script that starts training.",
+        )
         raise ConfigError(problems)
     command, (launcher, tokens) = launches[0]
     if len(launches) > 1:
-        source.notes.append(Finding("info", source.label, "", f"{len(launches)} launch commands; reviewed the first (line {command.line}), "
-                                    f"not those at line{'s' if len(launches) > 2 else ''} {', '.join(str(c.line) for c, _ in launches[1:])}",
-                                    "review the others by passing a script with that command alone.", line=command.line))
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "",
+                f"{len(launches)} launch commands; reviewed the first (line {command.line}), "
+                f"not those at line{'s' if len(launches) > 2 else ''} {', '.join(str(c.line) for c, _ in launches[1:])}",
+                "review the others by passing a script with that command alone.",
+                line=command.line,
+            )
+        )
     source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
     args = _split_launch(source, launcher, tokens, command)
     _program_settings(source, args, command.line)
@@ -270,9 +330,22 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
 
 
 # Argument classes whose calls in a Python file carry training settings: name -> the trainer they configure.
-PYTHON_CONFIGS = {"TrainingArguments": "", "Seq2SeqTrainingArguments": "", "SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo",
-                  "KTOConfig": "kto", "ORPOConfig": "orpo", "RewardConfig": "reward", "GKDConfig": "gkd", "CPOConfig": "cpo",
-                  "PPOConfig": "ppo", "RLOOConfig": "rloo", "OnlineDPOConfig": "online_dpo", "BCOConfig": "bco"}
+PYTHON_CONFIGS = {
+    "TrainingArguments": "",
+    "Seq2SeqTrainingArguments": "",
+    "SFTConfig": "sft",
+    "DPOConfig": "dpo",
+    "GRPOConfig": "grpo",
+    "KTOConfig": "kto",
+    "ORPOConfig": "orpo",
+    "RewardConfig": "reward",
+    "GKDConfig": "gkd",
+    "CPOConfig": "cpo",
+    "PPOConfig": "ppo",
+    "RLOOConfig": "rloo",
+    "OnlineDPOConfig": "online_dpo",
+    "BCOConfig": "bco",
+}
 
 
 def _read_python(path: Path, text: str) -> Source:
@@ -293,14 +366,27 @@ def _read_python(path: Path, text: str) -> Source:
         if any(_launcher_of(c.argv) for c in script.commands):
             script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
             source = _read_shell(path, text, script)
-            source.notes.append(Finding("info", source.label, "", f"read the launch command{'s' if len([c for c in script.commands if _launcher_of(c.argv)]) > 1 else ''} "
-                                        "of the script's docstring (its usage example)", line=source.launch_line))
+            source.notes.append(
+                Finding(
+                    "info",
+                    source.label,
+                    "",
+                    f"read the launch command{'s' if len([c for c in script.commands if _launcher_of(c.argv)]) > 1 else ''} "
+                    "of the script's docstring (its usage example)",
+                    line=source.launch_line,
+                )
+            )
             return source
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-             and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in PYTHON_CONFIGS]
+    calls = [
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in PYTHON_CONFIGS
+    ]
     if not calls:
-        problems.add(label(path), "", "has no launch command in its docstring and no TrainingArguments(...) / SFTConfig(...) call",
-                     "pass the shell script or command that starts training.")
+        problems.add(
+            label(path),
+            "",
+            "has no launch command in its docstring and no TrainingArguments(...) / SFTConfig(...) call",
+            "pass the shell script or command that starts training.",
+        )
         raise ConfigError(problems)
     call = calls[0]
     name = getattr(call.func, "id", None) or call.func.attr
@@ -341,7 +427,7 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         if argv[i] == "-m" and i + 1 < len(argv):
             module = argv[i + 1]
             if module in _MODULE_LAUNCHERS:
-                return _MODULE_LAUNCHERS[module], argv[i + 2:]
+                return _MODULE_LAUNCHERS[module], argv[i + 2 :]
             return "python", argv[i:]
         if argv[i] == "-c":
             return None
@@ -410,7 +496,9 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         if "NPROC_PER_NODE" in command.environment:
             _count(source, "gpus_per_node", command.environment["NPROC_PER_NODE"], "NPROC_PER_NODE")
         if tokens and tokens[0].endswith((".yaml", ".yml", ".json")):
-            source.references.append(Reference("training_args", tokens[0], Setting(tokens[0], tokens[0], source.label, source.line_of(tokens[0], command.line))))
+            source.references.append(
+                Reference("training_args", tokens[0], Setting(tokens[0], tokens[0], source.label, source.line_of(tokens[0], command.line)))
+            )
             return tokens[1:]
         return tokens
     ns, error = _parse_quietly(launcher, tokens)
@@ -422,10 +510,17 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
             unknown = error.split(":", 1)[1].split()
             for flag in unknown:
                 name = flag.split("=", 1)[0]
-                source.notes.append(Finding("warning", source.label, name,
-                                            f"unknown flag {name}: not a TrainingArguments/GRPOConfig/launcher argument ({launcher} refuses it)."
-                                            f"{did_you_mean(name, launcher_options(launcher))}",
-                                            f"remove {name} or correct its name.", line=source.line_of(name, command.line)))
+                source.notes.append(
+                    Finding(
+                        "warning",
+                        source.label,
+                        name,
+                        f"unknown flag {name}: not a TrainingArguments/GRPOConfig/launcher argument ({launcher} refuses it)."
+                        f"{did_you_mean(name, launcher_options(launcher))}",
+                        f"remove {name} or correct its name.",
+                        line=source.line_of(name, command.line),
+                    )
+                )
             tokens = _without(tokens, unknown)
         elif invalid and shell.UNRESOLVED.search(invalid.group(2)):  # set when the job runs ($SLURM_NODEID): not ours to check
             tokens = _without(tokens, invalid.group(1).split("/"), always_value=True)
@@ -456,9 +551,17 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     _accelerate_settings(source, settings, tokens)
     if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
         flag = _written(tokens, "--config_file", "--config-file")
-        source.notes.append(Finding("warning", source.label, flag, f"its value {ns.config_file!r} is set when the script runs (an argument or a "
-                                    "variable the script does not define), so the accelerate config was not read",
-                                    f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.", line=source.line_of(flag, command.line)))
+        source.notes.append(
+            Finding(
+                "warning",
+                source.label,
+                flag,
+                f"its value {ns.config_file!r} is set when the script runs (an argument or a "
+                "variable the script does not define), so the accelerate config was not read",
+                f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.",
+                line=source.line_of(flag, command.line),
+            )
+        )
     elif ns.config_file:
         flag = _written(tokens, "--config_file", "--config-file")
         source.references.append(Reference("accelerate", ns.config_file, Setting(flag, ns.config_file, source.label, source.line_of(flag, command.line))))
@@ -517,35 +620,60 @@ def _program_settings(source: Source, args: list[str], after: int) -> None:
 
 # ----------------------------------------------------------------------------------------------- accelerate
 
+
 def _read_accelerate(source: Source) -> None:
     doc = source.document
-    from accelerate.commands.config.config_args import ClusterConfig
     import dataclasses
+
+    from accelerate.commands.config.config_args import ClusterConfig
 
     known = [f.name for f in dataclasses.fields(ClusterConfig)]
     for key in doc:
         if key not in known:
-            source.notes.append(Finding("warning", source.label, key, f"unknown key {key}: not an accelerate config key.{did_you_mean(key, known)}",
-                                        "remove it or correct its name.", line=source.line_of(key)))
+            source.notes.append(
+                Finding(
+                    "warning",
+                    source.label,
+                    key,
+                    f"unknown key {key}: not an accelerate config key.{did_you_mean(key, known)}",
+                    "remove it or correct its name.",
+                    line=source.line_of(key),
+                )
+            )
     ds = doc.get("deepspeed_config") or {}
     options = [o[2:] for o in launcher_options("accelerate")]
     for key in ds if isinstance(ds, dict) else ():
         if key not in options:
-            source.notes.append(Finding("warning", source.label, f"deepspeed_config.{key}",
-                                        f"unknown key {key}: accelerate launch has no such DeepSpeed option.{did_you_mean(key, options)}",
-                                        "remove it or correct its name.", line=source.line_of(key)))
+            source.notes.append(
+                Finding(
+                    "warning",
+                    source.label,
+                    f"deepspeed_config.{key}",
+                    f"unknown key {key}: accelerate launch has no such DeepSpeed option.{did_you_mean(key, options)}",
+                    "remove it or correct its name.",
+                    line=source.line_of(key),
+                )
+            )
     _accelerate_settings(source, {k: v for k, v in doc.items() if k != "deepspeed_config"}, [], ds if isinstance(ds, dict) else {})
 
 
 def _accelerate_settings(source: Source, settings: dict[str, Any], tokens: list[str], deepspeed: dict | None = None) -> None:
     """accelerate's settings (config file or launch flags) in the config-file vocabulary."""
     ds = dict(deepspeed or {})
-    for key in ("zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps",
-                "gradient_clipping", "zero3_init_flag", "deepspeed_config_file"):
+    for key in (
+        "zero_stage",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "zero3_init_flag",
+        "deepspeed_config_file",
+    ):
         if key in settings and settings[key] is not None:
             ds[key] = settings[key]
-    source.accelerate = {k: settings[k] for k in ("num_processes", "num_machines", "mixed_precision", "use_deepspeed", "distributed_type")
-                         if settings.get(k) is not None}
+    source.accelerate = {
+        k: settings[k] for k in ("num_processes", "num_machines", "mixed_precision", "use_deepspeed", "distributed_type") if settings.get(k) is not None
+    }
     if ds:
         source.accelerate["deepspeed_config"] = ds
     machines = settings.get("num_machines") or 1
@@ -556,5 +684,6 @@ def _accelerate_settings(source: Source, settings: dict[str, Any], tokens: list[
         _count(source, "nodes", str(settings["num_machines"]), _written(tokens, "--num_machines", "--num-machines") if tokens else "num_machines")
     if isinstance(ds.get("deepspeed_config_file"), str) and ds["deepspeed_config_file"]:
         key = "deepspeed_config.deepspeed_config_file" if not tokens else "--deepspeed_config_file"
-        source.references.append(Reference("deepspeed", ds["deepspeed_config_file"],
-                                           Setting(key, ds["deepspeed_config_file"], source.label, source.line_of(key))))
+        source.references.append(
+            Reference("deepspeed", ds["deepspeed_config_file"], Setting(key, ds["deepspeed_config_file"], source.label, source.line_of(key)))
+        )

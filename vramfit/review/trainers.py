@@ -6,6 +6,7 @@ The trainer is read from the script's entry point (TRL's examples/scripts/dpo.py
 from flags only that trainer has (num_generations: GRPO). The class is the installed TRL's own
 (trl.SFTConfig, or trl.experimental.orpo.ORPOConfig where 1.x moved it).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,17 +19,47 @@ from typing import Any
 
 # trainer -> (module, class)
 CLASSES = {
-    "sft": ("trl", "SFTConfig"), "dpo": ("trl", "DPOConfig"), "grpo": ("trl", "GRPOConfig"), "kto": ("trl", "KTOConfig"),
-    "reward": ("trl", "RewardConfig"), "rloo": ("trl", "RLOOConfig"), "orpo": ("trl.experimental.orpo", "ORPOConfig"),
-    "gkd": ("trl.experimental.gkd", "GKDConfig"), "cpo": ("trl.experimental.cpo", "CPOConfig"),
+    "sft": ("trl", "SFTConfig"),
+    "dpo": ("trl", "DPOConfig"),
+    "grpo": ("trl", "GRPOConfig"),
+    "kto": ("trl", "KTOConfig"),
+    "reward": ("trl", "RewardConfig"),
+    "rloo": ("trl", "RLOOConfig"),
+    "orpo": ("trl.experimental.orpo", "ORPOConfig"),
+    "gkd": ("trl.experimental.gkd", "GKDConfig"),
+    "cpo": ("trl.experimental.cpo", "CPOConfig"),
     "online_dpo": ("trl.experimental.online_dpo", "OnlineDPOConfig"),
 }
 # Words in an entry point's name -> trainer (longest first when matching).
-ENTRY_WORDS = {"online_dpo": "online_dpo", "reward_model": "reward", "reward_modeling": "reward", "grpo": "grpo", "gspo": "grpo",
-               "dpo": "dpo", "kto": "kto", "orpo": "orpo", "gkd": "gkd", "cpo": "cpo", "rloo": "rloo", "sft": "sft"}
+ENTRY_WORDS = {
+    "online_dpo": "online_dpo",
+    "reward_model": "reward",
+    "reward_modeling": "reward",
+    "grpo": "grpo",
+    "gspo": "grpo",
+    "dpo": "dpo",
+    "kto": "kto",
+    "orpo": "orpo",
+    "gkd": "gkd",
+    "cpo": "cpo",
+    "rloo": "rloo",
+    "sft": "sft",
+}
 # LLaMA-Factory's stage, ms-swift's rlhf_type, axolotl's rl -> trainer
-STAGES = {"sft": "sft", "pt": "sft", "dpo": "dpo", "kto": "kto", "rm": "reward", "orpo": "orpo", "simpo": "cpo", "cpo": "cpo",
-          "grpo": "grpo", "gkd": "gkd", "ppo": "ppo", "ipo": "dpo"}
+STAGES = {
+    "sft": "sft",
+    "pt": "sft",
+    "dpo": "dpo",
+    "kto": "kto",
+    "rm": "reward",
+    "orpo": "orpo",
+    "simpo": "cpo",
+    "cpo": "cpo",
+    "grpo": "grpo",
+    "gkd": "gkd",
+    "ppo": "ppo",
+    "ipo": "dpo",
+}
 # Trainers whose evaluation returns log-probs or scores, never a [batch, seq, vocab] logits tensor.
 NO_EVAL_LOGITS = {"dpo", "kto", "orpo", "cpo", "reward", "grpo", "rloo", "online_dpo"}
 

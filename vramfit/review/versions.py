@@ -1,6 +1,7 @@
 """The transformers / TRL version a repository pins (requirements*.txt, setup.py, pyproject.toml beside
 the launch script or in the folders above it), so a flag is judged under the version the script was
 written for: a flag that version accepts and the installed one dropped is a note, not a fault."""
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,11 @@ def find_pin(script: Path, package: str = "transformers", levels: int = 5) -> Pi
     pattern = re.compile(_PIN.pattern.format(pkg=re.escape(package)), re.IGNORECASE)
     folder = script.resolve().parent
     for _ in range(levels):
-        names = (sorted(p.name for p in folder.glob("requirements*.txt")) + [n for n in PIN_FILES if n != "requirements.txt"]
-                 + sorted(f"requirements/{p.name}" for p in folder.glob("requirements/*.txt")))
+        names = (
+            sorted(p.name for p in folder.glob("requirements*.txt"))
+            + [n for n in PIN_FILES if n != "requirements.txt"]
+            + sorted(f"requirements/{p.name}" for p in folder.glob("requirements/*.txt"))
+        )
         for name in names:
             path = folder / name
             if not path.is_file():

@@ -3,6 +3,7 @@
 Exit codes: 0 trained and saved; 2 bad input found before training (a malformed data record, a
 checkpoint the recipe's class cannot load); anything else raised is a failed run (1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,13 @@ def main(argv: list[str] | None = None) -> int:
         with libraries.drop_stdout_lines(r"DeepSpeed \S+ built successfully"):  # its CPU shm op, every rank
             args = training_arguments(recipe, run_dir, output_dir)  # starts the process group
         multinode.assert_same_everywhere(run_dir)  # every rank runs the same code and resolved config
-        hooks = [callbacks.MetricsLog(output_dir / "metrics.jsonl"), callbacks.ParamCheck(output_dir / "param_check.json"),
-                 callbacks.MarkComplete(), callbacks.ProgressLine(),
-                 callbacks.RunSummary(output_dir / "summary.json", recipe.method)]
+        hooks = [
+            callbacks.MetricsLog(output_dir / "metrics.jsonl"),
+            callbacks.ParamCheck(output_dir / "param_check.json"),
+            callbacks.MarkComplete(),
+            callbacks.ProgressLine(),
+            callbacks.RunSummary(output_dir / "summary.json", recipe.method),
+        ]
         if recipe.method == "grpo":
             from vramfit.train import grpo as method
         else:

@@ -6,6 +6,7 @@
   not (under ZeRO-3 each parameter is gathered from its shards first);
 - checkpoint-N/COMPLETE: written once every rank has saved checkpoint N (what `--resume` trusts).
 """
+
 from __future__ import annotations
 
 import json
@@ -66,9 +67,14 @@ class ParamCheck(TrainerCallback):
         if not state.is_world_process_zero:
             return
         params = {
-            name: {"part": part_of(name), "trainable": param.requires_grad, "before": self.before[name],
-                   "after": after[name], "changed": self.before[name] != after[name],
-                   "finite": all(math.isfinite(v) for v in after[name])}
+            name: {
+                "part": part_of(name),
+                "trainable": param.requires_grad,
+                "before": self.before[name],
+                "after": after[name],
+                "changed": self.before[name] != after[name],
+                "finite": all(math.isfinite(v) for v in after[name]),
+            }
             for name, param in model.named_parameters()
         }
         self.path.write_text(json.dumps({"steps": state.global_step, "params": params}, indent=1) + "\n")
@@ -130,8 +136,7 @@ class RunSummary(TrainerCallback):
             peaks = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(peaks, peak)
         if state.is_world_process_zero:
-            facts = {**from_metrics(self.rows, self.method), "steps": state.global_step, "max_steps": state.max_steps,
-                     "peak_memory_bytes": peaks}
+            facts = {**from_metrics(self.rows, self.method), "steps": state.global_step, "max_steps": state.max_steps, "peak_memory_bytes": peaks}
             self.path.write_text(json.dumps(facts, indent=1) + "\n")
 
 

@@ -5,6 +5,7 @@ The model's own chat template renders the conversation. Rendering each prefix of
 (labels -100) or to an assistant answer (trained). Segments holding image placeholders go through
 the processor with their images, so image tokens are expanded exactly as at inference.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,10 +41,11 @@ class Encoder:
             ends.append((self.render(messages[: i + 1]), message["role"] == "assistant"))
             for text, is_answer in ends:
                 if not text.startswith(done):
-                    raise ValueError("the chat template does not render a conversation as the start of its continuation, "
-                                     "so prompts and answers cannot be told apart")
+                    raise ValueError(
+                        "the chat template does not render a conversation as the start of its continuation, so prompts and answers cannot be told apart"
+                    )
                 if len(text) > len(done):
-                    pieces.append((text[len(done):], is_answer))
+                    pieces.append((text[len(done) :], is_answer))
                 done = text
         return pieces
 
@@ -75,12 +77,12 @@ class Encoder:
             labels.extend(piece if is_answer else [IGNORE_INDEX] * len(piece))
         if remaining:
             raise ValueError(f"{len(remaining)} image(s) without a placeholder in the rendered prompt")
-        if len(ids) > self.max_length and self.image_token_id in ids[self.max_length:]:
-            raise ValueError(f"data.max_length {self.max_length} cuts into the image tokens ({len(ids)} tokens in all); "
-                             "raise data.max_length or lower the image resolution")
+        if len(ids) > self.max_length and self.image_token_id in ids[self.max_length :]:
+            raise ValueError(
+                f"data.max_length {self.max_length} cuts into the image tokens ({len(ids)} tokens in all); raise data.max_length or lower the image resolution"
+            )
         n = min(len(ids), self.max_length)
-        sample = {"input_ids": torch.tensor(ids[:n]), "labels": torch.tensor(labels[:n]),
-                  "attention_mask": torch.ones(n, dtype=torch.long)}
+        sample = {"input_ids": torch.tensor(ids[:n]), "labels": torch.tensor(labels[:n]), "attention_mask": torch.ones(n, dtype=torch.long)}
         sample.update({k: torch.tensor(v[:n]) for k, v in per_token.items()})
         sample.update({k: torch.cat(v) for k, v in image_tensors.items()})
         return sample

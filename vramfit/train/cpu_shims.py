@@ -30,6 +30,7 @@ library handles the case itself) or broken (the shim no longer gets past the fai
    mapped every other's (a barrier after DeepSpeed's init); the mappings stay valid, so the
    all-reduce keeps working and a killed run leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import functools
@@ -129,8 +130,7 @@ def _qwen2_5_vl_without_video():
         """
 
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-                             chat_template=chat_template, **kwargs)
+            super().__init__(image_processor=image_processor, tokenizer=tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
 
     # Saved files name the library class, so a host with torchvision loads them with AutoProcessor.
     Qwen2_5_VLProcessorWithoutVideo.__name__ = Qwen2_5_VLProcessor.__name__

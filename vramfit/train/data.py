@@ -11,6 +11,7 @@ content as a list of {"type": "image"} / {"type": "text"} parts for vision-langu
 {"image": Path, "problem": str, "solution": [4 floats]} for REC. A malformed record raises DataError
 naming the file and line (JSON list: the record's index and the line it starts on).
 """
+
 from __future__ import annotations
 
 import json
@@ -140,15 +141,13 @@ def _rec(path: Path, where: str, record: Any, folder: Path | None) -> dict[str, 
     if not isinstance(record, dict) or not {"image", "problem", "solution"} <= set(record):
         raise DataError(path, where, "expected {image, problem, solution: [x1, y1, x2, y2]}")
     box = record["solution"]
-    if (not isinstance(box, list) or len(box) != 4
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box)):
+    if not isinstance(box, list) or len(box) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
         raise DataError(path, where, f"solution must be [x1, y1, x2, y2] numbers, got {box!r}"[:300])
     if not (box[0] < box[2] and box[1] < box[3]):
         raise DataError(path, where, f"solution {box} is not a box with x1 < x2 and y1 < y2")
     if not isinstance(record["problem"], str) or not record["problem"].strip():
         raise DataError(path, where, "problem must be the referring expression (text)")
-    return {"image": _image(path, where, folder, record["image"]), "problem": record["problem"],
-            "solution": [float(v) for v in box]}
+    return {"image": _image(path, where, folder, record["image"]), "problem": record["problem"], "solution": [float(v) for v in box]}
 
 
 def read(recipe, split: str = "train") -> list[dict[str, Any]]:

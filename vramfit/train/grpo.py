@@ -6,6 +6,7 @@
   before it, the task instruction appended to the last user turn; rewarded for an exact answer match and
   the format (vramfit.train.rewards).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,16 +16,14 @@ from trl import GRPOTrainer
 from vramfit.train import data
 from vramfit.train.callbacks import quiet_printer
 from vramfit.train.model import load_model, load_processing, trainable_summary
-from vramfit.train.rewards import (INSTRUCTION, TEXT_INSTRUCTION, answer_format_reward, answer_match_reward,
-                                   iou_accuracy_reward)
+from vramfit.train.rewards import INSTRUCTION, TEXT_INSTRUCTION, answer_format_reward, answer_match_reward, iou_accuracy_reward
 
 
 def rec_dataset(records: list[dict]):
     """TRL's conversational prompt format; the image column is decoded to PIL lazily by `datasets`."""
     import datasets
 
-    rows = [{"prompt": [{"role": "user", "content": f"{r['problem']} {INSTRUCTION}"}],
-             "image": str(r["image"]), "solution": r["solution"]} for r in records]
+    rows = [{"prompt": [{"role": "user", "content": f"{r['problem']} {INSTRUCTION}"}], "image": str(r["image"]), "solution": r["solution"]} for r in records]
     return datasets.Dataset.from_list(rows).cast_column("image", datasets.Image())
 
 
@@ -61,8 +60,7 @@ def train(recipe, args, output_dir: Path, callbacks: list) -> None:
     model = load_model(recipe, args)
     if args.process_index == 0:
         print(f"vramfit: trainable parameters: {trainable_summary(model)}", flush=True)
-    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args,
-                          train_dataset=dataset, processing_class=processor, callbacks=callbacks)
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset, processing_class=processor, callbacks=callbacks)
     quiet_printer(trainer)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(str(output_dir))

@@ -21,6 +21,7 @@ same here, as two forward pre-hooks on the inner multimodal model:
 Model types: llava, the type of every supervised recipe here. Others (llava_next, qwen2_5_vl, ...)
 take further image inputs (image_sizes, image_grid_thw); `install` leaves them alone.
 """
+
 from __future__ import annotations
 
 import inspect

@@ -10,6 +10,7 @@
 - `model.train` (full method): llm / projector / vision_tower true or false; vision_tower N trains
   vision layers N.. and freezes the embeddings and layers 0..N-1.
 """
+
 from __future__ import annotations
 
 import re
@@ -85,7 +86,8 @@ def check_checkpoint(recipe) -> None:
     raise ModelError(
         f"model.id {recipe.model.id} is a '{found}' checkpoint{remote}, which {recipe.model.architecture} "
         f"('{native}') cannot load.{stand_in} A real run needs {recipe.model.architecture} weights: set model.id to a "
-        f"checkpoint converted to that class. `vramfit run {recipe.name} --smoke` trains the stand-in from random weights.")
+        f"checkpoint converted to that class. `vramfit run {recipe.name} --smoke` trains the stand-in from random weights."
+    )
 
 
 def load_processing(recipe):
@@ -101,8 +103,7 @@ def load_processing(recipe):
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         return tokenizer
-    processor = cpu_shims.processor_class(config.model_type).from_pretrained(
-        path, trust_remote_code=recipe.model.trust_remote_code)
+    processor = cpu_shims.processor_class(config.model_type).from_pretrained(path, trust_remote_code=recipe.model.trust_remote_code)
     if recipe.data.max_pixels and config.model_type.startswith("qwen2"):
         # Qwen2-VL family: one LLM token per 28x28 px; larger images are resized down to max_pixels.
         processor.image_processor = AutoImageProcessor.from_pretrained(path, max_pixels=recipe.data.max_pixels)
@@ -116,9 +117,13 @@ def quantization_config(recipe):
 
     q = recipe.model.quantization
     return BitsAndBytesConfig(
-        load_in_4bit=q.bits == 4, load_in_8bit=q.bits == 8, bnb_4bit_quant_type=q.quant_type,
-        bnb_4bit_use_double_quant=q.double_quant, bnb_4bit_compute_dtype=getattr(torch, q.compute_dtype),
-        bnb_4bit_quant_storage=getattr(torch, q.quant_storage))
+        load_in_4bit=q.bits == 4,
+        load_in_8bit=q.bits == 8,
+        bnb_4bit_quant_type=q.quant_type,
+        bnb_4bit_use_double_quant=q.double_quant,
+        bnb_4bit_compute_dtype=getattr(torch, q.compute_dtype),
+        bnb_4bit_quant_storage=getattr(torch, q.quant_storage),
+    )
 
 
 def apply_liger(model, kernel_config: dict[str, Any] | None) -> None:
@@ -128,8 +133,7 @@ def apply_liger(model, kernel_config: dict[str, Any] | None) -> None:
 
     model_type = model.config.model_type
     if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
-        raise ModelError(f"training.use_liger_kernel: liger-kernel has no kernels for model type '{model_type}'; "
-                         "set use_liger_kernel: false.")
+        raise ModelError(f"training.use_liger_kernel: liger-kernel has no kernels for model type '{model_type}'; set use_liger_kernel: false.")
     _apply_liger_kernel_to_instance(model=model, **(kernel_config or {}))
 
 
@@ -156,8 +160,14 @@ def add_lora(model, recipe):
         projector = roots.get("projector")
         if train.projector and projector and not (vision and train.vision_tower is not False and projector.startswith(vision + ".")):
             modules_to_save.append(projector.split(".")[-1])
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules,
-                        modules_to_save=modules_to_save or None, task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        modules_to_save=modules_to_save or None,
+        task_type="CAUSAL_LM",
+    )
     model = get_peft_model(model, config)
     # A saved vision tower trains as model.train says (layers N.. only; a nested projector only if asked).
     for name, param in model.named_parameters():
@@ -174,8 +184,7 @@ def freeze(model, train) -> None:
 def load_model(recipe, args):
     """The model, ready for the Trainer. Build `args` first: under ZeRO-3 it makes loading shard the weights."""
     dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
-    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": recipe.model.attn_implementation,
-                              "trust_remote_code": recipe.model.trust_remote_code}
+    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": recipe.model.attn_implementation, "trust_remote_code": recipe.model.trust_remote_code}
     if recipe.model.quantization is not None:
         kwargs["quantization_config"] = quantization_config(recipe)
     model = architecture_class(recipe).from_pretrained(model_path(recipe), **kwargs)
@@ -185,8 +194,9 @@ def load_model(recipe, args):
     if recipe.model.quantization is not None:
         from peft import prepare_model_for_kbit_training
 
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=args.gradient_checkpointing,
-                                                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs)
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=args.gradient_checkpointing, gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs
+        )
     if recipe.model.lora is not None:
         return add_lora(model, recipe)
     freeze(model, recipe.model.train)

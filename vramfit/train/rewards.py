@@ -4,17 +4,19 @@ the reference), and the think/answer format both share.
 TRL calls each function with the batch's completions and the dataset's other columns as keyword
 arguments (`solution` here) and logs its mean as `rewards/<function name>/mean`.
 """
+
 from __future__ import annotations
 
 import re
 
 # The task's instruction appended to each referring expression (VLM-R1's QUESTION_TEMPLATE).
-INSTRUCTION = ("First output the thinking process in <think> </think> tags and then output the final answer "
-               "in <answer> </answer> tags. Output the bounding box as [x1, y1, x2, y2].")
+INSTRUCTION = (
+    "First output the thinking process in <think> </think> tags and then output the final answer "
+    "in <answer> </answer> tags. Output the bounding box as [x1, y1, x2, y2]."
+)
 
 # The text task's instruction, appended to the last user turn of a chat_jsonl record (the R1-style prompt).
-TEXT_INSTRUCTION = ("First output the thinking process in <think> </think> tags and then output the final answer "
-                    "in <answer> </answer> tags.")
+TEXT_INSTRUCTION = "First output the thinking process in <think> </think> tags and then output the final answer in <answer> </answer> tags."
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 NUMBER = r"\s*(-?\d+(?:\.\d+)?)\s*"

@@ -1,4 +1,5 @@
 """Supervised finetuning (methods full, lora, qlora) on the Hugging Face Trainer."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,12 +28,23 @@ def build_trainer(recipe, args, callbacks: list) -> Trainer:
         # ZeRO-3 gathers parameters collectively: a text-only batch must run the vision tower too.
         installed = modality.install(model)
         if args.process_index == 0:
-            print("vramfit: ZeRO-3: text-only batches run the vision tower on a zero image" if installed else
-                  f"vramfit: ZeRO-3: no zero-image hook for model type '{model.config.model_type}'; "
-                  "a text-only batch on one rank while another has images can hang", flush=True)
+            print(
+                "vramfit: ZeRO-3: text-only batches run the vision tower on a zero image"
+                if installed
+                else f"vramfit: ZeRO-3: no zero-image hook for model type '{model.config.model_type}'; "
+                "a text-only batch on one rank while another has images can hang",
+                flush=True,
+            )
     tokenizer = getattr(processing, "tokenizer", processing)
-    return Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                   data_collator=Collator(tokenizer.pad_token_id), processing_class=processing, callbacks=callbacks)
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        data_collator=Collator(tokenizer.pad_token_id),
+        processing_class=processing,
+        callbacks=callbacks,
+    )
 
 
 def train(recipe, args, output_dir: Path, callbacks: list) -> None:

@@ -14,6 +14,7 @@ more steps shows the stack learning. GRPO needs rewards that differ within a gro
 policy at all; an instruct checkpoint answers in the task's format often enough, a random one never
 does, so the GRPO smoke policy is first taught the answer format with a few supervised steps.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,8 +36,7 @@ SFT_STEPS, GRPO_STEPS = 3, 2
 FORMAT_STEPS = 50  # GRPO: about half of the sampled answers then have the <think>/<answer> format
 
 TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
-VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-          "image_size": 28, "projection_dim": 32}
+VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 28, "projection_dim": 32}
 QWEN_VISION = {"hidden_size": 32, "intermediate_size": 64, "depth": 2, "num_heads": 2, "fullatt_block_indexes": [1]}
 
 COLOURS = {"red": (220, 40, 40), "green": (40, 180, 60), "blue": (40, 80, 220), "yellow": (230, 210, 40)}
@@ -47,21 +47,25 @@ REC_PROBLEM = "Please provide the bounding box coordinate of the region this sen
 LLAMA3_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
     "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 VICUNA_TEMPLATE = (  # llava-hf/llava-1.5: "USER: <image>\n... ASSISTANT: ...</s>"
     "{% for m in messages %}{{ 'USER: ' if m['role'] == 'user' else 'ASSISTANT: ' }}"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
     "{% if p['type'] == 'image' %}<image>\n{% else %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}"
-    "{{ ' ' if m['role'] == 'user' else eos_token }}{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+    "{{ ' ' if m['role'] == 'user' else eos_token }}{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
 CHATML_TEMPLATE = (  # Qwen3 text models: ChatML (the thinking-mode switches of the real template left out)
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 QWEN_TEMPLATE = (  # Qwen2.5-VL's ChatML with vision tokens and its default system prompt
     "{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|im_start|>system\nYou are a helpful "
     "assistant.<|im_end|>\n{% endif %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
     "{% else %}{% for p in m['content'] %}{% if p['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
     "{% elif p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 @dataclass(frozen=True)
@@ -77,22 +81,37 @@ class Family:
 
 
 FAMILIES = {  # by the config's model_type
-    "llama": Family(("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
-                    {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|end_of_text|>"},
-                    LLAMA3_TEMPLATE),
-    "llava": Family(("<s>", "</s>", "<unk>", "<pad>", "<image>"),
-                    {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
-                    VICUNA_TEMPLATE, {"image_token_index": "<image>"}),
-    "qwen3": Family(("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
-                    {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, CHATML_TEMPLATE, {},
-                    ("<think>", "</think>", "<answer>", "</answer>")),
-    "qwen2_5_vl": Family(("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                          "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"),
-                         {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, QWEN_TEMPLATE,
-                         {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
-                          "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>",
-                          "vision_token_id": "<|vision_pad|>"},
-                         ("<think>", "</think>", "<answer>", "</answer>")),
+    "llama": Family(
+        ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|end_of_text|>"},
+        LLAMA3_TEMPLATE,
+    ),
+    "llava": Family(
+        ("<s>", "</s>", "<unk>", "<pad>", "<image>"),
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
+        VICUNA_TEMPLATE,
+        {"image_token_index": "<image>"},
+    ),
+    "qwen3": Family(
+        ("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        CHATML_TEMPLATE,
+        {},
+        ("<think>", "</think>", "<answer>", "</answer>"),
+    ),
+    "qwen2_5_vl": Family(
+        ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"),
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        QWEN_TEMPLATE,
+        {
+            "image_token_id": "<|image_pad|>",
+            "video_token_id": "<|video_pad|>",
+            "vision_start_token_id": "<|vision_start|>",
+            "vision_end_token_id": "<|vision_end|>",
+            "vision_token_id": "<|vision_pad|>",
+        },
+        ("<think>", "</think>", "<answer>", "</answer>"),
+    ),
 }
 
 
@@ -154,19 +173,22 @@ def build_tokenizer(model_type: str, corpus: list[str]):
     from transformers import PreTrainedTokenizerFast
 
     if model_type not in FAMILIES:
-        raise ValueError(f"the smoke variant has no tokenizer for model type '{model_type}' (known: {', '.join(FAMILIES)}); "
-                         "add its special tokens and chat template to vramfit.train.smoke.FAMILIES")
+        raise ValueError(
+            f"the smoke variant has no tokenizer for model type '{model_type}' (known: {', '.join(FAMILIES)}); "
+            "add its special tokens and chat template to vramfit.train.smoke.FAMILIES"
+        )
     family = FAMILIES[model_type]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=448, special_tokens=list(family.specials), show_progress=False,
-                                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(vocab_size=448, special_tokens=list(family.specials), show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
     tok.add_tokens(list(family.words))
     bos = family.roles.get("bos_token")
     if bos:  # Llama tokenizers prepend BOS when encoding (the Trainer's input starts with it)
-        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
-                                                           special_tokens=[(bos, tok.token_to_id(bos))])
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, tok.token_to_id(bos))])
     return PreTrainedTokenizerFast(tokenizer_object=tok, chat_template=family.template, **family.roles)
 
 
@@ -179,12 +201,12 @@ def build_processor(config, tokenizer):
 
         image_processor = Qwen2VLImageProcessorPil()
         if cpu_shims.torchvision_absent():
-            return cpu_shims.processor_class("qwen2_5_vl")(image_processor=image_processor, tokenizer=tokenizer,
-                                                           chat_template=tokenizer.chat_template)
+            return cpu_shims.processor_class("qwen2_5_vl")(image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer.chat_template)
         from transformers import Qwen2_5_VLProcessor, Qwen2VLVideoProcessor
 
-        return Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                   video_processor=Qwen2VLVideoProcessor(), chat_template=tokenizer.chat_template)
+        return Qwen2_5_VLProcessor(
+            image_processor=image_processor, tokenizer=tokenizer, video_processor=Qwen2VLVideoProcessor(), chat_template=tokenizer.chat_template
+        )
     from transformers import LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
@@ -195,9 +217,14 @@ def build_processor(config, tokenizer):
         image_processor, extra = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side}), 1
     else:
         image_processor, extra = SiglipImageProcessorPil(size={"height": side, "width": side}), 0
-    return LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=vision.patch_size,
-                          vision_feature_select_strategy=config.vision_feature_select_strategy,
-                          num_additional_image_tokens=extra, chat_template=tokenizer.chat_template)
+    return LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=vision.patch_size,
+        vision_feature_select_strategy=config.vision_feature_select_strategy,
+        num_additional_image_tokens=extra,
+        chat_template=tokenizer.chat_template,
+    )
 
 
 def set_token_ids(config, tokenizer) -> None:
@@ -205,8 +232,7 @@ def set_token_ids(config, tokenizer) -> None:
     for name, token in FAMILIES[config.model_type].token_ids.items():
         setattr(config, name, tokenizer.convert_tokens_to_ids(token))
     text = config.get_text_config()
-    for name, token in (("bos_token_id", tokenizer.bos_token), ("eos_token_id", tokenizer.eos_token),
-                        ("pad_token_id", tokenizer.pad_token)):
+    for name, token in (("bos_token_id", tokenizer.bos_token), ("eos_token_id", tokenizer.eos_token), ("pad_token_id", tokenizer.pad_token)):
         value = tokenizer.convert_tokens_to_ids(token) if token else None
         for node in (config, text):
             if node is text or hasattr(node, name):
@@ -214,6 +240,7 @@ def set_token_ids(config, tokenizer) -> None:
 
 
 # --- data -------------------------------------------------------------------------------------
+
 
 def _square(rng: random.Random) -> tuple[str, list[int]]:
     colour = rng.choice(list(COLOURS))
@@ -246,14 +273,20 @@ def write_dataset(fmt: str, folder: Path, rng: random.Random) -> dict[str, Path]
             name = f"{split}-{i}.png"
             if fmt == "chat_jsonl":
                 words = " ".join(rng.choice(WORDS) for _ in range(4))
-                records.append({"messages": [{"role": "user", "content": f"Repeat after me: {words}"},
-                                             {"role": "assistant", "content": words}]})
+                records.append({"messages": [{"role": "user", "content": f"Repeat after me: {words}"}, {"role": "assistant", "content": words}]})
                 continue
             _image(images / name, colour, box)
             if fmt == "llava_json":
-                records.append({"id": f"{split}-{i}", "image": name, "conversations": [
-                    {"from": "human", "value": "<image>\nWhat colour is the square?"},
-                    {"from": "gpt", "value": f"The square is {colour}."}]})
+                records.append(
+                    {
+                        "id": f"{split}-{i}",
+                        "image": name,
+                        "conversations": [
+                            {"from": "human", "value": "<image>\nWhat colour is the square?"},
+                            {"from": "gpt", "value": f"The square is {colour}."},
+                        ],
+                    }
+                )
             else:
                 records.append({"image": name, "problem": REC_PROBLEM.format(colour), "solution": box})
         path = folder / (f"{split}.json" if fmt == "llava_json" else f"{split}.jsonl")
@@ -274,14 +307,22 @@ def corpus() -> list[str]:
     """Text the tokenizer is trained on: what the generated data and templates can contain."""
     from vramfit.train.rewards import INSTRUCTION, TEXT_INSTRUCTION
 
-    lines = ["USER: ASSISTANT: system user assistant You are a helpful assistant.", "Repeat after me: " + " ".join(WORDS),
-             "What colour is the square? The square is " + " ".join(COLOURS), INSTRUCTION, TEXT_INSTRUCTION,
-             text_answer(" ".join(WORDS)),
-             REC_PROBLEM.format(" ".join(COLOURS)), rec_answer([0, 12, 34, 56]), rec_answer([78, 90, 100, 111])]
+    lines = [
+        "USER: ASSISTANT: system user assistant You are a helpful assistant.",
+        "Repeat after me: " + " ".join(WORDS),
+        "What colour is the square? The square is " + " ".join(COLOURS),
+        INSTRUCTION,
+        TEXT_INSTRUCTION,
+        text_answer(" ".join(WORDS)),
+        REC_PROBLEM.format(" ".join(COLOURS)),
+        rec_answer([0, 12, 34, 56]),
+        rec_answer([78, 90, 100, 111]),
+    ]
     return lines * 20
 
 
 # --- GRPO: teach the answer format ------------------------------------------------------------
+
 
 def teach_answer_format(model, processor, rec_file: Path, image_folder: Path) -> None:
     """A few supervised steps on `<think>...</think><answer>[box]</answer>` answers to the REC prompts."""
@@ -295,8 +336,10 @@ def teach_answer_format(model, processor, rec_file: Path, image_folder: Path) ->
     encoder = Encoder(processor, SMOKE_MAX_LENGTH)
     samples = []
     for r in records:
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f"{r['problem']} {INSTRUCTION}"}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": rec_answer(r["solution"])}]}]
+        messages = [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f"{r['problem']} {INSTRUCTION}"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": rec_answer(r["solution"])}]},
+        ]
         samples.append(encoder(messages, [Image.open(image_folder / r["image"]).convert("RGB")]))
     collate = Collator(processor.tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -331,6 +374,7 @@ def teach_text_format(model, tokenizer, chat_file: Path) -> None:
 
 # --- the overrides ----------------------------------------------------------------------------
 
+
 def _relative(path: Path, root: Path) -> str:
     """Paths in recipe fields are relative to the repository root (the validator refuses absolute ones)."""
     return os.path.relpath(path.resolve(), root)
@@ -344,13 +388,23 @@ def overrides(recipe, model_dir: Path, data: dict[str, Path], cpu: bool) -> list
     t = recipe.training
     grpo = recipe.method == "grpo"
     micro = 4 if grpo else 2
-    out = [f"model.id={model_dir.resolve()}", f"model.config={_relative(model_dir / 'config.json', root)}",
-           "model.attn_implementation=sdpa",  # flash-attn is not a dependency
-           f"data.train_file={_relative(data['train'], root)}", f"data.max_length={SMOKE_MAX_LENGTH}",
-           "hardware.gpus_per_node=2", "hardware.nodes=1",
-           f"per_device_train_batch_size={micro}", "gradient_accumulation_steps=1", f"global_batch_size={micro * 2}",
-           f"max_steps={GRPO_STEPS if grpo else SFT_STEPS}", "save_strategy=steps",
-           f"save_steps={GRPO_STEPS if grpo else SFT_STEPS}", "logging_steps=1", "dataloader_num_workers=0"]
+    out = [
+        f"model.id={model_dir.resolve()}",
+        f"model.config={_relative(model_dir / 'config.json', root)}",
+        "model.attn_implementation=sdpa",  # flash-attn is not a dependency
+        f"data.train_file={_relative(data['train'], root)}",
+        f"data.max_length={SMOKE_MAX_LENGTH}",
+        "hardware.gpus_per_node=2",
+        "hardware.nodes=1",
+        f"per_device_train_batch_size={micro}",
+        "gradient_accumulation_steps=1",
+        f"global_batch_size={micro * 2}",
+        f"max_steps={GRPO_STEPS if grpo else SFT_STEPS}",
+        "save_strategy=steps",
+        f"save_steps={GRPO_STEPS if grpo else SFT_STEPS}",
+        "logging_steps=1",
+        "dataloader_num_workers=0",
+    ]
     if recipe.data.format != "chat_jsonl":
         out.append(f"data.image_folder={_relative(data['images'], root)}")
     if recipe.data.eval_file:
@@ -406,8 +460,7 @@ def prepare(recipe, run_dir: Path, cpu: bool) -> list[str]:
 
     (run_dir / "smoke_model.json").write_text(json.dumps(changes, indent=1) + "\n")
     params = sum(p.numel() for p in model.parameters())
-    print(f"vramfit smoke: {recipe.model.architecture} with random weights, {params / 1e6:.2f}M parameters "
-          f"(shrunk value, real value):", flush=True)
+    print(f"vramfit smoke: {recipe.model.architecture} with random weights, {params / 1e6:.2f}M parameters (shrunk value, real value):", flush=True)
     for key, (small, real) in changes.items():
         print(f"  {key}: {small}  # {real}")
     return overrides(recipe, model_dir, data, cpu)

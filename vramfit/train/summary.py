@@ -4,6 +4,7 @@ Rank 0 writes summary.json into the output directory when training ends (callbac
 the runner reads it after the launchers exit, with metrics.jsonl for a run that stopped early, and
 prints `render(...)`. Light on purpose (no torch): the runner imports it.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,9 @@ def _command(argv: list[str], add: str, drop: tuple[str, ...]) -> str:
     return shlex.join(["vramfit", *words, *([add] if add not in words else [])])
 
 
-def render(output_dir: Path, log: Path, recipe_name: str, method: str, code: int, wall_s: float,
-           max_steps: int | None = None, argv: list[str] | None = None) -> str:
+def render(
+    output_dir: Path, log: Path, recipe_name: str, method: str, code: int, wall_s: float, max_steps: int | None = None, argv: list[str] | None = None
+) -> str:
     """The end-of-run summary: steps, loss (reward), tokens/s, wall time, peak memory per GPU, checkpoint, next command."""
     from vramfit import outputs
 
@@ -94,8 +96,7 @@ def render(output_dir: Path, log: Path, recipe_name: str, method: str, code: int
     row("wall time", f"{wall_s:.0f} s")
     peaks = facts.get("peak_memory_bytes")
     if peaks and any(p is not None for p in peaks):
-        row("peak memory", ", ".join(f"GPU{i} {_gib(p)} GiB" if p is not None else f"GPU{i} n/a" for i, p in enumerate(peaks))
-            + " (torch max reserved)")
+        row("peak memory", ", ".join(f"GPU{i} {_gib(p)} GiB" if p is not None else f"GPU{i} n/a" for i, p in enumerate(peaks)) + " (torch max reserved)")
     else:
         row("peak memory", "n/a on CPU" if peaks is not None or ok else "n/a (the run did not reach its end)")
     last = outputs.last_complete(output_dir)
@@ -123,8 +124,7 @@ def report(run_dir: Path, log: Path, code: int, wall_s: float) -> None:
         recipe = Recipe.model_validate(json.loads((run_dir / "recipe.json").read_text()))
         out = outputs.output_dir(recipe, run_dir)
         max_steps = recipe.training.get("max_steps")
-        text = render(out, log, recipe.name, recipe.method, code, wall_s,
-                      max_steps if isinstance(max_steps, int) and max_steps > 0 else None)
+        text = render(out, log, recipe.name, recipe.method, code, wall_s, max_steps if isinstance(max_steps, int) and max_steps > 0 else None)
     except Exception as exc:  # a summary must never turn a finished run into a traceback
         text = f"vramfit: no run summary ({type(exc).__name__}: {exc}); the log is {log}"
     print("\n" + text, file=sys.stdout if code == 0 else sys.stderr, flush=True)
