@@ -97,7 +97,9 @@ class ProgressLine(TrainerCallback):
     KEYS = (("loss", "loss", ".4g"), ("reward", "reward", ".3g"), ("grad_norm", "grad", ".3g"), ("learning_rate", "lr", ".2e"))
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+        # the Trainer's end-of-training log carries train_loss (train_runtime is in every step's log once
+        # input tokens are counted: include_num_input_tokens_seen)
+        if not state.is_world_process_zero or not logs or "train_loss" in logs:
             return
         parts = [f"{label} {logs[key]:{fmt}}" for key, label, fmt in self.KEYS if isinstance(logs.get(key), (int, float))]
         if parts:
