@@ -112,19 +112,6 @@ def run(args) -> int:
     return EXIT_OK if result.winner is not None or (result.ranked and not args.write) else EXIT_FAILED
 
 
-PIN_KNOBS = (
-    "deepspeed",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "gradient_checkpointing",
-    "use_liger_kernel",
-    "attn_implementation",
-    "optim",
-    "steps_per_generation",
-    "use_vllm",
-    "vllm_gpu_memory_utilization",
-    "vllm_enable_sleep_mode",
-)
 # Keys passed on as typed (the planner parses them) that also hold a searched knob still: FSDP's own
 # spelling holds the engine, vllm_mode holds vLLM on or off.
 HOLDING = ("fsdp", "vllm_mode")
@@ -132,7 +119,7 @@ HOLDING = ("fsdp", "vllm_mode")
 
 def _split_pins(items: list[str], problems, label: str) -> tuple[dict[str, Any], list[str]]:
     """key=value items -> (searched knobs pinned, other overrides kept as typed)."""
-    from vramfit.fit.search import FSDP_ALL, PRESETS, UNWRITABLE, preset_from_text
+    from vramfit.fit.search import FSDP_ALL, KNOBS, PRESETS, UNWRITABLE, preset_from_text
     from vramfit.recipe import parse_value
 
     pins, rest = {}, []
@@ -145,7 +132,7 @@ def _split_pins(items: list[str], problems, label: str) -> tuple[dict[str, Any],
             pins[key] = parse_value(text)
             rest.append(item)
             continue
-        if key not in PIN_KNOBS:
+        if key not in KNOBS:  # the searched knobs are what a pin may hold
             rest.append(item)
             continue
         value = parse_value(text)
