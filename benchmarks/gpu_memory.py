@@ -30,6 +30,7 @@ Usage:
     python benchmarks/gpu_memory.py --all                  # measure everything (GPU, ~17 min estimated on an H100)
     python benchmarks/gpu_memory.py --case llama3b-4k-mb1-gc-liger --steps 3 --out /tmp/bench
     python benchmarks/gpu_memory.py --all --emulate 40,80,96
+    python benchmarks/gpu_memory.py --compare              # measured.json vs analytic planner vs trace (CPU)
 
 Results: recipes/<recipe>/measured.json for the recipe each case belongs to (or <--out>/<recipe>/
 measured.json); `python -m vramfit.docs` then shows the recipe's own case in its README.
@@ -1308,6 +1309,64 @@ def measure(selected: list[Case], opts) -> int:
     return 0
 
 
+def measured_cases(root: Path | None) -> list[tuple[Case, dict[str, Any], str]]:
+    """Every case recorded in <root or recipes>/*/measured.json: (case, its record, the GPU it ran on)."""
+    cases = build_cases()
+    found = []
+    for path in sorted((root or REPO / "recipes").glob("*/measured.json")):
+        doc = json.loads(path.read_text())
+        for record in doc.get("cases", []):
+            if record.get("name") in cases:
+                found.append((cases[record["name"]], record, doc.get("gpu") or "?"))
+    return found
+
+
+def compare(root: Path | None) -> int:
+    """Measured peaks (recorded by a GPU run) against the analytic planner and the fake-tensor trace,
+    both computed here on the CPU with the pinned stack (issue 13: trace vs max_memory_allocated)."""
+    from vramfit.planner import Setup, plan
+
+    rows = measured_cases(root)
+    if not rows:
+        print(f"gpu_memory --compare: no measured.json under {root or REPO / 'recipes'}; run the cases on a GPU first", file=sys.stderr)
+        return 2
+    print(f"{'case':<32} {'GPU':<22} {'measured':>8} {'analytic':>8} {'err':>7} {'trace':>8} {'err':>7}  trace terms")
+    errors: dict[str, list[float]] = {"analytic": [], "trace": []}
+    verdicts = []
+    for case, record, gpu in rows:
+        ds = str(REPO / case.deepspeed) if case.deepspeed else None
+        setup = Setup.from_args(
+            REPO / case.model_config, card_for_device(gpu, record.get("total_gib") or 80.0), 1, deepspeed=ds, overrides=planner_overrides(case, "sdpa", True)
+        )
+        analytic, traced = plan(setup), plan(setup, trace=True)
+        how = "traced" if any(n.startswith("trace: activations") for n in traced.notes) else "modelled (no trace)"
+        a, t = analytic.measure("allocated"), traced.measure("allocated")
+        m = record.get("peak_allocated_gib")
+        if record.get("oom") or m is None:
+            verdicts.append((case.name, traced.fits, analytic.fits))
+            print(
+                f"{case.name:<32} {gpu[:22]:<22} {'OOM' if record.get('oom') else '-':>8} {a:8.2f} {'':>7} {t:8.2f} {'':>7}  {how}; planner says {'fits' if traced.fits else 'does not fit'}"
+            )
+            continue
+        ea, et = (a / m - 1) * 100, (t / m - 1) * 100
+        errors["analytic"].append(abs(ea))
+        if how == "traced":
+            errors["trace"].append(abs(et))
+        print(f"{case.name:<32} {gpu[:22]:<22} {m:8.2f} {a:8.2f} {ea:+6.1f}% {t:8.2f} {et:+6.1f}%  {how}")
+    print()
+    for name, errs in errors.items():
+        if errs:
+            errs = sorted(errs)
+            print(
+                f"{name}: {len(errs)} measured cases, median |error| {errs[len(errs) // 2]:.1f}%, max {errs[-1]:.1f}%, within 10%: {sum(e <= 10 for e in errs)}/{len(errs)}"
+            )
+    for name, t_fits, a_fits in verdicts:
+        print(
+            f"{name}: OOM measured; planner (trace) {'fits: WRONG' if t_fits else 'does not fit: agrees'}, analytic {'fits: WRONG' if a_fits else 'does not fit: agrees'}"
+        )
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------
 def parse(argv: list[str]):
     ap = argparse.ArgumentParser(
@@ -1319,6 +1378,11 @@ def parse(argv: list[str]):
     ap.add_argument("--all", action="store_true", help="measure every case")
     ap.add_argument("--list", action="store_true", help="every case, its settings and the planner's prediction (CPU)")
     ap.add_argument("--dry-run", action="store_true", help="build each case's model on the meta device + planner (CPU)")
+    ap.add_argument(
+        "--compare",
+        action="store_true",
+        help="measured peaks in recipes/*/measured.json (or --out) against the analytic planner and the trace (CPU)",
+    )
     ap.add_argument("--steps", type=int, default=None, help="timed steps per case (default: the case's, 5; GRPO 2)")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up steps per case (default: the case's, 3; GRPO 1)")
     ap.add_argument("--out", default=None, help="write <out>/<recipe>/measured.json instead of recipes/<recipe>/")
@@ -1357,6 +1421,8 @@ def main(argv: list[str] | None = None) -> int:
             opts.warmup = c.warmup if opts.warmup is None else opts.warmup
             opts.steps = c.steps if opts.steps is None else opts.steps
         return child_main(opts)
+    if opts.compare:
+        return compare(Path(opts.out) if opts.out else None)
     cases = build_cases()
     unknown = [n for n in opts.case if n not in cases]
     if unknown:

@@ -183,6 +183,25 @@ def test_measured_json_has_the_documented_keys(tmp_path):
     assert [c["name"] for c in data["cases"]] == [third.name] and "peak_allocated_gib" not in data
 
 
+def test_compare_prints_measured_against_the_planner_and_the_trace(tmp_path, capsys):
+    """--compare: each recorded case against the analytic planner and the trace, both computed on the
+    CPU; an OOM case is checked as a verdict. Liger cases are modelled (no trace), so this stays fast."""
+    own, other = CASES["llama3b-4k-mb4-gc-liger"], CASES["llama3b-4k-mb4"]
+    predicted = bench.predict(own, "h100")["allocated_gib"]
+    results = [
+        (own, _fake(own.name, predicted * 1.25, 9000.0)),
+        (other, {"name": other.name, "oom": True, "at": "warm-up step 1: forward"}),
+    ]
+    bench.write_measured(results, tmp_path, _environment("NVIDIA H100 80GB HBM3"))
+    assert bench.main(["--compare", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith(own.name))
+    assert "-20.0%" in row and "modelled (no trace)" in row  # planner / measured - 1 = 1 / 1.25 - 1
+    assert "analytic: 1 measured cases, median |error| 20.0%" in out
+    assert f"{other.name}: OOM measured; planner (trace) does not fit: agrees" in out
+    assert bench.main(["--compare", "--out", str(tmp_path / "none")]) == 2
+
+
 def test_the_fallback_case_gives_the_top_level_peak_when_the_first_cannot(tmp_path):
     first, fallback = CASES["llava7b-2k-full-zero3-offload"], CASES["llava7b-2k-full"]
     results = [(first, {"name": first.name, "oom": False, "skipped": "host RAM"}), (fallback, _fake(fallback.name, 55.0, 3000.0))]

@@ -166,11 +166,14 @@ def test_autocast_follows_cudas_op_lists_not_the_cpus():
 
 
 def test_amp_trace_keeps_the_autocast_weight_copies(tmp_path):
-    """Mixed precision (fp32 weights, autocast): the bf16 copy autocast makes of each trained weight
-    is saved for backward; the pure-bf16 step has none."""
+    """Mixed precision with fp32 master weights (loaded in fp32, autocast): the bf16 copy autocast
+    makes of each trained weight is saved for backward; the pure-bf16 step has none, and neither has
+    the Trainer's bf16 flag over a model loaded in bf16 (autocast over 16-bit weights copies nothing)."""
     path = _llama(tmp_path)
-    amp = trace.trace_step(_setup(path, precision="bf16"), cache=False)
+    amp = trace.trace_step(_setup(path, precision="bf16", master_fp32=True), cache=False)
+    loaded16 = trace.trace_step(_setup(path, precision="bf16", master_fp32=False), cache=False)
     pure = trace.trace_step(_setup(path, precision="bf16-true"), cache=False)
+    assert amp.train_transient > loaded16.train_transient
     assert amp.train_transient > pure.train_transient
 
 

@@ -117,6 +117,7 @@ TRACE_FIELDS = (
     "modules_to_save",
     "quantization",
     "frozen_fp32",
+    "master_fp32",
     "precision",
     "optimizer",
     "attention",
@@ -402,8 +403,13 @@ def _dtypes(setup):
         return torch.float32, torch.float32, None
     if setup.precision == "bf16-true" or setup.engine == "deepspeed":
         return half, half, None  # DeepSpeed's bf16 / fp16 engine casts the module; no autocast
+    # AMP (the Trainer's bf16 / fp16 flags) autocasts over the weights as loaded: fp32 master weights
+    # only when the model is loaded in fp32 (`master_fp32`) or FSDP's mixed precision keeps them;
+    # a model loaded in 16 bits trains 16-bit weights, and its elementwise activations stay 16-bit
+    # (measured on an H100: Llama-3.2-3B loaded in bf16, benchmarks/gpu_memory.py).
+    trained = torch.float32 if setup.master_fp32 or setup.engine == "fsdp" else half
     frozen = torch.float32 if setup.frozen_fp32 else half
-    return torch.float32, frozen, half  # AMP: fp32 master weights, CUDA autocast
+    return trained, frozen, half
 
 
 def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) -> dict[str, Any]:
