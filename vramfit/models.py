@@ -66,20 +66,26 @@ def table_files() -> list[Path]:
 
 @functools.lru_cache(maxsize=1)
 def entries() -> tuple[Entry, ...]:
+    """The table: the recipes' own configs first (they won name clashes before the sidecar layout and still
+    do: a recipe plans the file it ships), then every sidecar of model_configs/hub/."""
+    return (*_recipe_entries(), *_sidecar_entries())
+
+
+def _sidecar_entries() -> list[Entry]:
     out: list[Entry] = []
     for sidecar in sorted(HUB_DIR.glob(f"*{SIDECAR}")):
         try:
             meta = json.loads(sidecar.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        config = sidecar.with_name(sidecar.name[: -len(SIDECAR)] + ".json")
-        planner = HUB_DIR / meta["planner_config"] if meta.get("planner_config") else config
+        published = sidecar.with_name(sidecar.name[: -len(SIDECAR)] + ".json")
+        planner = HUB_DIR / meta["planner_config"] if meta.get("planner_config") else published
         ids = [meta["hub_id"], *meta.get("aliases", [])]
         out.append(
             Entry(
                 meta["hub_id"],
                 tuple(i.lower() for i in ids),
-                config,
+                published if published.is_file() else planner,  # remote-code models: only the stand-in is shipped
                 planner,
                 sidecar,
                 meta.get("published_params"),
@@ -87,31 +93,32 @@ def entries() -> tuple[Entry, ...]:
                 float(meta.get("tolerance", 0.03)),
             )
         )
-    sidecared = {e.config for e in out}
-    for d in TABLE_DIRS:  # configs that carry their provenance in `_` keys (the recipes' own)
-        for path in sorted(d.glob("*.json")):
-            if not _is_config(path) or path in sidecared:
-                continue
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-            described = str(data.get("_model", ""))
-            words = [w for w in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described) if re.search(r"\d", w) and len(w) >= 5]
-            hub_id = next((w for w in words if "/" in w), "")
-            out.append(
-                Entry(
-                    hub_id,
-                    tuple(w.lower() for w in words),
-                    path,
-                    path,
-                    None,
-                    data.get("_published_params"),
-                    str(data.get("_published_params_source", "")),
-                    0.03,
-                )
+    return out
+
+
+def _recipe_entries() -> list[Entry]:
+    """model_configs/*.json: the recipes' configs, their provenance in `_` keys (`_model` names the model)."""
+    out: list[Entry] = []
+    for path in sorted(TABLE_DIRS[0].glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        described = str(data.get("_model", ""))
+        words = [w for w in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described) if re.search(r"\d", w) and len(w) >= 5]
+        out.append(
+            Entry(
+                next((w for w in words if "/" in w), ""),
+                tuple(w.lower() for w in words),
+                path,
+                path,
+                None,
+                data.get("_published_params"),
+                str(data.get("_published_params_source", "")),
+                0.03,
             )
-    return tuple(out)
+        )
+    return out
 
 
 def table_names() -> dict[str, Path]:
