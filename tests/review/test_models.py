@@ -101,3 +101,31 @@ def test_a_model_the_planner_cannot_summarise_leaves_the_review_incomplete_not_c
     assert result.exit_code in (0, 3) and not [f for f in result.findings if f.severity == "error"]
     if result.exit_code == 3:  # on this branch: params.py's GPT-2 summary fails, said as "memory not planned"
         assert any(f.what.startswith("memory not planned: the planner cannot summarise GPT2LMHeadModel") for f in result.findings)
+
+
+QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "method=qlora", "bf16=true", "per_device_train_batch_size=1", "seq_len=512"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[_id(e) for e in ENTRIES])
+def test_plan_model_config_answers_for_every_table_entry(entry, capsys):
+    """`vramfit plan --model-config FILE` on what the table resolves to: a plan (0) or an incomplete one (3) with
+    its message, never bad input or a traceback. A setup every table model fits (QLoRA, ZeRO-3, 8 x H100, 512
+    tokens) keeps it to the plan itself: no fix search."""
+    from vramfit.cli import main
+
+    code = main(["plan", "--model-config", str(entry.planner), *QLORA_ON_8_H100, "gradient_checkpointing=true"])
+    out, err = capsys.readouterr()
+    assert code in (0, 3) and "Traceback" not in out + err, (code, err[-400:])
+    assert "GPU:" in out and (code == 0 or "incomplete: not computed" in err)
+
+
+def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceback(capsys):
+    """The table plans gpt-oss-20b from its stand-in; the file as published (MXFP4 experts) is said to be
+    outside the planner, in the one problem format, exit 2."""
+    from vramfit.cli import main
+
+    entry = models.entry_for("openai/gpt-oss-20b")
+    assert entry is not None and entry.config != entry.planner
+    code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in out + err and "mxfp4" in out + err and "Fix:" in out + err
