@@ -129,3 +129,7 @@ def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceb
     code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in out + err and "mxfp4" in out + err and "Fix:" in out + err
+
+
+def test_the_table_page_is_current():
+    assert models.DOC.read_text() == models.table_markdown(), "run: python -m vramfit.models"
