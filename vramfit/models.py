@@ -1,6 +1,14 @@
-"""Find a model's config.json the way the libraries do: vramfit's shipped table (model_configs/ and
-model_configs/hub/, each file with its `_source`), a local folder holding config.json, the local
-Hugging Face cache, and, where the network allows, the Hub (config.json only, through huggingface_hub).
+"""Find a model's config.json the way the libraries do: vramfit's shipped table, a local folder holding
+config.json, the local Hugging Face cache, and, where the network allows, the Hub (config.json only,
+through huggingface_hub).
+
+The table (docs/model-table.md lists it):
+- model_configs/hub/NAME.json: a model's config.json as published, and beside it NAME.source.json, the
+  sidecar: `hub_id`, `aliases`, the URL of the config at a revision, the page it was read from, any edit,
+  and the published parameter count with its source. Where transformers has no class for the published
+  config (remote-code models), the sidecar's `planner_config` names a stand-in written by vramfit with the
+  same shapes in a native class (model_configs/hub/stand-ins/), and that is what the planner builds.
+- model_configs/*.json: the recipes' own configs, provenance in their `_` keys (`_model`, `_source`).
 
 `resolve(model_id)` never raises: it returns where the config came from, or None and the places it
 looked, so a caller can say what it could not compute instead of stopping.
@@ -8,6 +16,7 @@ looked, so a caller can say what it could not compute instead of stopping.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -17,7 +26,12 @@ from pathlib import Path
 from vramfit.paths import PACKAGE_ROOT
 
 TABLE_DIRS = (PACKAGE_ROOT / "model_configs", PACKAGE_ROOT / "model_configs" / "hub")
+HUB_DIR = PACKAGE_ROOT / "model_configs" / "hub"
+SIDECAR = ".source.json"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+# A table name followed by a separator still names that model (-Instruct, -hf, -chat, -2507, a local
+# checkpoint's -sft / -lora), unless what follows is another size or variant (gpt2 -> gpt2-medium, -70b).
+SUFFIX = re.compile(r"^[-_.](?!\d+(?:\.\d+)?[bmk]\b|(?:medium|large|xl|xxl|small|mini|tiny|base|nano|micro|vision|vl|moe|a\d)\b)", re.I)
 
 
 @dataclass
@@ -27,29 +41,124 @@ class Resolved:
     looked: list[str] = field(default_factory=list)  # where it looked, for the message when nothing was found
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One model of the shipped table."""
+
+    hub_id: str  # the Hub id the config belongs to ("" for a recipe config that names several)
+    names: tuple[str, ...]  # every id and alias it answers to, lowercased
+    config: Path  # the config file as published (or the recipe's config)
+    planner: Path  # what the planner builds: the config, or a stand-in for a remote-code model
+    sidecar: Path | None  # NAME.source.json (None for a recipe config: its provenance is in its `_` keys)
+    published_params: float | None
+    published_params_source: str
+    tolerance: float  # relative, for the parameter-count check
+
+
+def _is_config(path: Path) -> bool:
+    return not path.name.endswith(SIDECAR)
+
+
 def table_files() -> list[Path]:
-    return [p for d in TABLE_DIRS for p in sorted(d.glob("*.json"))]
+    """Every config file of the table that a planner can be given (sidecars excluded; stand-ins included)."""
+    return [p for d in (*TABLE_DIRS, HUB_DIR / "stand-ins") for p in sorted(d.glob("*.json")) if _is_config(p)]
 
 
-def table_names() -> dict[str, Path]:
-    """Every model name a table file stands for (from its `_model`), lowercased -> file."""
-    out: dict[str, Path] = {}
-    for path in table_files():
+@functools.lru_cache(maxsize=1)
+def entries() -> tuple[Entry, ...]:
+    """The table: the recipes' own configs first (they won name clashes before the sidecar layout and still
+    do: a recipe plans the file it ships), then every sidecar of model_configs/hub/."""
+    return (*_recipe_entries(), *_sidecar_entries())
+
+
+def _sidecar_entries() -> list[Entry]:
+    out: list[Entry] = []
+    for sidecar in sorted(HUB_DIR.glob(f"*{SIDECAR}")):
         try:
-            described = str(json.loads(path.read_text()).get("_model", ""))
+            meta = json.loads(sidecar.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        for word in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described):
-            if re.search(r"\d", word) and len(word) >= 5:
-                out.setdefault(word.rsplit("/", 1)[-1].lower(), path)
+        published = sidecar.with_name(sidecar.name[: -len(SIDECAR)] + ".json")
+        planner = HUB_DIR / meta["planner_config"] if meta.get("planner_config") else published
+        ids = [meta["hub_id"], *meta.get("aliases", [])]
+        out.append(
+            Entry(
+                meta["hub_id"],
+                tuple(i.lower() for i in ids),
+                published if published.is_file() else planner,  # remote-code models: only the stand-in is shipped
+                planner,
+                sidecar,
+                meta.get("published_params"),
+                str(meta.get("published_params_source", "")),
+                float(meta.get("tolerance", 0.03)),
+            )
+        )
     return out
 
 
+def _recipe_entries() -> list[Entry]:
+    """model_configs/*.json: the recipes' configs, their provenance in `_` keys (`_model` names the model)."""
+    out: list[Entry] = []
+    for path in sorted(TABLE_DIRS[0].glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        described = str(data.get("_model", ""))
+        words = [w for w in re.findall(r"[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)?", described) if re.search(r"\d", w) and len(w) >= 5]
+        out.append(
+            Entry(
+                next((w for w in words if "/" in w), ""),
+                tuple(w.lower() for w in words),
+                path,
+                path,
+                None,
+                data.get("_published_params"),
+                str(data.get("_published_params_source", "")),
+                0.03,
+            )
+        )
+    return out
+
+
+def table_names() -> dict[str, Path]:
+    """Every name a table entry answers to (its Hub id, its repository name, its aliases), lowercased -> the
+    file the planner builds. Sidecar entries first: an id in a sidecar wins over a recipe config's words."""
+    out: dict[str, Path] = {}
+    for entry in entries():
+        for name in entry.names:
+            out.setdefault(name, entry.planner)
+            out.setdefault(name.rsplit("/", 1)[-1], entry.planner)
+    return out
+
+
+def entry_for(model_id: str) -> Entry | None:
+    """The table entry of a model id or local path: its Hub id or an alias exactly; else the repository name
+    exactly (a local folder named like the model); else the longest table name it starts with followed by
+    a separator (-Instruct, -hf, -chat, -sft, ...)."""
+    wanted = model_id.strip().rstrip("/").lower()
+    name = wanted.rsplit("/", 1)[-1]
+    best: tuple[int, int, Entry] | None = None
+    for entry in entries():
+        for candidate in entry.names:
+            short = candidate.rsplit("/", 1)[-1]
+            if wanted == candidate:
+                rank = (3, len(candidate))
+            elif name == short:
+                rank = (2, len(short))
+            elif name.startswith(short) and SUFFIX.match(name[len(short) :]):
+                rank = (1, len(short))
+            else:
+                continue
+            if best is None or rank > best[:2]:
+                best = (*rank, entry)
+    return best[2] if best else None
+
+
 def in_table(model_id: str) -> Path | None:
-    """The table file for a model id or local path: same name, or that name plus a suffix (-Instruct, -hf)."""
-    name = model_id.rstrip("/").rsplit("/", 1)[-1].lower()
-    matches = [(len(c), p) for c, p in table_names().items() if name == c or (name.startswith(c) and name[len(c)] in "-_.")]
-    return max(matches, key=lambda m: m[0])[1] if matches else None
+    """The file the planner builds for a model id or local path (see entry_for), or None."""
+    entry = entry_for(model_id)
+    return entry.planner if entry is not None else None
 
 
 def _offline() -> bool:
@@ -94,3 +203,59 @@ def resolve(model_id: str | None, beside: Path | None = None) -> Resolved:
     except Exception as exc:  # no network, a gated or missing repository: said, not raised
         looked.append(f"the Hub ({exc.__class__.__name__})")
         return Resolved(None, "", looked)
+
+
+DOC = PACKAGE_ROOT / "docs" / "model-table.md"
+
+
+def table_markdown() -> str:
+    """docs/model-table.md: the shipped table, one row per entry, from the sidecars and the recipes' `_` keys
+    (`python -m vramfit.models` rewrites it; a test checks it is current)."""
+    rows = []
+    for e in entries():
+        meta = json.loads(e.sidecar.read_text()) if e.sidecar else {}
+        config = json.loads(e.planner.read_text())
+        kind = (
+            "stand-in (remote code / not plannable as published)"
+            if meta.get("planner_config")
+            else "recipe config (`_` keys)"
+            if e.sidecar is None
+            else re.split(r"[:(]| by ", meta.get("bytes", ""))[0].strip()
+        )
+        where = meta.get("read_from") or str(config.get("_source", ""))
+        where = f"[page]({where})" if where.startswith("https://") else where
+        aliases = ", ".join(meta.get("aliases", []))
+        params = f"{e.published_params / 1e9:.3g}B" if e.published_params else "?"
+        rows.append(
+            f"| `{e.hub_id or '-'}` | {aliases} | `{e.config.relative_to(PACKAGE_ROOT).as_posix()}` | {config.get('model_type', '?')} | {kind} | "
+            f"{params}: {e.published_params_source} | {where} |"
+        )
+    ids = {e.hub_id.lower() for e in entries() if e.hub_id}
+    return "\n".join(
+        [
+            "# vramfit's model table",
+            "",
+            "Generated by `python -m vramfit.models` from `model_configs/` (do not edit by hand). A model named in a",
+            "script is looked up here by its Hub id or an alias first (then a local folder, the Hugging Face cache, the",
+            "Hub). Each `model_configs/hub/NAME.json` is a config.json as published, with `NAME.source.json` beside it:",
+            "the Hub id, the page it was read from, any edit, and the published parameter count with its source.",
+            "`tests/review/test_models.py` builds every entry on the meta device and checks that count (3%).",
+            "",
+            "Kinds: *byte-exact* (the page gives a size and the file has it), *re-serialized* (values and key order",
+            "as the page shows them, written as transformers writes a config), *transcribed* (copied by an earlier",
+            "session before the sidecar layout; see the sidecar), *stand-in* (the published file cannot be planned:",
+            "a native class with the same shapes, written by vramfit and saying why), *recipe config*.",
+            "",
+            f"{len(ids)} distinct Hub ids, {len(entries())} files.",
+            "",
+            "| Hub id | aliases | file | model_type | kind | published parameters | read from |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    DOC.write_text(table_markdown())
+    print(f"wrote {DOC.relative_to(PACKAGE_ROOT)}")
