@@ -238,6 +238,21 @@ GRPO_PROMPT_DEFAULT = 512  # TRL's max_prompt_length default before it was remov
 HOST_RAM_UNSTATED = 65536  # GiB, the schema's ceiling: with no --host-ram-gib the host verdict is not a comparison
 
 
+def attention_class(value: str) -> str:
+    """The attention the planner models for a transformers `attn_implementation` value: the three it
+    knows as they are; FlashAttention 3, flex attention and Hub kernels of a flash kernel
+    (`kernels-community/vllm-flash-attn3`, transformers' `kernels` integration) keep no seq x seq
+    matrix, like flash_attention_2; `paged|X` (continuous batching) is X."""
+    v = value.strip()
+    if v.startswith("paged|"):
+        v = v.removeprefix("paged|")
+    if v in ("flash_attention_2", "sdpa", "eager"):
+        return v
+    if v in ("flash_attention_3", "flex_attention") or ("/" in v and "flash" in v.lower()):
+        return "flash_attention_2"
+    return value
+
+
 @dataclass
 class Origin:
     file: str
@@ -349,6 +364,16 @@ class _Builder:
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
+        if key == "model.attn_implementation" and isinstance(value, str):
+            planned = attention_class(value)
+            if planned != value:
+                self.note(
+                    "info",
+                    setting,
+                    f"attention '{value}' reviewed as {planned} (the same memory class: "
+                    + ("no seq x seq attention matrix is kept)" if planned == "flash_attention_2" else "what it pages is the kernel's input)"),
+                )
+                value = planned
         node = self.recipe
         parts = key.split(".")
         for part in parts[:-1]:
