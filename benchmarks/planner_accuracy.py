@@ -53,6 +53,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.calibration import scenario_setup  # noqa: E402
 from vramfit.hardware import CATALOGUE  # noqa: E402
 from vramfit.planner import (  # noqa: E402
     Setup,
@@ -126,7 +127,7 @@ def heldout(by_id: dict[str, dict]) -> list[dict]:
 
 
 def predict(row: dict, shared: Path) -> float:
-    return plan(Setup.from_scenario(row, shared)).measure(row["metric"])
+    return plan(scenario_setup(row, shared)).measure(row["metric"])
 
 
 def relative_errors(data: list[dict], shared: Path) -> list[tuple[str, float, float, float]]:
@@ -220,7 +221,7 @@ def main() -> int:
     table = []
     data = rows(shared)
     for row in data:
-        setup = Setup.from_scenario(row, shared)
+        setup = scenario_setup(row, shared)
         p = plan(setup)
         arch = params.summary(setup.model_config)
         predicted = p.measure(row["metric"])

@@ -4,9 +4,9 @@ import dataclasses
 
 from vramfit.planner import params, plan, states, training
 from vramfit.planner.activations import LogitsMode, logits_bytes
-from vramfit.planner.setup import Setup, _loss_fp32
+from vramfit.planner.setup import _loss_fp32
 
-from planner_support import SHARED, needs_shared, scenario_rows
+from planner_support import needs_shared, scenario_rows, scenario_setup
 
 GIB = 2**30
 NF4_DQ_CONSTANTS = 1 / 64 + 4 / (64 * 256)  # uint8 absmax per 64 weights + one fp32 per 256 blocks
@@ -41,7 +41,7 @@ def scenario(row_id: str, **changes) -> dict:
 
 
 def planned(row: dict):
-    s = Setup.from_scenario(row, SHARED)
+    s = scenario_setup(row)
     arch = params.summary(s.model_config)
     counts = params.count(arch, s)
     return s, arch, counts, states.gpu_states(s, counts, arch)
@@ -87,6 +87,6 @@ def test_dequantized_weight_is_in_the_training_peak():
     row = scenario("P12-r12")
     s, arch, counts, _ = planned(row)
     without = training.train_peak(s, arch, dataclasses.replace(counts, largest_quantized=0), s.seq_len)
-    p = plan(Setup.from_scenario(row, SHARED))
+    p = plan(scenario_setup(row))
     assert p.peak_phase == "train"
     assert round(p.breakdown["activations"] * GIB - without["activations"]) == 8192 * 28672 * 2
