@@ -2,11 +2,13 @@
 
 import dataclasses
 
-from vramfit.planner import params, plan, states, training
+import pytest
+
+from vramfit.planner import Setup, params, plan, states, training
 from vramfit.planner.activations import LogitsMode, logits_bytes
 from vramfit.planner.setup import _loss_fp32
 
-from planner_support import needs_shared, scenario_rows, scenario_setup
+from planner_support import REPO, needs_shared, scenario_rows, scenario_setup
 
 GIB = 2**30
 NF4_DQ_CONSTANTS = 1 / 64 + 4 / (64 * 256)  # uint8 absmax per 64 weights + one fp32 per 256 blocks
@@ -90,3 +92,28 @@ def test_dequantized_weight_is_in_the_training_peak():
     p = plan(scenario_setup(row))
     assert p.peak_phase == "train"
     assert round(p.breakdown["activations"] * GIB - without["activations"]) == 8192 * 28672 * 2
+
+
+# Optimizer states: torch.optim follows the parameter dtype (zeros_like), bitsandbytes / torchao do not.
+
+
+def _states(*items):
+    s = Setup.from_args(REPO / "model_configs" / "llama-3.2-3b.json", "a100-80g", 1, 1, None, list(items))
+    arch = params.summary(s.model_config)
+    c = params.count(arch, s)  # full fine-tuning: no LoRA targets to resolve
+    return c, states.gpu_states(s, c, arch)
+
+
+def test_low_bit_optimizer_states_keep_their_own_dtype_under_bf16_weights():
+    """bitsandbytes optim/optimizer.py Optimizer2State.init_state: uint8 (8-bit) or float32 (32-bit)
+    states whatever the parameter's dtype; torch AdamW's zeros_like moments are bf16 for bf16 weights."""
+    eight = 2 * (1 + 4 / 256)
+    for optim in ("adamw_torch_8bit", "adamw_8bit", "paged_adamw_8bit"):
+        c, st = _states("dtype=bfloat16", f"optim={optim}")
+        assert st.optimizer == pytest.approx(c.trainable * eight), optim
+    c, st = _states("bf16=true", "optim=adamw_8bit")  # AMP over 16-bit loaded weights
+    assert st.optimizer == pytest.approx(c.trainable * eight)
+    c, st = _states("dtype=bfloat16", "optim=paged_adamw_32bit")
+    assert st.optimizer == pytest.approx(c.trainable * 8)
+    c, st = _states("dtype=bfloat16", "optim=adamw_torch_fused")
+    assert st.optimizer == pytest.approx(c.trainable * 4)

@@ -63,6 +63,17 @@ def optimizer_state_bytes(name: str) -> float:
     return 8.0  # Adam family: exp_avg + exp_avg_sq in fp32
 
 
+def states_follow_param_dtype(name: str) -> bool:
+    """Whether the optimizer's states take the parameter's dtype. torch.optim creates them with
+    `torch.zeros_like(p)` (bf16 parameters: bf16 moments); bitsandbytes picks the state dtype from its
+    own bit width whatever the parameter's (optim/optimizer.py `Optimizer2State.init_state`: float32
+    for 32-bit, uint8 for 8-bit, float32 below `min_8bit_size`) and torchao's low-bit AdamW keeps its
+    own codes and fp32 block scales (torchao optim/subclass_8bit.py `OptimState8bit`)."""
+    n = name.lower()
+    low_bit = "8bit" in n or "4bit" in n or "32bit" in n or "bnb" in n
+    return not (low_bit or n.startswith(("paged_", "lion", "ademamix")))
+
+
 def foreach_intermediate(name: str) -> bool:
     """torch.optim.AdamW's default multi-tensor (foreach) path keeps one moment-sized intermediate
     (torch/optim/adam.py `_multi_tensor_adam`: exp_avg_sq_sqrt = torch._foreach_sqrt(...));
@@ -150,6 +161,8 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     else:
         train_b, master, moment_scale = 4, 0, 1.0  # AMP: trainable params stay fp32, autocast computes in 16-bit
     frozen_b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    if not states_follow_param_dtype(s.optimizer):
+        moment_scale = 1.0  # 8-bit / bitsandbytes states: their own dtype, not the parameter's
     moments = optimizer_state_bytes(s.optimizer) * moment_scale
     T, F, Q = c.trainable, c.frozen, c.quantized
     unit = max(c.largest_layer, arch.largest_module)
@@ -225,7 +238,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     # 16 bits - fp32 weights, gradients and moments (the "mixed precision with fp32 master" of AMP).
     loaded = T - c.lora if sixteen and s.precision != "bf16-true" and not s.master_fp32 else 0
     fp32_trainable = T - loaded
-    per_loaded = compute_b / FP32_BYTES
+    per_loaded = compute_b / FP32_BYTES if states_follow_param_dtype(s.optimizer) else 1.0
     weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb
     gradients = (fp32_trainable * train_b + loaded * compute_b) * ddp_copy
     optimizer = (fp32_trainable + loaded * per_loaded) * moments
