@@ -117,3 +117,18 @@ def test_low_bit_optimizer_states_keep_their_own_dtype_under_bf16_weights():
     assert st.optimizer == pytest.approx(c.trainable * 8)
     c, st = _states("dtype=bfloat16", "optim=adamw_torch_fused")
     assert st.optimizer == pytest.approx(c.trainable * 4)
+
+
+def test_gradients_are_freed_before_the_next_forward_on_one_gpu():
+    """zero_grad(set_to_none=True) after each step: a single-GPU full fine-tune's forward runs with no
+    gradients (they are counted whole at the optimizer step); gradient accumulation and DDP keep theirs."""
+    path = REPO / "model_configs" / "llama-3.2-3b.json"
+
+    def train_grads(gpus, *items):
+        p = plan(Setup.from_args(path, "a100-80g", gpus, 1, None, ["dtype=bfloat16", *items]))
+        return p.phase_breakdowns["train"].get("gradients", 0.0), p.phase_breakdowns["optimizer_step"]["gradients"]
+
+    single, at_step = train_grads(1)
+    assert single == 0.0 and at_step > 5.5  # 3.2 B bf16 gradients, held at the step
+    assert train_grads(1, "gradient_accumulation_steps=4")[0] == pytest.approx(at_step)
+    assert train_grads(2)[0] > 0  # DDP's reducer buckets live for the whole run

@@ -186,7 +186,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
         terms = training.train_peak(s, arch, counts, seq, loss)
     raw = {
-        "train": {**resident, "gathered_params": st.gathered, **terms},
+        "train": {**resident, "gradients": states.gradients_in_forward(s, st), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes

@@ -246,6 +246,20 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, 0.0, step, False)
 
 
+def gradients_in_forward(setup, st: States) -> float:
+    """Gradient bytes alive while the forward pass runs (the train phase's activation peak).
+
+    A single-GPU loop that steps after every micro-batch frees its gradients before the next forward:
+    HF Trainer's `model.zero_grad()` and torchtune's `optimizer.zero_grad(set_to_none=True)` set them to
+    None (torch.nn.Module.zero_grad: set_to_none=True by default since torch 2.0); they come back during
+    backward as the activations are freed, and the optimizer-step phase counts them whole. Kept: gradient
+    accumulation (earlier micro-batches' gradients are summed into), DDP's reducer buckets and DeepSpeed
+    / FSDP gradient buffers (allocated once, not freed between steps)."""
+    if setup.engine == "single" and setup.gradient_accumulation_steps == 1 and not st.persistent_grads:
+        return 0.0
+    return st.gradients
+
+
 def full_weights(setup, counts: Counts) -> float:
     """The whole model in its compute dtype on one GPU (ZeRO-3 gather for generation)."""
     b = 2 if setup.sixteen_bit else 4
