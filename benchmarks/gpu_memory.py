@@ -293,8 +293,8 @@ def predict(case: Case, gpu: str, attn: str = "sdpa", expandable: bool = True, h
 
 def card_for_device(name: str, total_gib: float) -> str:
     """The catalogue card for a CUDA device: by name when its size agrees, else the nearest size."""
+    from benchmarks.calibration import scenario_gpu
     from vramfit.hardware import CATALOGUE
-    from vramfit.planner.setup import scenario_gpu
 
     try:
         gpu = scenario_gpu(name)

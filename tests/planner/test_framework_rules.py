@@ -2,11 +2,13 @@
 
 import dataclasses
 
-from vramfit.planner import params, plan, states, training
-from vramfit.planner.activations import LogitsMode, logits_bytes
-from vramfit.planner.setup import Setup, _loss_fp32
+import pytest
 
-from planner_support import SHARED, needs_shared, scenario_rows
+from vramfit.planner import Setup, params, plan, states, training
+from vramfit.planner.activations import LogitsMode, logits_bytes
+from vramfit.planner.setup import _loss_fp32
+
+from planner_support import REPO, needs_shared, scenario_rows, scenario_setup
 
 GIB = 2**30
 NF4_DQ_CONSTANTS = 1 / 64 + 4 / (64 * 256)  # uint8 absmax per 64 weights + one fp32 per 256 blocks
@@ -41,7 +43,7 @@ def scenario(row_id: str, **changes) -> dict:
 
 
 def planned(row: dict):
-    s = Setup.from_scenario(row, SHARED)
+    s = scenario_setup(row)
     arch = params.summary(s.model_config)
     counts = params.count(arch, s)
     return s, arch, counts, states.gpu_states(s, counts, arch)
@@ -87,6 +89,46 @@ def test_dequantized_weight_is_in_the_training_peak():
     row = scenario("P12-r12")
     s, arch, counts, _ = planned(row)
     without = training.train_peak(s, arch, dataclasses.replace(counts, largest_quantized=0), s.seq_len)
-    p = plan(Setup.from_scenario(row, SHARED))
+    p = plan(scenario_setup(row))
     assert p.peak_phase == "train"
     assert round(p.breakdown["activations"] * GIB - without["activations"]) == 8192 * 28672 * 2
+
+
+# Optimizer states: torch.optim follows the parameter dtype (zeros_like), bitsandbytes / torchao do not.
+
+
+def _states(*items):
+    s = Setup.from_args(REPO / "model_configs" / "llama-3.2-3b.json", "a100-80g", 1, 1, None, list(items))
+    arch = params.summary(s.model_config)
+    c = params.count(arch, s)  # full fine-tuning: no LoRA targets to resolve
+    return c, states.gpu_states(s, c, arch)
+
+
+def test_low_bit_optimizer_states_keep_their_own_dtype_under_bf16_weights():
+    """bitsandbytes optim/optimizer.py Optimizer2State.init_state: uint8 (8-bit) or float32 (32-bit)
+    states whatever the parameter's dtype; torch AdamW's zeros_like moments are bf16 for bf16 weights."""
+    eight = 2 * (1 + 4 / 256)
+    for optim in ("adamw_torch_8bit", "adamw_8bit", "paged_adamw_8bit"):
+        c, st = _states("dtype=bfloat16", f"optim={optim}")
+        assert st.optimizer == pytest.approx(c.trainable * eight), optim
+    c, st = _states("bf16=true", "optim=adamw_8bit")  # AMP over 16-bit loaded weights
+    assert st.optimizer == pytest.approx(c.trainable * eight)
+    c, st = _states("dtype=bfloat16", "optim=paged_adamw_32bit")
+    assert st.optimizer == pytest.approx(c.trainable * 8)
+    c, st = _states("dtype=bfloat16", "optim=adamw_torch_fused")
+    assert st.optimizer == pytest.approx(c.trainable * 4)
+
+
+def test_gradients_are_freed_before_the_next_forward_on_one_gpu():
+    """zero_grad(set_to_none=True) after each step: a single-GPU full fine-tune's forward runs with no
+    gradients (they are counted whole at the optimizer step); gradient accumulation and DDP keep theirs."""
+    path = REPO / "model_configs" / "llama-3.2-3b.json"
+
+    def train_grads(gpus, *items):
+        p = plan(Setup.from_args(path, "a100-80g", gpus, 1, None, ["dtype=bfloat16", *items]))
+        return p.phase_breakdowns["train"].get("gradients", 0.0), p.phase_breakdowns["optimizer_step"]["gradients"]
+
+    single, at_step = train_grads(1)
+    assert single == 0.0 and at_step > 5.5  # 3.2 B bf16 gradients, held at the step
+    assert train_grads(1, "gradient_accumulation_steps=4")[0] == pytest.approx(at_step)
+    assert train_grads(2)[0] > 0  # DDP's reducer buckets live for the whole run

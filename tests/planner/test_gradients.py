@@ -1,4 +1,4 @@
-"""When the gradients coexist with the activations (vramfit/planner/plan.py `_train_gradients`).
+"""When the gradients coexist with the activations (vramfit/planner/states.py `gradients_in_forward`).
 
 The Trainer frees every gradient after the optimizer step (`model.zero_grad()`), so with no gradient
 accumulation the forward runs with none and the backward trades saved activations for gradients: the

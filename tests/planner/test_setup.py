@@ -9,7 +9,7 @@ import pytest
 from vramfit.planner import Setup, params, plan
 from vramfit.planner.setup import GRPO_DEFAULTS, HF_DEFAULTS, image_geometry
 
-from planner_support import REPO, SHARED, needs_shared, recipe_path, scenario_rows
+from planner_support import REPO, needs_shared, recipe_path, scenario_rows, scenario_setup
 
 RECIPE_NAMES = sorted(p.parent.name for p in (REPO / "recipes").glob("*/recipe.yaml"))
 
@@ -69,7 +69,7 @@ def test_every_scenario_plans():
     rows = scenario_rows()
     assert len(rows) == 61
     for row in rows.values():
-        p = plan(Setup.from_scenario(row, SHARED))
+        p = plan(scenario_setup(row))
         assert p.per_gpu_peak_gib > 0 and p.measure(row["metric"]) > 0
 
 
@@ -79,6 +79,6 @@ def test_recorded_ooms_are_predicted_not_to_fit():
     rows = scenario_rows()
     mt0 = {**rows["P5-r5"], "method": "full", "lora": None}
     minicpm = {**rows["MV-r56"], "num_gpus": 2}
-    assert not plan(Setup.from_scenario(mt0, SHARED)).fits
-    assert not plan(Setup.from_scenario(minicpm, SHARED)).fits
-    assert plan(Setup.from_scenario(rows["MV-r56"], SHARED)).fits  # the same on 4 GPUs ran (75.0 GiB)
+    assert not plan(scenario_setup(mt0)).fits
+    assert not plan(scenario_setup(minicpm)).fits
+    assert plan(scenario_setup(rows["MV-r56"])).fits  # the same on 4 GPUs ran (75.0 GiB)

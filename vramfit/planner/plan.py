@@ -156,24 +156,6 @@ def embedding_lora(setup: Setup, arch) -> int:
     return (len(embed) > 0) * setup.lora_r * (arch.vocab + arch.text.hidden) + head * setup.lora_r * (arch.vocab + arch.text.hidden)
 
 
-def _train_gradients(s: Setup, st, terms: dict[str, float]) -> float:
-    """The gradient bytes the train phase's peak holds beside its activations.
-
-    The Trainer ends each optimizer step with `model.zero_grad()` (transformers trainer.py; torch's
-    `Module.zero_grad` sets `.grad = None`), so the next forward runs with no gradients. In the backward,
-    autograd frees each node's saved tensors as it runs while AccumulateGrad creates the gradients: the
-    activations fall as the gradients rise, so the peak is the larger of the two, not their sum. Held in
-    full: a later micro-step of gradient accumulation, ZeRO-3's flat gradient buffer (`persistent_grads`),
-    DeepSpeed's and FSDP's own gradient partitions (not read here), DDP's buckets (half of the DDP
-    figure, `gradient_as_bucket_view=False`). Measured on an H100 (benchmarks/gpu_memory.py --compare):
-    Llama-3.2-3B full bf16 at 4k peaked at weights + moments + activations, 6 GiB of gradients below the sum.
-    """
-    if st.persistent_grads or s.gradient_accumulation_steps > 1 or s.engine not in ("single", "ddp") or s.optimizer_in_backward:
-        return st.gradients
-    freed = st.gradients / 2 if s.engine == "ddp" and s.world > 1 else st.gradients
-    return st.gradients - freed + max(0.0, freed - sum(terms.values()))
-
-
 def _plan(setup: Setup, trace: bool = False) -> Plan:
     s = setup
     arch = params.summary(s.model_config)
@@ -204,7 +186,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
         terms = training.train_peak(s, arch, counts, seq, loss)
     raw = {
-        "train": {**resident, "gradients": _train_gradients(s, st, terms), "gathered_params": st.gathered, **terms},
+        "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes

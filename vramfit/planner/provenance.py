@@ -4,9 +4,14 @@ Most of the planner is read off library code (bytes per element, what an op save
 defaults) and papers (Korthikanti et al. 2022; Dettmers et al. 2023); those carry their citation
 where they are used. The constants below are the ones taken from a *measurement*. Each names the
 measurement and which published-peak source (the benchmark's `source` keys) it was read from or
-compared with, if any, and the value the planner would use without it - derived from library code
-or a paper, not from a measurement. `benchmarks/planner_accuracy.py` predicts each source with the
-constants calibrated on that source replaced by their fallbacks (leave-one-source-out).
+compared with, if any, the benchmark figures (ids of scenarios.jsonl, heldout_figures.jsonl,
+external_figures.jsonl) it was read from - none, for every constant here - and the value the planner
+would use without it - derived from library code or a paper, not from a measurement.
+
+Leave-one-source-out (`benchmarks/planner_accuracy.py`): for each benchmark source, every constant
+whose evidence came from that source (`calibrated_on`, or a figure of that source in `from_figures`)
+is re-derived without it. Each constant here rests on one measurement, so without it nothing is left
+and the constant takes its fallback; then every figure of the source is predicted again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class Constant:
     fallback: Any  # the value without that measurement
     fallback_source: str  # library code or paper the fallback comes from
     affects: str  # which figures it moves
+    from_figures: tuple[str, ...] = ()  # benchmark figure ids the value was read from (none here)
 
 
 CONSTANTS = (
@@ -69,6 +75,7 @@ CONSTANTS = (
 )
 
 
-def calibrated_on(source: str) -> list[Constant]:
-    """The constants read from (or compared with) `source`."""
-    return [c for c in CONSTANTS if c.calibrated_on == source]
+def calibrated_on(source: str, figures: tuple[str, ...] | list[str] = ()) -> list[Constant]:
+    """The constants read from (or compared with) `source`, or from any of its benchmark `figures`."""
+    wanted = set(figures)
+    return [c for c in CONSTANTS if c.calibrated_on == source or wanted & set(c.from_figures)]

@@ -63,6 +63,17 @@ def optimizer_state_bytes(name: str) -> float:
     return 8.0  # Adam family: exp_avg + exp_avg_sq in fp32
 
 
+def states_follow_param_dtype(name: str) -> bool:
+    """Whether the optimizer's states take the parameter's dtype. torch.optim creates them with
+    `torch.zeros_like(p)` (bf16 parameters: bf16 moments); bitsandbytes picks the state dtype from its
+    own bit width whatever the parameter's (optim/optimizer.py `Optimizer2State.init_state`: float32
+    for 32-bit, uint8 for 8-bit, float32 below `min_8bit_size`) and torchao's low-bit AdamW keeps its
+    own codes and fp32 block scales (torchao optim/subclass_8bit.py `OptimState8bit`)."""
+    n = name.lower()
+    low_bit = "8bit" in n or "4bit" in n or "32bit" in n or "bnb" in n
+    return not (low_bit or n.startswith(("paged_", "lion", "ademamix")))
+
+
 def foreach_intermediate(name: str) -> bool:
     """torch.optim.AdamW's default multi-tensor (foreach) path keeps one moment-sized intermediate
     (torch/optim/adam.py `_multi_tensor_adam`: exp_avg_sq_sqrt = torch._foreach_sqrt(...));
@@ -150,6 +161,8 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     else:
         train_b, master, moment_scale = 4, 0, 1.0  # AMP: trainable params stay fp32, autocast computes in 16-bit
     frozen_b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    if not states_follow_param_dtype(s.optimizer):
+        moment_scale = 1.0  # 8-bit / bitsandbytes states: their own dtype, not the parameter's
     moments = optimizer_state_bytes(s.optimizer) * moment_scale
     T, F, Q = c.trainable, c.frozen, c.quantized
     unit = max(c.largest_layer, arch.largest_module)
@@ -225,12 +238,31 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     # 16 bits - fp32 weights, gradients and moments (the "mixed precision with fp32 master" of AMP).
     loaded = T - c.lora if sixteen and s.precision != "bf16-true" and not s.master_fp32 else 0
     fp32_trainable = T - loaded
-    per_loaded = compute_b / FP32_BYTES
+    per_loaded = compute_b / FP32_BYTES if states_follow_param_dtype(s.optimizer) else 1.0
     weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb
     gradients = (fp32_trainable * train_b + loaded * compute_b) * ddp_copy
     optimizer = (fp32_trainable + loaded * per_loaded) * moments
     step = optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0  # one of the two moments
     return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, 0.0, step, False)
+
+
+def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
+    """Gradient bytes the train phase's peak holds beside its activations (`terms`).
+
+    The Trainer ends each optimizer step with `model.zero_grad()` and torchtune with
+    `optimizer.zero_grad(set_to_none=True)` (torch.nn.Module.zero_grad: set_to_none=True by default since
+    torch 2.0), so the next forward runs with no gradients. In the backward, autograd frees each node's
+    saved tensors as it runs while AccumulateGrad creates the gradients: the activations fall as the
+    gradients rise, so the peak holds the larger of the two, not their sum; the optimizer-step phase counts
+    them whole. Kept through the forward: gradient accumulation (later micro-batches sum into them), ZeRO-3's
+    flat buffer (`persistent_grads`), DeepSpeed's and FSDP's gradient buffers, and DDP's reducer buckets (half
+    of the DDP figure, `gradient_as_bucket_view=False`). Measured on an H100 (benchmarks/gpu_memory.py
+    --compare; benchmarks/gradient_lifetime.py): Llama-3.2-3B full bf16 at 4k peaked at weights + moments +
+    activations, 6 GiB of gradients below the sum."""
+    if st.persistent_grads or setup.gradient_accumulation_steps > 1 or setup.engine not in ("single", "ddp") or setup.optimizer_in_backward:
+        return st.gradients
+    freed = st.gradients / 2 if setup.engine == "ddp" and setup.world > 1 else st.gradients
+    return st.gradients - freed + max(0.0, freed - sum(terms.values()))
 
 
 def full_weights(setup, counts: Counts) -> float:
