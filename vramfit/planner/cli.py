@@ -165,7 +165,9 @@ def _plan(args):
 
     # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own),
     # with its cached verdict: a recipe validated before is not re-checked by TrainingArguments / DeepSpeed.
-    return plan_recipe(validate(targets[0], overrides, plan=False, cache=True).recipe, trace=args.trace)
+    # The plan is fed what validation resolved (arguments, DeepSpeed "auto" values), kept in that cache.
+    validated = validate(targets[0], overrides, plan=False, cache=True)
+    return plan_recipe(validated.recipe, trace=args.trace, resolved=validated.resolved)
 
 
 def _problem(file: str, key: str, what: str, fix: str):

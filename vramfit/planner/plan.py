@@ -276,14 +276,23 @@ def vllm_share(setup: Setup) -> float:
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 
 
-def plan_recipe(recipe, fixes: bool = True, trace: bool = False) -> Plan:
-    """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned)."""
-    result = plan(Setup.from_recipe(recipe), trace=trace)
+def plan_recipe(recipe, fixes: bool = True, trace: bool = False, resolved=None) -> Plan:
+    """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned).
+
+    `resolved` (from_validation.Resolved, as `vramfit.validate` returns it): the arguments and DeepSpeed
+    JSON as the libraries resolved them feed the plan and every fix's re-plan; without it the planner
+    reads the library defaults itself (`vramfit doctor`, `review`, the docs)."""
+    from vramfit.planner import from_validation
+
+    def setup_of(r, base=None) -> Setup:
+        return Setup.from_recipe(r) if resolved is None else from_validation.setup(r, resolved, base)
+
+    result = plan(setup_of(recipe), trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 
         def replan(overrides: dict[str, Any]) -> Plan:
-            return plan(Setup.from_recipe(with_overrides(recipe, overrides)))
+            return plan(setup_of(with_overrides(recipe, overrides), base=recipe.training))
 
         result.fixes = search(result, replan, mode="recipe", recipe=recipe)
         result.fixes_searched = True

@@ -1,0 +1,88 @@
+"""Issue 19: the recipe planner is fed what validation resolved with the libraries' own code (one source)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VRAMFIT_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_value_only_trl_resolves_reaches_the_plan_built_and_cached(cache):
+    """generation_batch_size=24 on 6 ranks x micro-batch 4: GRPOConfig.__post_init__ derives
+    steps_per_generation = 24 / (4 x 6) = 1. The planner alone reads no such rule (it would generate
+    gradient_accumulation_steps = 4 micro-batches at once)."""
+    from vramfit.planner.plan import plan_recipe
+    from vramfit.validate import validate
+
+    peaks = []
+    for cached in (False, True, True):  # built by TRL; written to the validate cache; read from it
+        v = validate("vlm-r1-h20", ["generation_batch_size=24"], plan=False, cache=cached)
+        assert v.arguments["steps_per_generation"] == 1 and v.arguments["generation_batch_size"] == 24
+        p = plan_recipe(v.recipe, fixes=False, resolved=v.resolved)
+        assert p.setup.steps_per_generation == 1 and p.setup.generation_batch == 4
+        peaks.append(p.phases["generation"])
+    assert list(cache.glob("validation-*.json"))
+    assert peaks[0] == peaks[1] == peaks[2]
+    alone = plan_recipe(v.recipe, fixes=False)
+    assert alone.setup.steps_per_generation is None and alone.setup.generation_batch == 16
+    assert alone.phases["generation"] > peaks[0]
+
+
+def test_the_pre_launch_plan_and_the_plan_command_use_the_resolved_values(cache, capsys):
+    import json
+
+    from vramfit.cli import main
+    from vramfit.validate import validate
+
+    v = validate("vlm-r1-h20", ["generation_batch_size=24"], plan=True)  # what `vramfit run` / `slurm` plan before launch
+    assert v.plan.setup.steps_per_generation == 1
+    assert main(["plan", "vlm-r1-h20", "generation_batch_size=24", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["per_gpu_peak_gib"] == round(v.plan.per_gpu_peak_gib, 2)
+
+
+def test_the_zero_block_is_the_json_transformers_filled(cache):
+    """The "auto" buckets are transformers' (HfTrainerDeepSpeedConfig.trainer_config_finalize), and the plan
+    follows the resolved JSON it is given, not a fill of its own."""
+    from vramfit.planner.from_validation import Resolved
+    from vramfit.planner.plan import plan_recipe
+    from vramfit.validate import validate
+
+    v = validate("vlm-r1-h20", [], plan=False, cache=True)
+    zero = v.deepspeed["zero_optimization"]
+    hidden = 2048  # model_configs of vlm-r1-h20: Qwen2.5-VL-3B text hidden size
+    assert (zero["reduce_bucket_size"], zero["stage3_prefetch_bucket_size"], zero["stage3_param_persistence_threshold"]) == (
+        hidden * hidden,
+        int(0.9 * hidden * hidden),
+        10 * hidden,
+    )
+    planned = plan_recipe(v.recipe, fixes=False, resolved=v.resolved).setup.zero
+    assert (planned.reduce_bucket_size, planned.prefetch_bucket_size, planned.param_persistence_threshold) == (
+        hidden * hidden,
+        int(0.9 * hidden * hidden),
+        10 * hidden,
+    )
+    other = copy.deepcopy(v.deepspeed)
+    other["zero_optimization"]["stage3_prefetch_bucket_size"] = 123_456_789
+    fed = plan_recipe(v.recipe, fixes=False, resolved=Resolved(v.arguments, other, v.recipe.deepspeed))
+    assert fed.setup.zero.prefetch_bucket_size == 123_456_789
+
+
+def test_a_fix_re_plan_keeps_the_resolved_values_and_re_derives_what_it_changes():
+    from types import SimpleNamespace
+
+    from vramfit.planner.from_validation import Resolved
+
+    resolved = Resolved({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "steps_per_generation": 4, "optim": "adamw_torch_fused"}, None)
+    base = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4}
+    assert resolved.training(SimpleNamespace(training=dict(base)))["steps_per_generation"] == 4
+    fixed = resolved.training(SimpleNamespace(training={**base, "gradient_accumulation_steps": 8}), base=base)
+    assert fixed["gradient_accumulation_steps"] == 8 and "steps_per_generation" not in fixed  # TRL's default re-derived
+    assert fixed["optim"] == "adamw_torch_fused"  # the library default the recipe left out
+    pinned = resolved.training(SimpleNamespace(training={**base, "steps_per_generation": 1}), base=base)
+    assert pinned["steps_per_generation"] == 1
