@@ -36,7 +36,7 @@ LIMIT = 3
 
 
 def _usable_excess(p) -> float:
-    from vramfit.planner.plan import HEADROOM
+    from vramfit.planner.headroom import HEADROOM
 
     gpu = max(0.0, p.per_gpu_peak_gib - p.gpu_memory_gib * (1 - HEADROOM))
     host = 0.0 if p.host_ram_available_gib is None else max(0.0, p.host_ram_gib - p.host_ram_available_gib * (1 - HEADROOM))

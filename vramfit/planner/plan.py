@@ -13,9 +13,7 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
   28.77 GiB allocated, i.e. 25-45% of the transient part. With `expandable_segments:True` segments
   grow in 2 MiB pages and the residue is small: 2% (MiniCPM-V#338: 683.81 MiB of 77.49 GiB is 0.9%).
 - CUDA context: hardware.py `context_gib` (measured per card).
-- headroom: a plan fits when its peak is at most 95% of the card (5% kept for what no model
-  predicts: NCCL buffers that grow with the communicator, cuDNN/cuBLAS workspaces per stream,
-  sequence-length outliers); host RAM likewise at most 95% of the node.
+- headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
 host under pressure, so they are shown in the peak but not held against the card.
 """
@@ -27,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramfit.planner import evaluation, grpo, host, params, states, training
+from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
 GIB = 2**30
-HEADROOM = 0.05
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
 RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "vllm")
@@ -80,7 +78,7 @@ class Plan:
 
     @property
     def usable_gib(self) -> float:
-        return self.gpu_memory_gib * (1 - HEADROOM)
+        return usable(self.gpu_memory_gib)
 
     @property
     def ok(self) -> bool:
@@ -245,10 +243,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         gpu_memory_gib=gpu.memory_gib,
         per_gpu_peak_gib=peak,
         peak_phase=peak_phase,
-        fits=binding <= gpu.memory_gib * (1 - HEADROOM),
+        fits=binding <= usable(gpu.memory_gib),
         host_ram_gib=host_total,
         host_ram_available_gib=available,
-        host_ram_fits=available is None or host_total <= available * (1 - HEADROOM),
+        host_ram_fits=available is None or host_total <= usable(available),
         breakdown=phase_breakdowns[peak_phase],
         phases=phases,
         phase_breakdowns=phase_breakdowns,
