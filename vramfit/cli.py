@@ -93,22 +93,22 @@ def report(error: ConfigError, as_json: bool = False) -> int:
 
 
 def cmd_list(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
     if args.markdown:
-        print(catalog.markdown_table())
+        print(recipe_index.markdown_table())
     else:
-        catalog.print_table()
+        recipe_index.print_table()
     return EXIT_OK
 
 
 def cmd_show(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
         return _usage(f"show takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    return catalog.show(targets[0], overrides, as_json=args.json)
+    return recipe_index.show(targets[0], overrides, as_json=args.json)
 
 
 def cmd_validate(args) -> int:
@@ -188,9 +188,9 @@ def cmd_slurm(args) -> int:
 
 
 def cmd_cp(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
-    dest = catalog.copy(args.recipe, args.new_name)
+    dest = recipe_index.copy(args.recipe, args.new_name)
     print(f"copied to {dest}/; edit {dest}/recipe.yaml, then: vramfit validate {args.new_name}")
     return EXIT_OK
 
