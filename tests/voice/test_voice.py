@@ -248,3 +248,49 @@ def test_cached_validation_gives_the_same_verdict(tmp_path, monkeypatch):
     again = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
     assert ok.recipe.training["learning_rate"] == again.recipe.training["learning_rate"] == 2e-5
     assert again.deepspeed == ok.deepspeed and again.deepspeed["train_micro_batch_size_per_gpu"] == 4
+
+
+# One bad input per command (and argparse's own usage errors): every one is told in the one problem format.
+BAD_INPUT = [
+    ["list", "extra"],
+    ["show", "vlm-r1-h2"],
+    ["show", "vlm-r1-h20", "vlm-r1-h20"],
+    ["validate", "vlm-r1-h20", "learning_rate=abc"],
+    ["plan", "vlm-r1-h2"],
+    ["plan", "--nope"],
+    ["run", "vlm-r1-h20", "--nodes", "7"],
+    ["run", "vlm-r1-h20", "vlm-r1-h20"],
+    ["slurm", "vlm-r1-h2"],
+    ["fit"],
+    ["review", "/nonexistent/run.sh"],
+    ["cp", "vlm-r1-h2", "new-name"],
+    ["cp", "vlm-r1-h20"],
+    ["doctor", "/nonexistent/train.log"],
+    ["frobnicate"],
+]
+HAS_JSON = {"show", "validate", "plan", "fit", "review", "doctor"}
+PROBLEM_LINE = r"  (error|warning): \S[^:]*: (\S+: )?.+[.?] Fix: .+"
+
+
+@pytest.mark.parametrize("argv", BAD_INPUT, ids=" ".join)
+def test_every_command_tells_bad_input_in_the_one_format(argv, capsys):
+    import re
+
+    from vramfit.cli import main
+
+    assert main(list(argv)) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.rstrip("\n").split("\n")
+    if argv[0] == "validate":  # its verdict per recipe (`ok NAME` on stdout, `FAIL NAME` here), then the problems
+        assert lines.pop(0) == f"FAIL {argv[1]}"
+    assert re.fullmatch(r"vramfit: \d+ problems?; nothing was launched or written\.", lines[0]), captured.err
+    assert lines[1:] and all(re.fullmatch(PROBLEM_LINE, line) for line in lines[1:]), captured.err
+    assert not captured.out
+    if argv[0] in HAS_JSON:
+        assert main([*argv, "--json"]) == 2
+        captured = capsys.readouterr()
+        data = json.loads(captured.out)  # one JSON object on stdout, nothing on stderr
+        assert not captured.err
+        problems = data["problems"] if "problems" in data else [p for r in data["recipes"] for p in r["problems"]]
+        assert data["exit_code"] == 2 and problems
+        assert all(set(p) == {"severity", "file", "key", "what", "fix", "text"} for p in problems)
