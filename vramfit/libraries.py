@@ -97,6 +97,17 @@ def quiet_rank() -> None:
             os.environ["DS_ACCELERATOR"] = "cpu"
 
 
+def launcher_env() -> dict[str, str]:
+    """Environment for a launched job's processes (the launcher - torchrun, accelerate, deepspeed - and every
+    rank), applied, not printed or saved: on a host without a GPU, the accelerator DeepSpeed picks anyway,
+    named so that each process that imports DeepSpeed does not warn "Setting accelerator to CPU". None under -v."""
+    if verbose() or "DS_ACCELERATOR" in os.environ:
+        return {}
+    import torch  # the runner has imported it (validation)
+
+    return {} if torch.cuda.is_available() else {"DS_ACCELERATOR": "cpu"}
+
+
 @contextlib.contextmanager
 def drop_stdout_lines(pattern: str):
     """Inside the block, whole stdout lines matching `pattern` (a library's print()) are dropped; -v keeps them."""

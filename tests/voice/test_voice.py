@@ -294,3 +294,53 @@ def test_every_command_tells_bad_input_in_the_one_format(argv, capsys):
         problems = data["problems"] if "problems" in data else [p for r in data["recipes"] for p in r["problems"]]
         assert data["exit_code"] == 2 and problems
         assert all(set(p) == {"severity", "file", "key", "what", "fix", "text"} for p in problems)
+
+
+def test_launched_processes_are_told_the_accelerator_deepspeed_would_pick(monkeypatch):
+    """The launcher (torchrun / accelerate / deepspeed) and every rank import DeepSpeed; on a host without a GPU
+    each would warn "Setting accelerator to CPU". The runner names it for them (applied, not printed); -v does not."""
+    import logging
+
+    import torch
+    from deepspeed.accelerator import real_accelerator
+
+    from vramfit import libraries
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    libraries.set_verbose(True)
+    assert libraries.launcher_env() == {}
+    libraries.set_verbose(False)
+    env = libraries.launcher_env()
+    if torch.cuda.is_available():  # a GPU host: DeepSpeed picks CUDA without a word
+        assert env == {}
+        return
+    assert env == {"DS_ACCELERATOR": "cpu"}
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = real_accelerator.accel_logger
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    logger.addHandler(handler)
+    try:
+        for environ in ({}, env):  # what a launched process would print, without and with the runner's env
+            monkeypatch.setattr(real_accelerator, "ds_accelerator", None)
+            for key, value in environ.items():
+                monkeypatch.setenv(key, value)
+            real_accelerator.get_accelerator()
+    finally:
+        logger.removeHandler(handler)
+    assert [s for s in said if s.startswith("Setting accelerator to CPU")] == [said[0]] and len(said) == 1
+
+
+def test_the_runner_applies_the_launcher_env(monkeypatch, tmp_path):
+    from vramfit import libraries, run
+    from vramfit.supervise import Launch
+
+    seen = {}
+    monkeypatch.setattr(libraries, "launcher_env", lambda: {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "3"})
+    monkeypatch.setattr(run, "stream", lambda launches, env: seen.update(env) or 1)
+    monkeypatch.setattr(run, "diagnose", lambda log, name: None)
+    (tmp_path / "train.log").write_text("")
+    run._execute([Launch(["true"], tmp_path / "train.log")], {"OMP_NUM_THREADS": "1"}, "probe")
+    assert seen == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}  # the recipe's env wins
