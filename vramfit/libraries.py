@@ -311,10 +311,17 @@ def argument_default(method: str | None, name: str):
     return argument_defaults(method).get(name)
 
 
-def grpo_steps_per_generation(gradient_accumulation_steps: int, steps_per_generation: int | None = None) -> int:
+def grpo_steps_per_generation(
+    gradient_accumulation_steps: int, steps_per_generation: int | None = None, generation_batch_size: int | None = None, global_micro_batch: int | None = None
+) -> int:
     """Micro-batches one GRPO generation round serves (trl 1.16 grpo_config.py __post_init__: steps_per_generation
-    defaults to gradient_accumulation_steps)."""
-    return steps_per_generation or gradient_accumulation_steps
+    defaults to gradient_accumulation_steps; with generation_batch_size set instead, it is generation_batch_size /
+    (per_device_train_batch_size x num_processes), the `global_micro_batch`)."""
+    if steps_per_generation:
+        return steps_per_generation
+    if generation_batch_size and global_micro_batch:
+        return int(generation_batch_size) // int(global_micro_batch)
+    return gradient_accumulation_steps
 
 
 def grpo_generation_batch(

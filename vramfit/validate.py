@@ -28,7 +28,7 @@ class Validated:
             return None
         from vramfit.planner.from_validation import Resolved
 
-        return Resolved(self.arguments, self.deepspeed, self.recipe.deepspeed)
+        return Resolved(self.arguments, self.deepspeed, self.recipe.deepspeed, dict(self.recipe.training))
 
 
 def validate(target: str | Path, overrides=(), plan: bool = True, force: bool = False, cache: bool = False) -> Validated:

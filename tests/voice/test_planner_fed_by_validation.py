@@ -78,11 +78,50 @@ def test_a_fix_re_plan_keeps_the_resolved_values_and_re_derives_what_it_changes(
 
     from vramfit.planner.from_validation import Resolved
 
-    resolved = Resolved({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "steps_per_generation": 4, "optim": "adamw_torch_fused"}, None)
     base = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4}
+    arguments = {**base, "steps_per_generation": 4, "optim": "adamw_torch_fused"}
+    resolved = Resolved(arguments, None, source_training=dict(base))
     assert resolved.training(SimpleNamespace(training=dict(base)))["steps_per_generation"] == 4
-    fixed = resolved.training(SimpleNamespace(training={**base, "gradient_accumulation_steps": 8}), base=base)
+    fixed = resolved.training(SimpleNamespace(training={**base, "gradient_accumulation_steps": 8}))
     assert fixed["gradient_accumulation_steps"] == 8 and "steps_per_generation" not in fixed  # TRL's default re-derived
     assert fixed["optim"] == "adamw_torch_fused"  # the library default the recipe left out
-    pinned = resolved.training(SimpleNamespace(training={**base, "steps_per_generation": 1}), base=base)
+    pinned = resolved.training(SimpleNamespace(training={**base, "steps_per_generation": 1}))
     assert pinned["steps_per_generation"] == 1
+    # generation_batch_size set instead: TRL derives steps_per_generation = 48 / (2 micro x 6 ranks) = 4
+    batch = {**base, "generation_batch_size": 48}
+    resolved = Resolved({**arguments, "steps_per_generation": 2}, None, source_training=dict(batch))
+    halved = resolved.training(SimpleNamespace(training={**batch, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}, world_size=6))
+    assert halved["steps_per_generation"] == 4
+
+
+def test_the_generation_fix_lowers_the_batch_a_recipe_sets():
+    """TRL refuses steps_per_generation beside generation_batch_size: the fix changes the one the recipe sets."""
+    import dataclasses
+
+    from vramfit.paths import find_recipe
+    from vramfit.planner import fixes
+    from vramfit.planner.plan import plan_recipe
+    from vramfit.recipe import load
+
+    recipe = load(find_recipe("vlm-r1-h20"))
+    planned = plan_recipe(recipe, fixes=False)
+    short = dataclasses.replace(planned, fits=False, phases={**planned.phases, "generation": 2 * planned.gpu_memory_gib})
+    for training, wanted in (({}, {"steps_per_generation": 1}), ({"generation_batch_size": 96}, {"generation_batch_size": 24})):
+        found = fixes.candidates(short, "recipe", recipe=recipe.model_copy(update={"training": {**recipe.training, **training}}))
+        assert ("generation", wanted) in [(family, overrides) for family, overrides, _why in found]
+
+
+def test_fix_re_plans_are_fed_too(cache):
+    """A recipe that does not fit: every fix is re-planned on the resolved values, the fix's own keys winning."""
+    from vramfit.planner.plan import plan_recipe, with_overrides
+    from vramfit.validate import validate
+
+    v = validate("vlm-r1-h20", ["generation_batch_size=24", "max_completion_length=65536"], plan=False, cache=True)
+    p = plan_recipe(v.recipe, resolved=v.resolved)
+    assert not p.fits and p.fixes
+    for fix in p.fixes:
+        again = plan_recipe(with_overrides(v.recipe, fix["overrides"]), fixes=False, resolved=v.resolved)
+        assert round(again.per_gpu_peak_gib, 1) == round(fix["per_gpu_peak_gib"], 1)
+        assert again.setup.micro_batch == fix["overrides"].get("per_device_train_batch_size", 4)
+        # TRL: 24 / (micro-batch x 6 ranks)
+        assert again.setup.steps_per_generation == 24 // (again.setup.micro_batch * 6)

@@ -55,25 +55,34 @@ PRECISION_KEYS = ("bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval")
 
 @dataclass(frozen=True)
 class Resolved:
-    """What validation resolved with the libraries' own code: the argument dataclass as a JSON-safe dict
-    (`TrainingArguments.to_dict()`), and the DeepSpeed JSON with its "auto" values filled (None: no JSON)."""
+    """What validation resolved with the libraries' own code for one recipe: the argument dataclass as a
+    JSON-safe dict (`TrainingArguments.to_dict()`), the DeepSpeed JSON with its "auto" values filled (None:
+    no JSON), and what they were resolved from (the recipe's `deepspeed:` and `training:`)."""
 
     arguments: dict[str, Any]
     deepspeed: dict[str, Any] | None
-    deepspeed_file: str | None = None  # the recipe's `deepspeed:` the JSON was resolved from
+    deepspeed_file: str | None = None
+    source_training: dict[str, Any] | None = None
 
-    def training(self, recipe, base: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The recipe's `training:` with the planner's keys as the library resolved them.
+    def training(self, recipe) -> dict[str, Any]:
+        """`recipe.training` with the planner's keys as the library resolved them.
 
-        `base`: the training the arguments were resolved from, when `recipe` is that recipe with fix
-        overrides on top: a key the overrides change is the override's value, and a derived key whose
-        inputs changed is left to the planner (libraries.grpo_steps_per_generation)."""
+        `recipe` is the validated recipe, or it with fix overrides on top: a key whose value differs from
+        the training the arguments were resolved from is the recipe's, and a derived key whose inputs
+        changed is left to the planner (libraries.grpo_steps_per_generation re-derives it as TRL does)."""
         t = dict(recipe.training)
+        base = self.source_training
         changed = set() if base is None else {k for k in set(t) | set(base) if t.get(k) != base.get(k)}
         for key in ARGUMENT_KEYS:
             if key not in self.arguments or key in changed:
                 continue
             if key in DERIVED_KEYS and changed and key not in t:
+                if t.get("generation_batch_size"):  # set instead of steps_per_generation: TRL derives it from the batch
+                    from vramfit.libraries import grpo_steps_per_generation
+
+                    micro = t.get("per_device_train_batch_size", self.arguments.get("per_device_train_batch_size"))
+                    accumulation = t.get("gradient_accumulation_steps", self.arguments.get("gradient_accumulation_steps"))
+                    t[key] = grpo_steps_per_generation(accumulation, None, t["generation_batch_size"], micro * recipe.world_size)
                 continue
             t[key] = self.arguments[key]
         return t
@@ -95,12 +104,12 @@ def arguments_dict(args) -> dict[str, Any]:
     return out
 
 
-def setup(recipe, resolved: Resolved, base: dict[str, Any] | None = None):
+def setup(recipe, resolved: Resolved):
     """`Setup.from_recipe` on the values validation resolved (see the module docstring)."""
     from vramfit.planner import params
     from vramfit.planner.setup import Setup, Zero, _hidden_size
 
-    fed = recipe.model_copy(update={"training": resolved.training(recipe, base)})
+    fed = recipe.model_copy(update={"training": resolved.training(recipe)})
     result = Setup.from_recipe(fed)
     # A fix that names another JSON (`deepspeed=...`) is planned from that file as setup.py reads it.
     same_json = resolved.deepspeed_file in (None, recipe.deepspeed)

@@ -277,20 +277,20 @@ def vllm_share(setup: Setup) -> float:
 def plan_recipe(recipe, fixes: bool = True, trace: bool = False, resolved=None) -> Plan:
     """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned).
 
-    `resolved` (from_validation.Resolved, as `vramfit.validate` returns it): the arguments and DeepSpeed
-    JSON as the libraries resolved them feed the plan and every fix's re-plan; without it the planner
-    reads the library defaults itself (`vramfit doctor`, `review`, the docs)."""
+    `resolved` (from_validation.Resolved, `vramfit.validate`'s `result.resolved` for this recipe): the
+    arguments and DeepSpeed JSON as the libraries resolved them feed the plan and every fix's re-plan;
+    without it the planner reads the library defaults itself (`review`, the docs)."""
     from vramfit.planner import from_validation
 
-    def setup_of(r, base=None) -> Setup:
-        return Setup.from_recipe(r) if resolved is None else from_validation.setup(r, resolved, base)
+    def setup_of(r) -> Setup:
+        return Setup.from_recipe(r) if resolved is None else from_validation.setup(r, resolved)
 
     result = plan(setup_of(recipe), trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 
         def replan(overrides: dict[str, Any]) -> Plan:
-            return plan(setup_of(with_overrides(recipe, overrides), base=recipe.training))
+            return plan(setup_of(with_overrides(recipe, overrides)))
 
         result.fixes = search(result, replan, mode="recipe", recipe=recipe)
         result.fixes_searched = True
