@@ -1,6 +1,6 @@
 """Keep the training libraries' chatter that a user cannot act on out of the console.
 
-One list of what is filtered (NOISE, LOGGERS), applied where it arises: in the CLI process by
+One list of what is filtered (NOISE, LOGGERS, LOG_NOISE), applied where it arises: in the CLI process by
 `quiet()` and in every training rank by `quiet_rank()`. `vramfit -v` (VRAMFIT_VERBOSE=1, inherited
 by the ranks) shows everything. The run's train.log gets what the console gets.
 
@@ -43,7 +43,28 @@ LOGGERS = {
     "torch.distributed.elastic.multiprocessing.redirects": logging.ERROR,  # "NOTE: Redirects are currently not supported"
 }
 
+# (logger name, message regex, why a user cannot act on it): records dropped from that logger only.
+LOG_NOISE: list[tuple[str, str, str]] = [
+    (
+        "transformers.utils.generic",
+        r"`use_cache=True` is incompatible with gradient checkpointing",
+        "the model turns its generation cache off while training with checkpointing, as it should (once per rank)",
+    ),
+]
+
 _DONE: set[str] = set()
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, patterns: list[str]):
+        super().__init__()
+        import re
+
+        self.patterns = [re.compile(p) for p in patterns]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(p.match(message) for p in self.patterns)
 
 
 def verbose() -> bool:
@@ -76,6 +97,8 @@ def quiet() -> None:
     filter_warnings()
     for name, level in LOGGERS.items():
         logging.getLogger(name).setLevel(level)
+    for name in dict.fromkeys(name for name, _message, _why in LOG_NOISE):
+        logging.getLogger(name).addFilter(_DropMessages([m for n, m, _why in LOG_NOISE if n == name]))
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 

@@ -170,11 +170,15 @@ def test_quiet_filters_the_deepspeed_collective_warnings_and_verbose_keeps_them(
         "libraries.set_verbose(sys.argv[1] == '1')\nlibraries.quiet()\n"
         "warnings.warn('`torch.distributed.reduce_scatter_tensor` is deprecated. Please use x', FutureWarning)\n"
         "warnings.warn('a warning a user can act on', UserWarning)\n"
+        "import logging\nlogging.basicConfig()\nlog = logging.getLogger('transformers.utils.generic')\n"
+        "log.warning('`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.')\n"
+        "log.warning('a log line a user can act on')\n"
     )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
     loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)
     assert "reduce_scatter_tensor" not in quiet.stderr and "a warning a user can act on" in quiet.stderr
-    assert "reduce_scatter_tensor" in loud.stderr
+    assert "use_cache=True" not in quiet.stderr and "a log line a user can act on" in quiet.stderr
+    assert "reduce_scatter_tensor" in loud.stderr and "use_cache=True" in loud.stderr
 
 
 def test_the_run_summary_reads_the_output_folder(tmp_path):
