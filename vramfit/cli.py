@@ -329,7 +329,7 @@ def _doctor(args) -> int:
     if args.recipe:  # validated exactly as `vramfit validate` does, before the log is read (exit 2 on any problem)
         from vramfit.validate import validate
 
-        validate(args.recipe, plan=False)
+        validate(args.recipe, plan=False, cache=True)  # its resolved values, cached, then price the fixes (plan_fixes)
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
 
 

@@ -87,6 +87,12 @@ def test_a_fix_re_plan_keeps_the_resolved_values_and_re_derives_what_it_changes(
     assert fixed["optim"] == "adamw_torch_fused"  # the library default the recipe left out
     pinned = resolved.training(SimpleNamespace(training={**base, "steps_per_generation": 1}))
     assert pinned["steps_per_generation"] == 1
+    # one argument, two names: a fix that turns gradient_checkpointing off is not undone by the resolved alias
+    on = Resolved(
+        {**arguments, "gradient_checkpointing": True, "activation_checkpointing": True}, None, source_training={**base, "gradient_checkpointing": True}
+    )
+    off = on.training(SimpleNamespace(training={**base, "gradient_checkpointing": False}))
+    assert off["gradient_checkpointing"] is False and "activation_checkpointing" not in off
     # generation_batch_size set instead: TRL derives steps_per_generation = 48 / (2 micro x 6 ranks) = 4
     batch = {**base, "generation_batch_size": 48}
     resolved = Resolved({**arguments, "steps_per_generation": 2}, None, source_training=dict(batch))

@@ -49,6 +49,9 @@ ARGUMENT_KEYS = (
 # overrides the batch (GRPOConfig: steps_per_generation = gradient_accumulation_steps, or
 # generation_batch_size / (per_device_train_batch_size x processes)).
 DERIVED_KEYS = ("steps_per_generation",)
+# Two names of one argument (transformers 5 renamed gradient_checkpointing; both are accepted and kept equal):
+# a fix that sets one sets both.
+ALIASES = (("gradient_checkpointing", "activation_checkpointing"),)
 # Built off on a CPU-only host by validation: the recipe's own flags are planned (knobs.precision_fields).
 PRECISION_KEYS = ("bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval")
 
@@ -73,6 +76,7 @@ class Resolved:
         t = dict(recipe.training)
         base = self.source_training
         changed = set() if base is None else {k for k in set(t) | set(base) if t.get(k) != base.get(k)}
+        changed |= {name for pair in ALIASES if changed & set(pair) for name in pair}
         for key in ARGUMENT_KEYS:
             if key not in self.arguments or key in changed:
                 continue

@@ -297,15 +297,15 @@ def plan_recipe(recipe, fixes: bool = True, trace: bool = False, resolved=None) 
     return result
 
 
-def with_overrides(recipe, overrides: dict[str, Any]):
+def with_overrides(recipe, overrides: "dict[str, Any] | list[str]"):
     """The recipe as `vramfit.recipe.load(file, [key=value ...])` would build it with these overrides
-    on top of whatever it was loaded with: same override parser, same schema validation."""
+    (a dict, or `key=value` items) on top of whatever it was loaded with: same override parser, same schema validation."""
     from vramfit.checks.training_args import fields_for
     from vramfit.problems import ConfigError
     from vramfit.recipe import Recipe, apply_overrides
 
     data = recipe.resolved_dict()
-    items = [f"{k}={_text(v)}" for k, v in overrides.items()]
+    items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
     problems = apply_overrides(data, items, fields_for(recipe.method), str(recipe.source))
     if problems:
         raise ConfigError(problems)
