@@ -93,22 +93,22 @@ def report(error: ConfigError, as_json: bool = False) -> int:
 
 
 def cmd_list(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
     if args.markdown:
-        print(catalog.markdown_table())
+        print(recipe_index.markdown_table())
     else:
-        catalog.print_table()
+        recipe_index.print_table()
     return EXIT_OK
 
 
 def cmd_show(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
-        return _usage(f"show takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
-    return catalog.show(targets[0], overrides, as_json=args.json)
+        return _usage("show", targets)
+    return recipe_index.show(targets[0], overrides, as_json=args.json)
 
 
 def cmd_validate(args) -> int:
@@ -157,7 +157,7 @@ def cmd_run(args) -> int:
 
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
-        return _usage(f"run takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
+        return _usage("run", targets)
     return run(
         targets[0],
         overrides,
@@ -182,22 +182,38 @@ def cmd_slurm(args) -> int:
 
     targets, overrides = split_targets(args.items)
     if len(targets) != 1:
-        return _usage(f"slurm takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'}). Fix: name one recipe and write overrides as key=value")
+        return _usage("slurm", targets)
     print(render(targets[0], overrides, time=args.time, partition=args.partition, account=args.account, master_port=args.master_port, force=args.force), end="")
     return EXIT_OK
 
 
 def cmd_cp(args) -> int:
-    from vramfit import catalog
+    from vramfit import recipe_index
 
-    dest = catalog.copy(args.recipe, args.new_name)
+    dest = recipe_index.copy(args.recipe, args.new_name)
     print(f"copied to {dest}/; edit {dest}/recipe.yaml, then: vramfit validate {args.new_name}")
     return EXIT_OK
 
 
-def _usage(message: str) -> int:
-    print(f"vramfit: {message}; nothing was launched or written.", file=sys.stderr)
-    return EXIT_BAD_INPUT
+def _usage(command: str, targets: list[str]) -> int:
+    """A command that takes one RECIPE got another count: the one problem format (main reports it, --json too)."""
+    raise ConfigError(
+        [
+            problems.Problem(
+                f"vramfit {command}",
+                "RECIPE",
+                f"{command} takes one RECIPE, got {len(targets)} ({', '.join(targets) or 'none'})",
+                "name one recipe (vramfit list) and write overrides as key=value.",
+            )
+        ]
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors (unknown option, missing argument, bad value) in the one problem format."""
+
+    def error(self, message: str):
+        raise ConfigError([problems.Problem(self.prog, "arguments", message, f"see `{self.prog} --help`.")])
 
 
 def _command_word(argv: list[str]) -> str | None:
@@ -208,7 +224,7 @@ def _command_word(argv: list[str]) -> str | None:
 def build_parser(full: bool = True, command: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand's parser; with full=False, the arguments of plan/fit/review/doctor only for `command`
     (their modules import the planner, the reviewer and the doctor: `vramfit --help` and `list` need none)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vramfit",
         description="Check a training recipe fits before it launches, then launch it.",
         epilog=EPILOG,
@@ -313,7 +329,7 @@ def _doctor(args) -> int:
     if args.recipe:  # validated exactly as `vramfit validate` does, before the log is read (exit 2 on any problem)
         from vramfit.validate import validate
 
-        validate(args.recipe, plan=False)
+        validate(args.recipe, plan=False, cache=True)  # its resolved values, cached, then price the fixes (plan_fixes)
     return doctor_cli.run(args, plan_fixes=plan_fixes if args.recipe else None)
 
 
@@ -368,7 +384,8 @@ def _main(argv: list[str], verbose: bool = False) -> int:
     # Overrides may follow options (`launch.sh --dry-run key=value`): take them as items too.
     stray = [e for e in extra if "=" not in e or e.startswith("-")]
     if stray or (extra and not hasattr(args, "items")):
-        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+        prog = f"vramfit {args.command}"
+        raise ConfigError([problems.Problem(prog, "arguments", f"unrecognized arguments: {' '.join(stray or extra)}", f"see `{prog} --help`.")])
     if extra:
         args.items = [*args.items, *extra]
     from vramfit import libraries

@@ -56,13 +56,13 @@ def plan_block(recipe) -> str:
 
 def generated() -> dict[Path, str]:
     """Every generated file, with its up-to-date content."""
-    from vramfit import catalog
+    from vramfit import recipe_index
     from vramfit.recipe import load
 
     root = repo_root()
     out = {}
     readme = root / "README.md"
-    out[readme] = _replace(readme.read_text(), TABLE, catalog.markdown_table())
+    out[readme] = _replace(readme.read_text(), TABLE, recipe_index.markdown_table())
     for path in all_recipe_files():
         doc = path.parent / "README.md"
         if doc.is_file() and PLAN[0] in doc.read_text():

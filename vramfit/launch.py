@@ -58,8 +58,9 @@ def _values(topology: Topology, run_dir: Path) -> dict[str, Any]:
         "run_id": topology.run_id,
         "hostfile": topology.hostfile,
         "join_timeout_s": topology.join_timeout_s,
-        # the DeepSpeed launcher's own INFO lines (its default level) only under `vramfit -v`
-        "ds_log_level": "info" if libraries.verbose() else "warning",
+        # the DeepSpeed launcher's own INFO lines (its default level) only under `vramfit -v`; on one node its
+        # one warning is "Unable to find hostfile, will proceed with ... local resources only", which is the plan
+        "ds_log_level": "info" if libraries.verbose() else ("error" if topology.nodes == 1 else "warning"),
     }
 
 

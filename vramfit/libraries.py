@@ -1,6 +1,6 @@
 """Keep the training libraries' chatter that a user cannot act on out of the console.
 
-One list of what is filtered (NOISE, LOGGERS), applied where it arises: in the CLI process by
+One list of what is filtered (NOISE, LOGGERS, LOG_NOISE), applied where it arises: in the CLI process by
 `quiet()` and in every training rank by `quiet_rank()`. `vramfit -v` (VRAMFIT_VERBOSE=1, inherited
 by the ranks) shows everything. The run's train.log gets what the console gets.
 
@@ -43,7 +43,28 @@ LOGGERS = {
     "torch.distributed.elastic.multiprocessing.redirects": logging.ERROR,  # "NOTE: Redirects are currently not supported"
 }
 
+# (logger name, message regex, why a user cannot act on it): records dropped from that logger only.
+LOG_NOISE: list[tuple[str, str, str]] = [
+    (
+        "transformers.utils.generic",
+        r"`use_cache=True` is incompatible with gradient checkpointing",
+        "the model turns its generation cache off while training with checkpointing, as it should (once per rank)",
+    ),
+]
+
 _DONE: set[str] = set()
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, patterns: list[str]):
+        super().__init__()
+        import re
+
+        self.patterns = [re.compile(p) for p in patterns]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(p.match(message) for p in self.patterns)
 
 
 def verbose() -> bool:
@@ -76,6 +97,8 @@ def quiet() -> None:
     filter_warnings()
     for name, level in LOGGERS.items():
         logging.getLogger(name).setLevel(level)
+    for name in dict.fromkeys(name for name, _message, _why in LOG_NOISE):
+        logging.getLogger(name).addFilter(_DropMessages([m for n, m, _why in LOG_NOISE if n == name]))
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
@@ -95,6 +118,17 @@ def quiet_rank() -> None:
 
         if not torch.cuda.is_available():
             os.environ["DS_ACCELERATOR"] = "cpu"
+
+
+def launcher_env() -> dict[str, str]:
+    """Environment for a launched job's processes (the launcher - torchrun, accelerate, deepspeed - and every
+    rank), applied, not printed or saved: on a host without a GPU, the accelerator DeepSpeed picks anyway,
+    named so that each process that imports DeepSpeed does not warn "Setting accelerator to CPU". None under -v."""
+    if verbose() or "DS_ACCELERATOR" in os.environ:
+        return {}
+    import torch  # the runner has imported it (validation)
+
+    return {} if torch.cuda.is_available() else {"DS_ACCELERATOR": "cpu"}
 
 
 @contextlib.contextmanager
@@ -300,10 +334,17 @@ def argument_default(method: str | None, name: str):
     return argument_defaults(method).get(name)
 
 
-def grpo_steps_per_generation(gradient_accumulation_steps: int, steps_per_generation: int | None = None) -> int:
+def grpo_steps_per_generation(
+    gradient_accumulation_steps: int, steps_per_generation: int | None = None, generation_batch_size: int | None = None, global_micro_batch: int | None = None
+) -> int:
     """Micro-batches one GRPO generation round serves (trl 1.16 grpo_config.py __post_init__: steps_per_generation
-    defaults to gradient_accumulation_steps)."""
-    return steps_per_generation or gradient_accumulation_steps
+    defaults to gradient_accumulation_steps; with generation_batch_size set instead, it is generation_batch_size /
+    (per_device_train_batch_size x num_processes), the `global_micro_batch`)."""
+    if steps_per_generation:
+        return steps_per_generation
+    if generation_batch_size and global_micro_batch:
+        return int(generation_batch_size) // int(global_micro_batch)
+    return gradient_accumulation_steps
 
 
 def grpo_generation_batch(

@@ -27,9 +27,9 @@ def launch_env(validated: Validated) -> dict[str, str]:
     recipe = validated.recipe
     env = dict(recipe.env)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if recipe.launcher == "torchrun" and recipe.hardware.gpus_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and not libraries.verbose():
-        # What torchrun sets for each rank anyway (torch/distributed/run.py), here so that it skips its
-        # 4-line banner saying so; under `vramfit -v` torchrun sets it and says so.
+    if recipe.launcher in ("torchrun", "accelerate") and recipe.hardware.gpus_per_node > 1 and "OMP_NUM_THREADS" not in os.environ and not libraries.verbose():
+        # What torchrun sets for each rank anyway (torch/distributed/run.py; `accelerate launch` runs it for
+        # several processes), here so that it skips its 4-line banner saying so; under `vramfit -v` it says so.
         env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -235,7 +235,7 @@ def _execute(launches: list[Launch], env: dict[str, str], name: str) -> int:
     for l in launches:
         print(f"vramfit: launching {l.prefix}{shlex.join(l.argv)}\nvramfit: log {l.log}", flush=True)
     started = time.monotonic()
-    code = stream(launches, env)
+    code = stream(launches, {**libraries.launcher_env(), **env})  # quiet launchers; the recipe's env wins
     from vramfit.train import summary  # the run summary: steps, loss, tokens/s, peak memory, checkpoint, next command
 
     if code == 0:

@@ -41,9 +41,9 @@ def _boom(*_args, **_kwargs):
 
 
 def test_internal_error_is_one_line_with_a_hint(monkeypatch, capsys, sandbox):
-    import vramfit.catalog
+    import vramfit.recipe_index
 
-    monkeypatch.setattr(vramfit.catalog, "rows", _boom)
+    monkeypatch.setattr(vramfit.recipe_index, "rows", _boom)
     code = main(["list"])
     err = capsys.readouterr().err
     assert code == EXIT_INTERNAL
@@ -53,9 +53,9 @@ def test_internal_error_is_one_line_with_a_hint(monkeypatch, capsys, sandbox):
 
 @pytest.mark.parametrize("how", ["-v", "VRAMFIT_DEBUG"])
 def test_internal_error_traceback_on_request(how, monkeypatch, capsys, sandbox):
-    import vramfit.catalog
+    import vramfit.recipe_index
 
-    monkeypatch.setattr(vramfit.catalog, "rows", _boom)
+    monkeypatch.setattr(vramfit.recipe_index, "rows", _boom)
     if how == "VRAMFIT_DEBUG":
         monkeypatch.setenv("VRAMFIT_DEBUG", "1")
     code = main(["-v", "list"] if how == "-v" else ["list"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vramfit import catalog
+from vramfit import recipe_index
 from vramfit.recipe import NAME_RE, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,11 +55,11 @@ def test_launch_scripts_are_one_script():
 
 
 def test_list_and_readme_table_agree_with_the_tree():
-    names = [row[0] for row in catalog.rows()]
+    names = [row[0] for row in recipe_index.rows()]
     assert names == RECIPES
     readme = (REPO / "README.md").read_text()
     table = readme.split("<!-- recipes:start -->\n")[1].split("\n<!-- recipes:end -->")[0]
-    assert table == catalog.markdown_table(), "README table is stale: paste `vramfit list --markdown` between the markers"
+    assert table == recipe_index.markdown_table(), "README table is stale: paste `vramfit list --markdown` between the markers"
 
 
 def test_vramfit_list_prints_every_recipe():

@@ -156,12 +156,15 @@ def test_plan_does_not_import_deepspeed_to_silence_it(tmp_path):
     quiet = "import sys\nfrom vramfit import libraries\nlibraries.quiet()\nassert 'deepspeed' not in sys.modules\n"
     done = subprocess.run([sys.executable, "-c", quiet], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    code = "import sys\nfrom vramfit.cli import main\nassert main(['plan', 'vlm-r1-h20']) in (0, 1)\nprint('deepspeed' in sys.modules)\n"
+    code = (
+        "import sys\nfrom vramfit.cli import main\nassert main(['plan', 'vlm-r1-h20']) in (0, 1)\n"
+        "print(any(m in sys.modules for m in ('deepspeed', 'trl', 'transformers', 'torch')))\n"
+    )
     cold = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert cold.returncode == 0, cold.stderr
     warm = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert warm.returncode == 0, warm.stderr
-    assert warm.stdout.strip().splitlines()[-1] == "False", "a warm plan imported deepspeed"
+    assert warm.stdout.strip().splitlines()[-1] == "False", "a warm plan imported a training library (it is fed the validate cache)"
 
 
 def test_quiet_filters_the_deepspeed_collective_warnings_and_verbose_keeps_them():
@@ -170,11 +173,15 @@ def test_quiet_filters_the_deepspeed_collective_warnings_and_verbose_keeps_them(
         "libraries.set_verbose(sys.argv[1] == '1')\nlibraries.quiet()\n"
         "warnings.warn('`torch.distributed.reduce_scatter_tensor` is deprecated. Please use x', FutureWarning)\n"
         "warnings.warn('a warning a user can act on', UserWarning)\n"
+        "import logging\nlogging.basicConfig()\nlog = logging.getLogger('transformers.utils.generic')\n"
+        "log.warning('`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.')\n"
+        "log.warning('a log line a user can act on')\n"
     )
     quiet = subprocess.run([sys.executable, "-c", code, "0"], capture_output=True, text=True, timeout=60)
     loud = subprocess.run([sys.executable, "-c", code, "1"], capture_output=True, text=True, timeout=60)
     assert "reduce_scatter_tensor" not in quiet.stderr and "a warning a user can act on" in quiet.stderr
-    assert "reduce_scatter_tensor" in loud.stderr
+    assert "use_cache=True" not in quiet.stderr and "a log line a user can act on" in quiet.stderr
+    assert "reduce_scatter_tensor" in loud.stderr and "use_cache=True" in loud.stderr
 
 
 def test_the_run_summary_reads_the_output_folder(tmp_path):
@@ -248,3 +255,99 @@ def test_cached_validation_gives_the_same_verdict(tmp_path, monkeypatch):
     again = validate("vlm-r1-h20", ['learning_rate="2e-5"'], plan=False, cache=True)
     assert ok.recipe.training["learning_rate"] == again.recipe.training["learning_rate"] == 2e-5
     assert again.deepspeed == ok.deepspeed and again.deepspeed["train_micro_batch_size_per_gpu"] == 4
+
+
+# One bad input per command (and argparse's own usage errors): every one is told in the one problem format.
+BAD_INPUT = [
+    ["list", "extra"],
+    ["show", "vlm-r1-h2"],
+    ["show", "vlm-r1-h20", "vlm-r1-h20"],
+    ["validate", "vlm-r1-h20", "learning_rate=abc"],
+    ["plan", "vlm-r1-h2"],
+    ["plan", "--nope"],
+    ["run", "vlm-r1-h20", "--nodes", "7"],
+    ["run", "vlm-r1-h20", "vlm-r1-h20"],
+    ["slurm", "vlm-r1-h2"],
+    ["fit"],
+    ["review", "/nonexistent/run.sh"],
+    ["cp", "vlm-r1-h2", "new-name"],
+    ["cp", "vlm-r1-h20"],
+    ["doctor", "/nonexistent/train.log"],
+    ["frobnicate"],
+]
+HAS_JSON = {"show", "validate", "plan", "fit", "review", "doctor"}
+PROBLEM_LINE = r"  (error|warning): \S[^:]*: (\S+: )?.+[.?] Fix: .+"
+
+
+@pytest.mark.parametrize("argv", BAD_INPUT, ids=" ".join)
+def test_every_command_tells_bad_input_in_the_one_format(argv, capsys):
+    import re
+
+    from vramfit.cli import main
+
+    assert main(list(argv)) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.rstrip("\n").split("\n")
+    if argv[0] == "validate":  # its verdict per recipe (`ok NAME` on stdout, `FAIL NAME` here), then the problems
+        assert lines.pop(0) == f"FAIL {argv[1]}"
+    assert re.fullmatch(r"vramfit: \d+ problems?; nothing was launched or written\.", lines[0]), captured.err
+    assert lines[1:] and all(re.fullmatch(PROBLEM_LINE, line) for line in lines[1:]), captured.err
+    assert not captured.out
+    if argv[0] in HAS_JSON:
+        assert main([*argv, "--json"]) == 2
+        captured = capsys.readouterr()
+        data = json.loads(captured.out)  # one JSON object on stdout, nothing on stderr
+        assert not captured.err
+        problems = data["problems"] if "problems" in data else [p for r in data["recipes"] for p in r["problems"]]
+        assert data["exit_code"] == 2 and problems
+        assert all(set(p) == {"severity", "file", "key", "what", "fix", "text"} for p in problems)
+
+
+def test_launched_processes_are_told_the_accelerator_deepspeed_would_pick(monkeypatch):
+    """The launcher (torchrun / accelerate / deepspeed) and every rank import DeepSpeed; on a host without a GPU
+    each would warn "Setting accelerator to CPU". The runner names it for them (applied, not printed); -v does not."""
+    import logging
+
+    import torch
+    from deepspeed.accelerator import real_accelerator
+
+    from vramfit import libraries
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    libraries.set_verbose(True)
+    assert libraries.launcher_env() == {}
+    libraries.set_verbose(False)
+    env = libraries.launcher_env()
+    if torch.cuda.is_available():  # a GPU host: DeepSpeed picks CUDA without a word
+        assert env == {}
+        return
+    assert env == {"DS_ACCELERATOR": "cpu"}
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = real_accelerator.accel_logger
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    logger.addHandler(handler)
+    try:
+        for environ in ({}, env):  # what a launched process would print, without and with the runner's env
+            monkeypatch.setattr(real_accelerator, "ds_accelerator", None)
+            for key, value in environ.items():
+                monkeypatch.setenv(key, value)
+            real_accelerator.get_accelerator()
+    finally:
+        logger.removeHandler(handler)
+    assert [s for s in said if s.startswith("Setting accelerator to CPU")] == [said[0]] and len(said) == 1
+
+
+def test_the_runner_applies_the_launcher_env(monkeypatch, tmp_path):
+    from vramfit import libraries, run
+    from vramfit.supervise import Launch
+
+    seen = {}
+    monkeypatch.setattr(libraries, "launcher_env", lambda: {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "3"})
+    monkeypatch.setattr(run, "stream", lambda launches, env: seen.update(env) or 1)
+    monkeypatch.setattr(run, "diagnose", lambda log, name: None)
+    (tmp_path / "train.log").write_text("")
+    run._execute([Launch(["true"], tmp_path / "train.log")], {"OMP_NUM_THREADS": "1"}, "probe")
+    assert seen == {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}  # the recipe's env wins

@@ -89,10 +89,9 @@ def run(args) -> int:
 
             written = write(args.write, result, request, args)
     except ConfigError as error:
-        print(f"vramfit fit: {len(error.problems.items)} problem(s); nothing was searched or written.", file=sys.stderr)
-        for p in error.problems.items:
-            print(f"  error: {p}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        from vramfit.problems import report
+
+        return report(error, as_json=args.json, code=EXIT_BAD_INPUT)  # the one problem format of every command
     from vramfit.fit import render
 
     if args.json:

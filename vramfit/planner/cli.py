@@ -165,7 +165,9 @@ def _plan(args):
 
     # Validated exactly as `vramfit validate` does before anything is computed (the fit verdict is plan's own),
     # with its cached verdict: a recipe validated before is not re-checked by TrainingArguments / DeepSpeed.
-    return plan_recipe(validate(targets[0], overrides, plan=False, cache=True).recipe, trace=args.trace)
+    # The plan is fed what validation resolved (arguments, DeepSpeed "auto" values), kept in that cache.
+    validated = validate(targets[0], overrides, plan=False, cache=True)
+    return plan_recipe(validated.recipe, trace=args.trace, resolved=validated.resolved)
 
 
 def _problem(file: str, key: str, what: str, fix: str):
@@ -183,13 +185,14 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float | None, b
     accumulation / the new per-device. A split that does not lower the recipe's per-device batch, or
     does not divide its samples per rank, does not apply (peak None)."""
     from vramfit.checks.recipe_rules import micro_and_accumulation
-    from vramfit.paths import find_recipe
-    from vramfit.planner.plan import plan_recipe
+    from vramfit.planner.plan import plan_recipe, with_overrides
     from vramfit.problems import ConfigError
-    from vramfit.recipe import load
+    from vramfit.validate import validate
 
-    path = find_recipe(recipe)
-    micro, accumulation = micro_and_accumulation(load(path))  # a recipe that does not load is the caller's error
+    # The doctor has validated the recipe (a recipe that does not validate is the caller's error); its resolved
+    # arguments and DeepSpeed JSON, from the validate cache, feed every priced fix as they feed `vramfit plan`.
+    validated = validate(recipe, plan=False, cache=True)
+    micro, accumulation = micro_and_accumulation(validated.recipe)
     out = []
     for overrides in fixes:
         if isinstance(overrides, dict) and {"per_device_train_batch_size", "gradient_accumulation_steps"} <= set(overrides):
@@ -198,17 +201,10 @@ def plan_fixes(recipe: str, fixes: list[Any]) -> list[tuple[Any, float | None, b
                 out.append((overrides, None, False))
                 continue
             overrides = {**overrides, "gradient_accumulation_steps": micro * accumulation // new}
-        items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
         try:
-            p = plan_recipe(load(path, items), fixes=False)
+            p = plan_recipe(with_overrides(validated.recipe, overrides), fixes=False, resolved=validated.resolved)
         except ConfigError:  # a fix written for another setup (a key this recipe does not have)
             out.append((overrides, None, False))
             continue
         out.append((overrides, p.per_gpu_peak_gib, p.ok))
     return out
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -36,7 +36,7 @@ LIMIT = 3
 
 
 def _usable_excess(p) -> float:
-    from vramfit.planner.plan import HEADROOM
+    from vramfit.planner.headroom import HEADROOM
 
     gpu = max(0.0, p.per_gpu_peak_gib - p.gpu_memory_gib * (1 - HEADROOM))
     host = 0.0 if p.host_ram_available_gib is None else max(0.0, p.host_ram_gib - p.host_ram_available_gib * (1 - HEADROOM))
@@ -90,7 +90,10 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
         out.append(("loss", {"loss_kernel": "cce"}, "Cut Cross-Entropy: the loss without a [tokens x vocab] logits tensor"))
     if gpu_short and s.method == "grpo" and "generation" in p.phases and grpo_steps_per_generation(s.gradient_accumulation_steps, s.steps_per_generation) > 1:
         if (s.micro_batch * s.world) % s.num_generations == 0:
-            out.append(("generation", {"steps_per_generation": 1}, "generate one micro-step's completions at a time"))
+            # TRL refuses steps_per_generation beside a generation_batch_size: a recipe that sets the batch gets it lowered
+            pinned = recipe is not None and recipe.training.get("generation_batch_size")
+            key, value = ("generation_batch_size", s.micro_batch * s.world) if pinned else ("steps_per_generation", 1)
+            out.append(("generation", {key: value}, "generate one micro-step's completions at a time"))
     if gpu_short:
         b, ga = s.micro_batch, s.gradient_accumulation_steps
         for nb in reversed(divisors(b, up_to=b - 1)):

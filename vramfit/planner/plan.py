@@ -13,9 +13,7 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
   28.77 GiB allocated, i.e. 25-45% of the transient part. With `expandable_segments:True` segments
   grow in 2 MiB pages and the residue is small: 2% (MiniCPM-V#338: 683.81 MiB of 77.49 GiB is 0.9%).
 - CUDA context: hardware.py `context_gib` (measured per card).
-- headroom: a plan fits when its peak is at most 95% of the card (5% kept for what no model
-  predicts: NCCL buffers that grow with the communicator, cuDNN/cuBLAS workspaces per stream,
-  sequence-length outliers); host RAM likewise at most 95% of the node.
+- headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
 host under pressure, so they are shown in the peak but not held against the card.
 """
@@ -27,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramfit.planner import evaluation, grpo, host, params, states, training
+from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
 GIB = 2**30
-HEADROOM = 0.05
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
 RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "vllm")
@@ -80,7 +78,7 @@ class Plan:
 
     @property
     def usable_gib(self) -> float:
-        return self.gpu_memory_gib * (1 - HEADROOM)
+        return usable(self.gpu_memory_gib)
 
     @property
     def ok(self) -> bool:
@@ -245,10 +243,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         gpu_memory_gib=gpu.memory_gib,
         per_gpu_peak_gib=peak,
         peak_phase=peak_phase,
-        fits=binding <= gpu.memory_gib * (1 - HEADROOM),
+        fits=binding <= usable(gpu.memory_gib),
         host_ram_gib=host_total,
         host_ram_available_gib=available,
-        host_ram_fits=available is None or host_total <= available * (1 - HEADROOM),
+        host_ram_fits=available is None or host_total <= usable(available),
         breakdown=phase_breakdowns[peak_phase],
         phases=phases,
         phase_breakdowns=phase_breakdowns,
@@ -276,29 +274,38 @@ def vllm_share(setup: Setup) -> float:
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 
 
-def plan_recipe(recipe, fixes: bool = True, trace: bool = False) -> Plan:
-    """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned)."""
-    result = plan(Setup.from_recipe(recipe), trace=trace)
+def plan_recipe(recipe, fixes: bool = True, trace: bool = False, resolved=None) -> Plan:
+    """Plan a loaded recipe; when it does not fit, search the smallest fixes (each re-planned).
+
+    `resolved` (from_validation.Resolved, `vramfit.validate`'s `result.resolved` for this recipe): the
+    arguments and DeepSpeed JSON as the libraries resolved them feed the plan and every fix's re-plan;
+    without it the planner reads the library defaults itself (`review`, the docs)."""
+    from vramfit.planner import from_validation
+
+    def setup_of(r) -> Setup:
+        return Setup.from_recipe(r) if resolved is None else from_validation.setup(r, resolved)
+
+    result = plan(setup_of(recipe), trace=trace)
     if fixes and not result.ok:
         from vramfit.planner.fixes import search
 
         def replan(overrides: dict[str, Any]) -> Plan:
-            return plan(Setup.from_recipe(with_overrides(recipe, overrides)))
+            return plan(setup_of(with_overrides(recipe, overrides)))
 
         result.fixes = search(result, replan, mode="recipe", recipe=recipe)
         result.fixes_searched = True
     return result
 
 
-def with_overrides(recipe, overrides: dict[str, Any]):
+def with_overrides(recipe, overrides: "dict[str, Any] | list[str]"):
     """The recipe as `vramfit.recipe.load(file, [key=value ...])` would build it with these overrides
-    on top of whatever it was loaded with: same override parser, same schema validation."""
+    (a dict, or `key=value` items) on top of whatever it was loaded with: same override parser, same schema validation."""
     from vramfit.checks.training_args import fields_for
     from vramfit.problems import ConfigError
     from vramfit.recipe import Recipe, apply_overrides
 
     data = recipe.resolved_dict()
-    items = [f"{k}={_text(v)}" for k, v in overrides.items()]
+    items = [f"{k}={_text(v)}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides)
     problems = apply_overrides(data, items, fields_for(recipe.method), str(recipe.source))
     if problems:
         raise ConfigError(problems)

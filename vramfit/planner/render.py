@@ -29,7 +29,7 @@ def _r(x: float) -> float:
 
 
 def to_json(p) -> dict[str, Any]:
-    from vramfit.planner.plan import HEADROOM
+    from vramfit.planner.headroom import HEADROOM
 
     s = p.setup
     return {
@@ -89,7 +89,7 @@ def to_json(p) -> dict[str, Any]:
 
 
 def render(p) -> str:
-    from vramfit.planner.plan import HEADROOM
+    from vramfit.planner.headroom import HEADROOM
 
     s = p.setup
     phases = list(p.phase_breakdowns)

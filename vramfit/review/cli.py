@@ -82,9 +82,14 @@ def run(args: argparse.Namespace) -> int:
         transformers_version=getattr(args, "transformers_version", None),
         image_tokens=getattr(args, "image_tokens", None),
     )
-    if result.exit_code == 2 and result.plan is None and not args.json:  # bad input: the one problem format of every command
-        from vramfit.problems import Problem, report
+    if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
+        from vramfit.problems import Problem, as_dicts, report
 
-        return report([Problem(f.file, f.key, f.what, f.fix) for f in result.findings if f.severity == "error"])
+        problems = [Problem(f.file, f.key, f.what, f.fix) for f in result.findings if f.severity == "error"]
+        if not args.json:
+            return report(problems)
+        # --json: the shared {"exit_code", "problems"} object, with the review's own keys beside it
+        print(json.dumps({**result.to_json(), "problems": as_dicts(problems)}, indent=2))
+        return result.exit_code
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result, args.paths))
     return result.exit_code

@@ -140,7 +140,7 @@ def show(target: str, overrides: list[str], as_json: bool = False) -> int:
     """The recipe as it will run (overrides applied), every derived number, the batch equation; 2 when it breaks."""
     from vramfit import recipe as recipe_mod
     from vramfit.checks.recipe_rules import batch_arithmetic, grpo_fix
-    from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK, report
+    from vramfit.problems import EXIT_BAD_INPUT, EXIT_OK, as_dicts, report
 
     path = find_recipe(target)
     r = recipe_mod.load(path, overrides)
@@ -151,18 +151,20 @@ def show(target: str, overrides: list[str], as_json: bool = False) -> int:
     if any(name == "generation batch" and "BROKEN" in how for name, _value, how in rows):
         problems.add(file, "training.num_generations", "TRL refuses a generation batch not divisible by num_generations", grpo_fix(r))
     if as_json:
+        code = EXIT_BAD_INPUT if problems else EXIT_OK
         print(
             json.dumps(
                 {
+                    "exit_code": code,
                     "recipe": r.resolved_dict(),
                     "overrides": list(overrides),
                     "derived": [{"name": n, "value": v, "how": h} for n, v, h in rows],
-                    "problems": [{"severity": p.severity, "file": p.file, "key": p.key, "what": p.what, "fix": p.fix} for p in problems.items],
+                    "problems": as_dicts(problems),  # the shape every command's --json gives its problems
                 },
                 indent=2,
             )
         )
-        return EXIT_BAD_INPUT if problems else EXIT_OK
+        return code
     if overrides:
         import yaml
 
