@@ -121,14 +121,18 @@ def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
     assert captured.err.startswith("vramfit: ") and "nothing was launched or written" in captured.err and message in captured.err
 
 
-def test_missing_deepspeed_json_named_by_the_script_exits_2(tmp_path):
+def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(tmp_path):
+    """A path relative to where the script is run from: the rest is reviewed, memory is not planned (no ZeRO stage known),
+    and the exit code says incomplete (3), not bad input."""
     path = script(tmp_path, "")
     (tmp_path / "ds.json").unlink()
     result = review([str(path)], gpu="a100-80g")
-    assert result.exit_code == 2
-    [missing] = result.findings
-    assert missing.key == "--deepspeed" and "names ds.json, which is not next to the script" in missing.what
+    assert result.exit_code == 3 and result.plan is None
+    [missing] = find(result, key="--deepspeed", text="names ds.json, which is not next to the script")
+    assert missing.severity == "info" and "memory not planned" in missing.what
     assert missing.fix == f"pass the file as another PATH: vramfit review {missing.file} path/to/ds.json."
+    assert not find(result, text="reviewed as plain data parallel")
+    assert not find(result, severity="error")
 
 
 def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):

@@ -25,7 +25,7 @@ from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
-from vramfit.review.sources import read_all
+from vramfit.review.sources import NotReviewed, read_all
 
 
 @dataclass
@@ -60,6 +60,8 @@ def review(
         sources = read_all(paths)
     except ConfigError as error:
         return _unreadable(error)
+    except NotReviewed as said:
+        return Review([said.finding], EXIT_INCOMPLETE)
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
@@ -80,14 +82,15 @@ def review(
             recipe, problems = _validate(path)
         findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
         plan = None
-        if recipe is not None and not mapped.model_missing:
+        missing = [m for s in sources for m in s.missing]
+        if recipe is not None and not mapped.model_missing and not any("(deepspeed" in m or "(accelerate" in m for m in missing):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
             if ref is not None:
                 findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing else EXIT_OK
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
@@ -210,7 +213,18 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     file = mapped.primary.label
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
-    if plan.fits:
+    eval_only = not plan.fits and plan.peak_phase == "evaluation" and plan.phases.get("train", 0.0) <= plan.usable_gib
+    if eval_only:  # training fits; the evaluation finding below names the excess and its fix (one fault, said once)
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "--gpu",
+                f"training fits: predicted {plan.phases['train']:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}; evaluation does not (below)",
+                source="planner",
+            )
+        )
+    elif plan.fits:
         findings.append(
             Finding(
                 "info",
@@ -218,6 +232,24 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "--gpu",
                 f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts})",
                 source="planner",
+            )
+        )
+    elif mapped.image_assumed and (smaller := _largest_image_that_fits(plan)) is not None:
+        # images planned at the maximum the files allow, the data's size unknown: the verdict holds only for such images
+        tokens, pixels, fitting = smaller
+        origin = mapped.origin("data.max_pixels")
+        findings.append(
+            Finding(
+                "warning",
+                file,
+                "--gpu",
+                f"does not fit if the images reach the maximum the files allow ({plan.setup.image_tokens:,} tokens per image, "
+                f"planned so because the data's image size is not known): predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
+                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"at {tokens:,} tokens per image it fits ({fitting.per_gpu_peak_gib:.1f} GiB)",
+                f"cap the images: {mapped.edit('data.max_pixels', pixels)}; or pass --image-tokens N with your data's typical "
+                f"tokens per image (pixels / 784) to plan at its size" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                "planner",
             )
         )
     else:
@@ -371,6 +403,23 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
         return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     per_step = grpo_generation_batch(micro, ranks, 1, steps_per_generation=1)  # completions per micro-step, all ranks
+    pin = mapped.trl_pin
+    counts_completions = _trl_counts_completions(pin)
+    if counts_completions:  # the pinned TRL has one meaning: the plan above is the run's
+        findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"this repository pins {pin}, where per_device_train_batch_size counts completions (TRL 0.15 and later, "
+                f"huggingface/trl#2776): {micro} sequences per GPU per forward, {per_step} completions = "
+                f"{per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step on {ranks} ranks",
+                "",
+                "planner",
+                origin.line,
+            )
+        )
+        return
     what = (
         f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
         f"{per_step} completions = {per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step "
@@ -386,7 +435,9 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
         findings.append(Finding("info", origin.file, origin.key, what, "", "planner", origin.line))
         return
     verdict = "fits" if old_plan.fits else f"does not fit the {old_plan.gpu_memory_gib:.1f} GiB card"
-    severity = "info" if old_plan.fits else "warning"
+    severity = "info" if old_plan.fits else "error" if counts_completions is False else "warning"
+    if counts_completions is False:  # the pinned TRL expands every prompt: the older semantics is the run's
+        what = f"this repository pins {pin}, before per_device_train_batch_size counted completions (TRL 0.15): {what}"
     fix = (
         ""
         if old_plan.fits or micro < 2
@@ -406,6 +457,52 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
             origin.line,
         )
     )
+
+
+def _largest_image_that_fits(plan):
+    """(tokens per image, max_pixels, plan) for the largest image size, halving from the planned maximum down to 256 tokens,
+    at which the run fits; None when none does (then the verdict stands whatever the images)."""
+    import dataclasses
+
+    from vramfit.planner import params
+    from vramfit.planner.plan import plan as plan_setup
+    from vramfit.planner.setup import image_geometry
+
+    setup = plan.setup
+    if not setup.images_per_sample or not setup.image_tokens:
+        return None
+    try:
+        arch = params.summary(setup.model_config)
+    except Exception:  # the plan above summarised it; a failure here only means no smaller size is offered
+        return None
+    tokens = setup.image_tokens
+    while tokens > 256:
+        tokens //= 2
+        t, patches = image_geometry(arch, tokens * 784, None)
+        seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if setup.method == "grpo" else setup.seq_len
+        smaller = plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
+        if smaller.fits:
+            return t, tokens * 784, smaller
+    return None
+
+
+def _trl_counts_completions(pin) -> bool | None:
+    """Whether the pinned TRL's GRPO counts completions in per_device_train_batch_size (0.15 and later, huggingface/trl#2776):
+    True / False where the pin decides it, None where nothing is pinned or the pin allows both."""
+    if pin is None:
+        return None
+    try:
+        parts = tuple(int(p) for p in pin.version.split(".")[:2])
+    except ValueError:
+        return None
+    new = parts >= (0, 15) or parts[0] >= 1
+    if pin.op in ("==", "~="):
+        return new
+    if pin.op == ">=":
+        return True if new else None
+    if pin.op == "<=":
+        return False if not new else None
+    return None
 
 
 def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:

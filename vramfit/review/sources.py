@@ -69,6 +69,14 @@ _MODULE_LAUNCHERS = {
 }
 
 
+class NotReviewed(Exception):
+    """A launch vramfit reads but cannot review (Megatron): said as a finding, and the review is incomplete (exit 3)."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.what)
+        self.finding = finding
+
+
 @dataclass
 class Setting:
     key: str  # as written: "--per_device_train_batch_size", "micro_batch_size"
@@ -104,6 +112,8 @@ class Source:
     notes: list[Finding] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # the launch command's environment, as far as the script sets it
     trainer: str = ""  # the trainer the program runs, where the file says (sft, dpo, grpo, ...): picks TRL's config class
+    missing: list[str] = field(default_factory=list)  # files it names that were not found: the review is incomplete
+    cwd: Path | None = None  # where the launch runs, when a `cd` in the script says (relative paths are read from there first)
 
     def line_of(self, key: str, after: int = 1) -> int | None:
         """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
@@ -147,15 +157,22 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
         given = [s for s in sources if s.path.name == Path(ref.written).name and s is not source]
         found = given[0] if given else None
         if found is None:
-            candidate = locate(ref.written, source.path)
-            if candidate is None:
+            candidate = locate(ref.written, source.path, source.cwd)
+            if candidate is None:  # a path relative to the working directory the script is run from: the review goes on, incomplete
                 folders = [source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
-                problems.add(
-                    source.label,
-                    ref.setting.key,
-                    f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory "
-                    f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})",
-                    f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                what = f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory " + (
+                    f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})"
+                )
+                source.missing.append(f"{ref.written} ({ref.role} settings) not found")
+                source.notes.append(
+                    Finding(
+                        "info",
+                        source.label,
+                        ref.setting.key,
+                        f"{what}; its settings are not reviewed" + ("; memory not planned" if ref.role in ("deepspeed", "accelerate") else ""),
+                        f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                        line=ref.setting.line,
+                    )
                 )
                 continue
             try:
@@ -168,11 +185,11 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
         ref.source = found
 
 
-def locate(written: str, beside: Path) -> Path | None:
+def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
     path = Path(os.path.expanduser(written))
     if path.is_absolute():
         return path if path.is_file() else None
-    for folder in [beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
+    for folder in [*([cwd] if cwd is not None else []), beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
         if (folder / path).is_file():
             return folder / path
     return None
@@ -270,7 +287,7 @@ def _kind_of(document: dict, suffix: str) -> str:
 
 def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> Source:
     source = Source(path, label(path), "shell", text)
-    script = script or shell.parse(text)
+    script = script or shell.parse(text, script_dir=str(path.resolve().parent))
     for line, words in script.stray:
         source.notes.append(
             Finding(
@@ -286,14 +303,18 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
     if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
-        problems = Problems()
-        problems.add(
-            source.label,
-            "",
-            "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
-            "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
+        line = next(c.line for c in script.commands if c.argv and os.path.basename(c.argv[0]) == "megatron")
+        raise NotReviewed(
+            Finding(
+                "info",
+                source.label,
+                "megatron",
+                "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan "
+                "yet: not reviewed (this is no fault of the script)",
+                "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
+                line=line,
+            )
         )
-        raise ConfigError(problems)
     if not launches:
         problems = Problems()
         problems.add(
@@ -317,6 +338,8 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
             )
         )
     source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
+    if command.cwd is not None:
+        source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else path.resolve().parent / command.cwd
     args = _split_launch(source, launcher, tokens, command)
     _program_settings(source, args, command.line)
     if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
@@ -362,7 +385,7 @@ def _read_python(path: Path, text: str) -> Source:
     doc = ast.get_docstring(tree, clean=False) or ""
     if doc and tree.body and isinstance(tree.body[0], ast.Expr):
         start = tree.body[0].lineno
-        script = shell.parse(doc, first_line=start)
+        script = shell.parse(doc, first_line=start, script_dir=str(path.resolve().parent))
         if any(_launcher_of(c.argv) for c in script.commands):
             script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
             source = _read_shell(path, text, script)
