@@ -24,6 +24,7 @@ _REDIRECT = re.compile(r"(\d*|&)(>>|>\||>|<)(&\d+|&-)?")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # Words that wrap the real command: dropped, the command after them is the one that runs.
 _WRAPPERS = {"nohup", "exec", "time", "command", "builtin", "then", "else", "do", "!"}
+_SSH_WITH_VALUE = set("BbcDEeFIiJLlmOoPpQRSWw")  # ssh options that take a value
 _DECLARE = {"export", "declare", "local", "readonly", "typeset"}
 # srun options written `-x VALUE` / `--long VALUE` (long ones also as `--long=VALUE`).
 _SRUN_SHORT = set("ANnpcJtoeqwxCGmDd")
@@ -75,10 +76,8 @@ class Script:
 
 
 # `$(dirname "$0")`, `$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)`, `$(realpath $(dirname $0))`: the script's folder.
-_SCRIPT_DIR = re.compile(
-    r"""^\s*(?:cd\s+)?["']?\$\(\s*dirname\s+["']?(?:\$0|\$\{0\}|\$\{BASH_SOURCE(?:\[0\])?\}|\$BASH_SOURCE|\$\(\s*(?:readlink\s+-f|realpath)\s+["']?(?:\$0|\$\{BASH_SOURCE(?:\[0\])?\})["']?\s*\))["']?\s*\)"""
-    r"""(/[\w./-]*)?["']?\s*(?:(?:&&|;)\s*pwd\s*)?$"""
-)
+_SCRIPT = r"""["']?(?:\$0|\$\{0\}|\$\{BASH_SOURCE(?:\[0\])?\}|\$BASH_SOURCE|\$\(\s*(?:readlink\s+-f|realpath)\s+["']?(?:\$0|\$\{BASH_SOURCE(?:\[0\])?\})["']?\s*\))["']?"""
+_SCRIPT_DIR = re.compile(rf"""^\s*dirname\s+{_SCRIPT}\s*()$|^\s*(?:cd\s+)?["']?\$\(\s*dirname\s+{_SCRIPT}\s*\)(/[\w./-]*)?["']?\s*(?:(?:&&|;)\s*pwd\s*)?$""")
 SCRIPT_DIR = "__vramfit_script_dir__"  # a variable parse() sets to the script's folder when the caller knows it
 
 
@@ -256,6 +255,12 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
     if words and words[0] == "srun":
         options, words = _srun_options(words[1:])
         srun = {**srun, **options}
+    if words and words[0] == "ssh":  # `ssh [options] host "command"`: the remote command is a script of its own
+        i = 1
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if len(words[i]) == 2 and words[i][1] in _SSH_WITH_VALUE else 1
+        if i + 1 < len(words):
+            words = ["bash", "-c", " ".join(words[i + 1 :])]
     if len(words) >= 3 and words[0] in ("bash", "sh") and words[1] == "-c":
         seen = {k: v for k, v in script.variables.items() if k in script.exported}
         inner = parse(words[2], {**seen, **env, **({SCRIPT_DIR: script.variables[SCRIPT_DIR]} if SCRIPT_DIR in script.variables else {})}, line_no)
@@ -375,7 +380,7 @@ def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
         end = _matching(text, i + 1, "(", ")")
         found = _SCRIPT_DIR.match(text[i + 2 : end])
         if found and SCRIPT_DIR in variables:  # the script's own folder (or one relative to it)
-            return posixpath.normpath(variables[SCRIPT_DIR] + (found.group(1) or "")), end + 1
+            return posixpath.normpath(variables[SCRIPT_DIR] + (found.group(1) or found.group(2) or "")), end + 1
         return "$(...)", end + 1
     if nxt == "{":
         end = _matching(text, i + 1, "{", "}")

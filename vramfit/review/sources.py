@@ -431,8 +431,17 @@ def _read_python(path: Path, text: str) -> Source:
     return source
 
 
+# Commands that run another command given later in their words (a container, privileges): the launch is inside.
+_WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
+    if name in _WRAPPING:  # `sudo -E docker-compose run --rm trainer torchrun ...`: the first launcher among its words
+        for i in range(1, len(argv)):
+            if os.path.basename(argv[i]) not in _WRAPPING and (found := _launcher_of(argv[i:])) is not None:
+                return found
+        return None
     if name in ("torchrun", "deepspeed"):
         return name, argv[1:]
     if name == "accelerate" and argv[1:2] == ["launch"]:
