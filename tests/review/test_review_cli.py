@@ -261,7 +261,7 @@ def test_fewer_nodes_than_the_script_says_changes_the_global_batch(tmp_path):
     path.write_text(path.read_text().replace("--nproc_per_node 8", "--nproc_per_node 8 --nnodes $NODES"))
     result = review([str(path)], gpu="a100-80g", nodes=1)
     assert find(result, key="--nnodes", severity="info", text="the script says 2; reviewed with --nodes 1")
-    [batch] = find(result, key="--per_device_train_batch_size", severity="warning")
+    [batch] = find(result, key="--per_device_train_batch_size", severity="info", text="the global batch changes")
     assert "the global batch changes from the 64 sequences per optimizer step the files give on their 16 ranks" in batch.what
     assert "4 x 1 x 8 = 32" in batch.what and batch.fix == "set gradient_accumulation_steps: 2 (keeps micro-batch 4)."
     assert "(the files, as written for 16 ranks: 64)" in result.summary[2]

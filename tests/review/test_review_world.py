@@ -17,7 +17,6 @@ import review_corpus  # noqa: E402
 
 # False errors the corpus still shows, each with its cause: a list that can only shrink.
 KNOWN_FALSE_ERRORS = {
-    "vlmr1-multinode_training_demo": 'the launch is written inside an `ssh host "... docker-compose run ... torchrun ..."` string',
     "llava-v1_5-pretrain": "the planner's activations + logits for a projector-only pretrain at micro-batch 32 exceed what upstream ran on 80 GB",
 }
 
@@ -266,3 +265,19 @@ def test_megatron_and_a_missing_file_leave_the_review_incomplete(tmp_path):
     megatron = write(tmp_path, "dpo.sh", "NPROC_PER_NODE=8 megatron rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B-Instruct\n")
     result = review([str(megatron)], gpu="a100-80g")
     assert result.exit_code == 3 and [f.severity for f in result.findings] == ["info"] and "Megatron" in result.findings[0].what
+
+
+def test_every_launch_of_a_script_is_reviewed_and_named(tmp_path):
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 True\n"
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 8192 --bf16 True "
+        "--per_device_train_batch_size 16\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [second] = find(result, key="--gpu", severity="error")
+    assert second.what.startswith("launch 2 of 2 (line 2): predicted peak")
+    assert find(result, key="--gpu", severity="info", text="launch 1 of 2 (line 1): predicted peak")
+    assert find(result, text="2 launch commands (lines 1, 2), each reviewed")
+    assert result.exit_code == 1 and result.plan.setup.seq_len == 512  # the summary and plan: the first launch's

@@ -58,6 +58,9 @@ ALIASES = {
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
     "image_root": "data.image_folder",
+    # Megatron-style names (mPLUG-Owl / UReader / PaperOwl pipeline/train.py, Megatron-LM): --micro-batch-size, --seq-length
+    "micro_batch_size": "training.per_device_train_batch_size",
+    "seq_length": "data.max_length",
 }
 # Switches that pick the method when on.
 METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
@@ -284,7 +287,7 @@ class Mapped:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
         o = self.origins.get(key)
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args")), None)
-        own = source is not None and o.key and o.key.lstrip("-").replace("-", "_") not in RENAMED
+        own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
         return edit((source or self.settings).kind, key, value, o.key if own else None)
 
@@ -535,11 +538,12 @@ class _Builder:
 
             source = next((s for s in self.sources if s.label == setting.file), None)
             trl_pin = self.find_pin(source, "trl") if source is not None else None
-            if trl_pin is not None and trl_pin.major == 0:
+            if trl_pin is None or trl_pin.major == 0:  # pinned before 1.x, or nothing pinned: the flag dates the script
+                said = f"this repository pins {trl_pin}, whose" if trl_pin is not None else "nothing pins trl beside the script, and TRL 0.x's"
                 self.note(
                     "info",
                     setting,
-                    f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
+                    f"{said} GRPOConfig truncates prompts to {setting.key}; the installed "
                     f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                     "drop it and filter overlong prompts from the data set when you upgrade.",
                 )
@@ -646,6 +650,8 @@ class _Builder:
             self.set(f"training.{value}", True, setting)
         elif name == "dtype":
             self.not_modelled.append(setting.key)
+        elif name in ALIASES and ALIASES[name].startswith("training."):
+            self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
 

@@ -56,12 +56,78 @@ def review(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
 ) -> Review:
+    flags = dict(
+        gpu=gpu,
+        gpus=gpus,
+        nodes=nodes,
+        host_ram_gib=host_ram_gib,
+        against=against,
+        model_config=model_config,
+        transformers_version=transformers_version,
+        image_tokens=image_tokens,
+    )
     try:
         sources = read_all(paths)
     except ConfigError as error:
         return _unreadable(error)
     except NotReviewed as said:
         return Review([said.finding], EXIT_INCOMPLETE)
+    first = _review_sources(sources, **flags)
+    lines = sources[0].launch_lines if sources and sources[0].kind == "shell" else []
+    if len(lines) < 2:
+        return first
+    # several launch commands in one script: each is reviewed; a finding that differs between them names its launch
+    reviews = [first]
+    for k in range(1, len(lines)):
+        try:
+            reviews.append(_review_sources(read_all(paths, launch=k), **flags))
+        except ConfigError as error:
+            reviews.append(_unreadable(error))
+        except NotReviewed as said:
+            reviews.append(Review([said.finding], EXIT_INCOMPLETE))
+    return _merge(reviews, lines, sources[0].label)
+
+
+def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
+    """One review of a script's launches: findings every launch shares once, the others prefixed with their launch."""
+    import dataclasses
+
+    def same(f: Finding) -> tuple:
+        return (f.severity, f.file, f.key, f.what, f.line)
+
+    shared = set.intersection(*({same(f) for f in r.findings} for r in reviews))
+    findings = [f for f in reviews[0].findings if same(f) in shared and "launch commands" not in f.what]
+    for n, (r, line) in enumerate(zip(reviews, lines), start=1):
+        for f in r.findings:
+            if same(f) not in shared and "launch commands" not in f.what:
+                findings.append(dataclasses.replace(f, what=f"launch {n} of {len(lines)} (line {line}): {f.what}"))
+    findings.append(
+        Finding(
+            "info",
+            label,
+            "",
+            f"{len(lines)} launch commands (lines {', '.join(map(str, lines))}), each reviewed; findings that differ between them "
+            "name their launch; the summary and the memory plan are the first's",
+            line=lines[0],
+        )
+    )
+    codes = [r.exit_code for r in reviews]
+    code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
+    first = reviews[0]
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary)
+
+
+def _review_sources(
+    sources,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    host_ram_gib: float | None = None,
+    against: str | None = None,
+    model_config: str | None = None,
+    transformers_version: str | None = None,
+    image_tokens: int | None = None,
+) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
@@ -154,7 +220,9 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         file, key, line = origin.file, origin.key, origin.line
     if p.key == "global_batch_size":  # the files' batch on other hardware: a different run, not a failing one
         origin = _origin(mapped, "training.per_device_train_batch_size")
-        file, key, line, severity = origin.file, origin.key, origin.line, "warning"
+        # the hardware the review was asked about (or took from a recipe) differs from the script's: a consequence of that
+        # choice, said so the user keeps the batch if they mean to; nothing in the files fails
+        file, key, line, severity = origin.file, origin.key, origin.line, "info"
         what = (
             f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
             f"on their {mapped.script_ranks} ranks ({what})"
@@ -271,7 +339,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         over = plan.phases["evaluation"] > plan.usable_gib
         findings.append(
             Finding(
-                "error" if over else "warning",
+                "error" if over else "info",  # within the card it costs nothing: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "

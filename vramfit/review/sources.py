@@ -113,6 +113,7 @@ class Source:
     env: dict[str, str] = field(default_factory=dict)  # the launch command's environment, as far as the script sets it
     trainer: str = ""  # the trainer the program runs, where the file says (sft, dpo, grpo, ...): picks TRL's config class
     missing: list[str] = field(default_factory=list)  # files it names that were not found: the review is incomplete
+    launch_lines: list[int] = field(default_factory=list)  # every launch command's line (a script may hold several)
     cwd: Path | None = None  # where the launch runs, when a `cd` in the script says (relative paths are read from there first)
 
     def line_of(self, key: str, after: int = 1) -> int | None:
@@ -134,13 +135,13 @@ def label(path: Path) -> str:
         return str(path)
 
 
-def read_all(paths: list[str]) -> list[Source]:
+def read_all(paths: list[str], launch: int = 0) -> list[Source]:
     """Every PATH and every file they name, read; ConfigError (exit 2) when one cannot be read."""
     problems = Problems()
     sources = []
-    for given in paths:
+    for n, given in enumerate(paths):
         try:
-            sources.append(read(Path(given)))
+            sources.append(read(Path(given), launch=launch if n == 0 else 0))
         except ConfigError as error:
             problems.extend(error.problems)
     if problems:
@@ -195,7 +196,8 @@ def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
     return None
 
 
-def read(path: Path, kind: str | None = None) -> Source:
+def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
+    """One file; `launch`: which of a script's launch commands (0: the first) its settings are read from."""
     problems = Problems()
     try:
         exists, is_dir = path.exists(), path.is_dir()
@@ -220,9 +222,9 @@ def read(path: Path, kind: str | None = None) -> Source:
     if kind is None and (suffix in SHELL_SUFFIXES or text.startswith("#!")):
         kind = "shell"
     if kind == "shell":
-        return _read_shell(path, text)
+        return _read_shell(path, text, launch=launch)
     if kind is None and suffix == ".py":
-        return _read_python(path, text)
+        return _read_python(path, text, launch)
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
         problems.add(
@@ -285,7 +287,7 @@ def _kind_of(document: dict, suffix: str) -> str:
 # ----------------------------------------------------------------------------------------------- shell
 
 
-def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> Source:
+def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, launch: int = 0) -> Source:
     source = Source(path, label(path), "shell", text)
     script = script or shell.parse(text, script_dir=str(path.resolve().parent))
     for line, words in script.stray:
@@ -324,19 +326,8 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
             "pass the script that starts training.",
         )
         raise ConfigError(problems)
-    command, (launcher, tokens) = launches[0]
-    if len(launches) > 1:
-        source.notes.append(
-            Finding(
-                "info",
-                source.label,
-                "",
-                f"{len(launches)} launch commands; reviewed the first (line {command.line}), "
-                f"not those at line{'s' if len(launches) > 2 else ''} {', '.join(str(c.line) for c, _ in launches[1:])}",
-                "review the others by passing a script with that command alone.",
-                line=command.line,
-            )
-        )
+    source.launch_lines = [c.line for c, _ in launches]
+    command, (launcher, tokens) = launches[min(launch, len(launches) - 1)]
     source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
     if command.cwd is not None:
         source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else path.resolve().parent / command.cwd
@@ -371,7 +362,7 @@ PYTHON_CONFIGS = {
 }
 
 
-def _read_python(path: Path, text: str) -> Source:
+def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     """A training script, read with `ast` (never run): the launch commands its docstring shows (TRL's examples),
     else its `TrainingArguments(...)` / `SFTConfig(...)` calls with literal keyword values."""
     import ast
@@ -388,7 +379,7 @@ def _read_python(path: Path, text: str) -> Source:
         script = shell.parse(doc, first_line=start, script_dir=str(path.resolve().parent))
         if any(_launcher_of(c.argv) for c in script.commands):
             script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
-            source = _read_shell(path, text, script)
+            source = _read_shell(path, text, script, launch)
             source.notes.append(
                 Finding(
                     "info",
@@ -583,13 +574,14 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     _accelerate_settings(source, settings, tokens)
     if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
         flag = _written(tokens, "--config_file", "--config-file")
+        source.missing.append(f"{ns.config_file} (accelerate settings) set when the script runs")
         source.notes.append(
             Finding(
-                "warning",
+                "info",  # the review is incomplete (exit 3): nothing here is the script's fault
                 source.label,
                 flag,
                 f"its value {ns.config_file!r} is set when the script runs (an argument or a "
-                "variable the script does not define), so the accelerate config was not read",
+                "variable the script does not define), so the accelerate config was not read; memory not planned",
                 f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.",
                 line=source.line_of(flag, command.line),
             )
