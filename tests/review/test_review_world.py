@@ -281,3 +281,23 @@ def test_every_launch_of_a_script_is_reviewed_and_named(tmp_path):
     assert find(result, key="--gpu", severity="info", text="launch 1 of 2 (line 1): predicted peak")
     assert find(result, text="2 launch commands (lines 1, 2), each reviewed")
     assert result.exit_code == 1 and result.plan.setup.seq_len == 512  # the summary and plan: the first launch's
+
+
+def test_deepspeed_chat_stage_0_keeps_fp32_master_weights_and_lora_dim_trains_everything(tmp_path):
+    """DeepSpeed-Chat: --lora_dim adds LoRA layers but every weight trains unless --only_optimize_lora; at ZeRO stage 0
+    DeepSpeed's fp16 optimizer keeps fp32 master weights. Fixes keep both, and turn a bare switch on bare."""
+    write(
+        tmp_path,
+        "main.py",
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--per_device_train_batch_size', type=int, default=16)\n"
+        "p.add_argument('--max_seq_len', type=int, default=512)\np.add_argument('--dtype', default='fp16')\n"
+        "p.add_argument('--gradient_checkpointing', action='store_true')\np.add_argument('--only_optimize_lora', action='store_true')\n"
+        "p.add_argument('--lora_dim', type=int, default=0)\n",
+    )
+    path = write(tmp_path, "s/run.sh", "deepspeed --num_gpus 1 main.py --model_name_or_path facebook/opt-1.3b --lora_dim 128 --zero_stage 0\n")
+    result = review([str(path)], gpu="a100-40g")
+    assert result.plan.setup.method == "full" and result.plan.setup.master_fp32
+    assert find(result, key="--lora_dim", text="trains every weight as well unless --only_optimize_lora")
+    [verdict] = find(result, key="--gpu", severity="error")
+    assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 8" in verdict.fix
+    assert not review([str(path)], gpu="a100-80g").exit_code  # upstream's own hardware: fits

@@ -282,6 +282,7 @@ class Mapped:
     planner_origins: dict[str, Origin] = field(default_factory=dict)
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
     image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
+    switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
@@ -289,7 +290,9 @@ class Mapped:
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
-        return edit((source or self.settings).kind, key, value, o.key if own else None)
+        written = edit((source or self.settings).kind, key, value, o.key if own else None)
+        flag = written.split(" ", 1)[0]
+        return flag if value is True and flag in self.switches else written
 
     def origin(self, key: str) -> Origin:
         """Where `key` was read; the settings file (with the key spelled for it) when no file set it."""
@@ -367,6 +370,7 @@ class _Builder:
         self.model_how = ""
         # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.image_assumed = False
+        self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
             from vramfit.review import program as program_mod
@@ -748,6 +752,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
+        mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
         self._planner_settings(mapped)
@@ -785,6 +790,10 @@ class _Builder:
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+        t = mapped.recipe["training"]
+        if self.stage0_master is not None and (t.get("fp16") is True or t.get("bf16") is True):
+            out["master_fp32"] = True
+            where["master_fp32"] = where.setdefault("engine", self.stage0_master)
         if out.get("engine") == "fsdp":  # not plain data parallel after all
             mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
 
@@ -936,6 +945,27 @@ class _Builder:
     def _method(self) -> None:
         if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
+        passed = {s.key.lstrip("-").replace("-", "_") for src in self.sources for s in src.settings}
+        if (
+            self.method == "lora"
+            and self.program is not None
+            and self.program.defaults.get("only_optimize_lora", (None,))[0] is False
+            and "only_optimize_lora" not in passed
+        ):
+            # DeepSpeed-Chat main.py: --lora_dim adds LoRA layers, and every weight still trains unless --only_optimize_lora
+            o = self.method_origin
+            self.findings.append(
+                Finding(
+                    "info",
+                    o.file,
+                    o.key,
+                    f"{self.program.label} adds LoRA layers but trains every weight as well unless --only_optimize_lora is "
+                    "passed (its default is off): planned as full training",
+                    "pass --only_optimize_lora to train the adapters alone.",
+                    line=o.line,
+                )
+            )
+            self.method = "full"
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
             self.findings.append(
@@ -1187,6 +1217,10 @@ class _Builder:
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
+            if zero["stage"] == 0:
+                # DeepSpeed-Chat initialises DeepSpeed itself: at stage 0 its fp16 / bf16 optimizer wrapper still keeps fp32
+                # master weights beside the 16-bit ones (deepspeed/runtime/fp16/fused_optimizer.py), not plain DDP's AMP
+                self.stage0_master = Origin(zs.file, zs.key, zs.line)
             return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--zero_stage {zs.value[0]}"
         return None
 

@@ -22,6 +22,7 @@ class Program:
     label: str
     text: str
     defaults: dict[str, tuple[object, int]] = field(default_factory=dict)  # argument name -> (default, line)
+    switches: frozenset[str] = frozenset()  # arguments argparse takes bare (action store_true / store_false)
 
     @property
     def keeps_eval_logits(self) -> bool:
@@ -49,7 +50,8 @@ def find(program: str, script: Path, cwd: Path | None = None) -> Program | None:
         tree = ast.parse(text)
     except (ConfigError, OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
-    return Program(path, label(path), text, _defaults(tree))
+    defaults = _defaults(tree)
+    return Program(path, label(path), text, defaults, frozenset(_switches(tree)))
 
 
 def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:
@@ -78,6 +80,17 @@ def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:
                     literal = _literal(value) if value is not None else _NONE
                     if literal is not _NONE:
                         out.setdefault(item.target.id, (literal, item.lineno))
+    return out
+
+
+def _switches(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            action = next((k.value for k in node.keywords if k.arg == "action"), None)
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+            if flags and isinstance(action, ast.Constant) and action.value in ("store_true", "store_false"):
+                out.add(flags[0])
     return out
 
 

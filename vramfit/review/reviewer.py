@@ -380,7 +380,8 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
 
 def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
     """The plan with the planner settings the files ask for and the recipe schema cannot say: those planner.Setup has are
-    applied (engine fsdp, FSDP offload), the others are named as not planned yet. No fixes are searched (they re-plan the recipe)."""
+    applied (engine fsdp, FSDP offload, DeepSpeed's fp32 master weights at stage 0), the others are named as not planned yet; fixes are
+    searched with the settings applied to each candidate."""
     import dataclasses
 
     from vramfit.planner.plan import plan as plan_setup
@@ -421,15 +422,33 @@ def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding])
                 "info",
                 o.file,
                 o.key,
-                "planned with "
-                + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
-                + " (the files' sharding; fixes are not searched for it)",
+                "planned with " + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items()) + " (the files' sharding; the fixes below keep it)",
                 source="planner",
                 line=o.line,
             )
         )
-        return plan_setup(setup)
+        result = plan_setup(setup)
+        if not result.ok:  # the fixes, each re-planned with the files' settings applied too
+            from vramfit.planner.fixes import search
+            from vramfit.planner.plan import with_overrides
+
+            def replan(overrides):
+                return plan_setup(_apply(Setup.from_recipe(with_overrides(recipe, overrides)), mapped.planner_settings, names))
+
+            result.fixes = search(result, replan, mode="recipe", recipe=recipe)
+            result.fixes_searched = True
+        return result
     return None  # nothing the planner can apply: the recipe's own plan, with its fixes
+
+
+def _apply(setup, settings: dict, names: set):
+    """`setup` with the files' planner settings that planner.Setup has."""
+    import dataclasses
+
+    wanted = dict(settings)
+    if wanted.pop("offload", False) and (wanted.get("engine") == "fsdp" or setup.engine == "fsdp"):
+        setup = dataclasses.replace(setup, zero=dataclasses.replace(setup.zero, offload_params=True, offload_optimizer=True))
+    return dataclasses.replace(setup, **{k: v for k, v in wanted.items() if k in names})
 
 
 def _key(name: str) -> str:
