@@ -159,8 +159,15 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
         found = given[0] if given else None
         if found is None:
             candidate = locate(ref.written, source.path, source.cwd)
+            folders = [*([source.cwd] if source.cwd is not None else []), source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
+            there = next((f / ref.written for f in folders if _exists(f / os.path.expanduser(ref.written))), None)
+            if candidate is None and there is not None:  # there, but not a regular file (a FIFO, a folder): bad input
+                try:
+                    read(there, kind=ref.role)
+                except ConfigError as error:
+                    problems.extend(error.problems)
+                    continue
             if candidate is None:  # a path relative to the working directory the script is run from: the review goes on, incomplete
-                folders = [source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
                 what = f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory " + (
                     f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})"
                 )
@@ -184,6 +191,13 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
             sources.append(found)
             _follow(found, sources, problems)
         ref.source = found
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:
+        return False
 
 
 def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
