@@ -121,14 +121,18 @@ def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
     assert captured.err.startswith("vramfit: ") and "nothing was launched or written" in captured.err and message in captured.err
 
 
-def test_missing_deepspeed_json_named_by_the_script_exits_2(tmp_path):
+def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(tmp_path):
+    """A path relative to where the script is run from: the rest is reviewed, memory is not planned (no ZeRO stage known),
+    and the exit code says incomplete (3), not bad input."""
     path = script(tmp_path, "")
     (tmp_path / "ds.json").unlink()
     result = review([str(path)], gpu="a100-80g")
-    assert result.exit_code == 2
-    [missing] = result.findings
-    assert missing.key == "--deepspeed" and "names ds.json, which is not next to the script" in missing.what
+    assert result.exit_code == 3 and result.plan is None
+    [missing] = find(result, key="--deepspeed", text="names ds.json, which is not next to the script")
+    assert missing.severity == "info" and "memory not planned" in missing.what
     assert missing.fix == f"pass the file as another PATH: vramfit review {missing.file} path/to/ds.json."
+    assert not find(result, text="reviewed as plain data parallel")
+    assert not find(result, severity="error")
 
 
 def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):
@@ -257,7 +261,7 @@ def test_fewer_nodes_than_the_script_says_changes_the_global_batch(tmp_path):
     path.write_text(path.read_text().replace("--nproc_per_node 8", "--nproc_per_node 8 --nnodes $NODES"))
     result = review([str(path)], gpu="a100-80g", nodes=1)
     assert find(result, key="--nnodes", severity="info", text="the script says 2; reviewed with --nodes 1")
-    [batch] = find(result, key="--per_device_train_batch_size", severity="warning")
+    [batch] = find(result, key="--per_device_train_batch_size", severity="info", text="the global batch changes")
     assert "the global batch changes from the 64 sequences per optimizer step the files give on their 16 ranks" in batch.what
     assert "4 x 1 x 8 = 32" in batch.what and batch.fix == "set gradient_accumulation_steps: 2 (keeps micro-batch 4)."
     assert "(the files, as written for 16 ranks: 64)" in result.summary[2]

@@ -64,7 +64,7 @@ def test_tinychart_gpu_count_comes_from_the_flag_when_the_script_asks_nvidia_smi
     result = seed_review("tinychart")
     assert "1 node x 8 x a100-80g, 64 GiB host RAM per node" in result.summary[1]
     assert "ZeRO-3 + offload optimizer/param" in result.summary[0]
-    assert find(result, key="", text="2 launch commands; reviewed the first (line 40)")
+    assert find(result, key="", text="2 launch commands (lines 40, 84), each reviewed")
     [ram] = find(result, source="recipe-diff", key="--host-ram-gib")
     assert "64 here, 256 in recipe tinychart-3b-8xa100-80g-offload" in ram.what.replace(".0", "")
 
@@ -77,8 +77,9 @@ def test_minicpmv_evaluation_spike(seed_review):
     assert "evaluation peaks above training" in spike.what and "kept eval logits" in spike.what
     assert spike.fix.startswith("--prediction_loss_only true")
     assert result.plan.peak_phase == "evaluation"
-    [verdict] = find(result, source="planner", key="--gpu", severity="error")
-    assert verdict.fix.startswith("--prediction_loss_only true")
+    [verdict] = find(result, source="planner", key="--gpu")  # one fault, said once: the evaluation spike above
+    assert verdict.severity == "info" and verdict.what.startswith("training fits: predicted")
+    assert len(find(result, severity="error")) == 1
 
 
 def test_minicpmv_recipe_reasons_for_its_evaluation_settings(seed_review):
@@ -96,8 +97,8 @@ def test_minicpmv_recipe_reasons_for_its_evaluation_settings(seed_review):
 
 def test_minicpmv_old_argument_names_keep_evaluation_on(seed_review):
     result = seed_review("minicpmv")
-    [renamed] = find(result, key="--evaluation_strategy", severity="warning")
-    assert "reviewed as --eval_strategy" in renamed.what
+    [renamed] = find(result, key="--evaluation_strategy", severity="info")  # nothing pinned: the flag dates the script (transformers 4)
+    assert "reviewed as --eval_strategy" in renamed.what and "transformers 4 accepts it" in renamed.what
     assert result.plan.setup.eval_enabled and result.plan.setup.eval_batch == 4
     assert result.plan.setup.method == "lora"
 
@@ -113,19 +114,23 @@ def test_vlm_r1_sequences_per_gpu_both_ways(seed_review):
 
 
 def test_vlm_r1_default_max_pixels_and_the_oom(seed_review):
+    """Images planned at the processor's maximum (the data's size unknown): said, and the verdict at that size is a warning
+    naming the assumption and the largest image size that fits, not an error."""
     result = seed_review("vlm-r1")
-    [pixels] = find(result, key="--max_pixels", severity="warning")
+    [pixels] = find(result, key="--max_pixels", severity="info", text="not set")
     assert "12,845,056 px allows up to 16,384 image tokens per image" in pixels.what
     assert result.plan.setup.image_tokens == 16384 and result.plan.setup.method == "grpo"
-    [verdict] = find(result, source="planner", key="--gpu", severity="error")
-    assert "--gradient_checkpointing true" in verdict.fix
+    [verdict] = find(result, source="planner", key="--gpu", severity="warning")
+    assert "does not fit if the images reach the maximum the files allow (16,384 tokens per image" in verdict.what
+    assert "tokens per image it fits" in verdict.what and "--max_pixels" in verdict.fix and "--gradient_checkpointing true" in verdict.fix
+    assert not find(result, severity="error")
     [diff] = find(result, source="recipe-diff", key="--max_pixels")
     assert diff.what.startswith("12845056 here, 1003520 in recipe vlm-r1-h20: 1280 image tokens")
 
 
 def test_vlm_r1_removed_grpo_argument_is_reported(seed_review):
-    [removed] = find(seed_review("vlm-r1"), key="--max_prompt_length", severity="warning")
-    assert "not a trl.GRPOConfig argument in the installed TRL" in removed.what
+    [removed] = find(seed_review("vlm-r1"), key="--max_prompt_length", severity="info")  # nothing pinned: the flag dates the script
+    assert "not a trl.GRPOConfig argument in the installed TRL" in removed.what and "nothing pins trl" in removed.what
 
 
 # 5. axolotl Llama-3.2-3B (axolotl#2143): ZeRO-3, 4k x micro-batch 4, no checkpointing, no Liger.

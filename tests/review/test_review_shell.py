@@ -89,3 +89,24 @@ def test_srun_and_sbatch_options_are_kept_as_hardware_hints():
 def test_the_launch_environment_is_the_exported_variables_and_prefixes():
     script = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nLOCAL=1\nCUDA_VISIBLE_DEVICES=0,1 torchrun t.py\n"
     assert launch(script).environment == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_the_scripts_folder_and_cd_give_the_launchs_working_directory():
+    script = (
+        'ROOT="$( cd "$( dirname "${BASH_SOURCE[0]}" )/.." && pwd )"\nHERE=$(dirname "$0")\n'
+        "cd ${ROOT}/src/app\ntorchrun --nproc_per_node 2 train.py --out $HERE\n"
+    )
+    parsed = shell.parse(script, script_dir="/repo/run_scripts")
+    assert parsed.variables["ROOT"] == "/repo" and parsed.variables["HERE"] == "/repo/run_scripts"
+    assert launch(script).cwd is None  # no script folder known: the `cd` target stays unresolved
+    [command] = [c for c in parsed.commands if c.argv[0] == "torchrun"]
+    assert command.cwd == "/repo/src/app"
+
+
+def test_a_launch_inside_ssh_and_a_container_is_found():
+    from vramfit.review.sources import _launcher_of
+
+    script = 'ssh -p 22 $host "cd /w && sudo -E docker-compose -f d.yml run --rm trainer torchrun --nproc_per_node=8 src/train.py --bf16"\n'
+    [command] = [c for c in shell.parse(script).commands if "torchrun" in c.argv]
+    launcher, tokens = _launcher_of(command.argv)
+    assert launcher == "torchrun" and tokens == ["--nproc_per_node=8", "src/train.py", "--bf16"]

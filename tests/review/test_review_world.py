@@ -17,20 +17,7 @@ import review_corpus  # noqa: E402
 
 # False errors the corpus still shows, each with its cause: a list that can only shrink.
 KNOWN_FALSE_ERRORS = {
-    "vlmr1-run_grpo_rec": "image tokens planned at Qwen2.5-VL's processor maximum (16,384 per image); REC images are far smaller",
-    "vlmr1-run_grpo_rec_lora": "as above",
-    "vlmr1-run_grpo_rec_more_params": "as above",
-    "trl-grpo-vlm": "as above, with TRL's colocated vLLM share (0.3 of the card) now planned beside GRPOConfig's default micro-batch 8",
-    "vlmr1-train_qwen2_vl": "the script names scripts/zero3.json, a path relative to a working directory the corpus does not have",
-    "vlmr1-multinode_training_demo": "the launch is written into a docker-compose heredoc",
-    "swift-cached_dataset-dpo": "Megatron-SWIFT launch: said, not planned",
-    "seed-minicpmv": "the --gpu verdict of the documented evaluation spike repeats the spike's own error",
-    "fastchat-train-lora": "eval logits planned as kept: FastChat's train_lora.py (not in the corpus) passes the Trainer no compute_metrics",
     "llava-v1_5-pretrain": "the planner's activations + logits for a projector-only pretrain at micro-batch 32 exceed what upstream ran on 80 GB",
-    # Planned since the trace merge (OPT's summary raised KeyError 'text' before, so no plan and no verdict). The script passes
-    # neither dtype nor length nor micro-batch, and the review does not know DeepSpeed-Chat main.py's own defaults (--dtype fp16,
-    # --max_seq_len 512, --per_device_train_batch_size 16): it plans fp32 at 8 x 2048 tokens (activations 65 GiB) instead.
-    "dschat-step1-single_gpu-run_1.3b": "DeepSpeed-Chat main.py defaults not read: planned fp32 x 2048 tokens, upstream runs fp16 x 512",
 }
 
 
@@ -218,3 +205,99 @@ def test_fsdp_from_the_trainers_flag_is_planned_as_fsdp(tmp_path):
     [said] = find(result, key="--fsdp", text="planned with")
     assert "engine fsdp" in said.what and "FSDP CPU offload" in said.what
     assert not find(result, text="reviewed as plain data parallel")
+
+
+def test_the_launched_programs_own_defaults_are_read_with_ast(tmp_path):
+    """DeepSpeed-Chat style: the script passes no batch, length or dtype; main.py's argparse defaults apply, not
+    TrainingArguments'. The program is never run."""
+    write(
+        tmp_path,
+        "main.py",
+        "import argparse, sys\nsys.exit('never run')\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--per_device_train_batch_size', type=int, default=16)\np.add_argument('--max_seq_len', type=int, default=512)\n"
+        "p.add_argument('--dtype', type=str, default='fp16', choices=['fp16', 'bf16'])\np.add_argument('--gradient_checkpointing', action='store_true')\n",
+    )
+    path = write(tmp_path, "scripts/run.sh", "deepspeed --num_gpus 1 main.py --model_name_or_path facebook/opt-1.3b --zero_stage 0\n")
+    result = review([str(path)], gpu="a100-80g")
+    setup = result.plan.setup
+    assert setup.micro_batch == 16 and setup.seq_len == 512 and not setup.gradient_checkpointing
+    [said] = find(result, text="own defaults for what the script does not pass")
+    assert "--per_device_train_batch_size 16, --max_seq_len 512, --dtype fp16" in said.what
+    passed = write(tmp_path, "scripts/run2.sh", "deepspeed --num_gpus 1 main.py --model_name_or_path facebook/opt-1.3b --max_seq_len 256\n")
+    assert review([str(passed)], gpu="a100-80g").plan.setup.seq_len == 256  # what the script passes wins
+
+
+def test_a_program_without_compute_metrics_keeps_no_eval_logits(tmp_path):
+    write(tmp_path, "train.py", "from transformers import Trainer\ntrainer = Trainer(model=m, args=a, train_dataset=d, eval_dataset=e)\n")
+    path = write(
+        tmp_path,
+        "scripts/run.sh",
+        "torchrun --nproc_per_node 1 train.py --model_name_or_path lmsys/vicuna-7b-v1.5 --model_max_length 2048 "
+        "--eval_strategy steps --eval_steps 100 --per_device_eval_batch_size 2 --lora_r 8\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.breakdown.get("eval_logits", 0) == 0 and not find(result, text="evaluation peaks above training")
+    write(tmp_path, "train.py", "trainer = Trainer(model=m, compute_metrics=f)\n")
+    kept = review([str(path)], gpu="a100-80g")
+    assert find(kept, text="evaluation peaks above training")
+
+
+def test_the_pinned_trl_decides_what_a_grpo_batch_counts(tmp_path):
+    run = (
+        "torchrun --nproc_per_node 8 src/grpo.py --model_name_or_path Qwen/Qwen2.5-3B-Instruct --num_generations 8 "
+        "--per_device_train_batch_size 8 --max_completion_length 256 --gradient_checkpointing true --bf16\n"
+    )
+    write(tmp_path, "new/setup.py", 'install_requires = ["trl==0.17.0"]\n')
+    new = review([str(write(tmp_path, "new/run.sh", run))], gpu="a100-80g")
+    [said] = find(new, key="--per_device_train_batch_size", text="pins trl==0.17.0")
+    assert said.severity == "info" and "counts completions" in said.what
+    assert not find(new, text="before the TRL change")
+    write(tmp_path, "old/setup.py", 'install_requires = ["trl==0.14.0"]\n')
+    old = review([str(write(tmp_path, "old/run.sh", run))], gpu="a100-80g")
+    [said] = find(old, key="--per_device_train_batch_size", text="pins trl==0.14.0")
+    assert "planned with 64 sequences per GPU" in said.what
+    unpinned = review([str(write(tmp_path, "none/run.sh", run))], gpu="a100-80g")
+    [both] = find(unpinned, key="--per_device_train_batch_size", text="before the TRL change")
+    assert both.severity in ("info", "warning")
+
+
+def test_megatron_and_a_missing_file_leave_the_review_incomplete(tmp_path):
+    megatron = write(tmp_path, "dpo.sh", "NPROC_PER_NODE=8 megatron rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B-Instruct\n")
+    result = review([str(megatron)], gpu="a100-80g")
+    assert result.exit_code == 3 and [f.severity for f in result.findings] == ["info"] and "Megatron" in result.findings[0].what
+
+
+def test_every_launch_of_a_script_is_reviewed_and_named(tmp_path):
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 True\n"
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 8192 --bf16 True "
+        "--per_device_train_batch_size 16\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [second] = find(result, key="--gpu", severity="error")
+    assert second.what.startswith("launch 2 of 2 (line 2): predicted peak")
+    assert find(result, key="--gpu", severity="info", text="launch 1 of 2 (line 1): predicted peak")
+    assert find(result, text="2 launch commands (lines 1, 2), each reviewed")
+    assert result.exit_code == 1 and result.plan.setup.seq_len == 512  # the summary and plan: the first launch's
+
+
+def test_deepspeed_chat_stage_0_keeps_fp32_master_weights_and_lora_dim_trains_everything(tmp_path):
+    """DeepSpeed-Chat: --lora_dim adds LoRA layers but every weight trains unless --only_optimize_lora; at ZeRO stage 0
+    DeepSpeed's fp16 optimizer keeps fp32 master weights. Fixes keep both, and turn a bare switch on bare."""
+    write(
+        tmp_path,
+        "main.py",
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--per_device_train_batch_size', type=int, default=16)\n"
+        "p.add_argument('--max_seq_len', type=int, default=512)\np.add_argument('--dtype', default='fp16')\n"
+        "p.add_argument('--gradient_checkpointing', action='store_true')\np.add_argument('--only_optimize_lora', action='store_true')\n"
+        "p.add_argument('--lora_dim', type=int, default=0)\n",
+    )
+    path = write(tmp_path, "s/run.sh", "deepspeed --num_gpus 1 main.py --model_name_or_path facebook/opt-1.3b --lora_dim 128 --zero_stage 0\n")
+    result = review([str(path)], gpu="a100-40g")
+    assert result.plan.setup.method == "full" and result.plan.setup.master_fp32
+    assert find(result, key="--lora_dim", text="trains every weight as well unless --only_optimize_lora")
+    [verdict] = find(result, key="--gpu", severity="error")
+    assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 8" in verdict.fix
+    assert not review([str(path)], gpu="a100-80g").exit_code  # upstream's own hardware: fits

@@ -58,6 +58,9 @@ ALIASES = {
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
     "image_root": "data.image_folder",
+    # Megatron-style names (mPLUG-Owl / UReader / PaperOwl pipeline/train.py, Megatron-LM): --micro-batch-size, --seq-length
+    "micro_batch_size": "training.per_device_train_batch_size",
+    "seq_length": "data.max_length",
 }
 # Switches that pick the method when on.
 METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
@@ -85,7 +88,6 @@ NOT_MODELLED = {
     "lazy_preprocess",
     "llm_type",
     "torch_dtype",
-    "dtype",
     "lora_task_type",
     "lora_bias",
     "lora_weight_path",
@@ -104,6 +106,10 @@ NOT_MODELLED = {
     "cache_dir",
     "mpt_attn_impl",
 }
+# Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
+PROGRAM_TRAINING = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "gradient_checkpointing")
+# TrainingArguments fields that took several values in transformers 4 (List[str]) and take one in 5.
+TOOK_LISTS_IN_4 = frozenset({"report_to"})
 # TRL fields that set the training sequence length.
 TRL_LENGTHS = ("max_length", "max_seq_length")
 # GRPOConfig fields the planner reads from the recipe's training section.
@@ -120,7 +126,17 @@ GRPO_KEEP = {
     "max_prompt_length",
 }
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
-UPSTREAM_SPECIAL = {"tune_mm_mlp_adapter", "bits", "finetuning_type", "tune_vit_from_layer", "tuner_type", "train_type", "quant_bits", "quantization_bit"}
+UPSTREAM_SPECIAL = {
+    "dtype",
+    "tune_mm_mlp_adapter",
+    "bits",
+    "finetuning_type",
+    "tune_vit_from_layer",
+    "tuner_type",
+    "train_type",
+    "quant_bits",
+    "quantization_bit",
+}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -279,13 +295,19 @@ class Mapped:
     # offloading, ...): the reviewer applies those planner.Setup has and names the rest as not planned yet
     planner_settings: dict[str, Any] = field(default_factory=dict)
     planner_origins: dict[str, Origin] = field(default_factory=dict)
+    trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
+    image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
+    switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
         o = self.origins.get(key)
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args")), None)
-        own = source is not None and o.key and o.key.lstrip("-").replace("-", "_") not in RENAMED
-        return edit((source or self.settings).kind, key, value, o.key if own else None)
+        own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
+        own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
+        written = edit((source or self.settings).kind, key, value, o.key if own else None)
+        flag = written.split(" ", 1)[0]
+        return flag if value is True and flag in self.switches else written
 
     def origin(self, key: str) -> Origin:
         """Where `key` was read; the settings file (with the key spelled for it) when no file set it."""
@@ -361,6 +383,14 @@ class _Builder:
         self.model_missing: str = ""
         self.model_missing_origin: Origin | None = None
         self.model_how = ""
+        # the launched program's source, where it lies beside the script (vramfit.review.program)
+        self.image_assumed = False
+        self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
+        self.program = None
+        if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
+            from vramfit.review import program as program_mod
+
+            self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -424,7 +454,8 @@ class _Builder:
                 error = str(exc)
                 continue
             pin = self.pin(setting) if rest else None
-            if rest and not (pin is not None and pin.major and pin.major < 5) and not self.primary.program.startswith("swift "):
+            took_lists = name in TOOK_LISTS_IN_4 and self._older(pin)  # report_to wandb tensorboard: a list in transformers 4
+            if rest and not (pin is not None and pin.major and pin.major < 5) and not took_lists and not self.primary.program.startswith("swift "):
                 self.note(
                     "warning",
                     setting,
@@ -533,15 +564,15 @@ class _Builder:
         new, why = RENAMED[name]
         if name == "max_prompt_length":
             self.prompt_text = int(self.scalar(setting))
-            from vramfit.review.versions import find_pin
 
             source = next((s for s in self.sources if s.label == setting.file), None)
-            trl_pin = find_pin(source.path, "trl") if source is not None else None
-            if trl_pin is not None and trl_pin.major == 0:
+            trl_pin = self.find_pin(source, "trl") if source is not None else None
+            if trl_pin is None or trl_pin.major == 0:  # pinned before 1.x, or nothing pinned: the flag dates the script
+                said = f"this repository pins {trl_pin}, whose" if trl_pin is not None else "nothing pins trl beside the script, and TRL 0.x's"
                 self.note(
                     "info",
                     setting,
-                    f"this repository pins {trl_pin}, whose GRPOConfig truncates prompts to {setting.key}; the installed "
+                    f"{said} GRPOConfig truncates prompts to {setting.key}; the installed "
                     f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                     "drop it and filter overlong prompts from the data set when you upgrade.",
                 )
@@ -554,27 +585,26 @@ class _Builder:
             )
             return
         pin = self.pin(setting)
+        old = self._older(pin)
+        where = (
+            f"this repository pins {pin}, where {setting.key} is accepted"
+            if pin is not None
+            else f"nothing pins transformers beside the script, and {setting.key} dates it: transformers 4 accepts it"
+        )
         if new is None:
-            old = pin is not None and pin.major and pin.major < 5
             self.note(
                 "info" if old else "warning",
                 setting,
-                (
-                    f"this repository pins {pin}, where {setting.key} is accepted; the installed "
-                    f"transformers {_installed('transformers')}: {setting.key} is {why}"
-                )
-                if old
-                else f"{setting.key} is {why}",
+                f"{where}; the installed transformers {_installed('transformers')}: {setting.key} is {why}" if old else f"{setting.key} is {why}",
                 f"drop {setting.key}" + (" when you upgrade." if old else "."),
             )
             return
         spelled_new = f"--{new}" if setting.key.startswith("--") else new
-        if pin is not None and pin.major and pin.major < 5 and name not in ("max_prompt_length",):
+        if old and name not in ("max_prompt_length",):
             self.note(
                 "info",
                 setting,
-                f"this repository pins {pin}, where {setting.key} is accepted; under the installed transformers "
-                f"{_installed('transformers')} it is {why}: reviewed as {spelled_new}",
+                f"{where}; under the installed transformers {_installed('transformers')} it is {why}: reviewed as {spelled_new}",
                 f"rename it {spelled_new} when you upgrade.",
             )
             if name == "group_by_length":
@@ -590,14 +620,32 @@ class _Builder:
         self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
         self.training(new, setting)
 
+    def _older(self, pin) -> bool:
+        """The script is judged under transformers 4: its repository pins 4.x, or nothing pins a version (the user runs the
+        script in their own environment, not vramfit's; a flag transformers 5 dropped says the script was written for 4)."""
+        return pin is None or bool(pin.major and pin.major < 5)
+
     def pin(self, setting: Setting):
         """The transformers version the file's repository pins (or --transformers-version), else None."""
-        from vramfit.review.versions import Pin, find_pin
+        from vramfit.review.versions import Pin
 
         if self.transformers_version:
             return Pin("transformers", "==", self.transformers_version, "--transformers-version")
         source = next((s for s in self.sources if s.label == setting.file), None)
-        return find_pin(source.path) if source is not None else None
+        return self.find_pin(source) if source is not None else None
+
+    def find_pin(self, source: Source, package: str = "transformers"):
+        """The version the repository pins, looked for from where the launch runs: beside the program it runs (found),
+        the folder a `cd` moved to, then beside the file."""
+        from vramfit.review.versions import find_pin
+
+        starts = [self.program.path] if self.program is not None and source is self.primary else []
+        starts += [source.cwd / "launch"] if source.cwd is not None else []
+        for start in [*starts, source.path]:
+            pin = find_pin(start, package)
+            if pin is not None:
+                return pin
+        return None
 
     def upstream(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
@@ -627,6 +675,12 @@ class _Builder:
             self.set("model.quantization.bits", value, setting)
         elif name == "tune_vit_from_layer" and isinstance(value, int) and value >= 0:
             self.set("model.train.vision_tower", value, setting)
+        elif name == "dtype" and value in ("fp16", "bf16"):  # DeepSpeed-Chat's --dtype: the training precision
+            self.set(f"training.{value}", True, setting)
+        elif name == "dtype":
+            self.not_modelled.append(setting.key)
+        elif name in ALIASES and ALIASES[name].startswith("training."):
+            self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
 
@@ -687,6 +741,7 @@ class _Builder:
             if source.kind in ("shell", "training_args", "axolotl"):
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
+        self._program_defaults()
         self._liger()
         self._trl_defaults()
         self._model(model_config)
@@ -720,6 +775,9 @@ class _Builder:
                     o.line,
                 )
             )
+        mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
+        mapped.image_assumed = self.image_assumed
+        mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
         self._planner_settings(mapped)
@@ -757,17 +815,53 @@ class _Builder:
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+        t = mapped.recipe["training"]
+        if self.stage0_master is not None and (t.get("fp16") is True or t.get("bf16") is True):
+            out["master_fp32"] = True
+            where["master_fp32"] = where.setdefault("engine", self.stage0_master)
         if out.get("engine") == "fsdp":  # not plain data parallel after all
             mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
+
+    def _program_defaults(self) -> None:
+        """The launched program's own defaults for the memory-bearing arguments the script does not pass (its argparse /
+        dataclass defaults, read with ast from its source beside the script)."""
+        if self.program is None:
+            return
+        passed = {s.key.lstrip("-").replace("-", "_") for src in self.sources for s in src.settings}
+        used = []
+        for name, (value, line) in self.program.defaults.items():
+            if name in passed or value is False:
+                continue
+            setting = Setting(f"--{name}", value, self.program.label, line)
+            if name in PROGRAM_TRAINING and isinstance(value, (int, bool)) and f"training.{name}" not in self.origins:
+                self.set(f"training.{name}", value, setting)
+            elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
+                self.set(f"training.{value}", True, setting)
+            elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
+                self.set(ALIASES[name], value, setting)
+            else:
+                continue
+            used.append(f"--{name} {value}")
+        if used:
+            self.findings.append(
+                Finding(
+                    "info",
+                    self.primary.label,
+                    "",
+                    f"read {self.program.label}'s own defaults for what the script does not pass: {', '.join(used)}",
+                    source="validation",
+                    line=self.primary.launch_line,
+                )
+            )
 
     def _trl_defaults(self) -> None:
         """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
         scripts pin TRL versions whose defaults differ."""
         t = self.recipe["training"]
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None)
+        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
-        no_metrics = python is not None and "compute_metrics" not in python.text
+        no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
         if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
             why = (
                 f"{python.label} passes the Trainer no compute_metrics"
@@ -876,6 +970,27 @@ class _Builder:
     def _method(self) -> None:
         if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
+        passed = {s.key.lstrip("-").replace("-", "_") for src in self.sources for s in src.settings}
+        if (
+            self.method == "lora"
+            and self.program is not None
+            and self.program.defaults.get("only_optimize_lora", (None,))[0] is False
+            and "only_optimize_lora" not in passed
+        ):
+            # DeepSpeed-Chat main.py: --lora_dim adds LoRA layers, and every weight still trains unless --only_optimize_lora
+            o = self.method_origin
+            self.findings.append(
+                Finding(
+                    "info",
+                    o.file,
+                    o.key,
+                    f"{self.program.label} adds LoRA layers but trains every weight as well unless --only_optimize_lora is "
+                    "passed (its default is off): planned as full training",
+                    "pass --only_optimize_lora to train the adapters alone.",
+                    line=o.line,
+                )
+            )
+            self.method = "full"
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
             self.findings.append(
@@ -960,6 +1075,7 @@ class _Builder:
                 )
             )
         elif dynamic:
+            self.image_assumed = True
             cap = data.get("max_pixels") if isinstance(data.get("max_pixels"), int) else images["default_max_pixels"]
             self.findings.append(
                 Finding(
@@ -977,7 +1093,7 @@ class _Builder:
             self.origins["data.max_pixels"] = where
             self.findings.append(
                 Finding(
-                    "warning",
+                    "info",  # an assumption of the plan; the memory verdict says what it costs
                     where.file,
                     where.key,
                     f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
@@ -1079,15 +1195,16 @@ class _Builder:
             }
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
-            self.findings.append(
-                Finding(
-                    "info",
-                    origin.file,
-                    origin.key,
-                    "no DeepSpeed JSON: reviewed as plain data parallel (every rank holds the whole model, its gradients and optimizer states)",
-                    line=origin.line,
+            if not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
+                self.findings.append(
+                    Finding(
+                        "info",
+                        origin.file,
+                        origin.key,
+                        "no DeepSpeed JSON: reviewed as plain data parallel (every rank holds the whole model, its gradients and optimizer states)",
+                        line=origin.line,
+                    )
                 )
-            )
         folder = self.workdir / "deepspeed_configs"
         folder.mkdir(exist_ok=True)
         (folder / f"reviewed-{name}").write_text(text)
@@ -1125,6 +1242,10 @@ class _Builder:
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
+            if zero["stage"] == 0:
+                # DeepSpeed-Chat initialises DeepSpeed itself: at stage 0 its fp16 / bf16 optimizer wrapper still keeps fp32
+                # master weights beside the 16-bit ones (deepspeed/runtime/fp16/fused_optimizer.py), not plain DDP's AMP
+                self.stage0_master = Origin(zs.file, zs.key, zs.line)
             return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--zero_stage {zs.value[0]}"
         return None
 

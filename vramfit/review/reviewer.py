@@ -25,7 +25,7 @@ from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
-from vramfit.review.sources import read_all
+from vramfit.review.sources import NotReviewed, read_all
 
 
 @dataclass
@@ -56,10 +56,78 @@ def review(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
 ) -> Review:
+    flags = dict(
+        gpu=gpu,
+        gpus=gpus,
+        nodes=nodes,
+        host_ram_gib=host_ram_gib,
+        against=against,
+        model_config=model_config,
+        transformers_version=transformers_version,
+        image_tokens=image_tokens,
+    )
     try:
         sources = read_all(paths)
     except ConfigError as error:
         return _unreadable(error)
+    except NotReviewed as said:
+        return Review([said.finding], EXIT_INCOMPLETE)
+    first = _review_sources(sources, **flags)
+    lines = sources[0].launch_lines if sources and sources[0].kind == "shell" else []
+    if len(lines) < 2:
+        return first
+    # several launch commands in one script: each is reviewed; a finding that differs between them names its launch
+    reviews = [first]
+    for k in range(1, len(lines)):
+        try:
+            reviews.append(_review_sources(read_all(paths, launch=k), **flags))
+        except ConfigError as error:
+            reviews.append(_unreadable(error))
+        except NotReviewed as said:
+            reviews.append(Review([said.finding], EXIT_INCOMPLETE))
+    return _merge(reviews, lines, sources[0].label)
+
+
+def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
+    """One review of a script's launches: findings every launch shares once, the others prefixed with their launch."""
+    import dataclasses
+
+    def same(f: Finding) -> tuple:
+        return (f.severity, f.file, f.key, f.what, f.line)
+
+    shared = set.intersection(*({same(f) for f in r.findings} for r in reviews))
+    findings = [f for f in reviews[0].findings if same(f) in shared and "launch commands" not in f.what]
+    for n, (r, line) in enumerate(zip(reviews, lines), start=1):
+        for f in r.findings:
+            if same(f) not in shared and "launch commands" not in f.what:
+                findings.append(dataclasses.replace(f, what=f"launch {n} of {len(lines)} (line {line}): {f.what}"))
+    findings.append(
+        Finding(
+            "info",
+            label,
+            "",
+            f"{len(lines)} launch commands (lines {', '.join(map(str, lines))}), each reviewed; findings that differ between them "
+            "name their launch; the summary and the memory plan are the first's",
+            line=lines[0],
+        )
+    )
+    codes = [r.exit_code for r in reviews]
+    code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
+    first = reviews[0]
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary)
+
+
+def _review_sources(
+    sources,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    host_ram_gib: float | None = None,
+    against: str | None = None,
+    model_config: str | None = None,
+    transformers_version: str | None = None,
+    image_tokens: int | None = None,
+) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
@@ -80,14 +148,15 @@ def review(
             recipe, problems = _validate(path)
         findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
         plan = None
-        if recipe is not None and not mapped.model_missing:
+        missing = [m for s in sources for m in s.missing]
+        if recipe is not None and not mapped.model_missing and not any("(deepspeed" in m or "(accelerate" in m for m in missing):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
             if ref is not None:
                 findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing else EXIT_OK
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
@@ -151,7 +220,9 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         file, key, line = origin.file, origin.key, origin.line
     if p.key == "global_batch_size":  # the files' batch on other hardware: a different run, not a failing one
         origin = _origin(mapped, "training.per_device_train_batch_size")
-        file, key, line, severity = origin.file, origin.key, origin.line, "warning"
+        # the hardware the review was asked about (or took from a recipe) differs from the script's: a consequence of that
+        # choice, said so the user keeps the batch if they mean to; nothing in the files fails
+        file, key, line, severity = origin.file, origin.key, origin.line, "info"
         what = (
             f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
             f"on their {mapped.script_ranks} ranks ({what})"
@@ -210,7 +281,18 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     file = mapped.primary.label
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
-    if plan.fits:
+    eval_only = not plan.fits and plan.peak_phase == "evaluation" and plan.phases.get("train", 0.0) <= plan.usable_gib
+    if eval_only:  # training fits; the evaluation finding below names the excess and its fix (one fault, said once)
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "--gpu",
+                f"training fits: predicted {plan.phases['train']:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}; evaluation does not (below)",
+                source="planner",
+            )
+        )
+    elif plan.fits:
         findings.append(
             Finding(
                 "info",
@@ -218,6 +300,24 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "--gpu",
                 f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts})",
                 source="planner",
+            )
+        )
+    elif mapped.image_assumed and (smaller := _largest_image_that_fits(plan)) is not None:
+        # images planned at the maximum the files allow, the data's size unknown: the verdict holds only for such images
+        tokens, pixels, fitting = smaller
+        origin = mapped.origin("data.max_pixels")
+        findings.append(
+            Finding(
+                "warning",
+                file,
+                "--gpu",
+                f"does not fit if the images reach the maximum the files allow ({plan.setup.image_tokens:,} tokens per image, "
+                f"planned so because the data's image size is not known): predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
+                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"at {tokens:,} tokens per image it fits ({fitting.per_gpu_peak_gib:.1f} GiB)",
+                f"cap the images: {mapped.edit('data.max_pixels', pixels)}; or pass --image-tokens N with your data's typical "
+                f"tokens per image (pixels / 784) to plan at its size" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                "planner",
             )
         )
     else:
@@ -239,7 +339,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         over = plan.phases["evaluation"] > plan.usable_gib
         findings.append(
             Finding(
-                "error" if over else "warning",
+                "error" if over else "info",  # within the card it costs nothing: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
@@ -280,7 +380,8 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
 
 def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
     """The plan with the planner settings the files ask for and the recipe schema cannot say: those planner.Setup has are
-    applied (engine fsdp, FSDP offload), the others are named as not planned yet. No fixes are searched (they re-plan the recipe)."""
+    applied (engine fsdp, FSDP offload, DeepSpeed's fp32 master weights at stage 0), the others are named as not planned yet; fixes are
+    searched with the settings applied to each candidate."""
     import dataclasses
 
     from vramfit.planner.plan import plan as plan_setup
@@ -321,15 +422,33 @@ def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding])
                 "info",
                 o.file,
                 o.key,
-                "planned with "
-                + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items())
-                + " (the files' sharding; fixes are not searched for it)",
+                "planned with " + ", ".join(f"{k} {v}" if v is not True else k for k, v in applied.items()) + " (the files' sharding; the fixes below keep it)",
                 source="planner",
                 line=o.line,
             )
         )
-        return plan_setup(setup)
+        result = plan_setup(setup)
+        if not result.ok:  # the fixes, each re-planned with the files' settings applied too
+            from vramfit.planner.fixes import search
+            from vramfit.planner.plan import with_overrides
+
+            def replan(overrides):
+                return plan_setup(_apply(Setup.from_recipe(with_overrides(recipe, overrides)), mapped.planner_settings, names))
+
+            result.fixes = search(result, replan, mode="recipe", recipe=recipe)
+            result.fixes_searched = True
+        return result
     return None  # nothing the planner can apply: the recipe's own plan, with its fixes
+
+
+def _apply(setup, settings: dict, names: set):
+    """`setup` with the files' planner settings that planner.Setup has."""
+    import dataclasses
+
+    wanted = dict(settings)
+    if wanted.pop("offload", False) and (wanted.get("engine") == "fsdp" or setup.engine == "fsdp"):
+        setup = dataclasses.replace(setup, zero=dataclasses.replace(setup.zero, offload_params=True, offload_optimizer=True))
+    return dataclasses.replace(setup, **{k: v for k, v in wanted.items() if k in names})
 
 
 def _key(name: str) -> str:
@@ -371,6 +490,23 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
         return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     per_step = grpo_generation_batch(micro, ranks, 1, steps_per_generation=1)  # completions per micro-step, all ranks
+    pin = mapped.trl_pin
+    counts_completions = _trl_counts_completions(pin)
+    if counts_completions:  # the pinned TRL has one meaning: the plan above is the run's
+        findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"this repository pins {pin}, where per_device_train_batch_size counts completions (TRL 0.15 and later, "
+                f"huggingface/trl#2776): {micro} sequences per GPU per forward, {per_step} completions = "
+                f"{per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step on {ranks} ranks",
+                "",
+                "planner",
+                origin.line,
+            )
+        )
+        return
     what = (
         f"{micro} sequences per GPU per forward under TRL's semantics (per_device_train_batch_size counts completions: "
         f"{per_step} completions = {per_step // g if per_step % g == 0 else per_step / g} prompts x {g} per micro-step "
@@ -386,7 +522,9 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
         findings.append(Finding("info", origin.file, origin.key, what, "", "planner", origin.line))
         return
     verdict = "fits" if old_plan.fits else f"does not fit the {old_plan.gpu_memory_gib:.1f} GiB card"
-    severity = "info" if old_plan.fits else "warning"
+    severity = "info" if old_plan.fits else "error" if counts_completions is False else "warning"
+    if counts_completions is False:  # the pinned TRL expands every prompt: the older semantics is the run's
+        what = f"this repository pins {pin}, before per_device_train_batch_size counted completions (TRL 0.15): {what}"
     fix = (
         ""
         if old_plan.fits or micro < 2
@@ -406,6 +544,52 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
             origin.line,
         )
     )
+
+
+def _largest_image_that_fits(plan):
+    """(tokens per image, max_pixels, plan) for the largest image size, halving from the planned maximum down to 256 tokens,
+    at which the run fits; None when none does (then the verdict stands whatever the images)."""
+    import dataclasses
+
+    from vramfit.planner import params
+    from vramfit.planner.plan import plan as plan_setup
+    from vramfit.planner.setup import image_geometry
+
+    setup = plan.setup
+    if not setup.images_per_sample or not setup.image_tokens:
+        return None
+    try:
+        arch = params.summary(setup.model_config)
+    except Exception:  # the plan above summarised it; a failure here only means no smaller size is offered
+        return None
+    tokens = setup.image_tokens
+    while tokens > 256:
+        tokens //= 2
+        t, patches = image_geometry(arch, tokens * 784, None)
+        seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if setup.method == "grpo" else setup.seq_len
+        smaller = plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
+        if smaller.fits:
+            return t, tokens * 784, smaller
+    return None
+
+
+def _trl_counts_completions(pin) -> bool | None:
+    """Whether the pinned TRL's GRPO counts completions in per_device_train_batch_size (0.15 and later, huggingface/trl#2776):
+    True / False where the pin decides it, None where nothing is pinned or the pin allows both."""
+    if pin is None:
+        return None
+    try:
+        parts = tuple(int(p) for p in pin.version.split(".")[:2])
+    except ValueError:
+        return None
+    new = parts >= (0, 15) or parts[0] >= 1
+    if pin.op in ("==", "~="):
+        return new
+    if pin.op == ">=":
+        return True if new else None
+    if pin.op == "<=":
+        return False if not new else None
+    return None
 
 
 def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ _REDIRECT = re.compile(r"(\d*|&)(>>|>\||>|<)(&\d+|&-)?")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # Words that wrap the real command: dropped, the command after them is the one that runs.
 _WRAPPERS = {"nohup", "exec", "time", "command", "builtin", "then", "else", "do", "!"}
+_SSH_WITH_VALUE = set("BbcDEeFIiJLlmOoPpQRSWw")  # ssh options that take a value
 _DECLARE = {"export", "declare", "local", "readonly", "typeset"}
 # srun options written `-x VALUE` / `--long VALUE` (long ones also as `--long=VALUE`).
 _SRUN_SHORT = set("ANnpcJtoeqwxCGmDd")
@@ -60,6 +62,7 @@ class Command:
     line: int  # first physical line of the command, 1-based
     environment: dict[str, str] = field(default_factory=dict)  # what the process gets: exported variables + `VAR=value cmd`
     srun: dict[str, str] = field(default_factory=dict)  # options of an enclosing `srun`
+    cwd: str | None = None  # the working directory a `cd` above it set, where the script says (None: where it is run from)
 
 
 @dataclass
@@ -69,12 +72,21 @@ class Script:
     exported: set[str]  # what a child process (`bash -c '...'`) sees
     sbatch: dict[str, str]  # `#SBATCH --key=value` directives, long names
     stray: list[tuple[int, list[str]]]  # (line, words): arguments cut off from their command
+    cwd: str | None = None  # after the last `cd` whose target is known (absolute, or relative to where the script runs)
 
 
-def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 1) -> Script:
+# `$(dirname "$0")`, `$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)`, `$(realpath $(dirname $0))`: the script's folder.
+_SCRIPT = r"""["']?(?:\$0|\$\{0\}|\$\{BASH_SOURCE(?:\[0\])?\}|\$BASH_SOURCE|\$\(\s*(?:readlink\s+-f|realpath)\s+["']?(?:\$0|\$\{BASH_SOURCE(?:\[0\])?\})["']?\s*\))["']?"""
+_SCRIPT_DIR = re.compile(rf"""^\s*dirname\s+{_SCRIPT}\s*()$|^\s*(?:cd\s+)?["']?\$\(\s*dirname\s+{_SCRIPT}\s*\)(/[\w./-]*)?["']?\s*(?:(?:&&|;)\s*pwd\s*)?$""")
+SCRIPT_DIR = "__vramfit_script_dir__"  # a variable parse() sets to the script's folder when the caller knows it
+
+
+def parse(text: str, variables: dict[str, str] | None = None, first_line: int = 1, script_dir: str | None = None) -> Script:
     lines = list(_logical_lines(text, first_line))
     sbatch = _sbatch([comment for _, _, comment in lines if comment])
     env = dict(variables or {})
+    if script_dir:
+        env[SCRIPT_DIR] = script_dir
     for key, names in (
         ("nodes", ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")),
         ("ntasks-per-node", ("SLURM_NTASKS_PER_NODE",)),
@@ -227,6 +239,13 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
     if words[0].startswith("--"):
         script.stray.append((line_no, words))
         return
+    if words[0] == "cd" and not env:  # later commands run there (relative paths, the program, the pins beside it)
+        target = words[1] if len(words) == 2 else None
+        if target is None or UNRESOLVED.search(target) or target.startswith("~"):
+            script.cwd = None
+        else:
+            script.cwd = posixpath.normpath(posixpath.join(script.cwd or "", target)) if not target.startswith("/") else posixpath.normpath(target)
+        return
     if words[0] == "env":
         words = words[1:]
         while words and _ASSIGNMENT.match(words[0]):
@@ -236,9 +255,15 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
     if words and words[0] == "srun":
         options, words = _srun_options(words[1:])
         srun = {**srun, **options}
+    if words and words[0] == "ssh":  # `ssh [options] host "command"`: the remote command is a script of its own
+        i = 1
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if len(words[i]) == 2 and words[i][1] in _SSH_WITH_VALUE else 1
+        if i + 1 < len(words):
+            words = ["bash", "-c", " ".join(words[i + 1 :])]
     if len(words) >= 3 and words[0] in ("bash", "sh") and words[1] == "-c":
         seen = {k: v for k, v in script.variables.items() if k in script.exported}
-        inner = parse(words[2], {**seen, **env}, line_no)
+        inner = parse(words[2], {**seen, **env, **({SCRIPT_DIR: script.variables[SCRIPT_DIR]} if SCRIPT_DIR in script.variables else {})}, line_no)
         for command in inner.commands:
             command.srun = {**srun, **command.srun}
         script.commands += inner.commands
@@ -246,7 +271,7 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
         return
     if words:
         exported = {k: v for k, v in script.variables.items() if k in script.exported}
-        script.commands.append(Command(words, line_no, {**exported, **env}, srun))
+        script.commands.append(Command(words, line_no, {**exported, **env}, srun, script.cwd))
 
 
 def _srun_options(words: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -352,7 +377,11 @@ def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
         inner = text[i + 3 : end - 1]
         return _arithmetic(expand(inner, variables), variables), end + 1
     if nxt == "(":
-        return "$(...)", _matching(text, i + 1, "(", ")") + 1
+        end = _matching(text, i + 1, "(", ")")
+        found = _SCRIPT_DIR.match(text[i + 2 : end])
+        if found and SCRIPT_DIR in variables:  # the script's own folder (or one relative to it)
+            return posixpath.normpath(variables[SCRIPT_DIR] + (found.group(1) or found.group(2) or "")), end + 1
+        return "$(...)", end + 1
     if nxt == "{":
         end = _matching(text, i + 1, "{", "}")
         return _braced(text[i + 2 : end], variables), end + 1

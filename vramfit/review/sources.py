@@ -69,6 +69,14 @@ _MODULE_LAUNCHERS = {
 }
 
 
+class NotReviewed(Exception):
+    """A launch vramfit reads but cannot review (Megatron): said as a finding, and the review is incomplete (exit 3)."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.what)
+        self.finding = finding
+
+
 @dataclass
 class Setting:
     key: str  # as written: "--per_device_train_batch_size", "micro_batch_size"
@@ -104,6 +112,9 @@ class Source:
     notes: list[Finding] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # the launch command's environment, as far as the script sets it
     trainer: str = ""  # the trainer the program runs, where the file says (sft, dpo, grpo, ...): picks TRL's config class
+    missing: list[str] = field(default_factory=list)  # files it names that were not found: the review is incomplete
+    launch_lines: list[int] = field(default_factory=list)  # every launch command's line (a script may hold several)
+    cwd: Path | None = None  # where the launch runs, when a `cd` in the script says (relative paths are read from there first)
 
     def line_of(self, key: str, after: int = 1) -> int | None:
         """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
@@ -124,13 +135,13 @@ def label(path: Path) -> str:
         return str(path)
 
 
-def read_all(paths: list[str]) -> list[Source]:
+def read_all(paths: list[str], launch: int = 0) -> list[Source]:
     """Every PATH and every file they name, read; ConfigError (exit 2) when one cannot be read."""
     problems = Problems()
     sources = []
-    for given in paths:
+    for n, given in enumerate(paths):
         try:
-            sources.append(read(Path(given)))
+            sources.append(read(Path(given), launch=launch if n == 0 else 0))
         except ConfigError as error:
             problems.extend(error.problems)
     if problems:
@@ -147,15 +158,29 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
         given = [s for s in sources if s.path.name == Path(ref.written).name and s is not source]
         found = given[0] if given else None
         if found is None:
-            candidate = locate(ref.written, source.path)
-            if candidate is None:
-                folders = [source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
-                problems.add(
-                    source.label,
-                    ref.setting.key,
-                    f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory "
-                    f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})",
-                    f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+            candidate = locate(ref.written, source.path, source.cwd)
+            folders = [*([source.cwd] if source.cwd is not None else []), source.path.parent, *list(source.path.parent.resolve().parents)[:3], Path.cwd()]
+            there = next((f / ref.written for f in folders if _exists(f / os.path.expanduser(ref.written))), None)
+            if candidate is None and there is not None:  # there, but not a regular file (a FIFO, a folder): bad input
+                try:
+                    read(there, kind=ref.role)
+                except ConfigError as error:
+                    problems.extend(error.problems)
+                    continue
+            if candidate is None:  # a path relative to the working directory the script is run from: the review goes on, incomplete
+                what = f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory " + (
+                    f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})"
+                )
+                source.missing.append(f"{ref.written} ({ref.role} settings) not found")
+                source.notes.append(
+                    Finding(
+                        "info",
+                        source.label,
+                        ref.setting.key,
+                        f"{what}; its settings are not reviewed" + ("; memory not planned" if ref.role in ("deepspeed", "accelerate") else ""),
+                        f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                        line=ref.setting.line,
+                    )
                 )
                 continue
             try:
@@ -168,17 +193,25 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
         ref.source = found
 
 
-def locate(written: str, beside: Path) -> Path | None:
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:
+        return False
+
+
+def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
     path = Path(os.path.expanduser(written))
     if path.is_absolute():
         return path if path.is_file() else None
-    for folder in [beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
+    for folder in [*([cwd] if cwd is not None else []), beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
         if (folder / path).is_file():
             return folder / path
     return None
 
 
-def read(path: Path, kind: str | None = None) -> Source:
+def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
+    """One file; `launch`: which of a script's launch commands (0: the first) its settings are read from."""
     problems = Problems()
     try:
         exists, is_dir = path.exists(), path.is_dir()
@@ -203,9 +236,9 @@ def read(path: Path, kind: str | None = None) -> Source:
     if kind is None and (suffix in SHELL_SUFFIXES or text.startswith("#!")):
         kind = "shell"
     if kind == "shell":
-        return _read_shell(path, text)
+        return _read_shell(path, text, launch=launch)
     if kind is None and suffix == ".py":
-        return _read_python(path, text)
+        return _read_python(path, text, launch)
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
         problems.add(
@@ -268,9 +301,9 @@ def _kind_of(document: dict, suffix: str) -> str:
 # ----------------------------------------------------------------------------------------------- shell
 
 
-def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> Source:
+def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, launch: int = 0) -> Source:
     source = Source(path, label(path), "shell", text)
-    script = script or shell.parse(text)
+    script = script or shell.parse(text, script_dir=str(path.resolve().parent))
     for line, words in script.stray:
         source.notes.append(
             Finding(
@@ -286,14 +319,18 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
     if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
-        problems = Problems()
-        problems.add(
-            source.label,
-            "",
-            "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan",
-            "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
+        line = next(c.line for c in script.commands if c.argv and os.path.basename(c.argv[0]) == "megatron")
+        raise NotReviewed(
+            Finding(
+                "info",
+                source.label,
+                "megatron",
+                "launches Megatron-SWIFT (`megatron sft|rlhf`: tensor / pipeline / expert parallel), which vramfit does not plan "
+                "yet: not reviewed (this is no fault of the script)",
+                "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
+                line=line,
+            )
         )
-        raise ConfigError(problems)
     if not launches:
         problems = Problems()
         problems.add(
@@ -303,20 +340,11 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None) -> 
             "pass the script that starts training.",
         )
         raise ConfigError(problems)
-    command, (launcher, tokens) = launches[0]
-    if len(launches) > 1:
-        source.notes.append(
-            Finding(
-                "info",
-                source.label,
-                "",
-                f"{len(launches)} launch commands; reviewed the first (line {command.line}), "
-                f"not those at line{'s' if len(launches) > 2 else ''} {', '.join(str(c.line) for c, _ in launches[1:])}",
-                "review the others by passing a script with that command alone.",
-                line=command.line,
-            )
-        )
+    source.launch_lines = [c.line for c, _ in launches]
+    command, (launcher, tokens) = launches[min(launch, len(launches) - 1)]
     source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
+    if command.cwd is not None:
+        source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else path.resolve().parent / command.cwd
     args = _split_launch(source, launcher, tokens, command)
     _program_settings(source, args, command.line)
     if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
@@ -348,7 +376,7 @@ PYTHON_CONFIGS = {
 }
 
 
-def _read_python(path: Path, text: str) -> Source:
+def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     """A training script, read with `ast` (never run): the launch commands its docstring shows (TRL's examples),
     else its `TrainingArguments(...)` / `SFTConfig(...)` calls with literal keyword values."""
     import ast
@@ -362,10 +390,10 @@ def _read_python(path: Path, text: str) -> Source:
     doc = ast.get_docstring(tree, clean=False) or ""
     if doc and tree.body and isinstance(tree.body[0], ast.Expr):
         start = tree.body[0].lineno
-        script = shell.parse(doc, first_line=start)
+        script = shell.parse(doc, first_line=start, script_dir=str(path.resolve().parent))
         if any(_launcher_of(c.argv) for c in script.commands):
             script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
-            source = _read_shell(path, text, script)
+            source = _read_shell(path, text, script, launch)
             source.notes.append(
                 Finding(
                     "info",
@@ -408,8 +436,17 @@ def _read_python(path: Path, text: str) -> Source:
     return source
 
 
+# Commands that run another command given later in their words (a container, privileges): the launch is inside.
+_WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
+    if name in _WRAPPING:  # `sudo -E docker-compose run --rm trainer torchrun ...`: the first launcher among its words
+        for i in range(1, len(argv)):
+            if os.path.basename(argv[i]) not in _WRAPPING and (found := _launcher_of(argv[i:])) is not None:
+                return found
+        return None
     if name in ("torchrun", "deepspeed"):
         return name, argv[1:]
     if name == "accelerate" and argv[1:2] == ["launch"]:
@@ -551,13 +588,14 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     _accelerate_settings(source, settings, tokens)
     if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
         flag = _written(tokens, "--config_file", "--config-file")
+        source.missing.append(f"{ns.config_file} (accelerate settings) set when the script runs")
         source.notes.append(
             Finding(
-                "warning",
+                "info",  # the review is incomplete (exit 3): nothing here is the script's fault
                 source.label,
                 flag,
                 f"its value {ns.config_file!r} is set when the script runs (an argument or a "
-                "variable the script does not define), so the accelerate config was not read",
+                "variable the script does not define), so the accelerate config was not read; memory not planned",
                 f"pass the config as another PATH: vramfit review {source.label} path/to/config.yaml.",
                 line=source.line_of(flag, command.line),
             )
