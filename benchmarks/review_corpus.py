@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import io
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -47,12 +49,69 @@ def matches(finding, problem: dict) -> bool:
     return problem.get("text", "").lower() in str(finding).lower()
 
 
+def programs() -> list[dict]:
+    """tests/review/corpus/programs.yaml: the argument defaults of the upstream training programs some scripts
+    run, as facts (the programs are upstream code, not kept in this repository)."""
+    return yaml.safe_load((CORPUS / "programs.yaml").read_text()) or []
+
+
+def stand_in(program: dict) -> str:
+    """A program that declares the recorded arguments with their recorded defaults, and nothing else."""
+    lines = [
+        "# Stand-in written by benchmarks/review_corpus.py from tests/review/corpus/programs.yaml: the argument",
+        f"# defaults of {program['source']}. Not the upstream program.",
+        "import argparse",
+        "",
+        "parser = argparse.ArgumentParser()",
+    ]
+    switches = set(program.get("switches") or [])
+    for name, fact in program["defaults"].items():
+        flag = "--" + name
+        if flag in switches:
+            action = "store_false" if fact["value"] else "store_true"
+            lines.append(f"parser.add_argument({flag!r}, action={action!r})  # upstream line {fact['line']}")
+        else:
+            lines.append(f"parser.add_argument({flag!r}, default={fact['value']!r})  # upstream line {fact['line']}")
+    if program.get("keeps_eval_logits"):
+        lines.append("compute_metrics = None  # the upstream program passes a compute_metrics to its Trainer")
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def materialized(case: dict):
+    """The case's files root: the corpus itself, or, where the case runs a program recorded in programs.yaml,
+    a temporary copy of its repository folder with the program's stand-in written at the program's path."""
+    used = [p for p in programs() if any(r.startswith(f"files/{p['folder']}/") for r in case["review"]) and p["path"] in _listed(case)]
+    if not used:
+        yield CORPUS
+        return
+    with tempfile.TemporaryDirectory(prefix="review-corpus-") as tmp:
+        root = Path(tmp)
+        (root / "cases").symlink_to(CORPUS / "cases")
+        for folder in {p["folder"] for p in used}:
+            shutil.copytree(CORPUS / "files" / folder, root / "files" / folder)
+        for p in used:
+            target = root / "files" / p["folder"] / p["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(stand_in(p))
+        yield root
+
+
+def _listed(case: dict) -> list[str]:
+    return [str(p).split("#")[0].strip() for p in (case.get("source") or {}).get("paths", [])]
+
+
 def run_case(name: str, case: dict):
     """(review or None, traceback text, seconds)."""
+    with materialized(case) as root:
+        return _run_case(root, case)
+
+
+def _run_case(root: Path, case: dict):
     from vramfit.review.reviewer import review
 
     hw = case.get("hardware") or {}
-    paths = [str((CORPUS / "cases" / p).resolve()) if p.startswith("..") else str(CORPUS / p) for p in case["review"]]
+    paths = [str((root / "cases" / p).resolve()) if p.startswith("..") else str(root / p) for p in case["review"]]
     start = time.perf_counter()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

@@ -295,9 +295,9 @@ def test_deepspeed_chat_stage_0_keeps_fp32_master_weights_and_lora_dim_trains_ev
         "p.add_argument('--lora_dim', type=int, default=0)\n",
     )
     path = write(tmp_path, "s/run.sh", "deepspeed --num_gpus 1 main.py --model_name_or_path facebook/opt-1.3b --lora_dim 128 --zero_stage 0\n")
-    result = review([str(path)], gpu="a100-40g")
+    result = review([str(path)], gpu="v100-32g")  # DeepSpeedExamples#387: this script OOMs on a V100-32G
     assert result.plan.setup.method == "full" and result.plan.setup.master_fp32
     assert find(result, key="--lora_dim", text="trains every weight as well unless --only_optimize_lora")
     [verdict] = find(result, key="--gpu", severity="error")
-    assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 8" in verdict.fix
+    assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 4" in verdict.fix
     assert not review([str(path)], gpu="a100-80g").exit_code  # upstream's own hardware: fits
