@@ -301,3 +301,20 @@ def test_deepspeed_chat_stage_0_keeps_fp32_master_weights_and_lora_dim_trains_ev
     [verdict] = find(result, key="--gpu", severity="error")
     assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 4" in verdict.fix
     assert not review([str(path)], gpu="a100-80g").exit_code  # upstream's own hardware: fits
+
+
+def test_trl_switches_the_planner_models_are_planned_not_listed_as_unreviewed(tmp_path):
+    """SFTConfig's activation_offloading / padding_free / packing reach the plan (the recipe's planner: section),
+    so they are not in the "read but not reviewed" line; the offloaded activations show in host RAM."""
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "accelerate launch --num_processes 8 trl/scripts/sft.py --model_name_or_path meta-llama/Llama-3.2-3B "
+        "--per_device_train_batch_size 4 --max_length 4096 --activation_offloading True --padding_free True "
+        "--packing True --gradient_checkpointing False --bf16 True --output_dir out\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    s = result.plan.setup
+    assert s.activation_offloading and s.padding_free and s.packing
+    assert not find(result, text="read but not reviewed")
+    assert result.plan.host_breakdown.get("offloaded_activations", 0) > 0

@@ -252,6 +252,14 @@ LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
 SEQUENCE_DEFAULT = 2048  # tokens, when no file sets a sequence length
 GRPO_PROMPT_DEFAULT = 512  # TRL's max_prompt_length default before it was removed
 HOST_RAM_UNSTATED = 65536  # GiB, the schema's ceiling: with no --host-ram-gib the host verdict is not a comparison
+# Switches TRL / axolotl / torchtune spell that the recipe's planner: section (vramfit/recipe.py Knobs) models.
+PLANNER_SWITCHES = {
+    "activation_offloading": "activation_offloading",
+    "packing": "packing",
+    "sample_packing": "packing",  # axolotl
+    "padding_free": "padding_free",
+    "optimizer_in_bwd": "optimizer_in_bwd",  # torchtune
+}
 
 
 def attention_class(value: str) -> str:
@@ -787,6 +795,7 @@ class _Builder:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
         the knobs the recipe schema has no key for, as planner settings."""
         out, where = mapped.planner_settings, mapped.planner_origins
+        planned: set[str] = set()
         uses_deepspeed = mapped.recipe.get("deepspeed", "").endswith(("reviewed-none.json",)) is False
         for src in self.sources:
             for st in src.settings:
@@ -804,17 +813,19 @@ class _Builder:
                     where.setdefault("engine", Origin(st.file, st.key, st.line))
                     if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
                         out["offload"] = True
-                elif key in ("activation_offloading", "packing", "sample_packing") and value in (True, "true", "True"):
+                elif key in PLANNER_SWITCHES and value in (True, "true", "True"):
                     # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
-                    knob = "packing" if key == "sample_packing" else key
+                    knob = PLANNER_SWITCHES[key]
                     mapped.recipe.setdefault("planner", {})[knob] = True
                     mapped.origins[f"planner.{knob}"] = Origin(st.file, st.key, st.line)
+                    planned.add(st.key)
             if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
                 out["engine"] = "fsdp"
                 where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+        mapped.not_modelled[:] = [k for k in mapped.not_modelled if k not in planned]  # planned after all: not "read but not reviewed"
         t = mapped.recipe["training"]
         if self.stage0_master is not None and (t.get("fp16") is True or t.get("bf16") is True):
             out["master_fp32"] = True
