@@ -72,6 +72,8 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += a * h  # nn.LayerNorm keeps its input (+ mean/rstd per token)
         elif mode.liger:
             per_token += a * h  # LigerRMSNorm keeps the input and rstd
+        elif stack.norm_saves[0] and a == 2:
+            per_token += stack.norm_saves[0 if mode.trainable else 1] * h  # measured on the model's own norm
         else:
             per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
         if keep_input("attn_in") or keep_input("mlp_in"):
@@ -115,8 +117,8 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     if stack.hidden_dropout > 0:
         sublayers = 3 if stack.cross_attention else 2
         per_token += MASK * h * sublayers
-        if stack.gated:
-            per_token += MASK * f  # dropout inside the gated FFN (T5)
+        if stack.ffn_dropout:
+            per_token += MASK * f  # dropout inside the FFN (T5)
 
     # LoRA branches.
     for ad in mode.adapted:
@@ -124,6 +126,28 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += ad.per_layer * (a + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
         per_token += ad.per_layer * a * mode.lora_rank  # lora_A output, kept by lora_B
     return per_token, per_sample
+
+
+def position_bias_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int, checkpointing: bool) -> tuple[float, float]:
+    """(per layer, once per stack) bytes of a T5-style relative position bias under SDPA, per step.
+
+    transformers integrations/sdpa_attention.py `create_position_bias_mask` turns the bias into the
+    additive mask of every self-attention (`torch.where(causal_mask, position_bias, min)` in a
+    decoder, `position_bias.contiguous()` of the permuted bias in an encoder): a [1, heads, q, k]
+    copy per layer, which the memory-efficient kernel keeps as `attn_bias` for backward (it takes
+    the bias gradient). Once per stack: the decoder's cross-attention bias (modeling_t5.py
+    T5Attention.forward: `torch.zeros((1, n_heads, q, k))`, passed on to every layer and kept by
+    each kernel); with gradient checkpointing also the stack's own bias, an input of every
+    checkpointed layer (T5Stack.forward passes `position_bias` on), kept until backward. Without a
+    padding mask the bias is not broadcast over the micro-batch (`is_causal` / no mask, as traced)."""
+    if not stack.position_bias or mode.attention == "eager":
+        return 0.0, 0.0
+    a, nh = mode.act, stack.heads
+    per_layer = a * nh * seq * seq
+    shared = a * nh * seq * kv_seq if stack.cross_attention else 0.0
+    if checkpointing:
+        shared += a * nh * seq * seq
+    return per_layer, shared
 
 
 def nograd_layer_bytes(stack: Stack, act: int, attention: str, seq: int) -> float:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 6  # bump when the summary format changes; part of the cache key
+SCHEMA = 9  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -71,6 +71,15 @@ class Stack:
     hidden_dropout: float
     act_saves: float  # input-sized tensors the MLP activation keeps for backward (measured, see `_act_saves`)
     layer_params: tuple[int, ...]
+    # Bytes per element the layer's own norm keeps for backward on 16-bit input, its weight trained /
+    # frozen (measured, see `_norm_saves`; 0: not measured, the RMSNorm rule of activations.py applies).
+    norm_saves: tuple[float, float] = (0.0, 0.0)
+    # T5-style relative position bias (`relative_attention_bias`), added to the attention scores as an
+    # SDPA mask (transformers integrations/sdpa_attention.py `create_position_bias_mask`).
+    position_bias: bool = False
+    # A dropout inside the FFN, between its activation and its output projection (modeling_t5.py
+    # T5DenseActDense / T5DenseGatedActDense `self.dropout`): a bool mask per FFN element.
+    ffn_dropout: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,10 @@ class Arch:
     # The model class has an SDPA path (`_supports_sdpa`); without one transformers runs it eager
     # (modeling_utils `_check_and_adjust_attn_implementation`: sdpa only "if available").
     sdpa: bool = True
+    # The model's own loss upcasts the logits to fp32 (transformers loss/loss_utils.py ForCausalLMLoss /
+    # ForMaskedLMLoss: `logits = logits.float()`, reached through `self.loss_function`); False for the
+    # classes that call nn.CrossEntropyLoss on the 16-bit logits (see `_loss_upcast`).
+    loss_upcast: bool = True
 
     @property
     def text(self) -> Stack:
@@ -207,7 +220,9 @@ def _from_json(data: dict[str, Any]) -> Arch:
         total=data["total"],
         groups=data["groups"],
         linears=tuple(Linear(*row) for row in data["linears"]),
-        stacks={k: Stack(**{**v, "layer_params": tuple(v["layer_params"])}) for k, v in data["stacks"].items()},
+        stacks={
+            k: Stack(**{**v, "layer_params": tuple(v["layer_params"]), "norm_saves": tuple(v.get("norm_saves", (0.0, 0.0)))}) for k, v in data["stacks"].items()
+        },
         vocab=data["vocab"],
         tied_embeddings=data["tied_embeddings"],
         largest_module=data["largest_module"],
@@ -216,6 +231,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
         encoder_decoder=data["encoder_decoder"],
         notes=tuple(data.get("notes", ())),
         sdpa=bool(data.get("sdpa", True)),
+        loss_upcast=bool(data.get("loss_upcast", True)),
     )
 
 
@@ -477,7 +493,26 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         "encoder_decoder": enc_dec,
         "notes": notes,
         "sdpa": bool(getattr(model, "_supports_sdpa", True)),
+        "loss_upcast": _loss_upcast(model),
     }
+
+
+def _loss_upcast(model) -> bool:
+    """Whether the model's forward computes its loss on fp32 logits. transformers' shared losses
+    (`self.loss_function`: loss_utils.py ForCausalLMLoss / ForMaskedLMLoss, `logits.float()`) upcast;
+    the classes that build `nn.CrossEntropyLoss()` themselves and call it on the 16-bit logits do
+    not (modeling_bert.py BertForMaskedLM.forward `loss_fct(prediction_scores.view(...), ...)`,
+    modeling_t5.py T5ForConditionalGeneration.forward, modeling_bart.py
+    BartForConditionalGeneration.forward, modeling_distilbert.py DistilBertForMaskedLM.forward
+    `self.mlm_loss_fct(...)`): there cross_entropy's log_softmax output and both gradients are
+    16-bit."""
+    import inspect
+
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return True
+    return "loss_function(" in src or not re.search(r"loss_fct\w*\(", src)
 
 
 def _has_output_embeddings(model) -> bool:
@@ -564,7 +599,59 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "hidden_dropout": hidden_p,
         "act_saves": _act_saves(layer_modules),
         "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
+        "norm_saves": _norm_saves(modules, layer0) if norm == "rms" else (0.0, 0.0),
+        "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
+        "ffn_dropout": _ffn_dropout(modules, layer0, ffn),
     }
+
+
+def _ffn_dropout(modules, layer0: str, ffn: int) -> bool:
+    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)."""
+    import torch
+
+    parents = {n.rsplit(".", 1)[0] for n, m in modules.items() if n.startswith(layer0) and (_linear_shape(m) or (0, 0))[1] == ffn}
+    return any(isinstance(m, torch.nn.Dropout) and n.rsplit(".", 1)[0] in parents and m.p > 0 for n, m in modules.items() if n.startswith(layer0))
+
+
+def _norm_saves(modules, layer0: str) -> tuple[float, float]:
+    """Run the layer's own RMS-style norm (a copy on the CPU, real tensors) on a small 16-bit input and
+    count what autograd keeps, in bytes per input element, with its weight trained and frozen. The
+    variants keep different tensors: Llama's RMSNorm keeps the fp32 upcast and, for its weight, the
+    16-bit normalised copy (6 / 4 B); T5LayerNorm multiplies the 16-bit input itself by the fp32 rsqrt
+    (modeling_t5.py T5LayerNorm.forward), keeping that input too (8 / 6 B); Gemma's `(1 + weight)`
+    norm keeps two fp32 tensors when its weight trains (8 / 4 B)."""
+    import copy
+
+    import torch
+
+    norm = next((m for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__ and list(m.parameters(recurse=False))), None)
+    if norm is None:
+        return (0.0, 0.0)
+    out = []
+    for trains in (True, False):
+        try:
+            m = copy.deepcopy(norm).to_empty(device="cpu").to(torch.bfloat16)
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.fill_(1.0)
+            for p in m.parameters():
+                p.requires_grad_(trains)
+            x = torch.randn(4, 16, next(m.parameters()).shape[-1], dtype=torch.bfloat16, requires_grad=True)
+            own = {p.untyped_storage().data_ptr() for p in m.parameters()}
+            kept: dict[int, int] = {}
+
+            def pack(t, own=own, kept=kept, x=x):
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in own and t.numel() >= x.numel():  # per-token statistics are not counted
+                    kept[ptr] = t.untyped_storage().nbytes()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                m(x)
+            out.append(sum(kept.values()) / x.numel())
+        except Exception:  # noqa: BLE001 - a norm that cannot run alone: the analytic rule applies
+            return (0.0, 0.0)
+    return (out[0], out[1])
 
 
 # ----------------------------------------------------------------------------------------------
