@@ -106,13 +106,17 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += (FP32 + cast + (MASK + a if stack.attn_dropout > 0 else 0)) * nh * kv_seq
 
     # MLP.
-    if stack.gated and mode.liger:
+    if stack.experts:
+        per_token += moe_bytes(stack, a)
+    if not stack.dense_ffn:
+        pass  # the experts are the FFN
+    elif stack.gated and mode.liger:
         per_token += a * 2 * f  # LigerSiLUMulFunction keeps gate and up, recomputes silu(gate)
     elif stack.gated:
         per_token += a * (stack.act_saves + 2) * f  # act(gate) keeps its input (+ intermediates); act out, up
     else:
         per_token += a * stack.act_saves * f  # fc1 output (+ intermediates of a Python activation)
-    if keep_input("mlp_out"):
+    if keep_input("mlp_out") and stack.dense_ffn:
         per_token += a * f  # input of the down projection / fc2
     if stack.hidden_dropout > 0:
         sublayers = 3 if stack.cross_attention else 2
@@ -126,6 +130,27 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += ad.per_layer * (a + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
         per_token += ad.per_layer * a * mode.lora_rank  # lora_A output, kept by lora_B
     return per_token, per_sample
+
+
+def moe_bytes(stack: Stack, a: int) -> float:
+    """Bytes per token a mixture-of-experts FFN keeps, as transformers integrations/moe.py
+    `grouped_mm_experts_forward` runs it (the default experts implementation; `batched_mm` keeps the
+    same rows): each token is copied once per routed expert, S = k rows per token, and
+    - the router (MixtralTopKRouter / Qwen3MoeTopKRouter.forward): softmax over the E experts in fp32,
+      its output kept;
+    - the gathered input rows (S x H), kept by the grouped matmul (`_grouped_mm_fallback_setup_context`:
+      `ctx.save_for_backward(input, weight)`);
+    - gate_up output (S x 2F), kept whole by the activation (gate) and the product (up);
+      act(gate) (S x F) kept by the product; the product (S x F), input of the down grouped matmul;
+    - the down output (S x H), kept by `proj_out * sample_weights_g` (the routing weights train);
+    - the routing permutation and its inverse, int64 per row."""
+    k, F, h = stack.top_k, stack.expert_ffn, stack.hidden
+    router = FP32 * stack.experts
+    if stack.expert_gated:
+        rows = a * (h + 2 * F + F + F + h)
+    else:
+        rows = a * (h + stack.act_saves * F + F + h)
+    return router + k * (rows + 2 * 8)
 
 
 def position_bias_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int, checkpointing: bool) -> tuple[float, float]:
@@ -162,7 +187,8 @@ def nograd_layer_bytes(stack: Stack, act: int, attention: str, seq: int) -> floa
 def backward_transient(stack: Stack, act: int) -> float:
     """Bytes per token alive only inside one layer's backward: the incoming and outgoing gradient
     of the widest op (the FFN) next to the residual-stream gradients."""
-    return act * 2 * (stack.hidden + stack.ffn)
+    width = max(stack.ffn if stack.dense_ffn else 0, stack.top_k * stack.expert_ffn * (2 if stack.expert_gated else 1))
+    return act * 2 * (stack.hidden + width)
 
 
 @dataclass(frozen=True)

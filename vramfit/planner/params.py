@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 9  # bump when the summary format changes; part of the cache key
+SCHEMA = 10  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -80,6 +80,16 @@ class Stack:
     # A dropout inside the FFN, between its activation and its output projection (modeling_t5.py
     # T5DenseActDense / T5DenseGatedActDense `self.dropout`): a bool mask per FFN element.
     ffn_dropout: bool = False
+    # Mixture of experts (transformers integrations/moe.py `use_experts_implementation`: experts
+    # stored as 3-D parameters, `gate_up_proj` [E, 2F, H] / `down_proj` [E, H, F]): experts per
+    # layer, experts each token is routed to, one expert's FFN width, gated; `dense_ffn` is False when
+    # the layer has no FFN made of nn.Linear besides the experts (Mixtral, Qwen3-MoE), True with a
+    # shared expert (Qwen2-MoE) whose width is `ffn`.
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    expert_gated: bool = True
+    dense_ffn: bool = True
 
 
 @dataclass(frozen=True)
@@ -583,6 +593,9 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
     layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
+    moe = _experts(modules, layer0, cfg, hidden, rows, heads * head_dim)
+    if moe and not moe["dense_ffn"]:
+        ffn, gated = moe["expert_ffn"], moe["expert_gated"]  # no nn.Linear FFN: the experts' width
     return {
         "name": name,
         "layers": count,
@@ -602,7 +615,26 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "norm_saves": _norm_saves(modules, layer0) if norm == "rms" else (0.0, 0.0),
         "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
         "ffn_dropout": _ffn_dropout(modules, layer0, ffn),
+        **moe,
     }
+
+
+def _experts(modules, layer0: str, cfg, hidden: int, rows, attn_width: int) -> dict[str, Any]:
+    """The MoE shape of a layer (see Stack.experts): read off its 3-D expert parameters and the
+    config's routing width (num_experts_per_tok / top_k / moe_top_k)."""
+    for name, m in modules.items():
+        if not name.startswith(layer0):
+            continue
+        own = dict(m.named_parameters(recurse=False))
+        down = own.get("down_proj")
+        up = own.get("gate_up_proj", own.get("up_proj"))
+        if down is None or up is None or down.dim() != 3:
+            continue
+        dims = [d for d in down.shape[1:] if d != hidden] or [down.shape[-1]]
+        k = _cfg_int(cfg, "num_experts_per_tok", "top_k", "moe_top_k", "num_experts_per_token", "moe_k") or 1
+        dense = any(r[2] == hidden and r[1] not in (hidden, attn_width) for r in rows)
+        return {"experts": int(down.shape[0]), "top_k": k, "expert_ffn": int(dims[0]), "expert_gated": "gate_up_proj" in own, "dense_ffn": dense}
+    return {}
 
 
 def _ffn_dropout(modules, layer0: str, ffn: int) -> bool:
