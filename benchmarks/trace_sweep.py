@@ -148,7 +148,9 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
     return Setup.from_args(path, "h100", 1, 1, None, items).replace(**pure)
 
 
-def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True, no_dropout: bool = False) -> dict:
+def point(
+    path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True, no_dropout: bool = False, cached_only: bool = False
+) -> dict | None:
     from vramfit.planner import params, plan as plan_fn, trace
 
     s = setup_for(path, method, gc, length, mb)
@@ -172,12 +174,17 @@ def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear:
         }
     else:
         row["gap"] = arch.analytic_gap
+    if cached_only and not any(trace._cache_file(trace.trace_key(s) + suffix).is_file() for suffix in ("", "-2")):
+        # a LoRA point PEFT refused with dropout was traced without it
+        return point(path, method, gc, length, mb, check_linear, no_dropout=True, cached_only=True) if s.lora_dropout and not no_dropout else None
+    if cached_only and not trace._cache_file(trace.trace_key(s) + ("" if check_linear else "-2")).is_file():
+        check_linear = not check_linear  # the other depth plan is the one cached
     t0 = time.perf_counter()
     try:
         t = trace.trace_step(s, arch, check_linear=check_linear)
     except trace.TraceError as exc:
         if "ParamWrapper does not work with lora_dropout" in str(exc) and not no_dropout:
-            return point(path, method, gc, length, mb, check_linear, no_dropout=True)
+            return point(path, method, gc, length, mb, check_linear, no_dropout=True, cached_only=cached_only)
         row["trace_error"] = str(exc)
         row["analytic"] = analytic
         return row
@@ -254,6 +261,11 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
     ap.add_argument("--quick", action="store_true", help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
+    ap.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="only the points whose trace is already in the disk cache (re-scores saved traces with the current analytic model in minutes)",
+    )
     ap.add_argument("--method", action="append", choices=("full", "lora", "qlora"), help="only these methods")
     ap.add_argument("--json", metavar="FILE", help="also write every row as JSON lines")
     ap.add_argument(
@@ -314,7 +326,9 @@ def main(argv=None) -> int:
         checked.add(name)
         try:
             path = config_path(source, folder)
-            r = point(path, method, gc, length, mb, check)
+            r = point(path, method, gc, length, mb, check, cached_only=args.cached_only)
+            if r is None:
+                continue
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported
             r = {"method": method, "gc": gc, "len": length, "mb": mb, "error": f"{type(exc).__name__}: {exc}"}
             if os.environ.get("VRAMFIT_SWEEP_DEBUG"):

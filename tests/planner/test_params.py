@@ -266,3 +266,27 @@ def test_planner_plans_bert_and_gpt2_without_a_crash(tmp_path, capsys):
         code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1", "seq_len=128", "method=lora"], capsys)
         assert code == 0, err
         assert "per-GPU peak" in out
+
+
+def test_encoder_decoder_is_built_as_its_seq2seq_model(tmp_path):
+    """BART also maps to BartForCausalLM (its decoder alone); the model trained is the seq2seq one,
+    with its encoder stack."""
+    import json
+
+    from transformers import BartConfig
+
+    path = tmp_path / "bart.json"
+    cfg = BartConfig(
+        d_model=64,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        vocab_size=512,
+    )
+    path.write_text(json.dumps(cfg.to_dict()))
+    arch = params.summary(path)
+    assert arch.architecture == "BartForConditionalGeneration" and arch.encoder_decoder
+    assert {"encoder", "decoder"} <= set(arch.stacks)

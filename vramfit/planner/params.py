@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 10  # bump when the summary format changes; part of the cache key
+SCHEMA = 11  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -318,6 +318,10 @@ def auto_classes(config) -> list:
     import transformers as tf
 
     order = [tf.AutoModelForImageTextToText, tf.AutoModelForCausalLM, tf.AutoModelForSeq2SeqLM, tf.AutoModelForMaskedLM]
+    if getattr(config, "is_encoder_decoder", False):
+        # BART / mBART / Marian / PLBart also map to a *ForCausalLM (their decoder alone, for
+        # speculative decoding or as a decoder in EncoderDecoderModel): the model trained is the seq2seq one
+        order = [tf.AutoModelForSeq2SeqLM, *[c for c in order if c is not tf.AutoModelForSeq2SeqLM]]
     masked = tf.AutoModelForMaskedLM
     if (
         type(config) in masked._model_mapping

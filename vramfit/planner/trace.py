@@ -146,6 +146,11 @@ def _versions() -> str:
 def trace_key(setup) -> str:
     text = Path(setup.model_config).read_text(encoding="utf-8")
     knobs = {f: _jsonable(getattr(setup, f)) for f in TRACE_FIELDS}
+    arch = params.summary(setup.model_config)
+    if arch.encoder_decoder:
+        # the class the trace builds (params.auto_classes): encoder-decoder configs were built as their
+        # *ForCausalLM decoder before schema 3's key; decoder-only keys are unchanged
+        knobs["architecture"] = arch.architecture
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
