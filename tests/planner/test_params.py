@@ -290,3 +290,16 @@ def test_encoder_decoder_is_built_as_its_seq2seq_model(tmp_path):
     arch = params.summary(path)
     assert arch.architecture == "BartForConditionalGeneration" and arch.encoder_decoder
     assert {"encoder", "decoder"} <= set(arch.stacks)
+
+
+def test_falcon_runs_one_key_value_head_and_does_not_repeat_it(tmp_path):
+    """falcon-7b's config says num_kv_heads 71 but its attention runs one (multi_query without the new
+    decoder architecture), and hands it to SDPA as it is: no repeat_kv copy."""
+    import json
+
+    from transformers import FalconConfig
+
+    path = tmp_path / "falcon.json"
+    path.write_text(json.dumps(FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, vocab_size=512).to_dict()))
+    st = params.summary(path).stacks["text"]
+    assert (st.heads, st.kv_heads, st.kv_repeat) == (4, 1, "never")

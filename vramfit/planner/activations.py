@@ -83,6 +83,8 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     # sdpa / eager expand GQA heads when masked (transformers integrations/sdpa_attention.py
     # `use_gqa_in_sdpa`: enable_gqa only without a mask); eager always repeats.
     repeat_kv = kvh < nh and (mode.attention == "eager" or (mode.attention == "sdpa" and mode.masked))
+    if stack.kv_repeat != "interface":
+        repeat_kv = kvh < nh and stack.kv_repeat == "always"  # the model's own attention code (params `_kv_repeat`)
     kv_heads = nh if repeat_kv else kvh
     # q, k, v (after RoPE) and the output: kept by flash / sdpa (which return it in [b, s, heads, d]
     # layout, so the output projection reads the same tensor); eager's matmul keeps no output, only

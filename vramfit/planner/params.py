@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 11  # bump when the summary format changes; part of the cache key
+SCHEMA = 13  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -85,6 +85,10 @@ class Stack:
     # layer, experts each token is routed to, one expert's FFN width, gated; `dense_ffn` is False when
     # the layer has no FFN made of nn.Linear besides the experts (Mixtral, Qwen3-MoE), True with a
     # shared expert (Qwen2-MoE) whose width is `ffn`.
+    # How the attention hands grouped key/value heads to SDPA (see `_kv_repeat`): "interface"
+    # (transformers' attention interface: repeat_kv unless use_gqa_in_sdpa), "always" (the model's own
+    # code calls repeat_kv / repeat_interleave), "never" (its own code passes the grouped heads as they are).
+    kv_repeat: str = "interface"
     experts: int = 0
     top_k: int = 0
     expert_ffn: int = 0
@@ -588,6 +592,14 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         hidden = max(set(in_widths), key=in_widths.count)  # the width most layer linears read
     heads = _cfg_int(cfg, "num_attention_heads", "num_heads", "n_head", "encoder_attention_heads") or max(1, hidden // 64)
     kv_heads = _cfg_int(cfg, "num_key_value_heads") or heads
+    # the attention module's own count where the config's is not what it runs (modeling_falcon.py
+    # FalconAttention: `num_kv_heads = config.num_kv_heads if new_decoder_architecture or not
+    # multi_query else 1`)
+    for n, m in modules.items():
+        own = getattr(m, "num_kv_heads", None) if n.startswith(layer0) and "Attention" in type(m).__name__ else None
+        if isinstance(own, int) and not isinstance(own, bool) and 0 < own <= heads:
+            kv_heads = own
+            break
     head_dim = _cfg_int(cfg, "head_dim", "d_kv") or hidden // heads
     # The FFN width from the shapes: the widest input of a layer linear that writes the hidden size.
     ffn = max([r[1] for r in rows if r[2] == hidden] or [4 * hidden])
@@ -620,7 +632,33 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
         "ffn_dropout": _ffn_dropout(modules, layer0, ffn),
         **moe,
+        "kv_repeat": _kv_repeat(modules, layer0),
     }
+
+
+def _kv_repeat(modules, layer0: str) -> str:
+    """Read off the source of the layer's attention module: one that dispatches through
+    `ALL_ATTENTION_FUNCTIONS` (integrations/sdpa_attention.py: `repeat_kv` unless `use_gqa_in_sdpa`)
+    follows the interface's rule; one that repeats itself always copies; one that does neither
+    (modeling_falcon.py FalconAttention.forward passes the single key/value head to
+    F.scaled_dot_product_attention, which broadcasts it) never copies."""
+    import inspect
+
+    for name, m in modules.items():
+        if not name.startswith(layer0) or "Attention" not in type(m).__name__:
+            continue
+        try:
+            src = inspect.getsource(type(m).forward)
+        except (OSError, TypeError):
+            return "interface"
+        if "ALL_ATTENTION_FUNCTIONS" in src or "attention_interface" in src:
+            return "interface"
+        if "repeat_kv(" in src or "repeat_interleave(" in src:
+            return "always"
+        if "scaled_dot_product_attention(" in src:
+            return "never"
+        # a wrapper (BertAttention -> BertSelfAttention): read the module it delegates to
+    return "interface"
 
 
 def _experts(modules, layer0: str, cfg, hidden: int, rows, attn_width: int) -> dict[str, Any]:
