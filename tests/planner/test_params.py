@@ -303,3 +303,17 @@ def test_falcon_runs_one_key_value_head_and_does_not_repeat_it(tmp_path):
     path.write_text(json.dumps(FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, vocab_size=512).to_dict()))
     st = params.summary(path).stacks["text"]
     assert (st.heads, st.kv_heads, st.kv_repeat) == (4, 1, "never")
+
+
+def test_per_head_norms_are_sized_by_heads_not_hidden(tmp_path):
+    """Qwen3's q_norm / k_norm normalise every head (weight of head_dim): heads x head_dim and
+    kv_heads x head_dim elements a token, apart from the two hidden-size norms."""
+    import json
+
+    from transformers import Qwen3Config
+
+    path = tmp_path / "qwen3.json"
+    cfg = Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=512)
+    path.write_text(json.dumps(cfg.to_dict()))
+    st = params.summary(path).stacks["text"]
+    assert (st.norms_per_layer, st.head_norm_elems) == (2, (4 + 2) * 32)

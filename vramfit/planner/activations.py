@@ -66,8 +66,11 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     per_token = 0.0
     per_sample = 0.0
 
-    # Norms (one per sublayer; a parallel block such as Phi shares one).
-    for _ in range(stack.norms_per_layer):
+    # Norms (one per sublayer; a parallel block such as Phi shares one). Only the norm in front of a
+    # sublayer feeds its projections: Gemma 2/3's post-attention / post-feedforward norms feed the
+    # residual add, which keeps nothing (one input norm per sublayer, two or three sublayers).
+    sublayers = 3 if stack.cross_attention else 2
+    for i in range(stack.norms_per_layer):
         if stack.norm == "layer":
             per_token += a * h  # nn.LayerNorm keeps its input (+ mean/rstd per token)
         elif mode.liger:
@@ -76,8 +79,11 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += stack.norm_saves[0 if mode.trainable else 1] * h  # measured on the model's own norm
         else:
             per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
-        if keep_input("attn_in") or keep_input("mlp_in"):
+        if (keep_input("attn_in") or keep_input("mlp_in")) and i < sublayers:
             per_token += a * h  # the normalised output, input of the projections
+    if stack.head_norm_elems:  # per-head q / k norms, measured like the layer's norm
+        e = stack.head_norm_elems
+        per_token += e * stack.norm_saves[0 if mode.trainable else 1] if stack.norm_saves[0] and a == 2 else e * (FP32 + (a if mode.trainable else 0))
 
     # Self-attention.
     # sdpa / eager expand GQA heads when masked (transformers integrations/sdpa_attention.py

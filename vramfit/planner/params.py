@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 13  # bump when the summary format changes; part of the cache key
+SCHEMA = 14  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -89,6 +89,7 @@ class Stack:
     # (transformers' attention interface: repeat_kv unless use_gqa_in_sdpa), "always" (the model's own
     # code calls repeat_kv / repeat_interleave), "never" (its own code passes the grouped heads as they are).
     kv_repeat: str = "interface"
+    head_norm_elems: int = 0  # elements a token of the per-head q / k norms (see `_stack`)
     experts: int = 0
     top_k: int = 0
     expert_ffn: int = 0
@@ -604,7 +605,17 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
     # The FFN width from the shapes: the widest input of a layer linear that writes the hidden size.
     ffn = max([r[1] for r in rows if r[2] == hidden] or [4 * hidden])
     gated = sum(1 for r in rows if r[1] == hidden and r[2] == ffn) >= 2
-    norm_classes = [type(m).__name__ for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__]
+    norm_modules = {n: m for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__}
+    # Per-head norms (Qwen3 / Gemma 3 / OLMo-2 `q_norm`, `k_norm`: a weight of head_dim, applied to
+    # every head) normalise heads x head_dim elements a token, not the hidden size.
+    head_norm_elems = 0
+    for n, m in list(norm_modules.items()):
+        w = getattr(m, "weight", None)
+        if w is not None and w.dim() == 1 and w.shape[0] == head_dim and head_dim != hidden:
+            leaf = n.rsplit(".", 1)[-1]
+            head_norm_elems += (kv_heads if leaf.startswith("k") else heads) * head_dim
+            del norm_modules[n]
+    norm_classes = [type(m).__name__ for m in norm_modules.values()]
     norm = "layer" if norm_classes and all(c == "LayerNorm" for c in norm_classes) else "rms"
     layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
@@ -623,6 +634,7 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "gated": gated,
         "norm": norm,
         "norms_per_layer": len(norm_classes),
+        "head_norm_elems": head_norm_elems,
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
         "attn_dropout": attn_p,
         "hidden_dropout": hidden_p,
