@@ -22,6 +22,8 @@ Usage:
     python benchmarks/trace_sweep.py --list
     python benchmarks/trace_sweep.py --json rows.jsonl --resume   # run in pieces: appends what is missing
     python benchmarks/trace_sweep.py --report rows.jsonl          # the summary of saved rows (no tracing)
+    python benchmarks/trace_sweep.py --cached-only --json rows.jsonl   # re-score every cached trace with
+                                                                  # the current analytic model (minutes)
 """
 
 from __future__ import annotations
