@@ -20,6 +20,10 @@ Usage:
     python benchmarks/trace_sweep.py --arch gpt2 --arch t5-small
     python benchmarks/trace_sweep.py --slice         # a few points (the test runs this)
     python benchmarks/trace_sweep.py --list
+    python benchmarks/trace_sweep.py --json rows.jsonl --resume   # run in pieces: appends what is missing
+    python benchmarks/trace_sweep.py --report rows.jsonl          # the summary of saved rows (no tracing)
+    python benchmarks/trace_sweep.py --cached-only --json rows.jsonl   # re-score every cached trace with
+                                                                  # the current analytic model (minutes)
 """
 
 from __future__ import annotations
@@ -146,13 +150,20 @@ def setup_for(path: Path, method: str, gc: bool, length: int, mb: int):
     return Setup.from_args(path, "h100", 1, 1, None, items).replace(**pure)
 
 
-def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True) -> dict:
+def point(
+    path: Path, method: str, gc: bool, length: int, mb: int, check_linear: bool = True, no_dropout: bool = False, cached_only: bool = False
+) -> dict | None:
     from vramfit.planner import params, plan as plan_fn, trace
 
     s = setup_for(path, method, gc, length, mb)
     arch = params.summary(path)
-    counts = params.count(arch, s)
     row = {"method": method, "gc": gc, "len": s.seq_len, "mb": mb}
+    if no_dropout:
+        # PEFT wraps MoE expert parameters (lora.ParamWrapper), which refuses lora_dropout != 0: the
+        # run a user can launch has none, so that is the point compared.
+        s = s.replace(lora_dropout=0.0)
+        row["note"] = "lora_dropout=0 (PEFT's ParamWrapper on MoE experts refuses dropout)"
+    counts = params.count(arch, s)
     analytic = None
     if arch.analytic_gap is None:
         p = plan_fn(s)
@@ -165,10 +176,17 @@ def point(path: Path, method: str, gc: bool, length: int, mb: int, check_linear:
         }
     else:
         row["gap"] = arch.analytic_gap
+    if cached_only and not any(trace._cache_file(trace.trace_key(s) + suffix).is_file() for suffix in ("", "-2")):
+        # a LoRA point PEFT refused with dropout was traced without it
+        return point(path, method, gc, length, mb, check_linear, no_dropout=True, cached_only=True) if s.lora_dropout and not no_dropout else None
+    if cached_only and not trace._cache_file(trace.trace_key(s) + ("" if check_linear else "-2")).is_file():
+        check_linear = not check_linear  # the other depth plan is the one cached
     t0 = time.perf_counter()
     try:
         t = trace.trace_step(s, arch, check_linear=check_linear)
     except trace.TraceError as exc:
+        if "ParamWrapper does not work with lora_dropout" in str(exc) and not no_dropout:
+            return point(path, method, gc, length, mb, check_linear, no_dropout=True, cached_only=cached_only)
         row["trace_error"] = str(exc)
         row["analytic"] = analytic
         return row
@@ -245,7 +263,19 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
     ap.add_argument("--quick", action="store_true", help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
+    ap.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="only the points whose trace is already in the disk cache (re-scores saved traces with the current analytic model in minutes)",
+    )
+    ap.add_argument("--method", action="append", choices=("full", "lora", "qlora"), help="only these methods")
     ap.add_argument("--json", metavar="FILE", help="also write every row as JSON lines")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --json: keep the rows FILE already holds, trace only the points it lacks and append them "
+        "(a long sweep run in pieces; the summary covers every row of FILE)",
+    )
     args = ap.parse_args(argv)
     if args.list:
         for name, source, kind in ARCHS:
@@ -273,10 +303,23 @@ def main(argv=None) -> int:
             print(f"unknown architecture(s): {', '.join(unknown)} (see --list)", file=sys.stderr)
             return 2
         shapes = [(2048, 1)] if args.quick else [(512, 1), (512, 4), (2048, 1), (2048, 4)]
-        grid = [(m, gc, n, b) for m, gc, (n, b) in itertools.product(("full", "lora", "qlora"), (True, False), shapes)]
+        methods = args.method or ("full", "lora", "qlora")
+        grid = [(m, gc, n, b) for m, gc, (n, b) in itertools.product(methods, (True, False), shapes)]
         jobs = [(name, *g) for name in names for g in grid]
     started = time.perf_counter()
-    rows, out = [], open(args.json, "w") if args.json else None
+    rows, done = [], set()
+    if args.resume and args.json and Path(args.json).is_file():
+        for line in Path(args.json).read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # a line cut by an interrupted run
+            if r.get("arch") in table and "error" not in r:
+                rows.append(r)
+                done.add((r["arch"], r["method"], r["gc"], r.get("req_len", r["len"]), r["mb"]))
+        jobs = [j for j in jobs if j not in done]
+        print(f"resuming {args.json}: {len(rows)} rows kept, {len(jobs)} points to trace")
+    out = open(args.json, "a" if args.resume else "w") if args.json else None
     print(f"{'arch':<16}{'method':<7}{'gc':<4}{'len':>6}{'mb':>4}  {'act GiB a/t':>16} {'act%':>7}  {'alloc GiB a/t':>16} {'alloc%':>7}  {'peak%':>7}  note")
     checked: set[str] = set()
     for name, method, gc, length, mb in jobs:
@@ -285,15 +328,19 @@ def main(argv=None) -> int:
         checked.add(name)
         try:
             path = config_path(source, folder)
-            r = point(path, method, gc, length, mb, check)
+            r = point(path, method, gc, length, mb, check, cached_only=args.cached_only)
+            if r is None:
+                continue
         except Exception as exc:  # noqa: BLE001 - a benchmark row, reported
             r = {"method": method, "gc": gc, "len": length, "mb": mb, "error": f"{type(exc).__name__}: {exc}"}
             if os.environ.get("VRAMFIT_SWEEP_DEBUG"):
                 traceback.print_exc()
         r["arch"] = name
+        r["req_len"] = length  # the requested length (`len` is the planned one: + image tokens, capped by positions)
         rows.append(r)
         if out:
             out.write(json.dumps(r, default=str) + "\n")
+            out.flush()
         a, t = r.get("analytic"), r.get("trace")
         head = f"{name:<16}{method:<7}{'on' if gc else 'off':<4}{r['len']:>6}{mb:>4}  "
         if a and t:

@@ -266,3 +266,54 @@ def test_planner_plans_bert_and_gpt2_without_a_crash(tmp_path, capsys):
         code, out, err = _plan_cli(["--model-config", str(path), "--gpu", "a100-80g", "--gpus", "1", "seq_len=128", "method=lora"], capsys)
         assert code == 0, err
         assert "per-GPU peak" in out
+
+
+def test_encoder_decoder_is_built_as_its_seq2seq_model(tmp_path):
+    """BART also maps to BartForCausalLM (its decoder alone); the model trained is the seq2seq one,
+    with its encoder stack."""
+    import json
+
+    from transformers import BartConfig
+
+    path = tmp_path / "bart.json"
+    cfg = BartConfig(
+        d_model=64,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        vocab_size=512,
+    )
+    path.write_text(json.dumps(cfg.to_dict()))
+    arch = params.summary(path)
+    assert arch.architecture == "BartForConditionalGeneration" and arch.encoder_decoder
+    assert {"encoder", "decoder"} <= set(arch.stacks)
+
+
+def test_falcon_runs_one_key_value_head_and_does_not_repeat_it(tmp_path):
+    """falcon-7b's config says num_kv_heads 71 but its attention runs one (multi_query without the new
+    decoder architecture), and hands it to SDPA as it is: no repeat_kv copy."""
+    import json
+
+    from transformers import FalconConfig
+
+    path = tmp_path / "falcon.json"
+    path.write_text(json.dumps(FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, vocab_size=512).to_dict()))
+    st = params.summary(path).stacks["text"]
+    assert (st.heads, st.kv_heads, st.kv_repeat) == (4, 1, "never")
+
+
+def test_per_head_norms_are_sized_by_heads_not_hidden(tmp_path):
+    """Qwen3's q_norm / k_norm normalise every head (weight of head_dim): heads x head_dim and
+    kv_heads x head_dim elements a token, apart from the two hidden-size norms."""
+    import json
+
+    from transformers import Qwen3Config
+
+    path = tmp_path / "qwen3.json"
+    cfg = Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=512)
+    path.write_text(json.dumps(cfg.to_dict()))
+    st = params.summary(path).stacks["text"]
+    assert (st.norms_per_layer, st.head_norm_elems) == (2, (4 + 2) * 32)

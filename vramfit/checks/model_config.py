@@ -92,15 +92,22 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
     if len(problems.items) > before:
         return None
     width = depth = False
+    # The config class's own spelling of the standard names (PreTrainedConfig.attribute_map:
+    # DistilBERT `dim` / `n_layers`, BART `d_model` / `encoder_layers`).
+    aliases = getattr(CONFIG_MAPPING[model_type], "attribute_map", {}) or {}
+    width_keys = WIDTH + tuple(aliases[k] for k in WIDTH if k in aliases)
+    depth_keys = DEPTH + tuple(aliases[k] for k in DEPTH if k in aliases)
     for prefix, section in _sections(data):
-        width = width or any(k in section for k in WIDTH)
-        depth = depth or any(k in section for k in DEPTH)
+        width = width or any(k in section for k in width_keys)
+        depth = depth or any(k in section for k in depth_keys)
         for key, bound in MAX_SIZES.items():
             if key not in section:
                 continue
             value = section[key]
             if value is None and key in ("num_key_value_heads", "head_dim"):
                 continue
+            if key in ("image_size", "patch_size") and isinstance(value, list) and len(value) == 2:
+                value = max(value) if all(isinstance(v, int) and not isinstance(v, bool) for v in value) else value  # [height, width] (InternVL)
             if isinstance(value, bool) or not isinstance(value, int):
                 problems.add(label, prefix + key, f"{value!r} is not a whole number", f"write {key} as a positive integer.")
             elif not 1 <= value <= bound:

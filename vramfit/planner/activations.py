@@ -66,21 +66,31 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     per_token = 0.0
     per_sample = 0.0
 
-    # Norms (one per sublayer; a parallel block such as Phi shares one).
-    for _ in range(stack.norms_per_layer):
+    # Norms (one per sublayer; a parallel block such as Phi shares one). Only the norm in front of a
+    # sublayer feeds its projections: Gemma 2/3's post-attention / post-feedforward norms feed the
+    # residual add, which keeps nothing (one input norm per sublayer, two or three sublayers).
+    sublayers = 3 if stack.cross_attention else 2
+    for i in range(stack.norms_per_layer):
         if stack.norm == "layer":
             per_token += a * h  # nn.LayerNorm keeps its input (+ mean/rstd per token)
         elif mode.liger:
             per_token += a * h  # LigerRMSNorm keeps the input and rstd
+        elif stack.norm_saves[0] and a == 2:
+            per_token += stack.norm_saves[0 if mode.trainable else 1] * h  # measured on the model's own norm
         else:
             per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
-        if keep_input("attn_in") or keep_input("mlp_in"):
+        if (keep_input("attn_in") or keep_input("mlp_in")) and i < sublayers:
             per_token += a * h  # the normalised output, input of the projections
+    if stack.head_norm_elems:  # per-head q / k norms, measured like the layer's norm
+        e = stack.head_norm_elems
+        per_token += e * stack.norm_saves[0 if mode.trainable else 1] if stack.norm_saves[0] and a == 2 else e * (FP32 + (a if mode.trainable else 0))
 
     # Self-attention.
     # sdpa / eager expand GQA heads when masked (transformers integrations/sdpa_attention.py
     # `use_gqa_in_sdpa`: enable_gqa only without a mask); eager always repeats.
     repeat_kv = kvh < nh and (mode.attention == "eager" or (mode.attention == "sdpa" and mode.masked))
+    if stack.kv_repeat != "interface":
+        repeat_kv = kvh < nh and stack.kv_repeat == "always"  # the model's own attention code (params `_kv_repeat`)
     kv_heads = nh if repeat_kv else kvh
     # q, k, v (after RoPE) and the output: kept by flash / sdpa (which return it in [b, s, heads, d]
     # layout, so the output projection reads the same tensor); eager's matmul keeps no output, only
@@ -104,19 +114,23 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += (FP32 + cast + (MASK + a if stack.attn_dropout > 0 else 0)) * nh * kv_seq
 
     # MLP.
-    if stack.gated and mode.liger:
+    if stack.experts:
+        per_token += moe_bytes(stack, a)
+    if not stack.dense_ffn:
+        pass  # the experts are the FFN
+    elif stack.gated and mode.liger:
         per_token += a * 2 * f  # LigerSiLUMulFunction keeps gate and up, recomputes silu(gate)
     elif stack.gated:
         per_token += a * (stack.act_saves + 2) * f  # act(gate) keeps its input (+ intermediates); act out, up
     else:
         per_token += a * stack.act_saves * f  # fc1 output (+ intermediates of a Python activation)
-    if keep_input("mlp_out"):
+    if keep_input("mlp_out") and stack.dense_ffn:
         per_token += a * f  # input of the down projection / fc2
     if stack.hidden_dropout > 0:
         sublayers = 3 if stack.cross_attention else 2
         per_token += MASK * h * sublayers
-        if stack.gated:
-            per_token += MASK * f  # dropout inside the gated FFN (T5)
+        if stack.ffn_dropout:
+            per_token += MASK * f  # dropout inside the FFN (T5)
 
     # LoRA branches.
     for ad in mode.adapted:
@@ -124,6 +138,49 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += ad.per_layer * (a + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
         per_token += ad.per_layer * a * mode.lora_rank  # lora_A output, kept by lora_B
     return per_token, per_sample
+
+
+def moe_bytes(stack: Stack, a: int) -> float:
+    """Bytes per token a mixture-of-experts FFN keeps, as transformers integrations/moe.py
+    `grouped_mm_experts_forward` runs it (the default experts implementation; `batched_mm` keeps the
+    same rows): each token is copied once per routed expert, S = k rows per token, and
+    - the router (MixtralTopKRouter / Qwen3MoeTopKRouter.forward): softmax over the E experts in fp32,
+      its output kept;
+    - the gathered input rows (S x H), kept by the grouped matmul (`_grouped_mm_fallback_setup_context`:
+      `ctx.save_for_backward(input, weight)`);
+    - gate_up output (S x 2F), kept whole by the activation (gate) and the product (up);
+      act(gate) (S x F) kept by the product; the product (S x F), input of the down grouped matmul;
+    - the down output (S x H), kept by `proj_out * sample_weights_g` (the routing weights train);
+    - the routing permutation and its inverse, int64 per row."""
+    k, F, h = stack.top_k, stack.expert_ffn, stack.hidden
+    router = FP32 * stack.experts
+    if stack.expert_gated:
+        rows = a * (h + 2 * F + F + F + h)
+    else:
+        rows = a * (h + stack.act_saves * F + F + h)
+    return router + k * (rows + 2 * 8)
+
+
+def position_bias_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int, checkpointing: bool) -> tuple[float, float]:
+    """(per layer, once per stack) bytes of a T5-style relative position bias under SDPA, per step.
+
+    transformers integrations/sdpa_attention.py `create_position_bias_mask` turns the bias into the
+    additive mask of every self-attention (`torch.where(causal_mask, position_bias, min)` in a
+    decoder, `position_bias.contiguous()` of the permuted bias in an encoder): a [1, heads, q, k]
+    copy per layer, which the memory-efficient kernel keeps as `attn_bias` for backward (it takes
+    the bias gradient). Once per stack: the decoder's cross-attention bias (modeling_t5.py
+    T5Attention.forward: `torch.zeros((1, n_heads, q, k))`, passed on to every layer and kept by
+    each kernel); with gradient checkpointing also the stack's own bias, an input of every
+    checkpointed layer (T5Stack.forward passes `position_bias` on), kept until backward. Without a
+    padding mask the bias is not broadcast over the micro-batch (`is_causal` / no mask, as traced)."""
+    if not stack.position_bias or mode.attention == "eager":
+        return 0.0, 0.0
+    a, nh = mode.act, stack.heads
+    per_layer = a * nh * seq * seq
+    shared = a * nh * seq * kv_seq if stack.cross_attention else 0.0
+    if checkpointing:
+        shared += a * nh * seq * seq
+    return per_layer, shared
 
 
 def nograd_layer_bytes(stack: Stack, act: int, attention: str, seq: int) -> float:
@@ -138,7 +195,8 @@ def nograd_layer_bytes(stack: Stack, act: int, attention: str, seq: int) -> floa
 def backward_transient(stack: Stack, act: int) -> float:
     """Bytes per token alive only inside one layer's backward: the incoming and outgoing gradient
     of the widest op (the FFN) next to the residual-stream gradients."""
-    return act * 2 * (stack.hidden + stack.ffn)
+    width = max(stack.ffn if stack.dense_ffn else 0, stack.top_k * stack.expert_ffn * (2 if stack.expert_gated else 1))
+    return act * 2 * (stack.hidden + width)
 
 
 @dataclass(frozen=True)

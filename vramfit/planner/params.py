@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 6  # bump when the summary format changes; part of the cache key
+SCHEMA = 14  # bump when the summary format changes; part of the cache key
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -71,6 +71,30 @@ class Stack:
     hidden_dropout: float
     act_saves: float  # input-sized tensors the MLP activation keeps for backward (measured, see `_act_saves`)
     layer_params: tuple[int, ...]
+    # Bytes per element the layer's own norm keeps for backward on 16-bit input, its weight trained /
+    # frozen (measured, see `_norm_saves`; 0: not measured, the RMSNorm rule of activations.py applies).
+    norm_saves: tuple[float, float] = (0.0, 0.0)
+    # T5-style relative position bias (`relative_attention_bias`), added to the attention scores as an
+    # SDPA mask (transformers integrations/sdpa_attention.py `create_position_bias_mask`).
+    position_bias: bool = False
+    # A dropout inside the FFN, between its activation and its output projection (modeling_t5.py
+    # T5DenseActDense / T5DenseGatedActDense `self.dropout`): a bool mask per FFN element.
+    ffn_dropout: bool = False
+    # Mixture of experts (transformers integrations/moe.py `use_experts_implementation`: experts
+    # stored as 3-D parameters, `gate_up_proj` [E, 2F, H] / `down_proj` [E, H, F]): experts per
+    # layer, experts each token is routed to, one expert's FFN width, gated; `dense_ffn` is False when
+    # the layer has no FFN made of nn.Linear besides the experts (Mixtral, Qwen3-MoE), True with a
+    # shared expert (Qwen2-MoE) whose width is `ffn`.
+    # How the attention hands grouped key/value heads to SDPA (see `_kv_repeat`): "interface"
+    # (transformers' attention interface: repeat_kv unless use_gqa_in_sdpa), "always" (the model's own
+    # code calls repeat_kv / repeat_interleave), "never" (its own code passes the grouped heads as they are).
+    kv_repeat: str = "interface"
+    head_norm_elems: int = 0  # elements a token of the per-head q / k norms (see `_stack`)
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    expert_gated: bool = True
+    dense_ffn: bool = True
 
 
 @dataclass(frozen=True)
@@ -93,6 +117,10 @@ class Arch:
     # The model class has an SDPA path (`_supports_sdpa`); without one transformers runs it eager
     # (modeling_utils `_check_and_adjust_attn_implementation`: sdpa only "if available").
     sdpa: bool = True
+    # The model's own loss upcasts the logits to fp32 (transformers loss/loss_utils.py ForCausalLMLoss /
+    # ForMaskedLMLoss: `logits = logits.float()`, reached through `self.loss_function`); False for the
+    # classes that call nn.CrossEntropyLoss on the 16-bit logits (see `_loss_upcast`).
+    loss_upcast: bool = True
 
     @property
     def text(self) -> Stack:
@@ -207,7 +235,9 @@ def _from_json(data: dict[str, Any]) -> Arch:
         total=data["total"],
         groups=data["groups"],
         linears=tuple(Linear(*row) for row in data["linears"]),
-        stacks={k: Stack(**{**v, "layer_params": tuple(v["layer_params"])}) for k, v in data["stacks"].items()},
+        stacks={
+            k: Stack(**{**v, "layer_params": tuple(v["layer_params"]), "norm_saves": tuple(v.get("norm_saves", (0.0, 0.0)))}) for k, v in data["stacks"].items()
+        },
         vocab=data["vocab"],
         tied_embeddings=data["tied_embeddings"],
         largest_module=data["largest_module"],
@@ -216,6 +246,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
         encoder_decoder=data["encoder_decoder"],
         notes=tuple(data.get("notes", ())),
         sdpa=bool(data.get("sdpa", True)),
+        loss_upcast=bool(data.get("loss_upcast", True)),
     )
 
 
@@ -292,6 +323,10 @@ def auto_classes(config) -> list:
     import transformers as tf
 
     order = [tf.AutoModelForImageTextToText, tf.AutoModelForCausalLM, tf.AutoModelForSeq2SeqLM, tf.AutoModelForMaskedLM]
+    if getattr(config, "is_encoder_decoder", False):
+        # BART / mBART / Marian / PLBart also map to a *ForCausalLM (their decoder alone, for
+        # speculative decoding or as a decoder in EncoderDecoderModel): the model trained is the seq2seq one
+        order = [tf.AutoModelForSeq2SeqLM, *[c for c in order if c is not tf.AutoModelForSeq2SeqLM]]
     masked = tf.AutoModelForMaskedLM
     if (
         type(config) in masked._model_mapping
@@ -477,7 +512,26 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         "encoder_decoder": enc_dec,
         "notes": notes,
         "sdpa": bool(getattr(model, "_supports_sdpa", True)),
+        "loss_upcast": _loss_upcast(model),
     }
+
+
+def _loss_upcast(model) -> bool:
+    """Whether the model's forward computes its loss on fp32 logits. transformers' shared losses
+    (`self.loss_function`: loss_utils.py ForCausalLMLoss / ForMaskedLMLoss, `logits.float()`) upcast;
+    the classes that build `nn.CrossEntropyLoss()` themselves and call it on the 16-bit logits do
+    not (modeling_bert.py BertForMaskedLM.forward `loss_fct(prediction_scores.view(...), ...)`,
+    modeling_t5.py T5ForConditionalGeneration.forward, modeling_bart.py
+    BartForConditionalGeneration.forward, modeling_distilbert.py DistilBertForMaskedLM.forward
+    `self.mlm_loss_fct(...)`): there cross_entropy's log_softmax output and both gradients are
+    16-bit."""
+    import inspect
+
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return True
+    return "loss_function(" in src or not re.search(r"loss_fct\w*\(", src)
 
 
 def _has_output_embeddings(model) -> bool:
@@ -539,15 +593,36 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         hidden = max(set(in_widths), key=in_widths.count)  # the width most layer linears read
     heads = _cfg_int(cfg, "num_attention_heads", "num_heads", "n_head", "encoder_attention_heads") or max(1, hidden // 64)
     kv_heads = _cfg_int(cfg, "num_key_value_heads") or heads
+    # the attention module's own count where the config's is not what it runs (modeling_falcon.py
+    # FalconAttention: `num_kv_heads = config.num_kv_heads if new_decoder_architecture or not
+    # multi_query else 1`)
+    for n, m in modules.items():
+        own = getattr(m, "num_kv_heads", None) if n.startswith(layer0) and "Attention" in type(m).__name__ else None
+        if isinstance(own, int) and not isinstance(own, bool) and 0 < own <= heads:
+            kv_heads = own
+            break
     head_dim = _cfg_int(cfg, "head_dim", "d_kv") or hidden // heads
     # The FFN width from the shapes: the widest input of a layer linear that writes the hidden size.
     ffn = max([r[1] for r in rows if r[2] == hidden] or [4 * hidden])
     gated = sum(1 for r in rows if r[1] == hidden and r[2] == ffn) >= 2
-    norm_classes = [type(m).__name__ for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__]
+    norm_modules = {n: m for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__}
+    # Per-head norms (Qwen3 / Gemma 3 / OLMo-2 `q_norm`, `k_norm`: a weight of head_dim, applied to
+    # every head) normalise heads x head_dim elements a token, not the hidden size.
+    head_norm_elems = 0
+    for n, m in list(norm_modules.items()):
+        w = getattr(m, "weight", None)
+        if w is not None and w.dim() == 1 and w.shape[0] == head_dim and head_dim != hidden:
+            leaf = n.rsplit(".", 1)[-1]
+            head_norm_elems += (kv_heads if leaf.startswith("k") else heads) * head_dim
+            del norm_modules[n]
+    norm_classes = [type(m).__name__ for m in norm_modules.values()]
     norm = "layer" if norm_classes and all(c == "LayerNorm" for c in norm_classes) else "rms"
     layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
+    moe = _experts(modules, layer0, cfg, hidden, rows, heads * head_dim)
+    if moe and not moe["dense_ffn"]:
+        ffn, gated = moe["expert_ffn"], moe["expert_gated"]  # no nn.Linear FFN: the experts' width
     return {
         "name": name,
         "layers": count,
@@ -559,12 +634,110 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "gated": gated,
         "norm": norm,
         "norms_per_layer": len(norm_classes),
+        "head_norm_elems": head_norm_elems,
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
         "attn_dropout": attn_p,
         "hidden_dropout": hidden_p,
         "act_saves": _act_saves(layer_modules),
         "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
+        "norm_saves": _norm_saves(modules, layer0) if norm == "rms" else (0.0, 0.0),
+        "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
+        "ffn_dropout": _ffn_dropout(modules, layer0, ffn),
+        **moe,
+        "kv_repeat": _kv_repeat(modules, layer0),
     }
+
+
+def _kv_repeat(modules, layer0: str) -> str:
+    """Read off the source of the layer's attention module: one that dispatches through
+    `ALL_ATTENTION_FUNCTIONS` (integrations/sdpa_attention.py: `repeat_kv` unless `use_gqa_in_sdpa`)
+    follows the interface's rule; one that repeats itself always copies; one that does neither
+    (modeling_falcon.py FalconAttention.forward passes the single key/value head to
+    F.scaled_dot_product_attention, which broadcasts it) never copies."""
+    import inspect
+
+    for name, m in modules.items():
+        if not name.startswith(layer0) or "Attention" not in type(m).__name__:
+            continue
+        try:
+            src = inspect.getsource(type(m).forward)
+        except (OSError, TypeError):
+            return "interface"
+        if "ALL_ATTENTION_FUNCTIONS" in src or "attention_interface" in src:
+            return "interface"
+        if "repeat_kv(" in src or "repeat_interleave(" in src:
+            return "always"
+        if "scaled_dot_product_attention(" in src:
+            return "never"
+        # a wrapper (BertAttention -> BertSelfAttention): read the module it delegates to
+    return "interface"
+
+
+def _experts(modules, layer0: str, cfg, hidden: int, rows, attn_width: int) -> dict[str, Any]:
+    """The MoE shape of a layer (see Stack.experts): read off its 3-D expert parameters and the
+    config's routing width (num_experts_per_tok / top_k / moe_top_k)."""
+    for name, m in modules.items():
+        if not name.startswith(layer0):
+            continue
+        own = dict(m.named_parameters(recurse=False))
+        down = own.get("down_proj")
+        up = own.get("gate_up_proj", own.get("up_proj"))
+        if down is None or up is None or down.dim() != 3:
+            continue
+        dims = [d for d in down.shape[1:] if d != hidden] or [down.shape[-1]]
+        k = _cfg_int(cfg, "num_experts_per_tok", "top_k", "moe_top_k", "num_experts_per_token", "moe_k") or 1
+        dense = any(r[2] == hidden and r[1] not in (hidden, attn_width) for r in rows)
+        return {"experts": int(down.shape[0]), "top_k": k, "expert_ffn": int(dims[0]), "expert_gated": "gate_up_proj" in own, "dense_ffn": dense}
+    return {}
+
+
+def _ffn_dropout(modules, layer0: str, ffn: int) -> bool:
+    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)."""
+    import torch
+
+    parents = {n.rsplit(".", 1)[0] for n, m in modules.items() if n.startswith(layer0) and (_linear_shape(m) or (0, 0))[1] == ffn}
+    return any(isinstance(m, torch.nn.Dropout) and n.rsplit(".", 1)[0] in parents and m.p > 0 for n, m in modules.items() if n.startswith(layer0))
+
+
+def _norm_saves(modules, layer0: str) -> tuple[float, float]:
+    """Run the layer's own RMS-style norm (a copy on the CPU, real tensors) on a small 16-bit input and
+    count what autograd keeps, in bytes per input element, with its weight trained and frozen. The
+    variants keep different tensors: Llama's RMSNorm keeps the fp32 upcast and, for its weight, the
+    16-bit normalised copy (6 / 4 B); T5LayerNorm multiplies the 16-bit input itself by the fp32 rsqrt
+    (modeling_t5.py T5LayerNorm.forward), keeping that input too (8 / 6 B); Gemma's `(1 + weight)`
+    norm keeps two fp32 tensors when its weight trains (8 / 4 B)."""
+    import copy
+
+    import torch
+
+    norm = next((m for n, m in modules.items() if n.startswith(layer0) and "Norm" in type(m).__name__ and list(m.parameters(recurse=False))), None)
+    if norm is None:
+        return (0.0, 0.0)
+    out = []
+    for trains in (True, False):
+        try:
+            m = copy.deepcopy(norm).to_empty(device="cpu").to(torch.bfloat16)
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.fill_(1.0)
+            for p in m.parameters():
+                p.requires_grad_(trains)
+            x = torch.randn(4, 16, next(m.parameters()).shape[-1], dtype=torch.bfloat16, requires_grad=True)
+            own = {p.untyped_storage().data_ptr() for p in m.parameters()}
+            kept: dict[int, int] = {}
+
+            def pack(t, own=own, kept=kept, x=x):
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in own and t.numel() >= x.numel():  # per-token statistics are not counted
+                    kept[ptr] = t.untyped_storage().nbytes()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                m(x)
+            out.append(sum(kept.values()) / x.numel())
+        except Exception:  # noqa: BLE001 - a norm that cannot run alone: the analytic rule applies
+            return (0.0, 0.0)
+    return (out[0], out[1])
 
 
 # ----------------------------------------------------------------------------------------------

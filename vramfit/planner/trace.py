@@ -69,7 +69,7 @@ from typing import Any
 
 from vramfit.planner import params
 
-SCHEMA = 2  # bump when what a trace measures changes: part of the cache key
+SCHEMA = 3  # bump when what a trace measures changes: part of the cache key
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 # Relative tolerance of the linearity check: the middle depth's bytes against the line through
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
@@ -147,6 +147,11 @@ def _versions() -> str:
 def trace_key(setup) -> str:
     text = Path(setup.model_config).read_text(encoding="utf-8")
     knobs = {f: _jsonable(getattr(setup, f)) for f in TRACE_FIELDS}
+    arch = params.summary(setup.model_config)
+    if arch.encoder_decoder:
+        # the class the trace builds (params.auto_classes): encoder-decoder configs were built as their
+        # *ForCausalLM decoder before schema 3's key; decoder-only keys are unchanged
+        knobs["architecture"] = arch.architecture
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -304,16 +309,16 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
     def slope(key, a, b, layers_a, layers_b):
         return (runs[b][key] - runs[a][key]) / (layers_b - layers_a) if layers_b != layers_a else 0.0
 
-    keys = ("train_transient", "step_transient", "peak", "flops", *[f"cat:{c}" for c in CATEGORIES])
+    seg_keys = [f"{kind}:{seg}" for kind in ("seg", "segp") for seg in SEGMENTS]
+    keys = ("train_transient", "step_transient", "peak", "flops", *seg_keys, *[f"cat:{c}" for c in CATEGORIES])
     result = {k: float(base[k]) for k in keys}
     if len(text_depths) >= 2:
         lo, hi = text_depths[0], text_depths[-1]
         for k in keys:
             result[k] += slope(k, lo, hi, lo[0], hi[0]) * (full_text - lo[0])
-        per_layer["text"] = int(slope("train_transient", lo, hi, lo[0], hi[0]))
         if len(text_depths) == 3:
             mid = text_depths[1]
-            for k in ("train_transient", "peak"):
+            for k in seg_keys:
                 expected = runs[lo][k] + slope(k, lo, hi, lo[0], hi[0]) * (mid[0] - lo[0])
                 span = abs(runs[hi][k] - runs[lo][k]) or 1.0
                 if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
@@ -328,7 +333,18 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
         hi = vision_depths[0]
         for k in keys:
             result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
-        per_layer["vision"] = int(slope("train_transient", plan[0], hi, v0, hi[1]))
+    # Each moment's bytes are linear in depth, their maximum is not: the peak is the largest of the
+    # moments extrapolated one by one (at 2 layers a tied embedding's backward can outweigh the
+    # kept activations that dominate at 12).
+    seg_peak = max(result[f"segp:{seg}"] for seg in SEGMENTS)
+    if seg_peak > 0:
+        result["train_transient"] = max(result[f"seg:{seg}"] for seg in SEGMENTS if seg != "step")
+        result["peak"] = seg_peak
+    if len(text_depths) >= 2:
+        lo, hi = text_depths[0], text_depths[-1]
+        per_layer["text"] = int(max(slope(f"seg:{seg}", lo, hi, lo[0], hi[0]) for seg in ("forward", "head")))
+    if vision_depths:
+        per_layer["vision"] = int(slope("seg:tail", plan[0], vision_depths[0], v0, vision_depths[0][1]))
     traced = ["activations", "logits and loss", "backward temporaries"]
     if setup.images_per_sample and "vision" in arch.stacks and base.get("vision_traced"):
         traced.append("vision tower")
@@ -451,6 +467,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
             tracker = _Tracker()
             tracker.track_external(optimizer)
             tracker.track_model(model)
+            stack.enter_context(_segment_hooks(model, arch, tracker))
             import gc
 
             gc.collect()
@@ -476,8 +493,51 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     for c in CATEGORIES:
         out[f"cat:{c}"] = snap.get(c, 0)
     out["train_transient"] = tracker.train_transient
+    for seg in SEGMENTS:
+        out[f"seg:{seg}"] = tracker.seg_transient.get(seg, 0)
+        out[f"segp:{seg}"] = tracker.seg_peak.get(seg, 0)
     out["step_transient"] = tracker.step_transient
     return out
+
+
+@contextlib.contextmanager
+def _segment_hooks(model, arch, tracker):
+    """Mark the moments of backward for the tracker: "head" (loss and output layer, every layer's
+    kept tensors alive), "layers" (from the last layer's backward), "tail" (from the first layer's
+    backward on: embeddings, a tied embedding's summed gradient, the vision tower). Gradient hooks on
+    the layers' output tensors (`Tensor.register_hook`, called when the gradient of that output is
+    computed) close over the tracker only, not over graph nodes, so they keep nothing alive."""
+    import re
+
+    import torch
+
+    heads = {n for n, m in model.named_modules() if m is _safe(model.get_output_embeddings)}
+    embeds = {n for n, m in model.named_modules() if m is _safe(model.get_input_embeddings)}
+    layer = re.compile(r"(?:^|\.)(layers|layer|h|block|blocks)\.(\d+)$")
+    modules = [m for n, m in model.named_modules() if layer.search(n) and params._group(n + ".weight", heads, embeds) not in ("vision", "audio", "projector")]
+    seen: list[int] = []  # layers in the order the forward ran them
+
+    def hook(module, args, output):
+        if tracker.phase != "forward":
+            return  # a checkpointed layer recomputed in backward
+        out = output[0] if isinstance(output, (tuple, list)) else output
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return
+        first = not seen
+        seen.append(id(module))
+        segment = "tail" if first else "layers"
+        out.register_hook(lambda grad: (tracker.enter_segment(segment), None)[1])
+
+    handles = [m.register_forward_hook(hook) for m in modules]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# forward, then backward's three moments (_segment_hooks), then the optimizer step
+SEGMENTS = ("forward", "head", "layers", "tail", "step")
 
 
 @contextlib.contextmanager
@@ -1008,12 +1068,23 @@ class _Tracker:
                 self.step_peak = 0
                 self.step_transient = 0
                 self._opt_base = 0
+                # Moments of the step whose peaks grow each at its own rate with depth (see SEGMENTS).
+                self.segment = "forward"
+                self.seg_transient: dict[str, int] = {}
+                self.seg_peak: dict[str, int] = {}
 
             def mark(self, phase):
                 snap = self._snap()
                 if phase == "step":
                     self._opt_base = snap.get("Activation", 0) + snap.get("Temp", 0)
                 self.phase = phase
+                if phase in ("backward", "step"):
+                    self.segment = "head" if phase == "backward" else "step"
+
+            def enter_segment(self, segment):
+                """Called by the layer-output gradient hooks (`_segment_hooks`) in backward."""
+                if self.phase == "backward" and SEGMENTS.index(segment) > SEGMENTS.index(self.segment):
+                    self.segment = segment
 
             def _snap(self):
                 merged: dict[str, int] = {}
@@ -1027,6 +1098,10 @@ class _Tracker:
                 total = snap.get("Total", 0)
                 if total > self.peak:
                     self.peak, self.peak_snap = total, snap
+                seg = self.segment
+                self.seg_peak[seg] = max(self.seg_peak.get(seg, 0), total)
+                if seg != "step":
+                    self.seg_transient[seg] = max(self.seg_transient.get(seg, 0), snap.get("Activation", 0) + snap.get("Temp", 0))
                 if self.phase in ("forward", "backward"):
                     transient = snap.get("Activation", 0) + snap.get("Temp", 0)
                     self.train_transient = max(self.train_transient, transient)

@@ -15,7 +15,16 @@ import importlib.util
 import re
 from pathlib import Path
 
-from vramfit.planner.activations import FP32, LayerMode, LogitsMode, backward_transient, layer_bytes, logits_bytes, nograd_layer_bytes
+from vramfit.planner.activations import (
+    FP32,
+    LayerMode,
+    LogitsMode,
+    backward_transient,
+    layer_bytes,
+    logits_bytes,
+    nograd_layer_bytes,
+    position_bias_bytes,
+)
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.states import dequantized_bytes
 
@@ -60,6 +69,17 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
     )
 
 
+def loss_upcast(setup, arch: Arch) -> bool:
+    """The cross-entropy runs on fp32 logits: the model's own loss upcasts (params `_loss_upcast`), or
+    torch.autocast does it - cross_entropy / log_softmax are on CUDA autocast's fp32 list
+    (aten/src/ATen/autocast_mode.cpp), and HF Trainer / Accelerate autocast for bf16 / fp16 mixed
+    precision except under DeepSpeed, whose engine casts the module instead (setup `_loss_fp32`)."""
+    if not setup.loss_fp32:
+        return False
+    amp = setup.engine != "deepspeed" and setup.precision in ("bf16", "fp16")
+    return arch.loss_upcast or amp or not setup.sixteen_bit
+
+
 def text_sequences(setup, arch: Arch, seq: int) -> list[tuple[str, int, int]]:
     """(stack, own sequence, cross-attended sequence) for the LLM stacks."""
     if arch.encoder_decoder:
@@ -76,11 +96,13 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     stacks = text_sequences(s, arch, seq)
     for name, own, cross in stacks:
         st = arch.stacks[name]
-        per_token, per_sample = layer_bytes(st, text_mode(s, arch, counts, name), own, cross)
+        mode = text_mode(s, arch, counts, name)
+        per_token, per_sample = layer_bytes(st, mode, own, cross)
+        bias, shared_bias = position_bias_bytes(st, mode, own, cross, s.gradient_checkpointing)
         tokens = b * own
-        full = per_token * tokens + per_sample * b
+        full = per_token * tokens + per_sample * b + bias
         per_layer = a * st.hidden * tokens if s.gradient_checkpointing else full  # checkpointed: the layer input
-        kept += on_gpu_layers(s, st.layers) * per_layer
+        kept += on_gpu_layers(s, st.layers) * per_layer + shared_bias
         if s.gradient_checkpointing:
             recompute = max(recompute, full + backward_transient(st, a) * tokens)
         else:
@@ -93,7 +115,8 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if loss_bytes is None:
         loss_bytes = logits_bytes(
-            LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch), counts.lm_head_trainable, a, s.loss_fp32, s.loss_kernel, s.compile_loss), loss_tokens
+            LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch), counts.lm_head_trainable, a, loss_upcast(s, arch), s.loss_kernel, s.compile_loss),
+            loss_tokens,
         )
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
