@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 14  # bump when the summary format changes; part of the cache key
+SCHEMA = 15  # bump when the summary format changes; part of the cache key
+# Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
+# with flash_attention_2 (MiniCPM-V's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
+# `vision_config._attn_implementation = 'eager'`); their shapes-only stand-ins name the upstream id in `_model`.
+EAGER_VISION_REMOTE_CODE = ("openbmb/MiniCPM-Llama3-V", "openbmb/MiniCPM-V-2", "openbmb/MiniCPM-o-2")
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {
     "vision_tower",
@@ -486,6 +490,8 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         notes.append(f"the vision tower ({groups['vision']:,} parameters) has no layer stack the planner recognises")
 
     image = dict(cfg_dict.get("_image_tokens") or {})
+    if str(cfg_dict.get("_model", "")).startswith(EAGER_VISION_REMOTE_CODE) and vision_cfg is not None:
+        image["vision_eager"] = True
     if vision_cfg is not None:
         image.setdefault("image_size", _first_int(getattr(vision_cfg, "image_size", None)))
         image.setdefault("patch_size", _first_int(getattr(vision_cfg, "patch_size", None)))

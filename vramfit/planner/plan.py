@@ -138,6 +138,14 @@ def lora_targets(setup: Setup, arch) -> Setup:
     vision tower included; the LLM-only form names the other linears."""
     if setup.lora and setup.lora_targets == "all-linear" and not setup.lora_vision_tower:
         return setup.replace(lora_targets=tuple(lin.name for lin in arch.linears if lin.group != "vision"))
+    if setup.lora and isinstance(setup.lora_targets, (list, tuple)) and not setup.lora_vision_tower:
+        # names match by suffix in PEFT (`check_target_module_exists`), so `q_proj` would adapt the vision
+        # tower's q_proj too; an LLM-only target (a regex like MiniCPM-V's `llm\..*layers\.\d+\.self_attn\.
+        # (q_proj|k_proj)`) names the LLM's modules alone.
+        wanted = tuple(str(t) for t in setup.lora_targets)
+        return setup.replace(
+            lora_targets=tuple(lin.name for lin in arch.linears if lin.group != "vision" and lin.name.endswith(tuple(f".{t}" for t in wanted) + wanted))
+        )
     return setup
 
 

@@ -127,6 +127,12 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
 
 
+def vision_attention(setup, arch: Arch) -> str:
+    """The vision tower's attention: the setup's, except where the model's own code runs the tower eager
+    unless flash_attention_2 is asked for (params.EAGER_VISION_REMOTE_CODE)."""
+    return "eager" if arch.image.get("vision_eager") and setup.attention != "flash" else setup.attention
+
+
 def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     """(kept through the LLM step, peak of the vision backward) in bytes."""
     if "vision" not in arch.stacks or not setup.images_per_sample:
@@ -136,14 +142,14 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     tokens = setup.micro_batch * setup.images_per_sample * setup.vision_patches
     layers = counts.vision_grad_layers
     if not layers:
-        return 0.0, nograd_layer_bytes(st, a, setup.attention, setup.vision_patches) * tokens
+        return 0.0, nograd_layer_bytes(st, a, vision_attention(setup, arch), setup.vision_patches) * tokens
     mode = LayerMode(
         act=a,
         trainable=counts.vision_full,
         adapted=tuple(ad for ad in counts.adapted if ad.stack == "vision"),
         lora_rank=setup.lora_r or 0,
         lora_dropout=setup.lora_dropout > 0,
-        attention=setup.attention,
+        attention=vision_attention(setup, arch),
     )
     per_token, _ = layer_bytes(st, mode, setup.vision_patches)
     full = per_token * tokens
