@@ -79,6 +79,7 @@ def scenario_setup(row: dict[str, Any], shared: Path | None = None) -> Setup:
         # A scenario's LoRA targets name LLM modules; its vision tower trains or not by `vision_frozen` /
         # `trainable` (MiniCPM-V finetune.py: lora_target_modules r"llm\..*layers\.\d+\.self_attn\.(q_proj|k_proj)").
         lora_vision_tower=False,
+        remote_code=True,  # the published runs used each repository's own model code (MiniCPM-V: trust_remote_code)
         lora_dropout=float(extra.get("lora_dropout", 0.0)),
         lora_fused_qkv=bool(lora and lora.get("fused_qkv")),
         modules_to_save=tuple(m for m in (lora or {}).get("modules_to_save", []) if m != "resampler"),

@@ -1,5 +1,5 @@
-"""The vision tower as the model's own code runs it: MiniCPM-V's remote code runs SigLIP eager unless the
-model loads with flash_attention_2 (params.EAGER_VISION_REMOTE_CODE), and LoRA target names that PEFT would
+"""The vision tower as the model's own code runs it: MiniCPM-V's remote code (trust_remote_code) runs SigLIP
+eager unless the model loads with flash_attention_2 (params.EAGER_VISION_REMOTE_CODE), and LoRA target names that PEFT would
 also match inside the vision tower stay on the LLM with `lora_vision_tower=false`."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ plan_module = importlib.import_module("vramfit.planner.plan")  # the module (vra
 
 
 def _vision(config, *items) -> float:
-    base = ["per_device_train_batch_size=1", "bf16=true", "gradient_checkpointing=false", "train_vision=true", "images_per_sample=1"]
+    base = ["per_device_train_batch_size=1", "bf16=true", "gradient_checkpointing=false", "train_vision=true", "images_per_sample=1", "trust_remote_code=true"]
     p = plan(Setup.from_args(config, "a100-80g", 8, 1, None, [*base, *items]))
     return max(b.get("vision_activations", 0.0) for b in p.phase_breakdowns.values())
 
@@ -29,6 +29,9 @@ def test_minicpm_v_runs_its_vision_tower_eager_unless_flash_attention_2():
     assert sdpa > 1.5 * flash  # heads x patches^2 scores per layer, kept for backward
     llava_sdpa, llava_flash = _vision(LLAVA, "attn_implementation=sdpa"), _vision(LLAVA, "attn_implementation=flash_attention_2")
     assert llava_sdpa < 1.2 * llava_flash  # an SDPA tower keeps no score matrix
+    # vramfit's own recipe trains the transformers-native stand-in (SDPA), not MiniCPM-V's code
+    native = _vision(MINICPM, "attn_implementation=sdpa", "trust_remote_code=false")
+    assert native < 1.2 * flash
 
 
 def test_named_lora_targets_stay_on_the_llm_without_the_vision_tower():

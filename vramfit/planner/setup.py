@@ -137,6 +137,7 @@ class Setup:
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
     master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
+    remote_code: bool = False  # the model runs its repository's own code (trust_remote_code), not transformers' class
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
     # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
     # 16-bit logits with no upcast and no autocast around it (see `_loss_fp32`).
@@ -268,6 +269,7 @@ class Setup:
                 eval_samples = ASSUMED_EVAL_SAMPLES
                 notes.append(f"eval set size unknown (data.eval_file unreadable); {ASSUMED_EVAL_SAMPLES} samples assumed for the kept eval logits")
         engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else "ddp")
+        knob["remote_code"] = bool(knob.get("remote_code")) or recipe.model.trust_remote_code
         return cls(
             **{"zero": zero, **_training_fields(t, zero, grpo), **knob},
             label=recipe.name,
@@ -436,6 +438,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
             )
     out.update(knobs.vllm_fields(values, problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
+    out["remote_code"] = bool(values.get("trust_remote_code", False))
     _check_target_regex(values, problems, file)  # a recipe's planner: section does not pass _launch_time_values
     from vramfit.planner.params import SAVE_GROUPS
 
@@ -531,6 +534,7 @@ ARG_KEYS = {
     "typical_length": int,
     "loss_kernel": str,
     "lora_vision_tower": bool,
+    "trust_remote_code": bool,
     "train_projector": bool,
     "max_tiles": int,
     "frames_per_sample": int,

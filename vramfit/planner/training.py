@@ -128,9 +128,10 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
 
 
 def vision_attention(setup, arch: Arch) -> str:
-    """The vision tower's attention: the setup's, except where the model's own code runs the tower eager
-    unless flash_attention_2 is asked for (params.EAGER_VISION_REMOTE_CODE)."""
-    return "eager" if arch.image.get("vision_eager") and setup.attention != "flash" else setup.attention
+    """The vision tower's attention: the setup's, except where the model's own (remote) code runs the tower
+    eager unless flash_attention_2 is asked for (params.EAGER_VISION_REMOTE_CODE). vramfit's own recipe trains
+    the transformers-native stand-in (SDPA), so only a run of the repository's code (`remote_code`) is eager."""
+    return "eager" if setup.remote_code and arch.image.get("vision_eager") and setup.attention != "flash" else setup.attention
 
 
 def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:

@@ -262,6 +262,13 @@ PLANNER_SWITCHES = {
 }
 
 
+def _remote_code_only(model_id: str) -> bool:
+    """A model only its repository's own code loads (transformers has no class for it): MiniCPM-V."""
+    from vramfit.planner.params import EAGER_VISION_REMOTE_CODE
+
+    return model_id.startswith(EAGER_VISION_REMOTE_CODE)
+
+
 def attention_class(value: str) -> str:
     """The attention the planner models for a transformers `attn_implementation` value: the three it
     knows as they are; FlashAttention 3, flex attention and Hub kernels of a flash kernel
@@ -952,6 +959,8 @@ class _Builder:
         else:
             resolved = models.resolve(None if model_id is None else str(model_id), self.primary.path.parent)
             path, how = resolved.path, resolved.how
+            if model_id is not None and self.get("model.trust_remote_code") is None and _remote_code_only(str(model_id)):
+                self.recipe.setdefault("model", {})["trust_remote_code"] = True  # no transformers class: its own code runs
             if path is None:
                 origin = self.origins.get("model.id")
                 named = f"'{model_id}'" if model_id is not None else "no model (--model_name_or_path, base_model, model)"
