@@ -4,6 +4,7 @@ node that dies."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import psutil
@@ -89,10 +91,18 @@ def test_dry_run_of_node_one_renders_rendezvous(tree, capsys):
     assert "--rdzv-endpoint=10.1.2.3:29511" in argv
 
 
+def cli(*argv: str) -> tuple[int, str, str]:
+    """vramfit.cli.main in-process (the `tree` fixture is the working directory): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
 def sbatch(tree, *extra) -> str:
-    out = subprocess.run([*VRAMFIT, "slurm", MULTI, *extra], capture_output=True, text=True, cwd=tree)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    code, out, err = cli("slurm", MULTI, *extra)
+    assert code == 0, err
+    return out
 
 
 def test_sbatch_script_for_two_nodes(tree):
@@ -114,19 +124,14 @@ def test_sbatch_script_for_two_nodes(tree):
 
 
 def test_sbatch_refuses_bad_slurm_values(tree):
-    out = subprocess.run([*VRAMFIT, "slurm", MULTI, "--time", "8 hours; rm -rf /"], capture_output=True, text=True, cwd=tree)
-    assert out.returncode == 2 and "is not a Slurm time" in out.stderr and out.stdout == ""
+    code, out, err = cli("slurm", MULTI, "--time", "8 hours; rm -rf /")
+    assert code == 2 and "is not a Slurm time" in err and out == ""
 
 
 def test_sbatch_for_deepspeed_launcher_writes_hostfile(tree):
     assert "hostfile" not in sbatch(tree)  # the torchrun recipe rendezvouses without one
-    text = subprocess.run(
-        [*VRAMFIT, "slurm", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2", "--force"],
-        capture_output=True,
-        text=True,
-        cwd=tree,
-        check=True,
-    ).stdout
+    code, text, err = cli("slurm", "sharegpt4v-7b-8xa100-40g", "hardware.nodes=2", "gradient_accumulation_steps=2", "--force")
+    assert code == 0, err
     assert 'slots=8/" > "$run_dir/hostfile"' in text and "--no-ssh" in text
 
 
@@ -169,15 +174,7 @@ def test_two_node_smoke_run_agrees_on_the_loss(tree, recipe):
 @pytest.mark.slow
 def test_a_node_that_never_arrives_fails_in_bounded_time(tree):
     run_dir = tree / "runs" / "alone"
-    assert (
-        subprocess.run(
-            [*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "--join-timeout", "15", "--run-dir", str(run_dir)],
-            capture_output=True,
-            text=True,
-            cwd=tree,
-        ).returncode
-        == 0
-    )
+    assert cli("run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "--join-timeout", "15", "--run-dir", str(run_dir))[0] == 0
     argv = json.loads((run_dir / "node0" / "launch.json").read_text())["argv"]
     start = time.time()
     result = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tree)
@@ -187,19 +184,10 @@ def test_a_node_that_never_arrives_fails_in_bounded_time(tree):
     assert re.search(r"Rendezvous|rendezvous|timed out|TimeoutError", result.stdout + result.stderr)
 
 
-@pytest.mark.slow
 def _two_nodes_training(tree, name: str, *overrides: str) -> tuple[Path, list[subprocess.Popen]]:
     """Both nodes of the two-node smoke run started by hand (as on two hosts), once node 0 has logged a loss."""
     run_dir = tree / "runs" / name
-    assert (
-        subprocess.run(
-            [*VRAMFIT, "run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "max_steps=400", *overrides, "--run-dir", str(run_dir)],
-            capture_output=True,
-            text=True,
-            cwd=tree,
-        ).returncode
-        == 0
-    )
+    assert cli("run", MULTI, "--smoke", "--nodes", "2", "--dry-run", "max_steps=400", *overrides, "--run-dir", str(run_dir))[0] == 0
     procs = []
     for rank in (0, 1):
         argv = json.loads((run_dir / f"node{rank}" / "launch.json").read_text())["argv"]
@@ -220,6 +208,7 @@ def _two_nodes_training(tree, name: str, *overrides: str) -> tuple[Path, list[su
 # kernel waits for its timeout), so the bound a user can count on is this one. A hung rank is
 # stopped, not its launcher: a stopped launcher may be the one hosting the rendezvous store (on
 # loopback either node can be), and torch elastic's store timeouts are its own.
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["dies", "hangs"])
 def test_a_node_that_dies_or_hangs_fails_the_other_within_ddp_timeout(tree, how):
     run_dir, procs = _two_nodes_training(tree, how, "ddp_timeout=45")
