@@ -113,24 +113,7 @@ ALTERNATIVES = [
 
 # Why a figure stays more than 25% off after its inputs were read from the source (printed). Each names
 # what was checked in the source and which planner term is suspected; none is fixed by a constant.
-_MV_ZERO3 = (
-    "unexplained; one suspect named. Checked in OpenBMB/MiniCPM-V at 74278de (the README commit): finetune_lora.sh / "
-    "finetune_ds.sh run --fp16 true, --model_max_length 2048, --max_slice_nums 9, --gradient_checkpointing true, "
-    "--tune_vision true (LoRA: q_proj/k_proj, embed_tokens and resampler trained; full: LLM + vision + resampler), "
-    "as the scenario says; the measured DeepSpeed JSON is not published (the README says ZeRO-3 with optimizer and "
-    "parameter offload; the repo's ds_config_zero3.json offloads nothing and both scripts pass --deepspeed "
-    "ds_config_zero2.json) and the metric is not stated. The gap follows the trained vision tower: flat in the GPU "
-    "count, 3.1 GiB where the tower is frozen (MV-r52..54), 6.0-6.8 GiB (LoRA, MV-r58..60), 8.4-8.5 GiB (full, "
-    "MV-r61..63) and 10.9-13.5 GiB (full ZeRO-2, MV-r56..57) where it trains. Suspect: MiniCPM-V's "
-    "init_vision_module sets the vision config to eager attention unless the model loads with flash_attention_2 "
-    "('# not suport sdpa'; finetune.py passes no attn_implementation), so the tower computes 16 heads x 1024^2 "
-    "scores for each of 10 slices, while the stand-in config (shared model-configs, siglip_vision_model) is "
-    "planned with SDPA. Planned with attention=eager, MV-r61 comes to 15.6 GiB (-3%) but MV-r52 to 36.0 (+15%): "
-    "Setup.attention is one switch for the LLM and the tower, and eager for the tower alone is an activations.py "
-    "change, not made here"
-)
 WHY_OFF = {
-    **{f"MV-r{n}": _MV_ZERO3 for n in (58, 59, 60, 61, 62, 63)},
     "AAI-1": (
         "not investigated this session (AnswerDotAI/fsdp_qlora meets its targets): the table's shortest context "
         "(512 tokens), where the fixed terms dominate; 1.3 GiB under a peak-reserved figure"
