@@ -170,6 +170,12 @@ def drop_stdout_lines(pattern: str):
 
 
 def _after_deepspeed_import() -> None:
+    # DeepSpeed's logger writes to stdout (deepspeed/utils/logging.py: StreamHandler(stream=sys.stdout)), and
+    # it warns lazily ("Setting accelerator to CPU" at the first get_accelerator()): stdout belongs to the
+    # command's output (--json), so its records go to stderr, even with -v.
+    for handler in logging.getLogger("DeepSpeed").handlers:
+        if type(handler) is logging.StreamHandler and handler.stream is not sys.stderr:
+            handler.setStream(sys.stderr)
     if not verbose():
         logging.getLogger("DeepSpeed").setLevel(LOGGERS["DeepSpeed"] if "rank" in _DONE else logging.ERROR)
 

@@ -367,13 +367,12 @@ def test_a_crash_that_is_not_about_memory_is_not_called_oom(tmp_path):
 
 
 def test_host_kill_with_a_recipe_prices_host_ram(tmp_path, capsys):
-    from vramfit.doctor import cli
-    from vramfit.planner.cli import plan_fixes
+    """Through the CLI's own entry, as a user runs it: stdout is the JSON alone, whatever the libraries it
+    imports cold (DeepSpeed's lazy accelerator warning) would print."""
+    from vramfit.cli import main
 
     path = log(tmp_path, "Loading checkpoint shards: 14%\nfailed (exitcode: -9) local_rank: 2 (pid: 1) of binary: x\n")
-    parser = __import__("argparse").ArgumentParser()
-    cli.add_arguments(parser)
-    assert cli.run(parser.parse_args([str(path), "--recipe", "tinychart-3b-8xa100-80g-offload", "--json"]), plan_fixes=plan_fixes) == 0
+    assert main(["doctor", str(path), "--recipe", "tinychart-3b-8xa100-80g-offload", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["figures"]["planned_host_ram_gib"] > 0
     assert any("GiB of host RAM per node against the node's" in note for note in out["notes"])
