@@ -43,3 +43,14 @@ def test_named_lora_targets_stay_on_the_llm_without_the_vision_tower():
     both, llm_only = counts(), counts("lora_vision_tower=false")
     assert both.vision_grad_layers == 27 and llm_only.vision_grad_layers == 0
     assert llm_only.lora < both.lora
+
+
+def test_eager_scores_span_one_slice_not_the_whole_image():
+    """MiniCPM-V's tower runs its slices as a batch of 1024-patch sequences: the s^2 scores are per slice."""
+    from vramfit.planner import training
+
+    s = Setup.from_args(MINICPM, "a100-80g", 8, 1, None, ["images_per_sample=1", "trust_remote_code=true"])
+    assert s.vision_patches == 10 * 1024  # 9 slices + the overview image, 448 px / 14 px patches each
+    assert training.vision_sequence(s, params.summary(MINICPM)) == 1024
+    llava = Setup.from_args(LLAVA, "a100-80g", 8, 1, None, ["images_per_sample=1"])
+    assert training.vision_sequence(llava, params.summary(LLAVA)) == llava.vision_patches

@@ -15,7 +15,7 @@ from vramfit.planner.activations import FP32, nograd_layer_bytes
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.setup import ceil_div
 from vramfit.planner.states import dequantized_bytes
-from vramfit.planner.training import act_bytes, text_sequences, vision_attention
+from vramfit.planner.training import act_bytes, text_sequences, vision_attention, vision_sequence
 
 
 def eval_steps(setup) -> int:
@@ -32,7 +32,7 @@ def eval_peak(setup, arch: Arch, counts: Counts) -> tuple[dict[str, float], floa
     activations += sum(a * arch.text.hidden * b * own for _, own, _ in stacks)  # embeddings / encoder output
     if "vision" in arch.stacks and s.images_per_sample:
         v = arch.stacks["vision"]
-        activations += b * s.images_per_sample * s.vision_patches * nograd_layer_bytes(v, a, vision_attention(s, arch), s.vision_patches)
+        activations += b * s.images_per_sample * s.vision_patches * nograd_layer_bytes(v, a, vision_attention(s, arch), vision_sequence(s, arch))
     loss = tokens * arch.vocab * (a + FP32 + FP32)  # logits, fp32 upcast, log_softmax
     kept = host = 0.0
     if not s.prediction_loss_only:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from vramfit.planner.activations import FP32, nograd_layer_bytes
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.states import States, dequantized_bytes, full_weights
-from vramfit.planner.training import act_bytes, vision_attention
+from vramfit.planner.training import act_bytes, vision_attention, vision_sequence
 
 TOKEN_TILE = 4096  # trl kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_TILE = 32768  # trl trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
@@ -59,7 +59,7 @@ def generation_peak(setup, arch: Arch, counts: Counts, states: States) -> dict[s
         vision = (
             n
             * s.images_per_sample
-            * (s.vision_patches * nograd_layer_bytes(v, a, vision_attention(s, arch), s.vision_patches) + s.image_tokens * text.hidden * a)
+            * (s.vision_patches * nograd_layer_bytes(v, a, vision_attention(s, arch), vision_sequence(s, arch)) + s.image_tokens * text.hidden * a)
         )
     sampling = n * arch.vocab * FP32 * 2  # last-position logits in fp32 and their softmax
     gathered = 0.0

@@ -134,6 +134,21 @@ def vision_attention(setup, arch: Arch) -> str:
     return "eager" if setup.remote_code and arch.image.get("vision_eager") and setup.attention != "flash" else setup.attention
 
 
+def vision_sequence(setup, arch: Arch) -> int:
+    """The sequence one attention of the vision tower spans: a tile / slice / crop, where the processor cuts
+    the image into several (each runs as its own sequence in the tower's batch; MiniCPM-V's slices, DocOwl's
+    crops, InternVL's tiles), else the whole image's patches. The s^2 score terms of eager attention use it;
+    the per-token terms use every patch (`setup.vision_patches`)."""
+    img = arch.image
+    patch = img.get("patch_size") or 14
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    if "per_slice" in img or "per_448px_slice_16x" in img:
+        return ((img.get("slice_px") or 448) // patch) ** 2
+    if "per_crop" in img:
+        return (img["crop_px"] // patch) ** 2 + 1
+    return setup.vision_patches
+
+
 def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     """(kept through the LLM step, peak of the vision backward) in bytes."""
     if "vision" not in arch.stacks or not setup.images_per_sample:
@@ -143,7 +158,7 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     tokens = setup.micro_batch * setup.images_per_sample * setup.vision_patches
     layers = counts.vision_grad_layers
     if not layers:
-        return 0.0, nograd_layer_bytes(st, a, vision_attention(setup, arch), setup.vision_patches) * tokens
+        return 0.0, nograd_layer_bytes(st, a, vision_attention(setup, arch), vision_sequence(setup, arch)) * tokens
     mode = LayerMode(
         act=a,
         trainable=counts.vision_full,
@@ -152,7 +167,7 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
         lora_dropout=setup.lora_dropout > 0,
         attention=vision_attention(setup, arch),
     )
-    per_token, _ = layer_bytes(st, mode, setup.vision_patches)
+    per_token, _ = layer_bytes(st, mode, vision_sequence(setup, arch))
     full = per_token * tokens
     if setup.gradient_checkpointing:
         kept = on_gpu_layers(setup, layers) * a * st.hidden * tokens
