@@ -110,6 +110,7 @@ def test_list_matches_the_planner_on_one_gpu():
     assert setup.world == 1 and setup.engine == "single"
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_dry_run_builds_every_model_on_meta_and_its_inputs():
     proc = run("--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -317,6 +318,7 @@ def test_the_subprocess_records_an_oom_with_its_phase(tmp_path, monkeypatch):
     assert data["message"].startswith("CUDA out of memory")
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_a_tiny_case_trains_through_the_subprocess_on_cpu(tmp_path):
     """The measuring subprocess end to end on a shrunk Llama (CPU: no memory figures, a wiring check)."""
     proc = run(

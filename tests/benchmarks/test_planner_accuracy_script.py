@@ -46,6 +46,7 @@ def test_heldout_figures_are_well_formed():
         assert any(base[k] != v for k, v in f["changes"].items()), f"{f['id']} repeats its base row"
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @needs_shared
 def test_script_prints_headline_and_heldout_summary():
     out = subprocess.run(

@@ -345,6 +345,7 @@ def test_many_distinct_long_lines_stay_bounded(tmp_path):
     assert peak < 20 * 2**20, f"peak {peak / 2**20:.1f} MiB"
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_100mb_log_streams_in_bounded_memory(tmp_path):
     spec = importlib.util.spec_from_file_location("doctor_speed", REPO / "benchmarks" / "doctor_speed.py")
     bench = importlib.util.module_from_spec(spec)

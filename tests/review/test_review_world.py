@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from vramfit.review.reviewer import review
 
 from review_support import find
@@ -21,6 +23,7 @@ KNOWN_FALSE_ERRORS = {
 }
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_the_published_corpus(monkeypatch):
     """Every case reviewed without a traceback; every documented problem found; no false error beyond the known list."""
     monkeypatch.chdir(review_corpus.CORPUS)

@@ -37,6 +37,7 @@ def test_values_reach_the_run_as_literals(tree, capsys):
     no_canary(tree)
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_launch_sh_passes_arguments_through_literally(tree):
     (tree / "Makefile").write_text("venv:\n\t@true\n")  # the copied tree uses this checkout's environment
     (tree / ".venv" / "bin").mkdir(parents=True)
@@ -52,6 +53,7 @@ def test_launch_sh_passes_arguments_through_literally(tree):
     no_canary(tree)
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_rendered_sbatch_runs_values_literally(tree, capsys):
     assert main(["slurm", "sharegpt4v-7b-16xa100-80g", f"run_name={NASTY}"]) == 0
     script = capsys.readouterr().out

@@ -82,6 +82,7 @@ def _stop(stuck, signals: int, grace_s: float) -> float:
     return elapsed
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @pytest.mark.timeout(120)
 def test_a_launcher_that_ignores_sigterm_is_killed_after_the_grace_period(stuck, capfd):
     elapsed = _stop(stuck, signals=1, grace_s=3.0)
@@ -89,6 +90,7 @@ def test_a_launcher_that_ignores_sigterm_is_killed_after_the_grace_period(stuck,
     assert "did not stop within 3 s of SIGTERM" in capfd.readouterr().err
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @pytest.mark.timeout(120)
 def test_a_second_signal_kills_at_once(stuck, capfd):
     elapsed = _stop(stuck, signals=2, grace_s=300.0)

@@ -81,11 +81,13 @@ def shimmed(tmp_path_factory):
 SHARE = max(1, len(os.sched_getaffinity(0)) // 2)  # this host's usable CPUs for each of 2 ranks
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @needs_cpu_host
 def test_accelerate_backend_shim_is_needed(plain):
     assert all(r["world"] == 1 for r in plain), "accelerate now sees every rank of a DeepSpeed launch on CPU: drop the shim"
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @needs_cpu_host
 def test_accelerate_backend_shim_works(shimmed):
     for rank in shimmed:
@@ -165,6 +167,7 @@ def _left_behind(ranks: list[dict]) -> list[str]:
     return left
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @needs_cpu_host
 def test_shm_segment_shim_is_needed(tmp_path):
     ranks = _ranks(False, tmp_path, SHM_RANK)
@@ -172,6 +175,7 @@ def test_shm_segment_shim_is_needed(tmp_path):
     assert _left_behind(ranks), "DeepSpeed now removes its /dev/shm segments itself: drop the shim"
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 @needs_cpu_host
 def test_shm_segment_shim_works(tmp_path):
     ranks = _ranks(True, tmp_path, SHM_RANK)

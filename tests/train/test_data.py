@@ -90,6 +90,7 @@ def test_rec_jsonl(recipe_with, smoke_recipe):
     assert "solution must be [x1, y1, x2, y2] numbers" in _error(recipe_with("vlm-r1-h20", bad, ".jsonl"))
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_entrypoint_exits_2_before_training(smoke_recipe, tmp_path):
     """A malformed record stops the run with exit code 2 and the record's place, before any training."""
     bad = tmp_path / "bad.jsonl"

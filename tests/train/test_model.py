@@ -104,6 +104,7 @@ def test_bitsandbytes_optimizer_is_the_trainers_choice(smoke_recipe, tmp_path):
     assert isinstance(optimizer, bnb.optim.AdamW) and optimizer.args.optim_bits == 8
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_liger_kernels_patch_the_model(smoke_recipe, tmp_path):
     """use_liger_kernel: true applies liger-kernel's own patch. It cannot run here (Triton needs a GPU),
     so the check is that the model's modules are Liger's; in a subprocess, since the patch is global."""
@@ -152,6 +153,7 @@ def test_remote_code_checkpoint_is_refused(smoke_recipe, tmp_path):
     assert "vramfit run docowl1.5-8b-8xa100-80g --smoke" in message
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_entrypoint_exits_2_on_a_remote_code_checkpoint(tmp_path):
     checkpoint = _docowl_checkpoint(tmp_path / "docowl")
     run_dir = write_run("docowl1.5-8b-8xa100-80g", tmp_path / "run", [f"model.id={checkpoint}"])

@@ -149,6 +149,7 @@ def test_help_list_and_show_import_no_training_library():
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow  # > 3 s: out of make test-fast's edit loop, in make test
 def test_plan_does_not_import_deepspeed_to_silence_it(tmp_path):
     """Quieting imports nothing; `plan` validates as `validate` does (issue 15), and a cold validation builds
     DeepSpeed's own parser, so only a warm plan (the verdict in the validate cache) can go without deepspeed."""
