@@ -787,14 +787,29 @@ QWEN2VL_MAX_PIXELS = 28 * 28 * 1280
 QWEN2VL_VIDEO_MAX_PIXELS = 28 * 28 * 768
 
 
+def _patch_size(img: dict) -> int:
+    patch = img.get("patch_size") or 14
+    return patch[0] if isinstance(patch, (list, tuple)) else patch
+
+
+def tile_patches(arch) -> int | None:
+    """Vision-encoder tokens of one slice / crop where the processor cuts an image into several, each run as its
+    own sequence in the tower's batch (MiniCPM-V's slices, DocOwl's crops with their CLS token); None where the
+    image is one sequence."""
+    img = arch.image
+    if "per_slice" in img or "per_448px_slice_16x" in img:
+        return ((img.get("slice_px") or 448) // _patch_size(img)) ** 2
+    if "per_crop" in img:
+        return (img["crop_px"] // _patch_size(img)) ** 2 + 1
+    return None
+
+
 def image_geometry(arch, max_pixels: int | None, max_slices: int | None, config: dict | None = None, max_tiles: int | None = None) -> tuple[int, int]:
     """(LLM tokens, vision-encoder tokens) per image at the recipe's worst case (the caps)."""
     img = arch.image
     if not arch.groups.get("vision"):
         return 0, 0
-    patch = img.get("patch_size") or 14
-    if isinstance(patch, (list, tuple)):
-        patch = patch[0]
+    patch = _patch_size(img)
     if "per_28px_square" in img or (img.get("spatial_merge_size") and not img.get("image_size")):
         # Qwen2-VL family (a stock config: vision_config.spatial_merge_size): 2x2 patches merged into one token
         merge = img.get("spatial_merge_size") or 2
@@ -804,12 +819,10 @@ def image_geometry(arch, max_pixels: int | None, max_slices: int | None, config:
     if "per_slice" in img or "per_448px_slice_16x" in img:  # MiniCPM-V: slices + an overview image
         per = img.get("per_slice") or img["per_448px_slice_16x"]
         slices = (max_slices or img["max_slices"]) + (1 if img.get("plus_overview_image") else 0)
-        side = (img.get("slice_px") or 448) // patch
-        return per * slices, side * side * slices
+        return per * slices, tile_patches(arch) * slices
     if "per_crop" in img:  # DocOwl: crops + a global image, ViT with a CLS token per crop
         crops = img["max_crops"] + (1 if img.get("plus_global_image") else 0)
-        side = img["crop_px"] // patch
-        return img["per_crop"] * crops, (side * side + 1) * crops
+        return img["per_crop"] * crops, tile_patches(arch) * crops
     if "per_image" in img:
         side = (img.get("image_px") or img["image_size"]) // patch
         patches = img.get("patches_before_merge") or side * side + (1 if img.get("select_strategy") == "default" else 0)

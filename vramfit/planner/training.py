@@ -26,6 +26,7 @@ from vramfit.planner.activations import (
     position_bias_bytes,
 )
 from vramfit.planner.params import Arch, Counts
+from vramfit.planner.setup import tile_patches
 from vramfit.planner.states import dequantized_bytes
 
 
@@ -135,18 +136,10 @@ def vision_attention(setup, arch: Arch) -> str:
 
 
 def vision_sequence(setup, arch: Arch) -> int:
-    """The sequence one attention of the vision tower spans: a tile / slice / crop, where the processor cuts
-    the image into several (each runs as its own sequence in the tower's batch; MiniCPM-V's slices, DocOwl's
-    crops, InternVL's tiles), else the whole image's patches. The s^2 score terms of eager attention use it;
-    the per-token terms use every patch (`setup.vision_patches`)."""
-    img = arch.image
-    patch = img.get("patch_size") or 14
-    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
-    if "per_slice" in img or "per_448px_slice_16x" in img:
-        return ((img.get("slice_px") or 448) // patch) ** 2
-    if "per_crop" in img:
-        return (img["crop_px"] // patch) ** 2 + 1
-    return setup.vision_patches
+    """The sequence one attention of the vision tower spans: a slice / crop where the processor cuts the image
+    (setup.tile_patches), else the whole image's patches. The s^2 score terms of eager attention use it; the
+    per-token terms use every patch (`setup.vision_patches`)."""
+    return tile_patches(arch) or setup.vision_patches
 
 
 def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:

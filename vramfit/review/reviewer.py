@@ -66,26 +66,24 @@ def review(
         transformers_version=transformers_version,
         image_tokens=image_tokens,
     )
-    try:
-        sources = read_all(paths)
-    except ConfigError as error:
-        return _unreadable(error)
-    except NotReviewed as said:
-        return Review([said.finding], EXIT_INCOMPLETE)
-    first = _review_sources(sources, **flags)
+    sources, first = _read_and_review(paths, flags)
     lines = sources[0].launch_lines if sources and sources[0].kind == "shell" else []
     if len(lines) < 2:
         return first
     # several launch commands in one script: each is reviewed; a finding that differs between them names its launch
-    reviews = [first]
-    for k in range(1, len(lines)):
-        try:
-            reviews.append(_review_sources(read_all(paths, launch=k), **flags))
-        except ConfigError as error:
-            reviews.append(_unreadable(error))
-        except NotReviewed as said:
-            reviews.append(Review([said.finding], EXIT_INCOMPLETE))
+    reviews = [first] + [_read_and_review(paths, flags, launch=k)[1] for k in range(1, len(lines))]
     return _merge(reviews, lines, sources[0].label)
+
+
+def _read_and_review(paths: list[str], flags: dict, launch: int | None = None) -> tuple[list | None, Review]:
+    """(the sources read, or None; the review of launch `launch` of a script - the first when None)."""
+    try:
+        sources = read_all(paths) if launch is None else read_all(paths, launch=launch)
+    except ConfigError as error:
+        return None, _unreadable(error)
+    except NotReviewed as said:
+        return None, Review([said.finding], EXIT_INCOMPLETE)
+    return sources, _review_sources(sources, **flags)
 
 
 def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
