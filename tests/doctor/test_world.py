@@ -353,6 +353,23 @@ def test_nccl_timeout_names_the_rank_that_fell_behind(tmp_path):
     assert d.kind == "nccl_timeout" and d.figures["stalled_rank"] == 7 and "rank 7" in d.why
 
 
+@pytest.mark.parametrize(
+    "error, timeout",
+    [
+        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Timed out waiting 45000ms for recv operation to complete", 45),
+        ("RuntimeError: Application timeout caused pair closure", None),
+    ],
+)
+def test_a_gloo_timeout_is_a_collective_timeout_without_nccl_settings(tmp_path, error, timeout):
+    """A peer that stopped on a CPU (gloo) run: gloo words the same timeout two ways (both seen in this
+    repository's two-node test logs); NCCL's settings do nothing for it."""
+    d = diagnose(log(tmp_path, traceback(*TRAIN, ("torch/distributed/distributed_c10d.py", "all_gather"), error=error)))
+    assert (d.kind, d.cause) == ("nccl_timeout", "communication")
+    assert not any(k.startswith("NCCL") or k.startswith("TORCH_NCCL") for fix in keys(d) for k in fix)
+    assert keys(d)[0] == {"ddp_timeout"}
+    assert (f"{timeout} s timeout" in render(d)) == (timeout is not None)
+
+
 def test_a_crash_that_is_not_about_memory_is_not_called_oom(tmp_path):
     text = traceback(
         *TRAIN,

@@ -224,8 +224,9 @@ def test_a_node_that_dies_or_hangs_fails_the_other_within_ddp_timeout(tree, how)
         elapsed = time.time() - start
         assert code != 0
         assert elapsed < 45 + 60, f"node 0 took {elapsed:.0f} s to fail with ddp_timeout=45"
-        if how == "hangs":
-            assert "Timed out waiting 45000ms" in (run_dir / "node0" / "train.log").read_text()
+        if how == "hangs":  # gloo words the same timeout two ways, by which side of the pair notices first
+            log = (run_dir / "node0" / "train.log").read_text()
+            assert re.search(r"Timed out waiting 45000ms|Application timeout caused pair closure", log), log[-2000:]
     finally:
         for proc in node1:
             try:

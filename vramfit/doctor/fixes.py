@@ -568,6 +568,24 @@ def _communication(c: Context) -> list[dict]:
             f"{what}: tears every rank down as soon as one collective fails instead of hanging until the timeout",
         ),
     ]
+    if c.root.extra.get("backend") == "gloo":
+        # gloo's timeout is the process group's (ddp_timeout); NCCL's settings do nothing for it. The
+        # rank that stopped is the one whose own log does not show this error.
+        if "gloo_timeout_ms" in f:
+            timeout_s = f["gloo_timeout_ms"] // 1000
+            after = f"the process group's {timeout_s} s timeout"
+        elif "ddp_timeout" in s:
+            after = f"the process group's {timeout_s} s timeout (ddp_timeout)"
+        else:
+            after = "the process group's timeout (ddp_timeout; 1800 s unless set)"
+        longer = _fix(
+            "overrides",
+            {"ddp_timeout": max(3600, 2 * timeout_s)},
+            f"{what}: gloo gave up waiting for a peer after {after}{during}; "
+            "if that peer was only slow (saving, evaluating, loading) it gets room - if it hung, its own log "
+            "(the rank without this error) says where",
+        )
+        return [longer]
     return [longer, *debug] if "timeout_ms" in f else [*debug, longer]
 
 

@@ -146,7 +146,11 @@ NCCL_ERROR = re.compile(
     r"Watchdog caught collective operation timeout|NCCL communicator was aborted|watchdog got stuck"
     r"|Some NCCL operations have failed or timed out|DistStoreError|RendezvousTimeoutError"
     r"|NCCL error|ncclSystemError|ncclInternalError|ncclRemoteError"
+    # gloo (CPU collectives), one timeout worded two ways: gloo/transport/tcp/pair.cc "Timed out waiting
+    # Nms for send|recv operation to complete" and "Application timeout caused pair closure"
+    r"|Timed out waiting \d+ms for (?:send|recv) operation|Application timeout caused pair closure"
 )
+GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?:send|recv) operation|Application timeout caused pair closure")
 RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 # Ranks that called different collectives: gloo's size check, torch's TORCH_DISTRIBUTED_DEBUG=DETAIL check.
 COLLECTIVE_MISMATCH = re.compile(

@@ -12,7 +12,7 @@ VERDICT = {
     "host_oom": "host RAM ran out: a rank was killed",
     "shm_exhausted": "shared memory (/dev/shm) ran out",
     "other_error": "the run failed, and not for memory",
-    "nccl_timeout": "NCCL collective timed out or aborted",
+    "nccl_timeout": "collective (NCCL / gloo) timed out or aborted",
     "collective_mismatch": "the ranks ran different collectives",
     "batch_mismatch": "DeepSpeed batch sizes do not multiply out",
     "config_mismatch": "DeepSpeed config disagrees with TrainingArguments",

@@ -353,6 +353,11 @@ class Scan:
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
             event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream, close=bool(match))
+            gloo = P.GLOO_TIMEOUT.search(text)
+            if gloo:  # CPU collectives: no NCCL settings apply
+                event.extra["backend"] = "gloo"
+                if gloo.group("ms"):
+                    event.figures["gloo_timeout_ms"] = int(gloo.group("ms"))
             if match:
                 event.extra.update(op=match.group("op"), seq=int(match.group("seq")))
                 event.figures["timeout_ms"] = int(match.group("timeout"))
