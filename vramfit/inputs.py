@@ -125,8 +125,9 @@ def read_text(path: Any, kind: str = "text", limit: int | None = None) -> str:
 # ---------------------------------------------------------------- structure checks
 
 
-def check_structure(data: Any, path: Any) -> Any:
-    """Refuse nesting deeper than MAX_DEPTH and numbers that are not finite; iterative (no recursion)."""
+def check_structure(data: Any, path: Any, infinity: bool = False) -> Any:
+    """Refuse nesting deeper than MAX_DEPTH and numbers that are not finite (with `infinity`, only NaN and
+    literals too large for a float); iterative (no recursion)."""
     stack = [(data, 1, "")]
     seen = 0
     while stack:
@@ -140,7 +141,7 @@ def check_structure(data: Any, path: Any) -> Any:
             stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(node))
-        elif isinstance(node, float) and not math.isfinite(node):
+        elif isinstance(node, float) and not math.isfinite(node) and not (infinity and math.isinf(node)):
             raise ConfigError([Problem(str(path), where, f"{node} is not a finite number (a literal too large for a float, or nan)", "write a finite number.")])
     return data
 
@@ -176,9 +177,21 @@ def _constant(name: str):
     raise _Infinite(name)
 
 
-def parse_json(text: str, path: Any) -> Any:
+def _infinity(name: str) -> float:
+    if name == "NaN":
+        raise _Infinite(name)
+    return float(name)  # "Infinity" / "-Infinity"
+
+
+# Kinds whose files legitimately hold the constants Infinity / -Infinity: transformers writes a
+# config's float("inf") that way (json.dumps; e.g. Mamba2Config.time_step_limit = (0.0, inf), kept in
+# published config.json files of Mamba-2, Falcon-H1, Bamba, Granite-4.0 hybrid and Nemotron-H).
+INFINITY_KINDS = ("model-config",)
+
+
+def parse_json(text: str, path: Any, infinity: bool = False) -> Any:
     try:
-        data = json.loads(text, object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_constant)
+        data = json.loads(text, object_pairs_hook=_pairs, parse_float=_finite, parse_constant=_infinity if infinity else _constant)
     except _Duplicate as exc:
         raise _problem(path, f"key '{exc.args[0]}' appears twice in one object (JSON keeps only the last; DeepSpeed refuses it)", "keep one of them.") from None
     except _Infinite as exc:
@@ -189,11 +202,11 @@ def parse_json(text: str, path: Any) -> Any:
         raise _problem(path, f"is nested deeper than {MAX_DEPTH} levels", "flatten it; no configuration nests this deep.") from None
     if isinstance(data, int) and not isinstance(data, bool):
         pass
-    return check_structure(data, path)
+    return check_structure(data, path, infinity)
 
 
 def load_json(path: Any, kind: str = "text", limit: int | None = None) -> Any:
-    return parse_json(read_text(path, kind, limit), path)
+    return parse_json(read_text(path, kind, limit), path, kind in INFINITY_KINDS)
 
 
 # ---------------------------------------------------------------- YAML

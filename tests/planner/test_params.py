@@ -317,3 +317,88 @@ def test_per_head_norms_are_sized_by_heads_not_hidden(tmp_path):
     path.write_text(json.dumps(cfg.to_dict()))
     st = params.summary(path).stacks["text"]
     assert (st.norms_per_layer, st.head_norm_elems) == (2, (4 + 2) * 32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Configs transformers builds that the model-config check used to refuse as bad input (exit 2), from
+# `trace_sweep.py --scan` (every model type's default config): what transformers itself writes.
+
+
+def _check(path):
+    from vramfit.checks import model_config
+    from vramfit.problems import Problems
+
+    problems = Problems()
+    data = model_config.check(path, problems)
+    return data, [p.render() if hasattr(p, "render") else str(p) for p in problems.items]
+
+
+@pytest.mark.parametrize(
+    "config_class, kwargs, why",
+    [
+        ("Mamba2Config", {"num_hidden_layers": 2, "hidden_size": 64, "num_heads": 8, "head_dim": 16, "vocab_size": 128}, "Infinity in time_step_limit"),
+        (
+            "GPTNeoConfig",
+            {"num_layers": 2, "hidden_size": 64, "num_heads": 4, "attention_types": [[["global", "local"], 1]], "vocab_size": 128},
+            "intermediate_size None: 4 x hidden",
+        ),
+        ("ProphetNetConfig", {"num_encoder_layers": 2, "num_decoder_layers": 2, "hidden_size": 64, "vocab_size": 128}, "depth as num_encoder_layers"),
+        ("FunnelConfig", {"block_sizes": [1, 1], "d_model": 64, "n_head": 4, "d_head": 16, "d_inner": 128, "vocab_size": 128}, "depth as block_sizes"),
+    ],
+)
+def test_configs_transformers_writes_are_not_bad_input(tmp_path, config_class, kwargs, why):
+    import transformers
+
+    config = getattr(transformers, config_class)(**kwargs)
+    path = tmp_path / "config.json"
+    path.write_text(config.to_json_string())  # transformers' own writer (json.dumps: float("inf") -> Infinity)
+    data, problems = _check(path)
+    assert data is not None and not problems, (why, problems)
+
+
+def test_per_layer_lists_are_sizes_but_nan_and_fractions_are_not(tmp_path):
+    from transformers import Gemma3nTextConfig
+
+    gemma3n = json.loads(Gemma3nTextConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=1, vocab_size=128).to_json_string())
+    base = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128}
+    for config, ok in [
+        ({**gemma3n, "intermediate_size": [128, 256]}, True),  # one per layer (Gemma 3n)
+        ({**gemma3n, "intermediate_size": [128, 0]}, False),
+        ({**base, "max_position_embeddings": 1200.5}, False),
+    ]:
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(config))
+        assert (_check(path)[0] is not None) == ok, config
+    path.write_text(json.dumps(base)[:-1] + ', "rope_theta": NaN}')
+    assert _check(path)[0] is None
+
+
+def test_a_state_space_stack_is_planned_from_the_trace_not_as_attention(tmp_path):
+    """Mamba-2 layers have no attention: the analytic formulas do not apply, so the plan says so and the
+    trace sizes the activations (Arch.analytic_gap -> trace.train_terms)."""
+    from transformers import Mamba2Config
+
+    path = tmp_path / "mamba2.json"
+    path.write_text(Mamba2Config(num_hidden_layers=4, hidden_size=64, num_heads=8, head_dim=16, vocab_size=128, n_groups=1).to_json_string())
+    arch = params.summary(path)
+    assert arch.text.mixers == ("Mamba2Mixer",) and "Mamba2Mixer" in arch.analytic_gap
+    llama = params.summary(REPO / "model_configs" / "llama-3.2-3b.json")
+    assert llama.text.mixers == () and llama.analytic_gap is None
+
+
+def test_a_model_needing_a_missing_library_says_which_and_how(tmp_path, monkeypatch):
+    import transformers
+
+    from vramfit.problems import ConfigError
+
+    def needs_timm(*args, **kwargs):
+        raise ImportError("TimmWrapperModel requires the timm library but it was not found in your environment.")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", needs_timm)
+    monkeypatch.setattr(transformers.AutoModel, "from_config", needs_timm)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 96}))
+    with pytest.raises(ConfigError) as exc:
+        params.summary(path)
+    text = str(exc.value.problems.items[0])
+    assert "needs the timm library" in text and "pip install timm" in text

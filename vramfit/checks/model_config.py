@@ -47,13 +47,43 @@ MAX_SIZES = {
 WIDTH = ("hidden_size", "d_model", "n_embd")
 DEPTH = ("num_hidden_layers", "num_layers", "n_layer")
 STRUCTURE = WIDTH + DEPTH
+# Other spellings of the depth in config classes whose attribute_map does not name them: encoder /
+# decoder stacks (ProphetNet, T5), Funnel's block_sizes, Perceiver's blocks of self-attends, and the
+# per-layer lists whose length is the depth (NemotronH's layers_block_type / hybrid_override_pattern,
+# `layer_types`, which transformers checks against num_hidden_layers).
+DEPTH_OTHER = (
+    "num_encoder_layers",
+    "encoder_layers",
+    "num_decoder_layers",
+    "decoder_layers",
+    "n_layers",
+    "block_sizes",
+    "num_self_attends_per_block",
+    "layers_block_type",
+    "hybrid_override_pattern",
+    "layer_types",
+)
 
 
 def _sections(data: dict[str, Any]):
+    """The config and its sub-configs: `*_config` objects (VLMs) and nested configs that name their own
+    model_type (EncoderDecoderConfig's encoder / decoder, MusicGen's decoder, T5Gemma's encoder)."""
     yield "", data
     for key, value in data.items():
-        if key.endswith("_config") and isinstance(value, dict):
+        if isinstance(value, dict) and (key.endswith("_config") or isinstance(value.get("model_type"), str)):
             yield f"{key}.", value
+
+
+def _whole(value: Any) -> int | None:
+    """A size as a whole number: ints, and floats with nothing after the point (transformers keeps
+    both: `max_position_embeddings: 1200.0`); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
@@ -96,22 +126,23 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
     # DistilBERT `dim` / `n_layers`, BART `d_model` / `encoder_layers`).
     aliases = getattr(CONFIG_MAPPING[model_type], "attribute_map", {}) or {}
     width_keys = WIDTH + tuple(aliases[k] for k in WIDTH if k in aliases)
-    depth_keys = DEPTH + tuple(aliases[k] for k in DEPTH if k in aliases)
+    depth_keys = DEPTH + DEPTH_OTHER + tuple(aliases[k] for k in DEPTH if k in aliases)
     for prefix, section in _sections(data):
-        width = width or any(k in section for k in width_keys)
-        depth = depth or any(k in section for k in depth_keys)
+        width = width or any(section.get(k) is not None for k in width_keys)
+        depth = depth or any(section.get(k) is not None for k in depth_keys)
         for key, bound in MAX_SIZES.items():
-            if key not in section:
+            value = section.get(key)
+            if value is None:  # absent, or left for the class to derive (GPT-Neo's intermediate_size: 4 x hidden)
                 continue
-            value = section[key]
-            if value is None and key in ("num_key_value_heads", "head_dim"):
-                continue
-            if key in ("image_size", "patch_size") and isinstance(value, list) and len(value) == 2:
-                value = max(value) if all(isinstance(v, int) and not isinstance(v, bool) for v in value) else value  # [height, width] (InternVL)
-            if isinstance(value, bool) or not isinstance(value, int):
+            # A list holds one size per layer or stage (Gemma 3n's intermediate_size, Florence-2's
+            # num_heads) or [height, width] (InternVL's image_size): each must be a size.
+            values = value if isinstance(value, list) and value else [value]
+            whole = [_whole(v) for v in values]
+            if any(w is None for w in whole):
                 problems.add(label, prefix + key, f"{value!r} is not a whole number", f"write {key} as a positive integer.")
-            elif not 1 <= value <= bound:
-                problems.add(label, prefix + key, f"{value} is out of range (1..{bound:,}; no published model is past it)", f"write the model's real {key}.")
+            elif not all(1 <= w <= bound for w in whole):
+                shown = value if len(values) == 1 else f"{min(whole)}..{max(whole)}"
+                problems.add(label, prefix + key, f"{shown} is out of range (1..{bound:,}; no published model is past it)", f"write the model's real {key}.")
     if len(problems.items) > before:
         return None
     if not (width and depth):
@@ -124,9 +155,10 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
             "pass the model's full config.json (hidden_size, num_hidden_layers, ... as published).",
         )
     try:  # also when a size is missing: a config transformers refuses is said with the missing size
-        from transformers import AutoConfig
+        from transformers import AutoConfig, PreTrainedConfig
 
-        clean = {k: v for k, v in data.items() if not k.startswith("_") and k != "model_type"}
+        # {"__float__": "Infinity"} as transformers 5 writes it, decoded as its own loader does
+        clean = PreTrainedConfig._decode_special_floats({k: v for k, v in data.items() if not k.startswith("_") and k != "model_type"})
         AutoConfig.for_model(model_type, **clean)
     except Exception as exc:  # noqa: BLE001 - whatever transformers' config class refuses is bad input
         problems.add(

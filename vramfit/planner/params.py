@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 15  # bump when the summary format changes; part of the cache key
+SCHEMA = 16  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
 # with flash_attention_2 (MiniCPM-V's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
 # `vision_config._attn_implementation = 'eager'`); their shapes-only stand-ins name the upstream id in `_model`.
@@ -99,6 +99,9 @@ class Stack:
     expert_ffn: int = 0
     expert_gated: bool = True
     dense_ffn: bool = True
+    # Sequence mixers in the layers that are not attention (see `_mixers`): the activation formulas of
+    # activations.py are an attention block's, so an Arch with any is planned from the trace.
+    mixers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,12 @@ class Arch:
                 return f"no {' or '.join(missing)} layer stack found in {self.architecture}"
         elif "text" not in self.stacks:
             return f"no language-model layer stack found in {self.architecture}"
+        for stack in self.stacks.values():
+            if stack.mixers:
+                return (
+                    f"the {stack.name} layers of {self.architecture} mix the sequence with {', '.join(stack.mixers)}, "
+                    "not attention, and the analytic activation model sizes attention blocks"
+                )
         if self.groups.get("vision") and "vision" not in self.stacks:
             return f"the vision tower of {self.architecture} has no layer stack the planner recognises"
         return None
@@ -149,6 +158,14 @@ SMALL = 1_000_000  # ZeRO-3 persistence thresholds are 10 x hidden (~1e5); 1e6 l
 
 class ArchitectureError(ValueError):
     """transformers cannot build a model from this config (raised by `build`)."""
+
+
+class MissingLibraryError(ArchitectureError):
+    """The model's code needs a library this environment lacks (transformers' requires_backends)."""
+
+    def __init__(self, message: str, library: str):
+        super().__init__(message)
+        self.library = library
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -221,14 +238,17 @@ def summary(path: Path) -> Arch:
     from vramfit.problems import ConfigError, Problem, Problems
 
     text = inputs.read_text(path, "model-config")
-    inputs.parse_json(text, path)  # duplicate keys, depth, non-finite numbers: refused before the cache sees it
+    inputs.parse_json(text, path, infinity=True)  # duplicate keys, depth, NaN: refused before the cache sees it
     read_config(path)  # not a model config: reported, not raised
     try:
         return _summary_for(config_key(text), text)
     except ArchitectureError as exc:
-        raise ConfigError(
-            Problems([Problem(str(path), "model_type", str(exc), "pass a config that transformers' from_config builds (a checkpoint's own config.json).")])
-        ) from None
+        fix = (
+            f"pip install {exc.library} into this environment, then plan again."
+            if isinstance(exc, MissingLibraryError)
+            else "pass a config that transformers' from_config builds (a checkpoint's own config.json)."
+        )
+        raise ConfigError(Problems([Problem(str(path), "model_type", str(exc), fix)])) from None
 
 
 def _from_json(data: dict[str, Any]) -> Arch:
@@ -240,7 +260,10 @@ def _from_json(data: dict[str, Any]) -> Arch:
         groups=data["groups"],
         linears=tuple(Linear(*row) for row in data["linears"]),
         stacks={
-            k: Stack(**{**v, "layer_params": tuple(v["layer_params"]), "norm_saves": tuple(v.get("norm_saves", (0.0, 0.0)))}) for k, v in data["stacks"].items()
+            k: Stack(
+                **{**v, "layer_params": tuple(v["layer_params"]), "norm_saves": tuple(v.get("norm_saves", (0.0, 0.0))), "mixers": tuple(v.get("mixers", ()))}
+            )
+            for k, v in data["stacks"].items()
         },
         vocab=data["vocab"],
         tied_embeddings=data["tied_embeddings"],
@@ -302,9 +325,11 @@ def _stack_of(name: str, group: str, encoder_decoder: bool = False) -> tuple[str
 
 def config_object(cfg_dict: dict[str, Any]):
     """The transformers config object of a config dict (ArchitectureError when it has none)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig, PreTrainedConfig
 
-    clean = {k: v for k, v in cfg_dict.items() if not k.startswith("_")}
+    # transformers 5 writes a non-finite float as {"__float__": "Infinity"} and decodes it on load
+    # (configuration_utils `_dict_from_json_file`); older writers left a bare Infinity (json accepts it)
+    clean = PreTrainedConfig._decode_special_floats({k: v for k, v in cfg_dict.items() if not k.startswith("_")})
     model_type = clean.pop("model_type", None)
     try:
         return AutoConfig.for_model(model_type, **clean)
@@ -348,12 +373,24 @@ def _instantiate(cfg_dict: dict[str, Any]):
     config = config_object(cfg_dict)
     classes = auto_classes(config)
     errors = []
+    missing = set()
     for auto in classes:
         try:
             with torch.device("meta"):
                 return config, auto.from_config(config)
+        except ImportError as exc:  # transformers' requires_backends: "X requires the timm library but it was not found"
+            found = re.search(r"requires the (\S+) library", str(exc))
+            missing.add(found.group(1) if found else (getattr(exc, "name", None) or "a library"))
+            errors.append(f"{auto.__name__}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}")
         except Exception as exc:  # noqa: BLE001 - the library's own constructor refused this config
             errors.append(f"{auto.__name__}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}")
+    if missing and len(missing) == 1 and all("ImportError" in e for e in errors):
+        library = missing.pop()
+        raise MissingLibraryError(
+            f"transformers {_transformers_version()} needs the {library} library to build model_type '{config.model_type}', "
+            "and it is not installed here (the config itself is fine)",
+            library,
+        )
     why = "; ".join(errors) if errors else "no auto class maps it"
     raise ArchitectureError(f"transformers {_transformers_version()} builds no model for model_type '{config.model_type}' ({why})")
 
@@ -651,7 +688,25 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "ffn_dropout": _ffn_dropout(modules, layer0, ffn),
         **moe,
         "kv_repeat": _kv_repeat(modules, layer0),
+        "mixers": _mixers(modules, prefix),
     }
+
+
+# Sequence mixers that are not attention, by class-name part: state-space layers (Mamba / Mamba-2 in
+# Jamba, Bamba, Falcon-H1, Zamba, NemotronH, Granite-4 hybrids: `*Mixer`), linear attention / delta
+# rules (Qwen3-Next GatedDeltaNet), short convolutions (LFM2), RWKV and RecurrentGemma's recurrent block.
+MIXER_PARTS = ("Mamba", "Mixer", "SSM", "DeltaNet", "LinearAttention", "ShortConv", "Rwkv", "RWKV", "Recurrent")
+
+
+def _mixers(modules, prefix: str) -> list[str]:
+    """Class names of the non-attention sequence mixers in any layer of the stack at `prefix`."""
+    found = []
+    for n, m in modules.items():
+        if n.startswith(prefix + ".") and n.count(".") == prefix.count(".") + 2:  # a layer's direct child
+            cls = type(m).__name__
+            if any(part in cls for part in MIXER_PARTS) and "Norm" not in cls and cls not in found:
+                found.append(cls)
+    return found
 
 
 def _kv_repeat(modules, layer0: str) -> str:
