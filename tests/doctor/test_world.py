@@ -416,3 +416,88 @@ def test_closed_stdout_is_no_traceback(tmp_path):
     proc.stdout.close()  # the reader went away before the first line (| head -0)
     assert proc.wait(timeout=60) == 0
     assert b"Traceback" not in proc.stderr.read()
+
+
+# --- round 3 (issue threads the corpus lacked): each rule below, one by one ---
+
+SHARED = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 238.00 MiB. GPU 0 has a total capacity of 22.05 GiB "
+    "of which 10.81 MiB is free. {others}Including non-PyTorch memory, this process has {own} memory in use. Of the "
+    "allocated memory 15.43 GiB is allocated by PyTorch, and 1.07 GiB is reserved by PyTorch but unallocated.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "others, own, first",
+    [
+        ("Process 43872 has 4.97 GiB memory in use. ", "17.05 GiB", {"CUDA_VISIBLE_DEVICES"}),  # another workload
+        # four sibling ranks' bare CUDA contexts on this GPU: no workload to move away
+        ("Process 1 has 398.00 MiB memory in use. " * 4, "17.05 GiB", {"PYTORCH_CUDA_ALLOC_CONF"}),
+        # a container hides which PID is this one: the listed process whose total covers PyTorch's is this one
+        ("Process 26469 has 16.60 GiB memory in use. ", "0 bytes", {"PYTORCH_CUDA_ALLOC_CONF"}),
+    ],
+)
+def test_memory_other_processes_hold_on_the_gpu_is_freed_first(tmp_path, others, own, first):
+    d = diagnose(log(tmp_path, SHARED.format(others=others, own=own)))
+    assert keys(d)[0] == first
+
+
+FSDP_RUN = 'torchrun --nproc_per_node=5 train.py --per_device_train_batch_size 1 --fsdp "full_shard auto_wrap{}" \\\n'
+
+
+@pytest.mark.parametrize("offload", ["", " offload"])
+def test_an_fsdp_run_gets_fsdp_offload_never_zero3(tmp_path, offload):
+    step = traceback(*TRAIN, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/adamw.py", "_multi_tensor_adamw"))
+    d = diagnose(log(tmp_path, FSDP_RUN.format(offload) + step))
+    assert d.settings["fsdp"] is True and d.phase == "optimizer_step"
+    assert all(fix.get("overrides", {}).get("deepspeed") is None for fix in d.fixes)
+    assert [fix["overrides"] for fix in d.fixes if "fsdp" in fix.get("overrides", {})] == ([] if offload else [{"fsdp": "full_shard auto_wrap offload"}])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        traceback(
+            ("torch/nn/parallel/distributed.py", "__init__"),
+            error="RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:911, unhandled system error, NCCL version 2.7.8",
+        )
+        + "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n",
+        "host:140:140 [0] include/socket.h:333 NCCL WARN Call to bind failed : Address already in use\n"
+        + traceback(("torch/distributed/distributed_c10d.py", "all_reduce"), error="")[:-1],
+        "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [640,0,0], thread: [127,0,0] "
+        "Assertion `srcIndex < srcSelectDimSize` failed.\n" * 3 + traceback(*TRAIN, error="")[:-1],
+    ],
+    ids=["nccl-system-error", "nccl-bind", "device-side-assert"],
+)
+def test_nccl_setup_failures_and_device_asserts_are_not_memory_nor_timeouts(tmp_path, text):
+    d = diagnose(log(tmp_path, text))
+    assert (d.kind, d.cause, d.fixes) == ("other_error", "not_memory", [])
+
+
+def test_a_paste_whose_line_breaks_were_lost_still_shows_the_kill(tmp_path):
+    # inline code in an issue joins the launcher's lines: teardown, the -9 exit and its traceback on one line
+    line = (
+        "Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]WARNING:torch.distributed.elastic.multiprocessing"
+        ".api:Sending process 899505 closing signal SIGTERM    ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+        '(exitcode: -9) local_rank: 4 (pid: 899509) of binary: /bin/python    Traceback (most recent call last):    File "/bin/torchrun"\n'
+    )
+    d = diagnose(log(tmp_path, line))
+    assert (d.kind, d.phase, d.ranks) == ("host_oom", "model_load", [4])
+
+
+def test_colab_frames_and_the_source_line_put_prediction_accumulation_first(tmp_path):
+    cell = textwrap.dedent("""\
+        OutOfMemoryError                          Traceback (most recent call last)
+        <ipython-input-13-941869335d74> in <cell line: 1>()
+        ----> 1 predictions = trainer.predict(test_dataset)
+
+        /usr/local/lib/python3.10/dist-packages/transformers/trainer.py in evaluation_loop(self, dataloader, description)
+        -> 3140                 preds_host = logits if preds_host is None else nested_concat(preds_host, logits, padding_index=-100)
+        """)
+    d = diagnose(log(tmp_path, cell))
+    assert (d.kind, d.phase) == ("cuda_oom", "evaluation") and keys(d)[0] == {"eval_accumulation_steps"}
+
+
+def test_a_traceback_that_ends_in_training_step_says_no_phase(tmp_path):
+    d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "training_step"))))
+    assert d.phase == "unknown"

@@ -143,7 +143,18 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
     """(cause, why) for the root event."""
     f, kind = figures, root.kind
     if kind == "other_error":
-        return "not_memory", (f"'{root.text[:160]}' is not a memory failure: no memory setting fixes it; the traceback above it says which code raised it")
+        why = f"'{root.text[:160]}' is not a memory failure: no memory setting fixes it"
+        if root.extra.get("exception") == "NCCL error":
+            return "not_memory", why + (
+                "; NCCL failed in a system call or its own setup (sockets, ports, network interface), not a rank "
+                "keeping the others waiting: NCCL_DEBUG=INFO names the call that failed"
+            )
+        if root.extra.get("exception") == "device-side assertion":
+            return "not_memory", why + (
+                "; a CUDA kernel's assertion: an index outside its tensor (token ids beyond the embedding table "
+                "after adding tokens without resizing it, labels outside the classes); CUDA_LAUNCH_BLOCKING=1 names the op"
+            )
+        return "not_memory", why + "; the traceback above it says which code raised it"
     if kind == "shm_exhausted":
         return "shared_memory", (
             f"'{root.text[:110]}': /dev/shm ran out. DataLoader workers hand every batch to the "
@@ -309,6 +320,10 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     if version:
         diagnosis.figures["torch_message"] = version[0]
         diagnosis.notes.append(version[1] + ".")
+    others = [(pid, size) for pid, size in root.extra.get("other_processes", ())]
+    if others:
+        listed = ", ".join(f"process {pid}: {gib(size)}" for pid, size in others[:8])
+        diagnosis.notes.append(f"Other processes hold {gib(sum(size for _, size in others))} of this GPU ({listed}).")
     if root.extra.get("bogus_figures"):
         diagnosis.notes.append(
             "Some figures in the message are impossible (more memory in use than the GPU has: "

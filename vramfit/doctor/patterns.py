@@ -26,6 +26,7 @@ ANCHOR = re.compile(
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
     rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
     rb"|torch\.Size\(\[|shape ?[=:]? ?'?[\[(]|vocab_size|max_seq_len|cutoff_len|seq_length"
+    rb"|Assertion `|fsdp|FSDP|\.py in |nested_concat"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -56,6 +57,7 @@ FRAMES = (
     re.compile(r"^\s*File (\S+?\.py):\d+,? in (?:[\w.<>]+\.)?(\w+)\("),  # IPython: File path:12, in Class.func(
     re.compile(r"^\s*(\S+\.py)\(\d+\): (\w+)"),  # TorchScript "At:" blocks
     re.compile(r"^\s*()line \d+, in (\w+)\s*$"),  # a frame cut at the start of a paste
+    re.compile(r"^\s*(\S+\.py) in (\w+)\("),  # IPython < 8 / Colab: /path/trainer.py in evaluation_loop(self, ...)
 )
 PARTIAL_FRAME = re.compile(r'File "[^"]*$|File "[^"]+",?\s*$')  # a frame wrapped onto the next line
 IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceback \(most recent call last\)")
@@ -64,7 +66,8 @@ EXCEPTION = re.compile(r"^\s*(?:\*\*\* )?((?:[\w.]+\.)?(\w*(?:Error|Exception)))
 # Exceptions that only report another process's failure; the failure itself is elsewhere in the log.
 WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "SystemExit", "DistBackendError", "RendezvousError"}
 # Source lines under a frame that say what the frame computed when the frame itself is missing.
-SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?)\b")
+# nested_concat: the Trainer concatenating every eval batch's predictions on the GPU (IPython prints the line).
+SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?|nested_concat)\b")
 
 # tqdm: "desc:  12%|███▏      | 50/400 [10:23<1:12:00, 12.34s/it]"
 BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[[^\]]*\]?")
@@ -92,6 +95,10 @@ OOM_FIGURES = {
     "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated"), re.compile(SIZE + r" cached\)")],
     "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"), re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
 }
+# torch 2.1+ lists every process on the GPU: "Process 43872 has 4.97 GiB memory in use." and, when it can tell
+# which one it is, "Including non-PyTorch memory, this process has 17.05 GiB memory in use."
+PROCESS_IN_USE = re.compile(r"Process (\d+) has " + SIZE + r" memory in use")
+SELF_IN_USE = re.compile(r"this process has " + SIZE + r" memory in use")
 PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.IGNORECASE)
 
 # --- host RAM: a rank killed by SIGKILL, or the kernel / Slurm OOM killer ---
@@ -150,6 +157,16 @@ NCCL_ERROR = re.compile(
     # Nms for send|recv operation to complete" and "Application timeout caused pair closure"
     r"|Timed out waiting \d+ms for (?:send|recv) operation|Application timeout caused pair closure"
 )
+# NCCL failures that are no collective waiting on a rank: a system call (socket, bind, malloc), NCCL's own
+# invariants or a wrong call. Not memory and not a timeout; "unhandled cuda error" stays with the timeouts,
+# since the CUDA failure under it (often an OOM) follows on the next lines.
+NCCL_SETUP = re.compile(
+    r"unhandled system error|ncclSystemError|internal error - please report|ncclInternalError|invalid usage|ncclInvalidUsage"
+    r"|invalid argument|ncclInvalidArgument"
+    # a rank that cannot set its own sockets up (a port taken, no usable interface); unlike "Connection
+    # refused / closed by remote peer", never the echo of another rank dying
+    r"|NCCL WARN (?:Call to (?:bind|listen) failed|Bootstrap : no socket interface found|NET/Socket : no usable interface)"
+)
 GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?:send|recv) operation|Application timeout caused pair closure")
 RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 # Ranks that called different collectives: gloo's size check, torch's TORCH_DISTRIBUTED_DEBUG=DETAIL check.
@@ -157,6 +174,10 @@ COLLECTIVE_MISMATCH = re.compile(
     r"Is there a distributed collective mismatch|Received data size doesn't match expected size"
     r"|Detected mismatch between collectives"
 )
+
+# A CUDA kernel's device-side assertion (an index out of range, a label outside the classes): the crash is
+# the data or the code, never memory. ATen prints one line per failing thread before the RuntimeError.
+DEVICE_ASSERT = re.compile(r"(?:\.cu|\.cuh):\d+: .*Assertion `[^`]+` failed")
 
 # --- configuration errors ---
 DS_BATCH = re.compile(

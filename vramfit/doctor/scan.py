@@ -178,6 +178,10 @@ class Scan:
                 if self._frame(joined, owner):
                     return True
             owner.wrapped = owner.partial = None
+        at = text.find(P.TRACEBACK)
+        if at > 0 and text[:at].strip() and not P.IPYTHON_HEADER.match(text):
+            # a paste whose line breaks were lost (inline code): what precedes the traceback is its own message
+            self._event(text[:at], rank, stream, with_noise[: len(with_noise) - len(text) + at])
         header = P.IPYTHON_HEADER.match(text)
         if header:  # IPython prints the exception's name first, its message after the frames
             self._open(stream)
@@ -251,6 +255,17 @@ class Scan:
         event.extra["exception"] = match.group(1)
         self.exceptions.append(event)
 
+    def _not_memory(self, text: str, rank: int | None, stream: Stream, name: str = "NCCL error") -> None:
+        """A failure that is no memory failure and that the exception line may not name (wrappers such as
+        DistBackendError are not kept, and a paste may end before the exception)."""
+        frames = tuple(stream.frames) if not stream.closed else ()
+        stream.closed = True
+        if len(self.exceptions) < MAX_EVENTS:
+            event = Event("other_error", self.lines, text.strip(), rank, frames)
+            event.phase = phase_of(frames)
+            event.extra["exception"] = name
+            self.exceptions.append(event)
+
     def _unwrap(self, stream: Stream, text: str, key: str) -> bool:
         """The next piece of an OOM message hard-wrapped over lines ('GPU  has a to' / 'tal capacity of ...')."""
         event, so_far, left = stream.wrapped
@@ -317,18 +332,6 @@ class Scan:
         if shm:
             self._add("shm_exhausted", text, rank, stream)
             return True
-        silent = P.SILENT_KILL.search(with_noise or text)
-        if silent:
-            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
-                self.torn_down.add(silent.group(1) or silent.group(2))
-            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
-                self.settings.values.setdefault("uses_deepspeed", True)
-            if len(self.silent_kills) < MAX_EVENTS:
-                event = Event("host_oom", self.lines, text.strip(), rank)
-                event.phase = self._where()
-                event.extra["silent"] = True
-                self.silent_kills.append(event)
-            return True
         if P.HOST_KILL.search(text) or P.DATALOADER_KILL.search(text):
             hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
             if hint:  # "Loading checkpoint shards: 57% 4/7 [...]ERROR:...failed (exitcode: -9)"
@@ -345,11 +348,31 @@ class Scan:
                 event.figures["killed_rss_gib"] = round(int(rss.group(1)) / 2**20, 2)
             self._failure(text, stream)
             return True
+        silent = P.SILENT_KILL.search(with_noise or text)
+        if silent:
+            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
+                self.torn_down.add(silent.group(1) or silent.group(2))
+            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
+                self.settings.values.setdefault("uses_deepspeed", True)
+            if len(self.silent_kills) < MAX_EVENTS:
+                event = Event("host_oom", self.lines, text.strip(), rank)
+                event.phase = self._where()
+                event.extra["silent"] = True
+                self.silent_kills.append(event)
+            return True
         mismatch = P.COLLECTIVE_MISMATCH.search(text)
         if mismatch:  # the event is the message itself, not the C++ enforce prefix before it
             self._add("collective_mismatch", text[mismatch.start() :], rank, stream)
             return True
         match = P.NCCL_TIMEOUT.search(text)
+        if not match and P.NCCL_SETUP.search(text):  # not memory, and no rank kept the others waiting
+            if not any(e.extra.get("exception") == "NCCL error" for e in self.exceptions):  # its detail lines follow
+                self._not_memory(text, rank, stream)
+            return True
+        if P.DEVICE_ASSERT.search(text):
+            if not any(e.extra.get("exception") == "device-side assertion" for e in self.exceptions):
+                self._not_memory(text, rank, stream, "device-side assertion")
+            return True
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
             event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream, close=bool(match))
@@ -441,6 +464,31 @@ class Scan:
                     event.extra["bogus_figures"] = True
         if "gpu" in raw:
             f["gpu"] = int(raw["gpu"])
+        self._other_processes(event)
+
+    def _other_processes(self, event: Event) -> None:
+        """GPU memory held by other processes, from torch 2.1+'s list of every process on the GPU. When the
+        message names this process's own total, every listed process is another; when it does not (a
+        container hides the PID), this process is the listed one whose total is closest above what PyTorch
+        holds, and only the rest are others."""
+        listed = [(int(pid), to_gib(size)) for pid, size in P.PROCESS_IN_USE.findall(event.text)]
+        if not listed:
+            return
+        own = P.SELF_IN_USE.search(event.text)
+        if own and to_gib(own.group(1)) > 0:
+            others = listed
+        else:
+            f = event.figures
+            held = f.get("allocated_gib", 0) + f.get("reserved_unallocated_gib", 0)
+            mine = [p for p in listed if p[1] >= 0.98 * held]
+            if not held or not mine:
+                return
+            me = min(mine, key=lambda p: p[1])
+            others = [p for p in listed if p is not me]
+        total = round(sum(size for _, size in others), 6)
+        if total > 0:
+            event.figures["other_processes_gib"] = total
+            event.extra["other_processes"] = others
 
     def _failure(self, text: str, stream: Stream) -> None:
         """An "exitcode : N" line of a ChildFailedError block."""
