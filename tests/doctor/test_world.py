@@ -501,3 +501,47 @@ def test_colab_frames_and_the_source_line_put_prediction_accumulation_first(tmp_
 def test_a_traceback_that_ends_in_training_step_says_no_phase(tmp_path):
     d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "training_step"))))
     assert d.phase == "unknown"
+
+
+# --- round 4 ---
+
+RAY_KILL = (
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    "Memory on the node (IP: 10.0.0.1, ID: ab) where the task (actor ID: cd, name=WorkerDict.__init__, pid=41, memory "
+    "used=56.57GB) was running was 246.41GB / 251.54GB (0.979583), which exceeds the memory usage threshold of 0.95.\n"
+    "PID     MEM(GB) COMMAND\n41 56.57   ray::WorkerDict.actor_rollout_generate_sequences\n"
+)
+
+
+def test_ray_memory_monitor_kills_are_host_ram_not_gpu(tmp_path):
+    d = diagnose(log(tmp_path, RAY_KILL))
+    assert (d.kind, d.phase) == ("host_oom", "generation")  # its process table says what the node was running
+    raylet = "(raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed\n"
+    assert diagnose(log(tmp_path, raylet, "raylet.log")).kind == "host_oom"
+
+
+def test_colab_linked_frames_and_loading_banners_give_the_phase(tmp_path):
+    cell = (
+        "OutOfMemoryError                          Traceback (most recent call last)\n"
+        "[/usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)\n"
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB of which 3.78 GiB is free.\n"
+    )
+    assert diagnose(log(tmp_path, cell)).phase == "forward"
+    banner = "Initializing language decoder from ../ckpt/vicuna_ckpt/7b_v0/ ...\n[INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
+    assert (lambda d: (d.kind, d.phase))(diagnose(log(tmp_path, banner, "b.log"))) == ("host_oom", "model_load")
+
+
+def test_an_exception_named_before_its_original_traceback_takes_the_frames_phase(tmp_path):
+    text = (
+        "RuntimeError: Caught RuntimeError in replica 1 on device 1.\n"
+        + traceback(("torch/nn/parallel/parallel_apply.py", "_worker"), ("transformers/models/qwen2/modeling_qwen2.py", "forward"), error="").replace(
+            "Traceback", "Original Traceback"
+        )[:-1]
+    )
+    d = diagnose(log(tmp_path, text))
+    assert (d.kind, d.phase) == ("other_error", "forward")
+
+
+def test_impossible_nvml_figures_name_no_other_process(tmp_path):
+    d = diagnose(log(tmp_path, SHARED.format(others="Process 7 has 17179869184.00 GiB memory in use. ", own="17179869184.00 GiB")))
+    assert "other_processes_gib" not in d.figures and keys(d)[0] != {"CUDA_VISIBLE_DEVICES"}

@@ -288,12 +288,16 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     if root is None:
         return diagnosis, None
     phase = root.phase
-    if phase == "unknown" and not root.frames and scan.dangling and root.kind == "cuda_oom":
-        phase = phase_of(scan.dangling)  # the error was named first, then a traceback the paste ends inside
+    if phase == "unknown" and not root.frames and scan.dangling and root.kind in ("cuda_oom", "other_error"):
+        # the error was named first, then a traceback the paste ends inside (DataParallel's "Caught X in
+        # replica 1 ... Original Traceback", a message quoted before the frames)
+        phase = phase_of(scan.dangling)
     if root.kind == "host_oom" and phase == "unknown":
         # a sibling's traceback can say the run was loading, saving, evaluating or generating
         framed = sorted((e for events in scan.events.values() for e in events if e.frames), key=lambda e: e.line)
         phase = next((p for p in (phase_of(e.frames) for e in framed) if p in CONTEXT), "unknown")
+        if phase == "unknown" and scan.report_phase not in (None, "training"):
+            phase = scan.report_phase
     by_step = root.kind == "cuda_oom" and _eval_step(phase, root.step, settings)
     if by_step:
         phase = "evaluation"

@@ -26,7 +26,7 @@ ANCHOR = re.compile(
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
     rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
     rb"|torch\.Size\(\[|shape ?[=:]? ?'?[\[(]|vocab_size|max_seq_len|cutoff_len|seq_length"
-    rb"|Assertion `|fsdp|FSDP|\.py in |nested_concat"
+    rb"|Assertion `|fsdp|FSDP|\.py in |\.py\]\(|nested_concat|Initiali|memory pressure|generate_sequences"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -57,7 +57,8 @@ FRAMES = (
     re.compile(r"^\s*File (\S+?\.py):\d+,? in (?:[\w.<>]+\.)?(\w+)\("),  # IPython: File path:12, in Class.func(
     re.compile(r"^\s*(\S+\.py)\(\d+\): (\w+)"),  # TorchScript "At:" blocks
     re.compile(r"^\s*()line \d+, in (\w+)\s*$"),  # a frame cut at the start of a paste
-    re.compile(r"^\s*(\S+\.py) in (\w+)\("),  # IPython < 8 / Colab: /path/trainer.py in evaluation_loop(self, ...)
+    # IPython < 8 / Colab: "/path/trainer.py in evaluation_loop(self, ...)", Colab's "[/path/x.py](https://localhost:8080/#) in f(t)"
+    re.compile(r"^\s*\[?([^\s\[\]]+\.py)(?:\]\([^)\s]*\))? in (\w+)\("),
 )
 PARTIAL_FRAME = re.compile(r'File "[^"]*$|File "[^"]+",?\s*$')  # a frame wrapped onto the next line
 IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceback \(most recent call last\)")
@@ -74,7 +75,7 @@ BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P
 
 # --- GPU memory ---
 OOM = re.compile(
-    r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|OutOfMemoryError"
+    r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: Task was killed)"
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
     r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
@@ -107,6 +108,8 @@ HOST_KILL = re.compile(
     r"|Signals\.SIGKILL|got signal: 9\b|Killed process \d+|oom-kill:|oom_reaper|invoked oom-killer"
     r"|oom[_-]kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
     r"|task \d+: Out Of Memory"
+    # Ray's memory monitor (verl, OpenRLHF): it kills a worker when the node's host RAM passes its threshold
+    r"|Task was killed due to the node running low on memory|killed due to memory pressure \(OOM\)"
 )
 DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal: (?!Bus error)")
 # /dev/shm too small: DataLoader workers pass batches through it, NCCL its intra-node buffers.
@@ -128,6 +131,7 @@ KILL_SOURCES = [
     (re.compile(r"oom[_-]kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
     (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
     (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
+    (re.compile(r"running low on memory|memory pressure"), "Ray's memory monitor killed a worker: the node's host RAM passed its threshold"),
     (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),
 ]
 KILLED_RANK = re.compile(r"local_rank[=:]\s*(\d+)|task (\d+): Out Of Memory")
@@ -215,9 +219,13 @@ HINTS = [
             r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
             r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
             r"|partition count \[\d+\] and sizes"
+            # "Initializing language decoder from ../vicuna/7b ...", "Loading base model from /models/..."
+            r"|\b(?:Loading|Initiali[sz]ing|Instantiating)\b[\w ,-]{0,40}\b(?:model|decoder|encoder|backbone|LLM|weights|checkpoint)s?\b[^.]{0,20}\bfrom\b"
         ),
         "model_load",
     ),
+    # verl / OpenRLHF rollout workers (ray::WorkerDict.actor_rollout_generate_sequences)
+    (re.compile(r"generate_sequences\b"), "generation"),
 ]
 # Within model loading: building optimizer states (host RAM for offloaded states) rather than reading weights.
 OPTIMIZER_INIT = re.compile(

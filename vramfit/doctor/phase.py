@@ -148,6 +148,9 @@ FORWARD = {
     "_call_impl",
     "_wrapped_call_impl",
     "compute_loss",
+    # accelerate's mixed-precision wrapper upcasting the forward's outputs (the logits) to fp32
+    "_convert_to_fp32",
+    "convert_to_fp32",
     # ZeRO-3 gathering a module's parameters as it runs
     "pre_sub_module_forward_function",
     "_pre_forward_module_hook",

@@ -59,6 +59,7 @@ class Stream:
 
 
 WRAP_LINES = 6  # lines an OOM message may be wrapped over
+REPORT_LINES = 16  # lines after a host-RAM kill that still belong to its report (Ray's top-10 memory users)
 COMPLETE = ("reserved in total by PyTorch)", "cached)", "but unallocated", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "environment-variables")
 
 
@@ -88,6 +89,7 @@ class Scan:
         self.max_rank: int | None = None
         self.dangling: tuple = ()  # frames of a traceback the paste ends inside
         self.torn_down: set[str] = set()  # pids the launcher tore down after a rank failed
+        self.report_phase: str | None = None  # where the lines just after a host-RAM kill say the node was
 
     # --- the per-line hot path ---
 
@@ -180,8 +182,10 @@ class Scan:
             owner.wrapped = owner.partial = None
         at = text.find(P.TRACEBACK)
         if at > 0 and text[:at].strip() and not P.IPYTHON_HEADER.match(text):
-            # a paste whose line breaks were lost (inline code): what precedes the traceback is its own message
-            self._event(text[:at], rank, stream, with_noise[: len(with_noise) - len(text) + at])
+            # a paste whose line breaks were lost (inline code): what precedes the traceback is its own line
+            before = with_noise[: len(with_noise) - len(text) + at]
+            if not self._event(text[:at], rank, stream, before):
+                self._context_line(before, key, stream)
         header = P.IPYTHON_HEADER.match(text)
         if header:  # IPython prints the exception's name first, its message after the frames
             self._open(stream)
@@ -472,9 +476,10 @@ class Scan:
         container hides the PID), this process is the listed one whose total is closest above what PyTorch
         holds, and only the rest are others."""
         listed = [(int(pid), to_gib(size)) for pid, size in P.PROCESS_IN_USE.findall(event.text)]
-        if not listed:
-            return
         own = P.SELF_IN_USE.search(event.text)
+        total = event.figures.get("total_gib")
+        if not listed or event.extra.get("bogus_figures") or (total and max(size for _, size in listed) > total):
+            return  # none listed, or NVML reporting impossible figures (WSL, some containers)
         if own and to_gib(own.group(1)) > 0:
             others = listed
         else:
@@ -524,6 +529,9 @@ class Scan:
         hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
         if hint:
             self._hint, self._hint_text = (self.lines, hint), text
+            kills = self.events.get("host_oom")
+            if kills and self.report_phase is None and self.lines - kills[-1].line <= REPORT_LINES:
+                self.report_phase = hint  # the kill report's own process table (Ray lists what the node ran)
         step = P.STEP.search(text)
         if step:
             self._train_bar = (self.lines, step.group(0).encode())
