@@ -545,3 +545,35 @@ def test_an_exception_named_before_its_original_traceback_takes_the_frames_phase
 def test_impossible_nvml_figures_name_no_other_process(tmp_path):
     d = diagnose(log(tmp_path, SHARED.format(others="Process 7 has 17179869184.00 GiB memory in use. ", own="17179869184.00 GiB")))
     assert "other_processes_gib" not in d.figures and keys(d)[0] != {"CUDA_VISIBLE_DEVICES"}
+
+
+# --- round 5 ---
+
+
+def test_ray_kill_report_without_its_headline_and_model_actor_init(tmp_path):
+    report = (
+        "Memory on the node ( ID: 37f3) where the task (actor ID: 658f, name=RewardModelRayActor.__init__, pid=5315, memory "
+        "used=1.67GB) was running was 445.48GB / 468.75GB (0.950365), which exceeds the memory usage threshold of 0.95. "
+        "Ray killed this worker (ID: 3842) because it was the most recently scheduled task\n"
+        "PID\tMEM(GB)\tCOMMAND\n5313\t202.20\tray::CriticModelRayActor.init_model_from_pretrained\n"
+    )
+    d = diagnose(log(tmp_path, report))
+    assert (d.kind, d.phase) == ("host_oom", "model_load")
+
+
+@pytest.mark.parametrize(
+    "line, variable",
+    [
+        ("RuntimeError: Allocation is out of device memory on current platform.", None),  # Intel XPU (ipex)
+        (
+            "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 49.92 GiB already "
+            "allocated; 49.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in total by PyTorch)",
+            "PYTORCH_NPU_ALLOC_CONF",
+        ),
+    ],
+)
+def test_intel_and_ascend_wordings_are_device_oom_with_their_own_allocator(tmp_path, line, variable):
+    d = diagnose(log(tmp_path, line + "\n"))
+    assert d.kind == "cuda_oom"
+    envs = {k for fix in d.fixes for k in fix.get("env", {})}
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in envs and (variable is None or variable in envs)

@@ -160,7 +160,10 @@ class Context:
         """The allocator setting that lets cached blocks serve the request, in the version the message is from:
         expandable segments from torch 2.1; max_split_size_mb before (1.10-2.0); nothing in 1.0-1.3."""
         raw = self.root.raw
-        variable = "PYTORCH_HIP_ALLOC_CONF" if self.root.extra.get("platform") == "rocm" else "PYTORCH_CUDA_ALLOC_CONF"
+        platform = self.root.extra.get("platform")
+        if platform == "xpu":
+            return []  # no allocator setting for Intel GPUs in the torch versions these messages come from
+        variable = {"rocm": "PYTORCH_HIP_ALLOC_CONF", "npu": "PYTORCH_NPU_ALLOC_CONF"}.get(platform, "PYTORCH_CUDA_ALLOC_CONF")
         if "expandable_segments:true" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")).lower():
             return []
         if "max_split_size_mb" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")) and "reserved_total" in raw:

@@ -26,7 +26,7 @@ ANCHOR = re.compile(
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
     rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
     rb"|torch\.Size\(\[|shape ?[=:]? ?'?[\[(]|vocab_size|max_seq_len|cutoff_len|seq_length"
-    rb"|Assertion `|fsdp|FSDP|\.py in |\.py\]\(|nested_concat|Initiali|memory pressure|generate_sequences"
+    rb"|Assertion `|fsdp|FSDP|\.py in |\.py\]\(|nested_concat|Initiali|memory pressure|memory usage threshold|generate_sequences|from_pretrained|device memory|NPU out"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -79,7 +79,9 @@ OOM = re.compile(
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
     r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
-    r"|XPU out of memory"
+    r"|XPU out of memory|NPU out of memory"
+    # Intel's SYCL / Level Zero runtime (ipex, torch XPU): its own words for the device being full
+    r"|Allocation is out of device memory on current platform|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
     r"|larger than the available KV cache memory"
 )
 VLLM_KV = re.compile(r"No available memory for the cache blocks|available KV cache memory")
@@ -110,6 +112,7 @@ HOST_KILL = re.compile(
     r"|task \d+: Out Of Memory"
     # Ray's memory monitor (verl, OpenRLHF): it kills a worker when the node's host RAM passes its threshold
     r"|Task was killed due to the node running low on memory|killed due to memory pressure \(OOM\)"
+    r"|which exceeds the memory usage threshold of [\d.]+\. Ray killed this worker"  # the report without its headline
 )
 DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal: (?!Bus error)")
 # /dev/shm too small: DataLoader workers pass batches through it, NCCL its intra-node buffers.
@@ -131,7 +134,10 @@ KILL_SOURCES = [
     (re.compile(r"oom[_-]kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
     (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
     (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
-    (re.compile(r"running low on memory|memory pressure"), "Ray's memory monitor killed a worker: the node's host RAM passed its threshold"),
+    (
+        re.compile(r"running low on memory|memory pressure|memory usage threshold"),
+        "Ray's memory monitor killed a worker: the node's host RAM passed its threshold",
+    ),
     (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),
 ]
 KILLED_RANK = re.compile(r"local_rank[=:]\s*(\d+)|task (\d+): Out Of Memory")
@@ -220,6 +226,7 @@ HINTS = [
             r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
             r"|partition count \[\d+\] and sizes"
             # "Initializing language decoder from ../vicuna/7b ...", "Loading base model from /models/..."
+            r"|init_model_from_pretrained"  # OpenRLHF's Ray model actors building their models
             r"|\b(?:Loading|Initiali[sz]ing|Instantiating)\b[\w ,-]{0,40}\b(?:model|decoder|encoder|backbone|LLM|weights|checkpoint)s?\b[^.]{0,20}\bfrom\b"
         ),
         "model_load",

@@ -323,6 +323,10 @@ class Scan:
             event = self._add("cuda_oom", text, rank, stream)
             if "HIP" in text:
                 event.extra["platform"] = "rocm"
+            elif "NPU out of memory" in text:
+                event.extra["platform"] = "npu"  # Ascend torch_npu
+            elif "XPU" in text or "device memory on current platform" in text or "UR_RESULT_ERROR" in text:
+                event.extra["platform"] = "xpu"  # Intel
             if P.VLLM_KV.search(text) or any("vllm" in path for path, _ in event.frames):
                 event.extra["vllm"] = True
                 if event.phase == "unknown" or P.VLLM_KV.search(text):
