@@ -577,3 +577,30 @@ def test_intel_and_ascend_wordings_are_device_oom_with_their_own_allocator(tmp_p
     assert d.kind == "cuda_oom"
     envs = {k for fix in d.fixes for k in fix.get("env", {})}
     assert "PYTORCH_CUDA_ALLOC_CONF" not in envs and (variable is None or variable in envs)
+
+
+# --- round 6 ---
+
+
+def test_vllm_sleep_mode_allocator_oom_is_a_rollout_oom_in_any_case(tmp_path):
+    d = diagnose(log(tmp_path, "Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n"))
+    assert (d.kind, d.phase) == ("cuda_oom", "generation")
+    assert keys(d)[0] & {"vllm_gpu_memory_utilization", "gpu_memory_utilization"}
+
+
+def test_a_traceback_on_one_line_keeps_its_frames_and_its_exception(tmp_path):
+    line = (
+        'Traceback (most recent call last): File "/x/train.py", line 728, in train_batch loss.backward() '
+        'File "/usr/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward torch.autograd.backward( '
+        'File "/usr/lib/python3.11/site-packages/torch/autograd/graph.py", line 823, in _engine_run_backward return 1 '
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    d = diagnose(log(tmp_path, line))
+    assert (d.kind, d.phase) == ("other_error", "backward")
+    oom = line.replace("RuntimeError: CUDA error: an illegal memory access was encountered", MESSAGE)
+    assert (lambda d: (d.kind, d.phase))(diagnose(log(tmp_path, oom, "oom.log"))) == ("cuda_oom", "backward")
+
+
+def test_a_vision_function_in_a_compiled_copy_puts_max_pixels_first(tmp_path):
+    frames = (*TRAIN, ("unsloth_compiled_cache/unsloth_compiled_module_qwen2_vl.py", "VisionSdpaAttention_forward"))
+    assert keys(diagnose(log(tmp_path, traceback(*frames))))[0] == {"data.max_pixels"}

@@ -7,6 +7,7 @@ keep the global batch: per-device batch down, gradient accumulation up by the sa
 
 from __future__ import annotations
 
+import re
 from math import gcd
 
 from vramfit.divisors import divisors
@@ -198,6 +199,7 @@ LOGITS = (
     "lm_head",
 )
 VISION = ("vision", "visual", "siglip", "clip", "vit", "image_encoder", "patch_embed")
+VISION_FUNC = re.compile(r"(?i)(?:^|_)vision|^Vision|visual(?!iz)")
 
 
 def _evidence(c: Context) -> set[str]:
@@ -207,6 +209,8 @@ def _evidence(c: Context) -> set[str]:
     for path, func in c.root.frames:
         if func in LOGITS:
             found.add("logits")
+        if VISION_FUNC.search(func):  # VisionSdpaAttention_forward, vision_model, visual_forward (compiled copies too)
+            found.add("vision")
         low = path.lower()
         model_file = "/models/" in low or "modeling_" in low or "transformers_modules/" in low
         if model_file and any(word in low.rsplit("/", 2)[-1] or word in low.rsplit("/", 2)[-2:][0] for word in VISION):

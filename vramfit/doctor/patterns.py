@@ -13,7 +13,7 @@ from vramfit.doctor.units import SIZE
 # One literal per thing worth a closer look. Literals without digits: lines that differ only in their
 # numbers (loss logs, timestamps) match alike, which lets the scanner remember the quiet ones.
 ANCHOR = re.compile(
-    rb"out of memory|OutOfMemory|Out of memory|CUBLAS_STATUS_ALLOC_FAILED|oom|OOM|Killed|SIGKILL"
+    rb"out of memory|OutOfMemory|Out of memory|Out Of Memory|CUBLAS_STATUS_ALLOC_FAILED|oom|OOM|Killed|SIGKILL"
     rb"|exitcode|return code|got signal|killed by signal|local_rank|Root Cause"
     rb"|Traceback|File \"|\.py:|Error|error|Watchdog|watchdog|NCCL|Timeout|TCPStore"
     rb"|- ds |NOT_AVAILABLE|require grad|size of tensor|use_reentrant|num_generations"
@@ -63,6 +63,7 @@ FRAMES = (
 PARTIAL_FRAME = re.compile(r'File "[^"]*$|File "[^"]+",?\s*$')  # a frame wrapped onto the next line
 IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceback \(most recent call last\)")
 EXCEPTION_LINE = re.compile(r"^\s*(?:\*\*\* )?(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+RAISED_INLINE = re.compile(r"(?<![\w.])(?:[\w.]+\.)?\w*(?:Error|Exception): ")  # what a one-line traceback raised
 EXCEPTION = re.compile(r"^\s*(?:\*\*\* )?((?:[\w.]+\.)?(\w*(?:Error|Exception)))\b:?\s*(.*)")
 # Exceptions that only report another process's failure; the failure itself is elsewhere in the log.
 WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "SystemExit", "DistBackendError", "RendezvousError"}
@@ -75,7 +76,7 @@ BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P
 
 # --- GPU memory ---
 OOM = re.compile(
-    r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: Task was killed)"
+    r"CUDA out of memory|(?i:cuda error: out of memory)|HIP out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: Task was killed)"
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
     r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
@@ -85,6 +86,8 @@ OOM = re.compile(
     r"|larger than the available KV cache memory"
 )
 VLLM_KV = re.compile(r"No available memory for the cache blocks|available KV cache memory")
+# vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp): the rollout engine's own memory pool
+VLLM_ALLOCATOR = re.compile(r"cumem_allocator")
 OOM_FIGURES = {
     "requested": [re.compile(r"Tried to allocate " + SIZE)],
     "gpu": [re.compile(r"\bGPU (\d+)")],

@@ -193,6 +193,13 @@ class Scan:
             return True
         if P.TRACEBACK in text:
             self._open(stream)
+            rest = text[text.find(P.TRACEBACK) + len(P.TRACEBACK) :]
+            if rest.count('File "') > 1:  # the whole traceback on this line: its line breaks were lost
+                self._collapsed(rest, rank, stream, rest)
+            elif 'File "' in rest:
+                self._frame(rest, stream)
+            return True
+        if text.count('File "') > 1 and self._collapsed(text, rank, stream, with_noise):
             return True
         if self._frame(text, stream):
             return True
@@ -220,6 +227,25 @@ class Scan:
             # a source line under a frame, or the code line a paste starts with: 'denom = (exp_avg_sq.sqrt() ...'
             stream.frames.append(("<source>", hint.group(1)))
         return self._context_line(with_noise, key, stream) or bool(hint)
+
+    def _collapsed(self, text: str, rank: int | None, stream: Stream, with_noise: str) -> bool:
+        """A traceback pasted with its line breaks lost: every frame on one line, then what it raised."""
+        frames = list(P.FRAMES[0].finditer(text))
+        if len(frames) < 2:
+            return False
+        if stream.closed:
+            stream.frames.clear()
+            stream.closed = False
+        for frame in frames:
+            stream.frames.append((frame.group(1), frame.group(2)))
+            self.settings.from_frame(frame.group(1), frame.group(2))
+        tail = text[frames[-1].end() :]
+        raised = P.RAISED_INLINE.search(tail)
+        if raised:
+            rest = tail[raised.start() :]
+            if not self._event(rest, rank, stream, rest):
+                self._exception(P.EXCEPTION.match(rest), rest, rank, stream)
+        return True
 
     def _open(self, stream: Stream) -> None:
         stream.frames.clear()
@@ -327,9 +353,9 @@ class Scan:
                 event.extra["platform"] = "npu"  # Ascend torch_npu
             elif "XPU" in text or "device memory on current platform" in text or "UR_RESULT_ERROR" in text:
                 event.extra["platform"] = "xpu"  # Intel
-            if P.VLLM_KV.search(text) or any("vllm" in path for path, _ in event.frames):
+            if P.VLLM_KV.search(text) or P.VLLM_ALLOCATOR.search(text) or any("vllm" in path for path, _ in event.frames):
                 event.extra["vllm"] = True
-                if event.phase == "unknown" or P.VLLM_KV.search(text):
+                if event.phase == "unknown" or P.VLLM_KV.search(text) or P.VLLM_ALLOCATOR.search(text):
                     event.phase = "generation"
             self._oom_parse(event, text)
             if "Tried to allocate" in text and not any(word in text for word in COMPLETE):
