@@ -585,7 +585,10 @@ def test_intel_and_ascend_wordings_are_device_oom_with_their_own_allocator(tmp_p
 def test_vllm_sleep_mode_allocator_oom_is_a_rollout_oom_in_any_case(tmp_path):
     d = diagnose(log(tmp_path, "Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n"))
     assert (d.kind, d.phase) == ("cuda_oom", "generation")
-    assert keys(d)[0] & {"vllm_gpu_memory_utilization", "gpu_memory_utilization"}
+    # an allocation inside vLLM failed with the GPU full: vLLM must ask for less (the KV-budget error asks for more)
+    assert d.fixes[0]["overrides"]["vllm_gpu_memory_utilization"] < 0.9
+    budget = diagnose(log(tmp_path, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n", "kv.log"))
+    assert budget.fixes[0]["overrides"]["vllm_gpu_memory_utilization"] > 0.7
 
 
 def test_a_traceback_on_one_line_keeps_its_frames_and_its_exception(tmp_path):

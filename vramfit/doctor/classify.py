@@ -171,7 +171,7 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
         offload = [w for w in ("param", "optimizer") if settings.get(f"offload_{w}") in ("cpu", "nvme")]
         pinned = any(settings.get(f"offload_{w}_pin_memory") for w in offload)
         how = next((description for regex, description in P.KILL_SOURCES if regex.search(root.text)), "the process was killed (SIGKILL)")
-        why = f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
+        why = how if how.startswith("Ray") else f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
         if "killed_rss_gib" in f:
             why += f"; the killed process held {gib(f['killed_rss_gib'])} resident"
         if phase == "model_load":
@@ -211,6 +211,11 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
             "evaluation keeps logits/predictions on the GPU on top of the training state"
         )
     if root.extra.get("vllm"):
+        if not P.VLLM_KV.search(root.text):
+            return "generation_rollout", (
+                f"'{root.text[:120]}': an allocation inside vLLM's rollout engine failed with the GPU full; vLLM "
+                "reserves gpu_memory_utilization x the GPU for itself, beside whatever else (the trainer) holds it"
+            )
         return "generation_rollout", (
             f"'{root.text[:120]}': vLLM sizes its KV cache from gpu_memory_utilization x "
             "the GPU, minus the weights and its activation peak; nothing was left for it"

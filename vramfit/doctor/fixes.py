@@ -551,6 +551,19 @@ def _shared_memory(c: Context) -> list[dict]:
 
 def _vllm(c: Context) -> list[dict]:
     current = c.s.get("vllm_gpu_memory_utilization")
+    if not P.VLLM_KV.search(c.root.text):
+        # an allocation inside vLLM failed (its pool, its weights, its CUDA graphs): the GPU was full, most often
+        # because the trainer shares it; vLLM asking for less is the fix (TRL's default went from 0.9 to 0.3)
+        target = round(max(0.3, (current or 0.9) - 0.2), 2)
+        return [
+            _fix(
+                "overrides",
+                {"vllm_gpu_memory_utilization": target},
+                f"'{c.root.text[:70]}': an allocation inside vLLM failed with the GPU full; vLLM reserves "
+                f"gpu_memory_utilization x GPU up front, so {target} leaves room for what shares the GPU with it",
+            ),
+            _fix("overrides", {"vllm_max_model_len": 4096}, "a shorter max_model_len needs fewer KV blocks to serve one sequence"),
+        ]
     target = round(min(0.95, (current or 0.7) + 0.2), 2)
     return [
         _fix(
