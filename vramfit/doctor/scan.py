@@ -399,7 +399,7 @@ class Scan:
             self._add("collective_mismatch", text[mismatch.start() :], rank, stream)
             return True
         match = P.NCCL_TIMEOUT.search(text)
-        if not match and P.NCCL_SETUP.search(text):  # not memory, and no rank kept the others waiting
+        if not match and "ccl" in text.lower() and P.NCCL_SETUP.search(text):  # not memory, and no rank kept the others waiting
             if not any(e.extra.get("exception") == "NCCL error" for e in self.exceptions):  # its detail lines follow
                 self._not_memory(text, rank, stream)
             return True
