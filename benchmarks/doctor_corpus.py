@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -70,6 +71,7 @@ def main() -> int:
     rows = sorted(Path(args.corpus).glob("*.log"))
     counts = {"kind": 0, "phase": 0, "first_fix": 0, "all": 0}
     heldout = [0, 0]  # logs collected after the doctor was tuned on the rest: all three right, total
+    rounds: dict[str, list[int]] = {}  # the same, per collection round named in the sidecar ("round 3", ...)
     crashes = []
     for log in rows:
         side = json.loads(log.with_name(log.stem + ".source.json").read_text())
@@ -87,6 +89,10 @@ def main() -> int:
         if side.get("heldout"):
             heldout[0] += all(right.values())
             heldout[1] += 1
+            named = re.search(r"\bround \d+", side["heldout"])
+            tally = rounds.setdefault(named.group(0) if named else "rounds 1-2", [0, 0])
+            tally[0] += all(right.values())
+            tally[1] += 1
         if args.verbose and not all(right.values()):
             print(
                 f"{log.stem}: kind {d.kind} (want {want['kind']}), phase {d.phase} (want {want['phase']}), "
@@ -100,6 +106,8 @@ def main() -> int:
     print(f"  tracebacks {len(crashes):>3}")
     if heldout[1]:
         print(f"  held-out subset (collected after the changes; see its sidecars): all three {heldout[0]}/{heldout[1]}")
+        for name, (good, total) in sorted(rounds.items()):
+            print(f"    {name}: all three {good}/{total} now (first contact: see each sidecar's heldout note)")
     for name, text in crashes:
         print(f"--- {name}\n{text}")
     project()

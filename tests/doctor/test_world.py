@@ -416,3 +416,194 @@ def test_closed_stdout_is_no_traceback(tmp_path):
     proc.stdout.close()  # the reader went away before the first line (| head -0)
     assert proc.wait(timeout=60) == 0
     assert b"Traceback" not in proc.stderr.read()
+
+
+# --- round 3 (issue threads the corpus lacked): each rule below, one by one ---
+
+SHARED = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 238.00 MiB. GPU 0 has a total capacity of 22.05 GiB "
+    "of which 10.81 MiB is free. {others}Including non-PyTorch memory, this process has {own} memory in use. Of the "
+    "allocated memory 15.43 GiB is allocated by PyTorch, and 1.07 GiB is reserved by PyTorch but unallocated.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "others, own, first",
+    [
+        ("Process 43872 has 4.97 GiB memory in use. ", "17.05 GiB", {"CUDA_VISIBLE_DEVICES"}),  # another workload
+        # four sibling ranks' bare CUDA contexts on this GPU: no workload to move away
+        ("Process 1 has 398.00 MiB memory in use. " * 4, "17.05 GiB", {"PYTORCH_CUDA_ALLOC_CONF"}),
+        # a container hides which PID is this one: the listed process whose total covers PyTorch's is this one
+        ("Process 26469 has 16.60 GiB memory in use. ", "0 bytes", {"PYTORCH_CUDA_ALLOC_CONF"}),
+    ],
+)
+def test_memory_other_processes_hold_on_the_gpu_is_freed_first(tmp_path, others, own, first):
+    d = diagnose(log(tmp_path, SHARED.format(others=others, own=own)))
+    assert keys(d)[0] == first
+
+
+FSDP_RUN = 'torchrun --nproc_per_node=5 train.py --per_device_train_batch_size 1 --fsdp "full_shard auto_wrap{}" \\\n'
+
+
+@pytest.mark.parametrize("offload", ["", " offload"])
+def test_an_fsdp_run_gets_fsdp_offload_never_zero3(tmp_path, offload):
+    step = traceback(*TRAIN, ("torch/optim/optimizer.py", "wrapper"), ("torch/optim/adamw.py", "_multi_tensor_adamw"))
+    d = diagnose(log(tmp_path, FSDP_RUN.format(offload) + step))
+    assert d.settings["fsdp"] is True and d.phase == "optimizer_step"
+    assert all(fix.get("overrides", {}).get("deepspeed") is None for fix in d.fixes)
+    assert [fix["overrides"] for fix in d.fixes if "fsdp" in fix.get("overrides", {})] == ([] if offload else [{"fsdp": "full_shard auto_wrap offload"}])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        traceback(
+            ("torch/nn/parallel/distributed.py", "__init__"),
+            error="RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:911, unhandled system error, NCCL version 2.7.8",
+        )
+        + "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n",
+        "host:140:140 [0] include/socket.h:333 NCCL WARN Call to bind failed : Address already in use\n"
+        + traceback(("torch/distributed/distributed_c10d.py", "all_reduce"), error="")[:-1],
+        "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [640,0,0], thread: [127,0,0] "
+        "Assertion `srcIndex < srcSelectDimSize` failed.\n" * 3 + traceback(*TRAIN, error="")[:-1],
+    ],
+    ids=["nccl-system-error", "nccl-bind", "device-side-assert"],
+)
+def test_nccl_setup_failures_and_device_asserts_are_not_memory_nor_timeouts(tmp_path, text):
+    d = diagnose(log(tmp_path, text))
+    assert (d.kind, d.cause, d.fixes) == ("other_error", "not_memory", [])
+
+
+def test_a_paste_whose_line_breaks_were_lost_still_shows_the_kill(tmp_path):
+    # inline code in an issue joins the launcher's lines: teardown, the -9 exit and its traceback on one line
+    line = (
+        "Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]WARNING:torch.distributed.elastic.multiprocessing"
+        ".api:Sending process 899505 closing signal SIGTERM    ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+        '(exitcode: -9) local_rank: 4 (pid: 899509) of binary: /bin/python    Traceback (most recent call last):    File "/bin/torchrun"\n'
+    )
+    d = diagnose(log(tmp_path, line))
+    assert (d.kind, d.phase, d.ranks) == ("host_oom", "model_load", [4])
+
+
+def test_colab_frames_and_the_source_line_put_prediction_accumulation_first(tmp_path):
+    cell = textwrap.dedent("""\
+        OutOfMemoryError                          Traceback (most recent call last)
+        <ipython-input-13-941869335d74> in <cell line: 1>()
+        ----> 1 predictions = trainer.predict(test_dataset)
+
+        /usr/local/lib/python3.10/dist-packages/transformers/trainer.py in evaluation_loop(self, dataloader, description)
+        -> 3140                 preds_host = logits if preds_host is None else nested_concat(preds_host, logits, padding_index=-100)
+        """)
+    d = diagnose(log(tmp_path, cell))
+    assert (d.kind, d.phase) == ("cuda_oom", "evaluation") and keys(d)[0] == {"eval_accumulation_steps"}
+
+
+def test_a_traceback_that_ends_in_training_step_says_no_phase(tmp_path):
+    d = diagnose(log(tmp_path, traceback(*TRAIN, ("transformers/trainer.py", "training_step"))))
+    assert d.phase == "unknown"
+
+
+# --- round 4 ---
+
+RAY_KILL = (
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    "Memory on the node (IP: 10.0.0.1, ID: ab) where the task (actor ID: cd, name=WorkerDict.__init__, pid=41, memory "
+    "used=56.57GB) was running was 246.41GB / 251.54GB (0.979583), which exceeds the memory usage threshold of 0.95.\n"
+    "PID     MEM(GB) COMMAND\n41 56.57   ray::WorkerDict.actor_rollout_generate_sequences\n"
+)
+
+
+def test_ray_memory_monitor_kills_are_host_ram_not_gpu(tmp_path):
+    d = diagnose(log(tmp_path, RAY_KILL))
+    assert (d.kind, d.phase) == ("host_oom", "generation")  # its process table says what the node was running
+    raylet = "(raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed\n"
+    assert diagnose(log(tmp_path, raylet, "raylet.log")).kind == "host_oom"
+
+
+def test_colab_linked_frames_and_loading_banners_give_the_phase(tmp_path):
+    cell = (
+        "OutOfMemoryError                          Traceback (most recent call last)\n"
+        "[/usr/local/lib/python3.10/dist-packages/accelerate/utils/operations.py](https://localhost:8080/#) in _convert_to_fp32(tensor)\n"
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB of which 3.78 GiB is free.\n"
+    )
+    assert diagnose(log(tmp_path, cell)).phase == "forward"
+    banner = "Initializing language decoder from ../ckpt/vicuna_ckpt/7b_v0/ ...\n[INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
+    assert (lambda d: (d.kind, d.phase))(diagnose(log(tmp_path, banner, "b.log"))) == ("host_oom", "model_load")
+
+
+def test_an_exception_named_before_its_original_traceback_takes_the_frames_phase(tmp_path):
+    text = (
+        "RuntimeError: Caught RuntimeError in replica 1 on device 1.\n"
+        + traceback(("torch/nn/parallel/parallel_apply.py", "_worker"), ("transformers/models/qwen2/modeling_qwen2.py", "forward"), error="").replace(
+            "Traceback", "Original Traceback"
+        )[:-1]
+    )
+    d = diagnose(log(tmp_path, text))
+    assert (d.kind, d.phase) == ("other_error", "forward")
+
+
+def test_impossible_nvml_figures_name_no_other_process(tmp_path):
+    d = diagnose(log(tmp_path, SHARED.format(others="Process 7 has 17179869184.00 GiB memory in use. ", own="17179869184.00 GiB")))
+    assert "other_processes_gib" not in d.figures and keys(d)[0] != {"CUDA_VISIBLE_DEVICES"}
+
+
+# --- round 5 ---
+
+
+def test_ray_kill_report_without_its_headline_and_model_actor_init(tmp_path):
+    report = (
+        "Memory on the node ( ID: 37f3) where the task (actor ID: 658f, name=RewardModelRayActor.__init__, pid=5315, memory "
+        "used=1.67GB) was running was 445.48GB / 468.75GB (0.950365), which exceeds the memory usage threshold of 0.95. "
+        "Ray killed this worker (ID: 3842) because it was the most recently scheduled task\n"
+        "PID\tMEM(GB)\tCOMMAND\n5313\t202.20\tray::CriticModelRayActor.init_model_from_pretrained\n"
+    )
+    d = diagnose(log(tmp_path, report))
+    assert (d.kind, d.phase) == ("host_oom", "model_load")
+
+
+@pytest.mark.parametrize(
+    "line, variable",
+    [
+        ("RuntimeError: Allocation is out of device memory on current platform.", None),  # Intel XPU (ipex)
+        (
+            "RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 49.92 GiB already "
+            "allocated; 49.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in total by PyTorch)",
+            "PYTORCH_NPU_ALLOC_CONF",
+        ),
+    ],
+)
+def test_intel_and_ascend_wordings_are_device_oom_with_their_own_allocator(tmp_path, line, variable):
+    d = diagnose(log(tmp_path, line + "\n"))
+    assert d.kind == "cuda_oom"
+    envs = {k for fix in d.fixes for k in fix.get("env", {})}
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in envs and (variable is None or variable in envs)
+
+
+# --- round 6 ---
+
+
+def test_vllm_sleep_mode_allocator_oom_is_a_rollout_oom_in_any_case(tmp_path):
+    d = diagnose(log(tmp_path, "Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62\n"))
+    assert (d.kind, d.phase) == ("cuda_oom", "generation")
+    # an allocation inside vLLM failed with the GPU full: vLLM must ask for less (the KV-budget error asks for more)
+    assert d.fixes[0]["overrides"]["vllm_gpu_memory_utilization"] < 0.9
+    budget = diagnose(log(tmp_path, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n", "kv.log"))
+    assert budget.fixes[0]["overrides"]["vllm_gpu_memory_utilization"] > 0.7
+
+
+def test_a_traceback_on_one_line_keeps_its_frames_and_its_exception(tmp_path):
+    line = (
+        'Traceback (most recent call last): File "/x/train.py", line 728, in train_batch loss.backward() '
+        'File "/usr/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward torch.autograd.backward( '
+        'File "/usr/lib/python3.11/site-packages/torch/autograd/graph.py", line 823, in _engine_run_backward return 1 '
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    d = diagnose(log(tmp_path, line))
+    assert (d.kind, d.phase) == ("other_error", "backward")
+    oom = line.replace("RuntimeError: CUDA error: an illegal memory access was encountered", MESSAGE)
+    assert (lambda d: (d.kind, d.phase))(diagnose(log(tmp_path, oom, "oom.log"))) == ("cuda_oom", "backward")
+
+
+def test_a_vision_function_in_a_compiled_copy_puts_max_pixels_first(tmp_path):
+    frames = (*TRAIN, ("unsloth_compiled_cache/unsloth_compiled_module_qwen2_vl.py", "VisionSdpaAttention_forward"))
+    assert keys(diagnose(log(tmp_path, traceback(*frames))))[0] == {"data.max_pixels"}

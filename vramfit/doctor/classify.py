@@ -143,7 +143,18 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
     """(cause, why) for the root event."""
     f, kind = figures, root.kind
     if kind == "other_error":
-        return "not_memory", (f"'{root.text[:160]}' is not a memory failure: no memory setting fixes it; the traceback above it says which code raised it")
+        why = f"'{root.text[:160]}' is not a memory failure: no memory setting fixes it"
+        if root.extra.get("exception") == "NCCL error":
+            return "not_memory", why + (
+                "; NCCL failed in a system call or its own setup (sockets, ports, network interface), not a rank "
+                "keeping the others waiting: NCCL_DEBUG=INFO names the call that failed"
+            )
+        if root.extra.get("exception") == "device-side assertion":
+            return "not_memory", why + (
+                "; a CUDA kernel's assertion: an index outside its tensor (token ids beyond the embedding table "
+                "after adding tokens without resizing it, labels outside the classes); CUDA_LAUNCH_BLOCKING=1 names the op"
+            )
+        return "not_memory", why + "; the traceback above it says which code raised it"
     if kind == "shm_exhausted":
         return "shared_memory", (
             f"'{root.text[:110]}': /dev/shm ran out. DataLoader workers hand every batch to the "
@@ -160,7 +171,7 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
         offload = [w for w in ("param", "optimizer") if settings.get(f"offload_{w}") in ("cpu", "nvme")]
         pinned = any(settings.get(f"offload_{w}_pin_memory") for w in offload)
         how = next((description for regex, description in P.KILL_SOURCES if regex.search(root.text)), "the process was killed (SIGKILL)")
-        why = f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
+        why = how if how.startswith("Ray") else f"{how}: SIGKILL is how the kernel's OOM killer reclaims host RAM"
         if "killed_rss_gib" in f:
             why += f"; the killed process held {gib(f['killed_rss_gib'])} resident"
         if phase == "model_load":
@@ -200,6 +211,11 @@ def _cause(root: Event, figures: dict, phase: str, settings: dict, by_step: bool
             "evaluation keeps logits/predictions on the GPU on top of the training state"
         )
     if root.extra.get("vllm"):
+        if not P.VLLM_KV.search(root.text):
+            return "generation_rollout", (
+                f"'{root.text[:120]}': an allocation inside vLLM's rollout engine failed with the GPU full; vLLM "
+                "reserves gpu_memory_utilization x the GPU for itself, beside whatever else (the trainer) holds it"
+            )
         return "generation_rollout", (
             f"'{root.text[:120]}': vLLM sizes its KV cache from gpu_memory_utilization x "
             "the GPU, minus the weights and its activation peak; nothing was left for it"
@@ -277,12 +293,16 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     if root is None:
         return diagnosis, None
     phase = root.phase
-    if phase == "unknown" and not root.frames and scan.dangling and root.kind == "cuda_oom":
-        phase = phase_of(scan.dangling)  # the error was named first, then a traceback the paste ends inside
+    if phase == "unknown" and not root.frames and scan.dangling and root.kind in ("cuda_oom", "other_error"):
+        # the error was named first, then a traceback the paste ends inside (DataParallel's "Caught X in
+        # replica 1 ... Original Traceback", a message quoted before the frames)
+        phase = phase_of(scan.dangling)
     if root.kind == "host_oom" and phase == "unknown":
         # a sibling's traceback can say the run was loading, saving, evaluating or generating
         framed = sorted((e for events in scan.events.values() for e in events if e.frames), key=lambda e: e.line)
         phase = next((p for p in (phase_of(e.frames) for e in framed) if p in CONTEXT), "unknown")
+        if phase == "unknown" and scan.report_phase not in (None, "training"):
+            phase = scan.report_phase
     by_step = root.kind == "cuda_oom" and _eval_step(phase, root.step, settings)
     if by_step:
         phase = "evaluation"
@@ -309,6 +329,10 @@ def classify(scan: Scan, source: str) -> tuple[Diagnosis, Event | None]:
     if version:
         diagnosis.figures["torch_message"] = version[0]
         diagnosis.notes.append(version[1] + ".")
+    others = [(pid, size) for pid, size in root.extra.get("other_processes", ())]
+    if others:
+        listed = ", ".join(f"process {pid}: {gib(size)}" for pid, size in others[:8])
+        diagnosis.notes.append(f"Other processes hold {gib(sum(size for _, size in others))} of this GPU ({listed}).")
     if root.extra.get("bogus_figures"):
         diagnosis.notes.append(
             "Some figures in the message are impossible (more memory in use than the GPU has: "

@@ -7,6 +7,7 @@ keep the global batch: per-device batch down, gradient accumulation up by the sa
 
 from __future__ import annotations
 
+import re
 from math import gcd
 
 from vramfit.divisors import divisors
@@ -110,8 +111,21 @@ class Context:
         return fixes
 
     def zero(self) -> list[dict]:
-        """One step up the ZeRO ladder from what the log shows."""
+        """One step up the ZeRO ladder from what the log shows; for an FSDP run (already sharded like ZeRO-3),
+        FSDP's own CPU offload."""
         stage, optimizer, params = (self.s.get("zero_stage"), self.s.get("offload_optimizer"), self.s.get("offload_param"))
+        if self.s.get("fsdp") and stage is None:
+            if self.s.get("fsdp_offload"):
+                return []
+            return [
+                _fix(
+                    "overrides",
+                    {"fsdp": "full_shard auto_wrap offload"},
+                    f"{self.numbers}; the run already shards with FSDP (what ZeRO-3 would do): FSDP's CPU offload "
+                    "keeps parameters, gradients and optimizer states in host RAM between uses (accelerate: "
+                    "fsdp_offload_params: true); slower, and mind the host RAM it needs",
+                )
+            ]
         offloaded = ("cpu", "nvme")
         if stage is None or stage < 3:
             shown = f"ZeRO-{stage}" if stage is not None else "without ZeRO-3 (none shown in the log)"
@@ -147,7 +161,10 @@ class Context:
         """The allocator setting that lets cached blocks serve the request, in the version the message is from:
         expandable segments from torch 2.1; max_split_size_mb before (1.10-2.0); nothing in 1.0-1.3."""
         raw = self.root.raw
-        variable = "PYTORCH_HIP_ALLOC_CONF" if self.root.extra.get("platform") == "rocm" else "PYTORCH_CUDA_ALLOC_CONF"
+        platform = self.root.extra.get("platform")
+        if platform == "xpu":
+            return []  # no allocator setting for Intel GPUs in the torch versions these messages come from
+        variable = {"rocm": "PYTORCH_HIP_ALLOC_CONF", "npu": "PYTORCH_NPU_ALLOC_CONF"}.get(platform, "PYTORCH_CUDA_ALLOC_CONF")
         if "expandable_segments:true" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")).lower():
             return []
         if "max_split_size_mb" in str(self.s.get("PYTORCH_CUDA_ALLOC_CONF", "")) and "reserved_total" in raw:
@@ -167,6 +184,7 @@ class Context:
 
 
 ADAPTER_LOAD = ("load_adapter", "load_peft_weights", "_load_best_model")
+ACCUMULATED = ("nested_concat", "_nested_gather", "torch_pad_and_concatenate", "nested_numpify")
 LOGITS = (
     "cross_entropy",
     "log_softmax",
@@ -181,6 +199,7 @@ LOGITS = (
     "lm_head",
 )
 VISION = ("vision", "visual", "siglip", "clip", "vit", "image_encoder", "patch_embed")
+VISION_FUNC = re.compile(r"(?i)(?:^|_)vision|^Vision|visual(?!iz)")
 
 
 def _evidence(c: Context) -> set[str]:
@@ -190,6 +209,8 @@ def _evidence(c: Context) -> set[str]:
     for path, func in c.root.frames:
         if func in LOGITS:
             found.add("logits")
+        if VISION_FUNC.search(func):  # VisionSdpaAttention_forward, vision_model, visual_forward (compiled copies too)
+            found.add("vision")
         low = path.lower()
         model_file = "/models/" in low or "modeling_" in low or "transformers_modules/" in low
         if model_file and any(word in low.rsplit("/", 2)[-1] or word in low.rsplit("/", 2)[-2:][0] for word in VISION):
@@ -281,6 +302,18 @@ def _evaluation_spike(c: Context) -> list[dict]:
     s, step = c.s, c.d.figures.get("step")
     at = f"OOM at step {step}" if step else "OOM"
     fixes = []
+    accumulated = any(func in ACCUMULATED for _, func in c.root.frames)
+    if accumulated:
+        # the allocation that failed is the concatenation of every eval batch's predictions so far: the eval
+        # batch does not change that total, moving it off the GPU does
+        fixes.append(
+            _fix(
+                "overrides",
+                {"eval_accumulation_steps": 1},
+                f"{at} in evaluation, concatenating the predictions gathered so far ({c.numbers}): they are kept on the GPU "
+                "for the whole evaluation unless eval_accumulation_steps moves them to the CPU",
+            )
+        )
     eval_batch = s.get("per_device_eval_batch_size")
     if eval_batch is None and c.d.phase == "evaluation":
         eval_batch = s.get("micro_batch_from_shapes")
@@ -300,13 +333,14 @@ def _evaluation_spike(c: Context) -> list[dict]:
             f"{at} in evaluation ({c.numbers}): without it the Trainer keeps every eval batch's logits (sequence x vocabulary) on the GPU",
         )
     )
-    fixes.append(
-        _fix(
-            "overrides",
-            {"eval_accumulation_steps": 1},
-            f"{at} in evaluation: moves gathered predictions to the CPU after every eval step instead of holding all of them on the GPU",
+    if not accumulated:
+        fixes.append(
+            _fix(
+                "overrides",
+                {"eval_accumulation_steps": 1},
+                f"{at} in evaluation: moves gathered predictions to the CPU after every eval step instead of holding all of them on the GPU",
+            )
         )
-    )
     fixes.append(_fix("overrides", {"eval_strategy": "no"}, f"{at} in evaluation: evaluate after training instead (the ms-swift#1286 workaround)"))
     every = s.get("eval_steps")
     if every:
@@ -517,6 +551,19 @@ def _shared_memory(c: Context) -> list[dict]:
 
 def _vllm(c: Context) -> list[dict]:
     current = c.s.get("vllm_gpu_memory_utilization")
+    if not P.VLLM_KV.search(c.root.text):
+        # an allocation inside vLLM failed (its pool, its weights, its CUDA graphs): the GPU was full, most often
+        # because the trainer shares it; vLLM asking for less is the fix (TRL's default went from 0.9 to 0.3)
+        target = round(max(0.3, (current or 0.9) - 0.2), 2)
+        return [
+            _fix(
+                "overrides",
+                {"vllm_gpu_memory_utilization": target},
+                f"'{c.root.text[:70]}': an allocation inside vLLM failed with the GPU full; vLLM reserves "
+                f"gpu_memory_utilization x GPU up front, so {target} leaves room for what shares the GPU with it",
+            ),
+            _fix("overrides", {"vllm_max_model_len": 4096}, "a shorter max_model_len needs fewer KV blocks to serve one sequence"),
+        ]
     target = round(min(0.95, (current or 0.7) + 0.2), 2)
     return [
         _fix(
@@ -730,7 +777,30 @@ BY_KIND = {
 }
 
 
+CUDA_CONTEXT_GIB = 1.0  # a process holding no more than this holds a bare CUDA context (0.3-0.8 GiB): another
+# rank of the same job that touched this GPU, not a workload to move away
+
+
+def _shared_gpu(c: Context) -> list[dict]:
+    """Other processes hold a real share of the GPU, more than the failed request: free it first."""
+    f = c.d.figures
+    working = [(pid, size) for pid, size in c.root.extra.get("other_processes", ()) if size > CUDA_CONTEXT_GIB]
+    others, total = sum(size for _, size in working), f.get("total_gib")
+    if c.d.kind != "cuda_oom" or not total or others < max(f.get("requested_gib", 0), 0.05 * total):
+        return []
+    listed = ", ".join(f"process {pid} {gib(size)}" for pid, size in working)
+    gpu = f" on GPU {f['gpu']}" if "gpu" in f else ""
+    return [
+        _fix(
+            "env",
+            {"CUDA_VISIBLE_DEVICES": "<GPUs no other process uses>"},
+            f"other processes hold {gib(others)} of the {gib(total)}{gpu} ({listed}), more than the "
+            f"{gib(f.get('requested_gib', 0))} request: stop them (nvidia-smi lists them) or run on GPUs they do not use",
+        )
+    ]
+
+
 def fixes_for(diagnosis: Diagnosis, root: Event, world_size: int | None, per_node: int | None, hint_text: str = "") -> list[dict]:
     context = Context(diagnosis, root, world_size, per_node, hint_text)
     build = BY_KIND.get(diagnosis.kind) or BY_CAUSE[diagnosis.cause]
-    return build(context)
+    return _shared_gpu(context) + build(context)

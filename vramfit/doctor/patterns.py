@@ -13,7 +13,7 @@ from vramfit.doctor.units import SIZE
 # One literal per thing worth a closer look. Literals without digits: lines that differ only in their
 # numbers (loss logs, timestamps) match alike, which lets the scanner remember the quiet ones.
 ANCHOR = re.compile(
-    rb"out of memory|OutOfMemory|Out of memory|CUBLAS_STATUS_ALLOC_FAILED|oom|OOM|Killed|SIGKILL"
+    rb"out of memory|OutOfMemory|Out of memory|Out Of Memory|CUBLAS_STATUS_ALLOC_FAILED|oom|OOM|Killed|SIGKILL"
     rb"|exitcode|return code|got signal|killed by signal|local_rank|Root Cause"
     rb"|Traceback|File \"|\.py:|Error|error|Watchdog|watchdog|NCCL|Timeout|TCPStore"
     rb"|- ds |NOT_AVAILABLE|require grad|size of tensor|use_reentrant|num_generations"
@@ -26,6 +26,7 @@ ANCHOR = re.compile(
     rb"|Killing subprocess|closing signal|Cell In\[|line \d+, in |\.py\(\d+\): |initializing optimizer states"
     rb"|fp16 partitions|cpu_adam|CPUAdam|posix_fallocate|partition count|SIGBUS"
     rb"|torch\.Size\(\[|shape ?[=:]? ?'?[\[(]|vocab_size|max_seq_len|cutoff_len|seq_length"
+    rb"|Assertion `|fsdp|FSDP|\.py in |\.py\]\(|nested_concat|Initiali|memory pressure|memory usage threshold|generate_sequences|from_pretrained|device memory|NPU out"
 )
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -56,29 +57,37 @@ FRAMES = (
     re.compile(r"^\s*File (\S+?\.py):\d+,? in (?:[\w.<>]+\.)?(\w+)\("),  # IPython: File path:12, in Class.func(
     re.compile(r"^\s*(\S+\.py)\(\d+\): (\w+)"),  # TorchScript "At:" blocks
     re.compile(r"^\s*()line \d+, in (\w+)\s*$"),  # a frame cut at the start of a paste
+    # IPython < 8 / Colab: "/path/trainer.py in evaluation_loop(self, ...)", Colab's "[/path/x.py](https://localhost:8080/#) in f(t)"
+    re.compile(r"^\s*\[?([^\s\[\]]+\.py)(?:\]\([^)\s]*\))? in (\w+)\("),
 )
 PARTIAL_FRAME = re.compile(r'File "[^"]*$|File "[^"]+",?\s*$')  # a frame wrapped onto the next line
 IPYTHON_HEADER = re.compile(r"^\s*((?:[\w.]+\.)?\w*(?:Error|Exception))\s+Traceback \(most recent call last\)")
 EXCEPTION_LINE = re.compile(r"^\s*(?:\*\*\* )?(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b")
+RAISED_INLINE = re.compile(r"(?<![\w.])(?:[\w.]+\.)?\w*(?:Error|Exception): ")  # what a one-line traceback raised
 EXCEPTION = re.compile(r"^\s*(?:\*\*\* )?((?:[\w.]+\.)?(\w*(?:Error|Exception)))\b:?\s*(.*)")
 # Exceptions that only report another process's failure; the failure itself is elsewhere in the log.
 WRAPPERS = {"ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "SystemExit", "DistBackendError", "RendezvousError"}
 # Source lines under a frame that say what the frame computed when the frame itself is missing.
-SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?)\b")
+# nested_concat: the Trainer concatenating every eval batch's predictions on the GPU (IPython prints the line).
+SOURCE_HINT = re.compile(r"\b(log_softmax|cross_entropy|exp_avg(?:_sq)?|nested_concat)\b")
 
 # tqdm: "desc:  12%|███▏      | 50/400 [10:23<1:12:00, 12.34s/it]"
 BAR = re.compile(r"(?P<desc>[^|\r]{0,200}?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[[^\]]*\]?")
 
 # --- GPU memory ---
 OOM = re.compile(
-    r"CUDA out of memory|CUDA error: out of memory|HIP out of memory|OutOfMemoryError"
+    r"CUDA out of memory|(?i:cuda error: out of memory)|HIP out of memory|(?<!ray\.exceptions\.)OutOfMemoryError(?!: Task was killed)"
     r"|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure '?\d*'? ?'?out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY|^Tried to allocate \d|No available memory for the cache blocks"
     r"|cuda runtime error \(2\) : out of memory|CUDA driver error: out of memory|MPS backend out of memory"
-    r"|XPU out of memory"
+    r"|XPU out of memory|NPU out of memory"
+    # Intel's SYCL / Level Zero runtime (ipex, torch XPU): its own words for the device being full
+    r"|Allocation is out of device memory on current platform|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
     r"|larger than the available KV cache memory"
 )
 VLLM_KV = re.compile(r"No available memory for the cache blocks|available KV cache memory")
+# vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp): the rollout engine's own memory pool
+VLLM_ALLOCATOR = re.compile(r"cumem_allocator")
 OOM_FIGURES = {
     "requested": [re.compile(r"Tried to allocate " + SIZE)],
     "gpu": [re.compile(r"\bGPU (\d+)")],
@@ -92,6 +101,10 @@ OOM_FIGURES = {
     "reserved_unallocated": [re.compile(SIZE + r" is reserved by PyTorch but unallocated"), re.compile(SIZE + r" cached\)")],
     "in_use": [re.compile(r"this process has " + SIZE + r" memory in use"), re.compile(r"Process \d+ has " + SIZE + r" memory in use")],
 }
+# torch 2.1+ lists every process on the GPU: "Process 43872 has 4.97 GiB memory in use." and, when it can tell
+# which one it is, "Including non-PyTorch memory, this process has 17.05 GiB memory in use."
+PROCESS_IN_USE = re.compile(r"Process (\d+) has " + SIZE + r" memory in use")
+SELF_IN_USE = re.compile(r"this process has " + SIZE + r" memory in use")
 PINNED = re.compile(r"pin_memory|pinned|cudaHostAlloc|CachingHostAllocator", re.IGNORECASE)
 
 # --- host RAM: a rank killed by SIGKILL, or the kernel / Slurm OOM killer ---
@@ -100,6 +113,9 @@ HOST_KILL = re.compile(
     r"|Signals\.SIGKILL|got signal: 9\b|Killed process \d+|oom-kill:|oom_reaper|invoked oom-killer"
     r"|oom[_-]kill event|OOM[ -]?Killed|OOMKilled|killed by signal: Killed|^Killed\s*$|\b\d+ Killed\s"
     r"|task \d+: Out Of Memory"
+    # Ray's memory monitor (verl, OpenRLHF): it kills a worker when the node's host RAM passes its threshold
+    r"|Task was killed due to the node running low on memory|killed due to memory pressure \(OOM\)"
+    r"|which exceeds the memory usage threshold of [\d.]+\. Ray killed this worker"  # the report without its headline
 )
 DATALOADER_KILL = re.compile(r"DataLoader worker \(pid[^)]*\) is killed by signal: (?!Bus error)")
 # /dev/shm too small: DataLoader workers pass batches through it, NCCL its intra-node buffers.
@@ -121,6 +137,10 @@ KILL_SOURCES = [
     (re.compile(r"oom[_-]kill event|OOM[ -]?Killed|OOMKilled|Out Of Memory"), "the scheduler reports an OOM kill"),
     (re.compile(r"Signals\.SIGKILL|got signal: 9"), "the launcher reports the process died with SIGKILL"),
     (re.compile(r"DataLoader worker"), "a DataLoader worker was killed by SIGKILL"),
+    (
+        re.compile(r"running low on memory|memory pressure|memory usage threshold"),
+        "Ray's memory monitor killed a worker: the node's host RAM passed its threshold",
+    ),
     (re.compile(r"Killed"), "the shell reports the process Killed (SIGKILL)"),
 ]
 KILLED_RANK = re.compile(r"local_rank[=:]\s*(\d+)|task (\d+): Out Of Memory")
@@ -150,6 +170,16 @@ NCCL_ERROR = re.compile(
     # Nms for send|recv operation to complete" and "Application timeout caused pair closure"
     r"|Timed out waiting \d+ms for (?:send|recv) operation|Application timeout caused pair closure"
 )
+# NCCL failures that are no collective waiting on a rank: a system call (socket, bind, malloc), NCCL's own
+# invariants or a wrong call. Not memory and not a timeout; "unhandled cuda error" stays with the timeouts,
+# since the CUDA failure under it (often an OOM) follows on the next lines.
+NCCL_SETUP = re.compile(
+    r"unhandled system error|ncclSystemError|internal error - please report|ncclInternalError|invalid usage|ncclInvalidUsage"
+    r"|invalid argument|ncclInvalidArgument"
+    # a rank that cannot set its own sockets up (a port taken, no usable interface); unlike "Connection
+    # refused / closed by remote peer", never the echo of another rank dying
+    r"|NCCL WARN (?:Call to (?:bind|listen) failed|Bootstrap : no socket interface found|NET/Socket : no usable interface)"
+)
 GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?:send|recv) operation|Application timeout caused pair closure")
 RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]")
 # Ranks that called different collectives: gloo's size check, torch's TORCH_DISTRIBUTED_DEBUG=DETAIL check.
@@ -157,6 +187,10 @@ COLLECTIVE_MISMATCH = re.compile(
     r"Is there a distributed collective mismatch|Received data size doesn't match expected size"
     r"|Detected mismatch between collectives"
 )
+
+# A CUDA kernel's device-side assertion (an index out of range, a label outside the classes): the crash is
+# the data or the code, never memory. ATen prints one line per failing thread before the RuntimeError.
+DEVICE_ASSERT = re.compile(r"(?:\.cu|\.cuh):\d+: .*Assertion `[^`]+` failed")
 
 # --- configuration errors ---
 DS_BATCH = re.compile(
@@ -194,9 +228,14 @@ HINTS = [
             r"|cpu_adam|partition_parameters\.py|initialize_optimizer_states|DeepSpeed info:"
             r"|[Ii]nitializing optimizer states|fp16 partitions|DeepSpeedZeRoOffload initialize"
             r"|partition count \[\d+\] and sizes"
+            # "Initializing language decoder from ../vicuna/7b ...", "Loading base model from /models/..."
+            r"|init_model_from_pretrained"  # OpenRLHF's Ray model actors building their models
+            r"|\b(?:Loading|Initiali[sz]ing|Instantiating)\b[\w ,-]{0,40}\b(?:model|decoder|encoder|backbone|LLM|weights|checkpoint)s?\b[^.]{0,20}\bfrom\b"
         ),
         "model_load",
     ),
+    # verl / OpenRLHF rollout workers (ray::WorkerDict.actor_rollout_generate_sequences)
+    (re.compile(r"generate_sequences\b"), "generation"),
 ]
 # Within model loading: building optimizer states (host RAM for offloaded states) rather than reading weights.
 OPTIMIZER_INIT = re.compile(

@@ -141,12 +141,16 @@ OPTIMIZER = {
     "exp_avg_sq",
     "_maybe_opt_step",
 }
+# (The Trainer's training_step is not here: it runs the forward and the backward, so a traceback that ends
+# in it says neither.)
 FORWARD = {
     "forward",
     "_call_impl",
     "_wrapped_call_impl",
     "compute_loss",
-    "training_step",
+    # accelerate's mixed-precision wrapper upcasting the forward's outputs (the logits) to fp32
+    "_convert_to_fp32",
+    "convert_to_fp32",
     # ZeRO-3 gathering a module's parameters as it runs
     "pre_sub_module_forward_function",
     "_pre_forward_module_hook",

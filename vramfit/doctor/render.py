@@ -55,6 +55,7 @@ LOOKED_FOR = [
 ]
 
 
+PLATFORMS = {"rocm": "HIP (AMD GPU) out of memory", "npu": "NPU (Ascend) out of memory", "xpu": "XPU (Intel GPU) out of memory"}
 FORMS = {"overrides": "", "env": "export ", "deepspeed": "in the DeepSpeed JSON set ", "launch": "launch with "}
 
 
@@ -121,8 +122,8 @@ def render(d: Diagnosis) -> str:
         return _nothing(d)
     first = next((fix for fix in d.fixes if fix.get("apply_first")), d.fixes[0] if d.fixes else None)
     said = VERDICT[d.kind]
-    if d.kind == "cuda_oom" and d.figures.get("platform") == "rocm":
-        said = "HIP (AMD GPU) out of memory"
+    if d.kind == "cuda_oom" and d.figures.get("platform") in PLATFORMS:
+        said = PLATFORMS[d.figures["platform"]]
     verdict = f"{d.source}: {said} in {_where(d)} ({_facts(d)})."
     if first:
         verdict += f" Fix: {edit(first)}."

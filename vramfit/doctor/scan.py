@@ -59,6 +59,7 @@ class Stream:
 
 
 WRAP_LINES = 6  # lines an OOM message may be wrapped over
+REPORT_LINES = 16  # lines after a host-RAM kill that still belong to its report (Ray's top-10 memory users)
 COMPLETE = ("reserved in total by PyTorch)", "cached)", "but unallocated", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "environment-variables")
 
 
@@ -88,6 +89,7 @@ class Scan:
         self.max_rank: int | None = None
         self.dangling: tuple = ()  # frames of a traceback the paste ends inside
         self.torn_down: set[str] = set()  # pids the launcher tore down after a rank failed
+        self.report_phase: str | None = None  # where the lines just after a host-RAM kill say the node was
 
     # --- the per-line hot path ---
 
@@ -178,6 +180,12 @@ class Scan:
                 if self._frame(joined, owner):
                     return True
             owner.wrapped = owner.partial = None
+        at = text.find(P.TRACEBACK)
+        if at > 0 and text[:at].strip() and not P.IPYTHON_HEADER.match(text):
+            # a paste whose line breaks were lost (inline code): what precedes the traceback is its own line
+            before = with_noise[: len(with_noise) - len(text) + at]
+            if not self._event(text[:at], rank, stream, before):
+                self._context_line(before, key, stream)
         header = P.IPYTHON_HEADER.match(text)
         if header:  # IPython prints the exception's name first, its message after the frames
             self._open(stream)
@@ -185,6 +193,13 @@ class Scan:
             return True
         if P.TRACEBACK in text:
             self._open(stream)
+            rest = text[text.find(P.TRACEBACK) + len(P.TRACEBACK) :]
+            if rest.count('File "') > 1:  # the whole traceback on this line: its line breaks were lost
+                self._collapsed(rest, rank, stream, rest)
+            elif 'File "' in rest:
+                self._frame(rest, stream)
+            return True
+        if text.count('File "') > 1 and self._collapsed(text, rank, stream, with_noise):
             return True
         if self._frame(text, stream):
             return True
@@ -212,6 +227,25 @@ class Scan:
             # a source line under a frame, or the code line a paste starts with: 'denom = (exp_avg_sq.sqrt() ...'
             stream.frames.append(("<source>", hint.group(1)))
         return self._context_line(with_noise, key, stream) or bool(hint)
+
+    def _collapsed(self, text: str, rank: int | None, stream: Stream, with_noise: str) -> bool:
+        """A traceback pasted with its line breaks lost: every frame on one line, then what it raised."""
+        frames = list(P.FRAMES[0].finditer(text))
+        if len(frames) < 2:
+            return False
+        if stream.closed:
+            stream.frames.clear()
+            stream.closed = False
+        for frame in frames:
+            stream.frames.append((frame.group(1), frame.group(2)))
+            self.settings.from_frame(frame.group(1), frame.group(2))
+        tail = text[frames[-1].end() :]
+        raised = P.RAISED_INLINE.search(tail)
+        if raised:
+            rest = tail[raised.start() :]
+            if not self._event(rest, rank, stream, rest):
+                self._exception(P.EXCEPTION.match(rest), rest, rank, stream)
+        return True
 
     def _open(self, stream: Stream) -> None:
         stream.frames.clear()
@@ -250,6 +284,17 @@ class Scan:
         event.phase = phase_of(frames)
         event.extra["exception"] = match.group(1)
         self.exceptions.append(event)
+
+    def _not_memory(self, text: str, rank: int | None, stream: Stream, name: str = "NCCL error") -> None:
+        """A failure that is no memory failure and that the exception line may not name (wrappers such as
+        DistBackendError are not kept, and a paste may end before the exception)."""
+        frames = tuple(stream.frames) if not stream.closed else ()
+        stream.closed = True
+        if len(self.exceptions) < MAX_EVENTS:
+            event = Event("other_error", self.lines, text.strip(), rank, frames)
+            event.phase = phase_of(frames)
+            event.extra["exception"] = name
+            self.exceptions.append(event)
 
     def _unwrap(self, stream: Stream, text: str, key: str) -> bool:
         """The next piece of an OOM message hard-wrapped over lines ('GPU  has a to' / 'tal capacity of ...')."""
@@ -304,9 +349,13 @@ class Scan:
             event = self._add("cuda_oom", text, rank, stream)
             if "HIP" in text:
                 event.extra["platform"] = "rocm"
-            if P.VLLM_KV.search(text) or any("vllm" in path for path, _ in event.frames):
+            elif "NPU out of memory" in text:
+                event.extra["platform"] = "npu"  # Ascend torch_npu
+            elif "XPU" in text or "device memory on current platform" in text or "UR_RESULT_ERROR" in text:
+                event.extra["platform"] = "xpu"  # Intel
+            if P.VLLM_KV.search(text) or P.VLLM_ALLOCATOR.search(text) or any("vllm" in path for path, _ in event.frames):
                 event.extra["vllm"] = True
-                if event.phase == "unknown" or P.VLLM_KV.search(text):
+                if event.phase == "unknown" or P.VLLM_KV.search(text) or P.VLLM_ALLOCATOR.search(text):
                     event.phase = "generation"
             self._oom_parse(event, text)
             if "Tried to allocate" in text and not any(word in text for word in COMPLETE):
@@ -316,18 +365,6 @@ class Scan:
         shm = P.SHM.search(text)
         if shm:
             self._add("shm_exhausted", text, rank, stream)
-            return True
-        silent = P.SILENT_KILL.search(with_noise or text)
-        if silent:
-            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
-                self.torn_down.add(silent.group(1) or silent.group(2))
-            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
-                self.settings.values.setdefault("uses_deepspeed", True)
-            if len(self.silent_kills) < MAX_EVENTS:
-                event = Event("host_oom", self.lines, text.strip(), rank)
-                event.phase = self._where()
-                event.extra["silent"] = True
-                self.silent_kills.append(event)
             return True
         if P.HOST_KILL.search(text) or P.DATALOADER_KILL.search(text):
             hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
@@ -345,11 +382,31 @@ class Scan:
                 event.figures["killed_rss_gib"] = round(int(rss.group(1)) / 2**20, 2)
             self._failure(text, stream)
             return True
+        silent = P.SILENT_KILL.search(with_noise or text)
+        if silent:
+            if len(self.torn_down) < MAX_FAILURES:  # the launcher's children on this node, one line each
+                self.torn_down.add(silent.group(1) or silent.group(2))
+            if "sigkill_handler" in with_noise:  # DeepSpeed's launcher (deepspeed/launcher/launch.py)
+                self.settings.values.setdefault("uses_deepspeed", True)
+            if len(self.silent_kills) < MAX_EVENTS:
+                event = Event("host_oom", self.lines, text.strip(), rank)
+                event.phase = self._where()
+                event.extra["silent"] = True
+                self.silent_kills.append(event)
+            return True
         mismatch = P.COLLECTIVE_MISMATCH.search(text)
         if mismatch:  # the event is the message itself, not the C++ enforce prefix before it
             self._add("collective_mismatch", text[mismatch.start() :], rank, stream)
             return True
         match = P.NCCL_TIMEOUT.search(text)
+        if not match and "ccl" in text.lower() and P.NCCL_SETUP.search(text):  # not memory, and no rank kept the others waiting
+            if not any(e.extra.get("exception") == "NCCL error" for e in self.exceptions):  # its detail lines follow
+                self._not_memory(text, rank, stream)
+            return True
+        if P.DEVICE_ASSERT.search(text):
+            if not any(e.extra.get("exception") == "device-side assertion" for e in self.exceptions):
+                self._not_memory(text, rank, stream, "device-side assertion")
+            return True
         if match or P.NCCL_ERROR.search(text):
             in_text = P.RANK_IN_TEXT.search(text)
             event = self._add("nccl_timeout", text, int(in_text.group(1)) if in_text else rank, stream, close=bool(match))
@@ -441,6 +498,32 @@ class Scan:
                     event.extra["bogus_figures"] = True
         if "gpu" in raw:
             f["gpu"] = int(raw["gpu"])
+        self._other_processes(event)
+
+    def _other_processes(self, event: Event) -> None:
+        """GPU memory held by other processes, from torch 2.1+'s list of every process on the GPU. When the
+        message names this process's own total, every listed process is another; when it does not (a
+        container hides the PID), this process is the listed one whose total is closest above what PyTorch
+        holds, and only the rest are others."""
+        listed = [(int(pid), to_gib(size)) for pid, size in P.PROCESS_IN_USE.findall(event.text)]
+        own = P.SELF_IN_USE.search(event.text)
+        total = event.figures.get("total_gib")
+        if not listed or event.extra.get("bogus_figures") or (total and max(size for _, size in listed) > total):
+            return  # none listed, or NVML reporting impossible figures (WSL, some containers)
+        if own and to_gib(own.group(1)) > 0:
+            others = listed
+        else:
+            f = event.figures
+            held = f.get("allocated_gib", 0) + f.get("reserved_unallocated_gib", 0)
+            mine = [p for p in listed if p[1] >= 0.98 * held]
+            if not held or not mine:
+                return
+            me = min(mine, key=lambda p: p[1])
+            others = [p for p in listed if p is not me]
+        total = round(sum(size for _, size in others), 6)
+        if total > 0:
+            event.figures["other_processes_gib"] = total
+            event.extra["other_processes"] = others
 
     def _failure(self, text: str, stream: Stream) -> None:
         """An "exitcode : N" line of a ChildFailedError block."""
@@ -476,6 +559,9 @@ class Scan:
         hint = next((phase for regex, phase in P.HINTS if regex.search(text)), None)
         if hint:
             self._hint, self._hint_text = (self.lines, hint), text
+            kills = self.events.get("host_oom")
+            if kills and self.report_phase is None and self.lines - kills[-1].line <= REPORT_LINES:
+                self.report_phase = hint  # the kill report's own process table (Ray lists what the node ran)
         step = P.STEP.search(text)
         if step:
             self._train_bar = (self.lines, step.group(0).encode())

@@ -93,6 +93,14 @@ VOCABS = frozenset(
     }
 )
 MAX_ROWS = 512  # a leading dimension above this is not a micro-batch
+# FSDP as launch commands and configs spell it: TrainingArguments `--fsdp "full_shard auto_wrap offload"` (or
+# `fsdp: ...` in YAML), accelerate's `distributed_type: FSDP` and `fsdp_offload_params: true`, llama-recipes'
+# `--enable_fsdp`, torch's `CPUOffload(offload_params=True)`.
+FSDP_OPTIONS = re.compile(
+    r"(?<![\w.-])(?:--)?fsdp[\"']?\s*[=: ]\s*[\"'\[]*((?:(?:full_shard|shard_grad_op|hybrid_shard|hybrid_shard_zero2|no_shard|offload|auto_wrap)[\"',\s]*)+)"
+)
+FSDP_ON = re.compile(r"--enable_fsdp\b|distributed_type\W+(?:DistributedType\.)?FSDP\b|\bfsdp_config\b|\bfsdp_version\b")
+FSDP_OFFLOAD = re.compile(r"fsdp_offload_params\W+true|offload_params=True|cpu_offload\W+true", re.IGNORECASE)
 ALLOC_CONF = re.compile(r"PYTORCH_CUDA_ALLOC_CONF\s*[=:]\s*[\"']?([\w:,.]+)")
 
 
@@ -127,6 +135,8 @@ class Settings:
             self.values.setdefault("uses_deepspeed", True)
         if "offload" in text or "device" in text or "pin_memory" in text:
             self._offload(stream, text)
+        if "fsdp" in text.lower() or "offload_params" in text:
+            self._fsdp(text)
         match = JSON_STAGE.search(text) or REPR_STAGE.search(text)
         if match:
             self._set("zero_stage", int(match.group(1) or match.group(2)))
@@ -184,6 +194,17 @@ class Settings:
             return None
         count, width = fits[0]
         return count, None, (f"the {gib(requested_gib)} request is exactly {count} x {seq} x {vocab} x {width} bytes (rows x max_seq_length x vocab_size)")
+
+    def _fsdp(self, text: str) -> None:
+        options = FSDP_OPTIONS.search(text)
+        if options and not re.fullmatch(r"[\s\"',]*(?:no_shard[\s\"',]*)?", options.group(1)):
+            self._set("fsdp", True)
+            self._set("fsdp_offload", "offload" in options.group(1))
+        if FSDP_ON.search(text):
+            self._set("fsdp", True)
+        if FSDP_OFFLOAD.search(text):
+            self.values["fsdp"] = True
+            self.values["fsdp_offload"] = True
 
     def _offload(self, stream: str, text: str) -> None:
         for which, device, pin in OFFLOAD_REPR.findall(text):
