@@ -94,6 +94,7 @@ KNOB_KEYS = (
     "bnb_4bit_use_double_quant",
     "bnb_4bit_quant_storage",
     "quant_method",
+    "bitsandbytes_version",
     "modules_to_save",
     "lora_vision_tower",
     "train_projector",
@@ -129,6 +130,26 @@ WHY_OFF = {
         "not investigated this session (AnswerDotAI/fsdp_qlora meets its targets): the table's shortest context "
         "(512 tokens), where the fixed terms dominate; 1.3 GiB under a peak-reserved figure"
     ),
+    **{
+        f"LIT-{n}": (
+            "unexplained: litgpt's multi-GPU LoRA (FSDP full shard + per-block activation checkpointing, finetune/lora.py at "
+            "8641822) measured at about the whole bf16 model per GPU plus the activations (Llama 2 7B on 2 GPUs 20.7 GiB, "
+            "more than on one GPU; 13B on 4 GPUs 33.1 GiB), where a sharded training step holds 1/N of the weights; nearly "
+            "flat in the micro-batch, as checkpointing makes it. Read and not the cause: the model is built on the meta "
+            "device (Lightning 2.1 FSDPStrategy.module_init_context with torch 2.1) and loaded through FSDP's full state "
+            "dict one wrapped block at a time; suspected: a load- or validation-time transient outside the step"
+        )
+        for n in range(13, 20)
+    },
+    **{
+        f"UNS-{n}": (
+            "the shortest contexts of a max-context table, where the fixed terms dominate. Suspected, not stated in the "
+            "source: PEFT prepare_model_for_kbit_training, which the usual Hugging Face QLoRA recipe calls, casts every "
+            "non-quantized weight to fp32 (Llama 3.1's 1.05 B embedding + lm_head parameters: +2.0 GiB) and the planner "
+            "cannot be told it; the figure is also an upper bound (the card), not the run's peak"
+        )
+        for n in (1, 2)
+    },
     "TT3B-9": (
         "over by about 1 GiB of a 5.7 GiB plan whose largest terms are the loss (2.7 GiB) and the NF4 weights "
         "(2.3 GiB). Suspected: the compiled CEWithChunkedOutputLoss term (activations.py plans a fp32 chunk in "

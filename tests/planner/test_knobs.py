@@ -148,6 +148,27 @@ def test_quant_storage_bfloat16_lets_fsdp_shard_the_packed_weights():
     assert delta == pytest.approx(c.quantized * 0.5 * (1 - 1 / 8))
 
 
+@pytest.mark.parametrize("version, keeps", [("0.41.1", True), ("0.43", True), ("0.43.2", False), ("0.50.2", False), (None, False)])
+def test_bitsandbytes_before_0_43_2_keeps_each_4bit_linear_input(version, keeps):
+    """bitsandbytes MatMul4Bit kept `ctx.tensors = (A, B)` until 9e75374 (#1270, first in 0.43.2): with
+    LoRA dropout on q, v every layer then also keeps its two norm outputs (inputs of q/k/v and of
+    gate/up) and the down projection's input - 2 x (2h + f) bytes a token; the attention output is
+    kept by SDPA either way. Unset = the pinned release, which keeps none."""
+    items = ["method=qlora", "lora_target_modules=q_proj,v_proj", "lora_dropout=0.05", "bf16=true", "per_device_train_batch_size=2", "seq_len=1024"]
+    new = setup(*items, gpus=1)
+    s = setup(*items, *([f"bitsandbytes_version={version}"] if version else []), gpus=1)
+    assert s.quant_keeps_input is keeps
+    arch = params.summary(s.model_config)
+    st = arch.stacks["text"]
+    _, c = counts(s)
+    per_layer = training.layer_bytes(st, training.text_mode(s, arch, c, "text"), s.seq_len)[0]
+    base = training.layer_bytes(st, training.text_mode(new, arch, c, "text"), new.seq_len)[0]
+    assert per_layer - base == (2 * (2 * st.hidden + st.ffn) if keeps else 0)
+    assert not setup("method=lora", "bitsandbytes_version=0.41.1", gpus=1).quant_keeps_input  # no 4-bit linears
+    with pytest.raises(ConfigError, match="bitsandbytes_version.*not a version"):
+        setup("method=qlora", "bitsandbytes_version=latest", gpus=1)
+
+
 def test_quantized_full_fine_tuning_is_refused():
     with pytest.raises(ConfigError, match="trains every weight"):
         setup("load_in_4bit=true")

@@ -20,6 +20,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
+| `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 """
 
 from __future__ import annotations
@@ -183,6 +184,29 @@ def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], pr
         )
         return {}
     return out
+
+
+# bitsandbytes autograd/_functions.py MatMul4Bit.forward kept `ctx.tensors = (A, B)` - every 4-bit
+# linear's 16-bit input, although backward only needs B - until commit 9e75374 ("fix QLoRA mem bug:
+# delete useless buffered activation", bitsandbytes-foundation/bitsandbytes#1270, first in 0.43.2),
+# which keeps `(None, B)`. The pinned bitsandbytes (pyproject.toml) is newer.
+BNB_KEEPS_INPUT_BEFORE = (0, 43, 2)
+
+
+def bnb_keeps_input(values: dict[str, Any], quantization: str | None, problems: Problems, file: str) -> bool:
+    """Whether the run's bitsandbytes 4-bit linears keep their input for backward (`bitsandbytes_version`,
+    a pip version; unset = the pinned release, which does not)."""
+    raw = values.get("bitsandbytes_version")
+    if raw is None:
+        return False
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(str(raw)).release
+    except InvalidVersion:
+        problems.add(file, "bitsandbytes_version", f"{raw!r} is not a version", "write bitsandbytes_version=0.41.1 (as pip list shows it).")
+        return False
+    return quantization in ("nf4", "fp4") and tuple(release[:3]) + (0,) * (3 - len(release[:3])) < BNB_KEEPS_INPUT_BEFORE
 
 
 def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:

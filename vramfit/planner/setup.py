@@ -134,6 +134,7 @@ class Setup:
     quantization: str | None = None  # nf4 | fp4 | int8 | gptq-int4 | awq-int4
     quant_double: bool = True
     quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
+    quant_keeps_input: bool = False  # bitsandbytes < 0.43.2: each 4-bit linear keeps its input (knobs.bnb_keeps_input)
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
     master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
@@ -409,6 +410,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out.update(knobs.precision_fields(values, method == "grpo", problems, file))
     out["frozen_fp32"] = out["master_fp32"]
     out.update(knobs.quant_fields(values, method, config, problems, file))
+    out["quant_keeps_input"] = knobs.bnb_keeps_input(values, out.get("quantization"), problems, file)
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
     if kernel == "liger":
@@ -518,6 +520,7 @@ ARG_KEYS = {
     "bnb_4bit_use_double_quant": bool,
     "bnb_4bit_quant_storage": str,
     "quant_method": str,
+    "bitsandbytes_version": str,
     "modules_to_save": str,
     "activation_offloading": bool,
     "packing": bool,
@@ -610,6 +613,8 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         words: tuple[str, ...] = ()
         if isinstance(kind, tuple):
             kind, words = kind
+        if key == "bitsandbytes_version" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # 0.43 parses as a number; a version is a name
         if key == "fsdp" and isinstance(value, bool):
             value = "full_shard" if value else ""
         if key == "fsdp" and isinstance(value, list):  # TrainingArguments also takes a list of options

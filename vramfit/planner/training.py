@@ -67,6 +67,7 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         attention=setup.attention if arch.sdpa or setup.attention != "sdpa" else "eager",
         liger=liger_active(setup, arch) or setup.compile_layers,
         masked=not (setup.packing or setup.padding_free),
+        quant_keeps_input=setup.quant_keeps_input,
     )
 
 
@@ -159,6 +160,7 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
         lora_rank=setup.lora_r or 0,
         lora_dropout=setup.lora_dropout > 0,
         attention=vision_attention(setup, arch),
+        quant_keeps_input=setup.quant_keeps_input,
     )
     per_token, _ = layer_bytes(st, mode, vision_sequence(setup, arch))
     full = per_token * tokens
