@@ -133,20 +133,24 @@ WHY_OFF = {
     **{
         f"LIT-{n}": (
             "unexplained: litgpt's multi-GPU LoRA (FSDP full shard + per-block activation checkpointing, finetune/lora.py at "
-            "8641822) measured at about the whole bf16 model per GPU plus the activations (Llama 2 7B on 2 GPUs 20.7 GiB, "
-            "more than on one GPU; 13B on 4 GPUs 33.1 GiB), where a sharded training step holds 1/N of the weights; nearly "
-            "flat in the micro-batch, as checkpointing makes it. Read and not the cause: the model is built on the meta "
-            "device (Lightning 2.1 FSDPStrategy.module_init_context with torch 2.1) and loaded through FSDP's full state "
-            "dict one wrapped block at a time; suspected: a load- or validation-time transient outside the step"
+            "8641822) measured at about the planned sharded step plus one whole bf16 copy of the model (Llama 2 7B on 2 GPUs: "
+            "8.1-10.0 + 12.6 GiB against 20.7-21.8 measured; 13B on 4 GPUs: 8.7 + 24.2 against 33.1; phi-1.5: 2.3-3.6 + 2.6 "
+            "against 4.5-5.5), whatever the GPU count. Read and ruled out: the model is built on the meta device (Lightning "
+            "71aed75 FSDPStrategy.module_init_context with torch 2.1) and the checkpoint loads through FSDP's full state "
+            "dict one wrapped unit at a time (_load_raw_module_state). Candidate, not modelled: Block-level wrapping puts the "
+            "LoRA and frozen weights in one FlatParameter (use_orig_params), and torch's FSDP docstring warns that mixing "
+            "them gives 'higher than expected gradient memory' (a gradient shard for the frozen weights: 1/N of the model)"
         )
         for n in range(13, 20)
     },
     **{
         f"UNS-{n}": (
-            "the shortest contexts of a max-context table, where the fixed terms dominate. Suspected, not stated in the "
-            "source: PEFT prepare_model_for_kbit_training, which the usual Hugging Face QLoRA recipe calls, casts every "
-            "non-quantized weight to fp32 (Llama 3.1's 1.05 B embedding + lm_head parameters: +2.0 GiB) and the planner "
-            "cannot be told it; the figure is also an upper bound (the card), not the run's peak"
+            "the two shortest contexts of a max-context table, where the fixed terms dominate; every UNS row is under by "
+            "16-30%. The figure is the card's memory at the longest context that fit, an upper bound of the run's peak by an "
+            "unpublished probing step plus what the allocator could not reuse; checkpointing, precision and optimizer are not "
+            "stated. Checked: TRL <= 0.21 SFTTrainer calls PEFT prepare_model_for_kbit_training (fp32 embeddings / lm_head) "
+            "but with bf16 casts them back (peft_module_casting_to_bf16, trl/trainer/sft_trainer.py v0.13.0), so that "
+            "reading does not explain it"
         )
         for n in (1, 2)
     },
