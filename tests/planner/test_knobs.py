@@ -167,6 +167,12 @@ def test_bitsandbytes_before_0_43_2_keeps_each_4bit_linear_input(version, keeps)
     assert not setup("method=lora", "bitsandbytes_version=0.41.1", gpus=1).quant_keeps_input  # no 4-bit linears
     with pytest.raises(ConfigError, match="bitsandbytes_version.*not a version"):
         setup("method=qlora", "bitsandbytes_version=latest", gpus=1)
+    if version == "0.41.1":  # a recipe says it in its planner: section
+        from vramfit.recipe import load
+
+        path = recipe_path("llama-3.1-70b-qlora-8xa100-80g")
+        assert Setup.from_recipe(load(path, ["planner.bitsandbytes_version=0.41.1"])).quant_keeps_input
+        assert not Setup.from_recipe(load(path)).quant_keeps_input
 
 
 def test_quantized_full_fine_tuning_is_refused():
