@@ -70,6 +70,7 @@ def test_script_prints_headline_and_heldout_summary():
         "pytorch/torchtune",
         "Lightning-AI/litgpt",
         "unslothai/unsloth",
+        "huggingface/transformers",
     )
     pct = r"[\d.]+%"
     for src in sources:
