@@ -95,6 +95,7 @@ KNOB_KEYS = (
     "bnb_4bit_quant_storage",
     "quant_method",
     "bitsandbytes_version",
+    "torch_version",
     "modules_to_save",
     "lora_vision_tower",
     "train_projector",
@@ -153,15 +154,6 @@ WHY_OFF = {
             "reading does not explain it"
         )
         for n in (1, 2)
-    },
-    **{
-        f"HFD-{n}": (
-            "the smallest of the page's footprints (batch 1, checkpointing, fp16), where fixed terms dominate; every HFD row "
-            "is under by 0.7-1.5 GiB. The page measures its CUDA context at 1343 MB (torch.ones on the GPU before any model, "
-            "CUDA 11.2: every kernel module loaded at start), where the catalogue's V100 context is 0.5 GiB (CUDA's lazy "
-            "module loading, on by default since CUDA 11.7 / torch 2.0): 0.81 GiB of each gap; the planner cannot be told it"
-        )
-        for n in (7, 9)
     },
     "TT3B-9": (
         "over by about 1 GiB of a 5.7 GiB plan whose largest terms are the loss (2.7 GiB) and the NF4 weights "
