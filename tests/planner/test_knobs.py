@@ -148,6 +148,63 @@ def test_quant_storage_bfloat16_lets_fsdp_shard_the_packed_weights():
     assert delta == pytest.approx(c.quantized * 0.5 * (1 - 1 / 8))
 
 
+@pytest.mark.parametrize("version, keeps", [("0.41.1", True), ("0.43", True), ("0.43.2", False), ("0.50.2", False), (None, False)])
+def test_bitsandbytes_before_0_43_2_keeps_each_4bit_linear_input(version, keeps):
+    """bitsandbytes MatMul4Bit kept `ctx.tensors = (A, B)` until 9e75374 (#1270, first in 0.43.2): with
+    LoRA dropout on q, v every layer then also keeps its two norm outputs (inputs of q/k/v and of
+    gate/up) and the down projection's input - 2 x (2h + f) bytes a token; the attention output is
+    kept by SDPA either way. Unset = the pinned release, which keeps none."""
+    items = ["method=qlora", "lora_target_modules=q_proj,v_proj", "lora_dropout=0.05", "bf16=true", "per_device_train_batch_size=2", "seq_len=1024"]
+    new = setup(*items, gpus=1)
+    s = setup(*items, *([f"bitsandbytes_version={version}"] if version else []), gpus=1)
+    assert s.quant_keeps_input is keeps
+    arch = params.summary(s.model_config)
+    st = arch.stacks["text"]
+    _, c = counts(s)
+    per_layer = training.layer_bytes(st, training.text_mode(s, arch, c, "text"), s.seq_len)[0]
+    base = training.layer_bytes(st, training.text_mode(new, arch, c, "text"), new.seq_len)[0]
+    assert per_layer - base == (2 * (2 * st.hidden + st.ffn) if keeps else 0)
+    assert not setup("method=lora", "bitsandbytes_version=0.41.1", gpus=1).quant_keeps_input  # no 4-bit linears
+    with pytest.raises(ConfigError, match="bitsandbytes_version.*not a version"):
+        setup("method=qlora", "bitsandbytes_version=latest", gpus=1)
+    if version == "0.41.1":  # a recipe says it in its planner: section
+        from vramfit.recipe import load
+
+        path = recipe_path("llama-3.1-70b-qlora-8xa100-80g")
+        assert Setup.from_recipe(load(path, ["planner.bitsandbytes_version=0.41.1"])).quant_keeps_input
+        assert not Setup.from_recipe(load(path)).quant_keeps_input
+
+
+def test_autocast_keeps_16bit_copies_of_fp32_weights_through_the_forward():
+    """autocast_mode.cpp `cached_cast`: over fp32 trained weights (dtype=float32 with bf16) the 16-bit
+    copy of each linear weight is cached until the autocast region - the forward and the loss - exits;
+    the untied input embedding is a lookup, not cast. None over 16-bit weights or under DeepSpeed."""
+    items = ["bf16=true", "per_device_train_batch_size=1", "seq_len=1024"]
+    amp, loaded16 = setup(*items, "dtype=float32", gpus=1), setup(*items, gpus=1)
+    arch, c = counts(amp)
+    whole, _ = training.autocast_weight_copies(amp, arch, c)
+    lookup = arch.groups["embed"] if arch.groups.get("lm_head") else 0  # Llama-3.2-3B ties them: the head casts it
+    assert whole == 2 * (c.trainable_base - lookup) and whole > 0
+    assert training.autocast_weight_copies(loaded16, arch, c) == (0.0, 0.0)
+    assert training.autocast_weight_copies(setup(*items, "dtype=float32", gpus=8, deepspeed="zero2"), arch, c) == (0.0, 0.0)
+    a, b = (training.train_peak(x, arch, c, x.seq_len)["activations"] for x in (amp, loaded16))
+    assert a - b == pytest.approx(whole)
+
+
+def test_torch_before_2_keeps_the_gradients_through_the_forward():
+    """torch 2.0 made nn.Module.zero_grad set gradients to None; before it the Trainer's `model.zero_grad()`
+    zeroed them in place, so the next forward ran beside all of them."""
+    items = ["bf16=true", "per_device_train_batch_size=1", "seq_len=1024", "optim=adamw_torch_fused"]
+    now, old = setup(*items, gpus=1), setup(*items, "torch_version=1.13.1", gpus=1)
+    assert old.gradients_kept and not now.gradients_kept and not setup(*items, "torch_version=2.0", gpus=1).gradients_kept
+    arch, c = counts(now)
+    whole = states.gpu_states(now, c, arch).gradients
+    assert gib(plan.plan(old), "gradients") * GIB == pytest.approx(whole)
+    assert gib(plan.plan(now), "gradients") * GIB < whole  # activations fall as gradients rise
+    with pytest.raises(ConfigError, match="torch_version.*not a version"):
+        setup(*items, "torch_version=two", gpus=1)
+
+
 def test_quantized_full_fine_tuning_is_refused():
     with pytest.raises(ConfigError, match="trains every weight"):
         setup("load_in_4bit=true")

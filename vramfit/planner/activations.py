@@ -16,7 +16,8 @@ a product saves both factors, dropout saves a bool mask), with
   the model's own activation module (params.py `_act_saves`: 1 input-sized tensor for torch
   kernels, 4 for the Python `gelu_new`);
 - LoRA (PEFT 0.21): each adapted linear keeps its dropout output and mask, and the rank-r output;
-  a frozen base linear keeps nothing;
+  a frozen base linear keeps nothing - except a bitsandbytes 4-bit linear before 0.43.2, whose
+  MatMul4Bit kept its input (`quant_keeps_input`, knobs.bnb_keeps_input);
 - gradient checkpointing (torch.utils.checkpoint, non-reentrant as transformers 5.23 sets it):
   each layer keeps only its input; one layer is recomputed at a time during backward.
 
@@ -51,6 +52,7 @@ class LayerMode:
     attention: str = "sdpa"
     liger: bool = False  # Liger RMSNorm + SwiGLU patched in
     masked: bool = True  # a padding mask reaches attention (False: packing / padding-free, position_ids only)
+    quant_keeps_input: bool = False  # bitsandbytes < 0.43.2 MatMul4Bit: every (4-bit) base linear keeps its input
 
 
 def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tuple[float, float]:
@@ -62,7 +64,7 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     a = mode.act
     h, f, nh, kvh, hd = stack.hidden, stack.ffn, stack.heads, stack.kv_heads, stack.head_dim
     roles = {ad.role for ad in mode.adapted}
-    keep_input = lambda role: mode.trainable or (role in roles and not mode.lora_dropout)  # noqa: E731
+    keep_input = lambda role: mode.trainable or mode.quant_keeps_input or (role in roles and not mode.lora_dropout)  # noqa: E731
     per_token = 0.0
     per_sample = 0.0
 

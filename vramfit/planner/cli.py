@@ -46,6 +46,8 @@ launch knobs (docs/planner.md "Launch knobs"):
   loss_kernel=torch|liger|cce|chunked  cut_cross_entropy=true  torch_compile=true  compile=true (torchtune)
   optimizer_in_bwd=true  use_vllm=true vllm_mode=colocate|server vllm_gpu_memory_utilization=0.3
   vllm_enable_sleep_mode=true  max_tiles=N (InternVL)  frames_per_sample=N video_max_pixels=N (Qwen2-VL)
+  bitsandbytes_version=0.41.1 (the run's bitsandbytes; before 0.43.2 each 4-bit linear keeps its input)
+  torch_version=1.13.1 (the run's torch; before 2.0 zero_grad() keeps the gradients through the forward)
 
 examples:
   vramfit plan vlm-r1-h20

@@ -20,6 +20,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
+| `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward | states.py `gradients_in_forward` |
+| `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 """
 
 from __future__ import annotations
@@ -183,6 +185,47 @@ def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], pr
         )
         return {}
     return out
+
+
+# bitsandbytes autograd/_functions.py MatMul4Bit.forward kept `ctx.tensors = (A, B)` - every 4-bit
+# linear's 16-bit input, although backward only needs B - until commit 9e75374 ("fix QLoRA mem bug:
+# delete useless buffered activation", bitsandbytes-foundation/bitsandbytes#1270, first in 0.43.2),
+# which keeps `(None, B)`. The pinned bitsandbytes (pyproject.toml) is newer.
+BNB_KEEPS_INPUT_BEFORE = (0, 43, 2)
+
+
+def bnb_keeps_input(values: dict[str, Any], quantization: str | None, problems: Problems, file: str) -> bool:
+    """Whether the run's bitsandbytes 4-bit linears keep their input for backward (`bitsandbytes_version`,
+    a pip version; unset = the pinned release, which does not)."""
+    release = _release(values, "bitsandbytes_version", "0.41.1", problems, file)
+    return release is not None and quantization in ("nf4", "fp4") and release < BNB_KEEPS_INPUT_BEFORE
+
+
+def _release(values: dict[str, Any], key: str, example: str, problems: Problems, file: str) -> tuple[int, int, int] | None:
+    """A pip version named by `key` as (major, minor, patch), None when unset or unreadable (reported)."""
+    raw = values.get(key)
+    if raw is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(str(raw)).release
+    except InvalidVersion:
+        problems.add(file, key, f"{raw!r} is not a version", f"write {key}={example} (as pip list shows it).")
+        return None
+    return tuple(release[:3]) + (0,) * (3 - len(release[:3]))  # type: ignore[return-value]
+
+
+# torch 2.0 made `set_to_none=True` the default of nn.Module.zero_grad and Optimizer.zero_grad (before it,
+# gradients were zeroed in place and stayed allocated): transformers' Trainer ends each step with
+# `model.zero_grad()`, so on torch < 2.0 the next forward runs beside the whole gradients.
+SET_TO_NONE_SINCE = (2, 0, 0)
+
+
+def torch_keeps_gradients(values: dict[str, Any], problems: Problems, file: str) -> bool:
+    """Whether `zero_grad()` keeps the gradients allocated between steps (`torch_version` < 2.0)."""
+    release = _release(values, "torch_version", "1.13.1", problems, file)
+    return release is not None and release < SET_TO_NONE_SINCE
 
 
 def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:

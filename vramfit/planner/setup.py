@@ -134,6 +134,7 @@ class Setup:
     quantization: str | None = None  # nf4 | fp4 | int8 | gptq-int4 | awq-int4
     quant_double: bool = True
     quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
+    quant_keeps_input: bool = False  # bitsandbytes < 0.43.2: each 4-bit linear keeps its input (knobs.bnb_keeps_input)
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
     master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
@@ -153,6 +154,7 @@ class Setup:
     compile_layers: bool = False  # torch.compile over the decoder layers (HF torch_compile, torchtune compile)
     compile_loss: bool = False  # ... and over the cross-entropy (HF: inside the compiled model; torchtune: chunked CE)
     optimizer_in_backward: bool = False  # torchtune optimizer_in_bwd: each gradient freed after its step
+    gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
     decoder_seq_len: int | None = None
@@ -409,6 +411,8 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out.update(knobs.precision_fields(values, method == "grpo", problems, file))
     out["frozen_fp32"] = out["master_fp32"]
     out.update(knobs.quant_fields(values, method, config, problems, file))
+    out["quant_keeps_input"] = knobs.bnb_keeps_input(values, out.get("quantization"), problems, file)
+    out["gradients_kept"] = knobs.torch_keeps_gradients(values, problems, file)
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
     if kernel == "liger":
@@ -518,6 +522,8 @@ ARG_KEYS = {
     "bnb_4bit_use_double_quant": bool,
     "bnb_4bit_quant_storage": str,
     "quant_method": str,
+    "bitsandbytes_version": str,
+    "torch_version": str,
     "modules_to_save": str,
     "activation_offloading": bool,
     "packing": bool,
@@ -610,6 +616,8 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         words: tuple[str, ...] = ()
         if isinstance(kind, tuple):
             kind, words = kind
+        if key in ("bitsandbytes_version", "torch_version") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # 0.43 parses as a number; a version is a name
         if key == "fsdp" and isinstance(value, bool):
             value = "full_shard" if value else ""
         if key == "fsdp" and isinstance(value, list):  # TrainingArguments also takes a list of options

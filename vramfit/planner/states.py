@@ -256,10 +256,13 @@ def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
     gradients rise, so the peak holds the larger of the two, not their sum; the optimizer-step phase counts
     them whole. Kept through the forward: gradient accumulation (later micro-batches sum into them), ZeRO-3's
     flat buffer (`persistent_grads`), DeepSpeed's and FSDP's gradient buffers, and DDP's reducer buckets (half
-    of the DDP figure, `gradient_as_bucket_view=False`). Measured on an H100 (benchmarks/gpu_memory.py
+    of the DDP figure, `gradient_as_bucket_view=False`), and every gradient on torch < 2.0, whose
+    `zero_grad()` zeroed them in place (`set_to_none=False`; `gradients_kept`, knobs.torch_keeps_gradients). Measured on an H100 (benchmarks/gpu_memory.py
     --compare; benchmarks/gradient_lifetime.py): Llama-3.2-3B full bf16 at 4k peaked at weights + moments +
     activations, 6 GiB of gradients below the sum."""
-    if st.persistent_grads or setup.gradient_accumulation_steps > 1 or setup.engine not in ("single", "ddp") or setup.optimizer_in_backward:
+    if setup.optimizer_in_backward:
+        return st.gradients
+    if st.persistent_grads or setup.gradient_accumulation_steps > 1 or setup.engine not in ("single", "ddp") or setup.gradients_kept:
         return st.gradients
     freed = st.gradients / 2 if setup.engine == "ddp" and setup.world > 1 else st.gradients
     return st.gradients - freed + max(0.0, freed - sum(terms.values()))

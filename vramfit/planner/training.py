@@ -67,6 +67,7 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         attention=setup.attention if arch.sdpa or setup.attention != "sdpa" else "eager",
         liger=liger_active(setup, arch) or setup.compile_layers,
         masked=not (setup.packing or setup.padding_free),
+        quant_keeps_input=setup.quant_keeps_input,
     )
 
 
@@ -121,11 +122,40 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         )
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     base = kept + embeddings + final_norm
-    at_loss = {"activations": base, "vision_activations": vision_kept, "logits": loss_bytes}
+    copies, layer_copies = autocast_weight_copies(s, arch, counts)
+    at_loss = {"activations": base + copies, "vision_activations": vision_kept, "logits": loss_bytes}
     # the backward of a quantized linear holds its dequantized weight next to the layer's tensors
-    at_layer = {"activations": base + recompute + dequantized_bytes(s, counts), "vision_activations": vision_kept, "logits": 0.0}
+    at_layer = {
+        "activations": base + recompute + dequantized_bytes(s, counts) + (layer_copies if s.gradient_checkpointing else copies),
+        "vision_activations": vision_kept,
+        "logits": 0.0,
+    }
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
     return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
+
+
+def autocast_weight_copies(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
+    """16-bit copies of fp32 linear weights that torch.autocast makes, alive at the forward's end and,
+    without checkpointing, until each layer's backward: (the whole model's, one layer's) in bytes.
+
+    aten/src/ATen/autocast_mode.cpp `cached_cast`: a leaf tensor that requires grad (a trained fp32
+    weight) is cast once and cached until the autocast region exits - the Trainer computes the loss
+    inside it (`autocast_smart_context_manager`), so the copies of every trained linear weight live
+    through the forward; each linear's backward also saves its (cast) weight for the input gradient,
+    so without checkpointing the copies of frozen fp32 weights live too, until that layer's backward;
+    with checkpointing the recomputed layer casts its own again. Only over fp32 weights (`dtype=float32`
+    under fp16 / bf16; PEFT's fp32 LoRA matrices, small); DeepSpeed casts the module itself and FSDP's
+    mixed precision gathers 16-bit parameters, so neither autocasts an fp32 weight. Embedding lookups
+    are not autocast ops: an untied input embedding is not cast."""
+    s = setup
+    if s.precision not in ("fp16", "bf16") or s.engine not in ("single", "ddp"):
+        return 0.0, 0.0
+    lookup = arch.groups.get("embed", 0) if arch.groups.get("lm_head", 0) else 0  # tied: the head casts it
+    trained = (counts.trainable_base - (lookup if counts.trainable_base >= lookup else 0) if s.master_fp32 else 0) + counts.lora
+    frozen = max(0, counts.frozen - lookup) if s.frozen_fp32 and not s.gradient_checkpointing else 0
+    layers = max(1, sum(st.layers for st in arch.stacks.values()))
+    whole = 2.0 * (trained + frozen)
+    return whole, 2.0 * (trained + (counts.frozen if s.frozen_fp32 else 0)) / layers
 
 
 def vision_attention(setup, arch: Arch) -> str:
@@ -159,6 +189,7 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
         lora_rank=setup.lora_r or 0,
         lora_dropout=setup.lora_dropout > 0,
         attention=vision_attention(setup, arch),
+        quant_keeps_input=setup.quant_keeps_input,
     )
     per_token, _ = layer_bytes(st, mode, vision_sequence(setup, arch))
     full = per_token * tokens
