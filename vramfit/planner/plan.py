@@ -296,7 +296,7 @@ def train_block(setup: Setup, arch, seq: int) -> float:
     """Bytes of the largest single tensor the forward / backward allocates, hence of the largest block the
     caching allocator can hold cached after it: the logits in the loss dtype (none with a fused loss), a
     whole parameter or gradient of the largest module in the compute dtype (a ZeRO-3 gather, an embedding's
-    dense gradient), or one layer's widest activation."""
+    dense gradient), one layer's widest activation, or an eager attention's fp32 scores."""
     a, b = training.act_bytes(setup), setup.micro_batch
     own = training.text_sequences(setup, arch, seq)[-1][1]
     tokens = b * own
@@ -308,7 +308,8 @@ def train_block(setup: Setup, arch, seq: int) -> float:
     # eager attention materialises each layer's fp32 softmax over heads x s x s (activations.layer_bytes)
     # (a model with no SDPA path runs eager whatever is asked: training.text_mode)
     eager = setup.attention == "eager" or (setup.attention == "sdpa" and not arch.sdpa)
-    scores = max((b * arch.stacks[name].heads * q * q * FP32_BYTES for name, q, _ in training.text_sequences(setup, arch, seq)), default=0) if eager else 0
+    stacks = [(arch.stacks.get(name), q) for name, q, _ in training.text_sequences(setup, arch, seq)]
+    scores = max((b * st.heads * q * q * FP32_BYTES for st, q in stacks if st is not None), default=0) if eager else 0
     if "vision" in arch.stacks and setup.images_per_sample and training.vision_attention(setup, arch) == "eager":
         v = training.vision_sequence(setup, arch)
         slices = max(1, setup.vision_patches // max(1, v))
@@ -320,8 +321,10 @@ def cached_train_blocks(setup: Setup, arch, st, train: dict[str, float], frag: f
     """Bytes the caching allocator still holds from the train phase while DeepSpeed's step allocates its flat
     fp32 gradient partition (module docstring: cached train-phase blocks); 0 when the step's tensor fits
     in a cached block."""
+    if setup.engine != "deepspeed" or not st.step_block:
+        return 0.0
     largest = train_block(setup, arch, seq)
-    if setup.engine != "deepspeed" or st.step_block <= largest:
+    if st.step_block <= largest:
         return 0.0
     transient = (1 + frag) * (sum(train.values()) - sum(train.get(k, 0.0) for k in RESIDENT))
     # the step's other tensor (the 16-bit flat copy of the gradient partition) is carved from a cached block
