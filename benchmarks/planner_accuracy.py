@@ -490,6 +490,9 @@ def main() -> int:
         errors = [replaced.get(t[0]["id"], abs((t[1] - t[0]["measured_gib"]) / t[0]["measured_gib"])) for t in table if t[0]["measured_gib"] is not None]
         rmed, rp90 = summarise(errors)
         print(f"  the {len(errors)} rows with that reading: median |error| {rmed:.1%}, p90 |error| {rp90:.1%}")
+        for src in sorted({source_of(i) for i in ids}):
+            smed, sp90 = summarise([replaced.get(fid, abs(e)) for fid, e in in_sample[src]])
+            print(f"  {src}, its {len(in_sample[src])} figures with that reading: median |error| {smed:.1%}, p90 |error| {sp90:.1%}")
     return 0
 
 
