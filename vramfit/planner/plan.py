@@ -23,7 +23,8 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
   when that tensor is larger than every tensor of the forward / backward (states.step_block against
   `train_block`), it needs a new segment and the blocks the backward left cached stay reserved beside it. What
   `memory_reserved()` / nvidia-smi report for the step phase (`measures`, `cached_blocks`) holds them; the peak
-  the run needs and the verdict do not, since the allocator frees them under pressure before it reports an OOM.
+  the run needs and the verdict do not, since the allocator frees them under pressure before it reports an OOM
+  (and where they would not fit beside the step within the usable card, it has freed them: none are counted).
 - CUDA context: hardware.py `context_gib` (measured per card).
 - headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
@@ -252,6 +253,11 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         # the run needs: the allocator returns them to the device before it would report an OOM
         cached = (carried if name == "optimizer_step" else 0.0) / GIB
         device = sum(full.values())
+        if device + cached > usable(gpu.memory_gib):
+            # where the cache would not fit beside the step, cudaMalloc fails first and the allocator frees
+            # its cached blocks and retries (`release_cached_blocks`); the 5% headroom stands for the memory
+            # outside PyTorch's allocator (NCCL, cuBLAS workspaces: headroom.py)
+            cached = 0.0
         measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB + cached, "device": device + cached}
         if cached:
             measures[name]["cached_blocks"] = cached
