@@ -25,8 +25,10 @@ from typing import Any
 
 SCHEMA = 16  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
-# with flash_attention_2 (MiniCPM-V's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
-# `vision_config._attn_implementation = 'eager'`); their shapes-only stand-ins name the upstream id in `_model`.
+# with flash_attention_2 (MiniCPM-V 2.6 / o's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
+# `vision_config._attn_implementation = 'eager'`; MiniCPM-Llama3-V 2.5's builds transformers'
+# Idefics2VisionTransformer, whose IDEFICS_VISION_ATTENTION_CLASSES in 4.40 has only eager and
+# flash_attention_2); their shapes-only stand-ins name the upstream id in `_model`.
 EAGER_VISION_REMOTE_CODE = ("openbmb/MiniCPM-Llama3-V", "openbmb/MiniCPM-V-2", "openbmb/MiniCPM-o-2")
 PROJECTOR_NAMES = {"multi_modal_projector", "merger", "mm_projector", "resampler", "connector", "mlp1"}
 VISION_NAMES = {

@@ -12,6 +12,19 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
   7.0 GiB reserved-but-unallocated (39.59 total - 3.20 free - 28.77 allocated - 0.6 context) next to
   28.77 GiB allocated, i.e. 25-45% of the transient part. With `expandable_segments:True` segments
   grow in 2 MiB pages and the residue is small: 2% (MiniCPM-V#338: 683.81 MiB of 77.49 GiB is 0.9%).
+- cached train-phase blocks (DeepSpeed ZeRO-1/2/3 steps without optimizer offload): the caching allocator
+  serves a request from a cached free block only when one is at least that large, and gives cached blocks back to
+  the device only when cudaMalloc fails or on `empty_cache()` (c10/cuda/CUDACachingAllocator.cpp
+  `DeviceCachingAllocator::malloc`: `get_free_block(params) || ... || alloc_block(params, false, ...) ||
+  (release_available_cached_blocks(params) && alloc_block(...)) || (release_cached_blocks(...) && alloc_block(...))`;
+  `get_free_block` takes the smallest cached block of at least the request's size). DeepSpeed's step allocates the
+  fp32 gradient partition as one flat tensor (stage_1_and_2.py `step`: `single_grad_partition =
+  self.flatten(self.averaged_gradients[i]).to(torch.float32)`; stage3.py `_prepare_fp32_grad_for_sub_group`):
+  when that tensor is larger than every tensor of the forward / backward (states.step_block against
+  `train_block`), it needs a new segment and the blocks the backward left cached stay reserved beside it. What
+  `memory_reserved()` / nvidia-smi report for the step phase (`measures`, `cached_blocks`) holds them; the peak
+  the run needs and the verdict do not, since the allocator frees them under pressure before it reports an OOM
+  (and where they would not fit beside the step within the usable card, it has freed them: none are counted).
 - CUDA context: hardware.py `context_gib` (measured per card).
 - headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
@@ -50,6 +63,7 @@ ORDER = (
     "allocator_reserve",
     "cuda_context",
 )
+FP32_BYTES = 4
 
 
 @dataclass
@@ -226,6 +240,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         ev, host_eval = evaluation.eval_peak(s, arch, counts)
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
     frag = FRAGMENTATION_EXPANDABLE if s.expandable_segments else FRAGMENTATION
+    carried = cached_train_blocks(s, arch, st, raw["train"], frag, seq)
     phase_breakdowns, measures, phases = {}, {}, {}
     for name, parts in raw.items():
         allocated = sum(parts.values())
@@ -234,8 +249,19 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         full["allocator_reserve"] = frag * transient / GIB
         full["cuda_context"] = gpu.context_gib
         phase_breakdowns[name] = {k: full[k] for k in ORDER if k in full}
-        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB, "device": sum(full.values())}
-        phases[name] = measures[name]["device"]
+        # blocks only cached (module docstring) show in what the allocator / nvidia-smi report, not in the peak
+        # the run needs: the allocator returns them to the device before it would report an OOM
+        cached = (carried if name == "optimizer_step" else 0.0) / GIB
+        device = sum(full.values())
+        if device + cached > usable(gpu.memory_gib):
+            # where the cache would not fit beside the step, cudaMalloc fails first and the allocator frees
+            # its cached blocks and retries (`release_cached_blocks`); the 5% headroom stands for the memory
+            # outside PyTorch's allocator (NCCL, cuBLAS workspaces: headroom.py)
+            cached = 0.0
+        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB + cached, "device": device + cached}
+        if cached:
+            measures[name]["cached_blocks"] = cached
+        phases[name] = device
     peak_phase = max(phases, key=phases.get)
     peak = phases[peak_phase]
     binding = max(phases[p] - phase_breakdowns[p].get("paged_optimizer_states", 0.0) for p in phases)
@@ -270,6 +296,47 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         notes=notes,
         incomplete=incomplete,
     )
+
+
+def train_block(setup: Setup, arch, seq: int) -> float:
+    """Bytes of the largest single tensor the forward / backward allocates, hence of the largest block the
+    caching allocator can hold cached after it: the logits in the loss dtype (none with a fused loss), a
+    whole parameter or gradient of the largest module in the compute dtype (a ZeRO-3 gather, an embedding's
+    dense gradient), one layer's widest activation, or an eager attention's fp32 scores."""
+    a, b = training.act_bytes(setup), setup.micro_batch
+    own = training.text_sequences(setup, arch, seq)[-1][1]
+    tokens = b * own
+    # GRPO's loss runs TRL's fused head (grpo.fused_head_bytes): no whole-vocabulary tensor either
+    fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or setup.method == "grpo"
+    logits = 0 if fused else tokens * arch.vocab * (FP32_BYTES if training.loss_upcast(setup, arch) else a)
+    module = arch.largest_module * (2 if setup.sixteen_bit else FP32_BYTES)
+    widest = tokens * a * max((max(st.ffn, st.hidden) for st in arch.stacks.values()), default=0)
+    # eager attention materialises each layer's fp32 softmax over heads x s x s (activations.layer_bytes)
+    # (a model with no SDPA path runs eager whatever is asked: training.text_mode)
+    eager = setup.attention == "eager" or (setup.attention == "sdpa" and not arch.sdpa)
+    stacks = [(arch.stacks.get(name), q) for name, q, _ in training.text_sequences(setup, arch, seq)]
+    scores = max((b * st.heads * q * q * FP32_BYTES for st, q in stacks if st is not None), default=0) if eager else 0
+    if "vision" in arch.stacks and setup.images_per_sample and training.vision_attention(setup, arch) == "eager":
+        v = training.vision_sequence(setup, arch)
+        slices = max(1, setup.vision_patches // max(1, v))
+        scores = max(scores, b * setup.images_per_sample * slices * arch.stacks["vision"].heads * v * v * FP32_BYTES)
+    return float(max(logits, module, widest, scores))
+
+
+def cached_train_blocks(setup: Setup, arch, st, train: dict[str, float], frag: float, seq: int) -> float:
+    """Bytes the caching allocator still holds from the train phase while DeepSpeed's step allocates its flat
+    fp32 gradient partition (module docstring: cached train-phase blocks); 0 when the step's tensor fits
+    in a cached block."""
+    if setup.engine != "deepspeed" or not st.step_block:
+        return 0.0
+    largest = train_block(setup, arch, seq)
+    if st.step_block <= largest:
+        return 0.0
+    transient = (1 + frag) * (sum(train.values()) - sum(train.get(k, 0.0) for k in RESIDENT))
+    # the step's other tensor (the 16-bit flat copy of the gradient partition) is carved from a cached block
+    # when one is large enough: that much of the cache is in use, not extra
+    rest = st.step - st.step_block
+    return max(0.0, transient - (rest if rest <= largest else 0.0))
 
 
 def vllm_share(setup: Setup) -> float:

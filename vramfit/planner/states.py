@@ -95,6 +95,7 @@ class States:
     gathered: float  # parameters gathered for the layers being computed (ZeRO-3 / FSDP)
     step: float  # alive only during the optimizer step
     persistent_grads: bool  # the gradient storage outlives the step (ZeRO-3 flat buffer)
+    step_block: float = 0.0  # the largest single tensor the step allocates (DeepSpeed's flat fp32 gradient partition)
 
 
 def quant_bytes(setup) -> float:
@@ -188,7 +189,8 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # stage3.py `_prepare_fp32_grad_for_sub_group`: `self.flatten(averaged_gradients).to(fp32)` - a
         # 16-bit flat copy of the sub-group's gradient partition, then its fp32 copy, both alive at once.
         step = 0.0 if z.offload_optimizer else (FP32_BYTES + train_b) * min(T / dp, z.sub_group_size)
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered, step, True)
+        block = 0.0 if z.offload_optimizer else FP32_BYTES * min(T / dp, z.sub_group_size)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered, step, True, block)
     if ds:  # ZeRO-1 / ZeRO-2
         z = s.zero
         weights = T * train_b + F * frozen_b + Q * qb
@@ -201,7 +203,8 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # `.to(fp32)` - both alive until `del flat_grad_partition`; then the fp32 partition alone (plus a
         # foreach intermediate for torch's multi-tensor AdamW).
         step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False)
+        block = 0.0 if z.offload_optimizer else FP32_BYTES * T / dp  # `single_grad_partition`: one flat fp32 tensor
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False, block)
     if s.engine == "fsdp":
         dp = _fsdp_dp(s)
         offload = s.fsdp_offload or s.zero.offload_params or s.zero.offload_optimizer
