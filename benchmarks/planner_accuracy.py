@@ -162,7 +162,10 @@ _MV_ZERO3 = (
     "per run, and the eval set is not published. What fits every MiniCPM-V figure is about twice the planned "
     "transient: the scripts' per_device_train_batch_size 2 (see the alternative reading: 8 of 11 figures within 12%) - "
     "but finetune_ds.sh at 74278de (line 47) passes 1 for the full rows MV-r61..63, which stay at -53..-55% with it "
-    "(-21% at 2)"
+    "(-21% at 2). Noticed, not modelled: those three full rows (16.0 / 15.8 / 15.63 GiB) are one fp16 copy of the whole "
+    "model (8.47 B x 2 B = 15.78 GiB) within 1.4%, flat in the GPU count - what a peak read since the process started "
+    "would show if each GPU held the model whole before ZeRO-3 partitioned it (a model built outside zero.Init); the "
+    "planner has no load phase, and the LoRA rows (13.1-14.4 GiB) do not fit that reading"
 )
 WHY_OFF = {
     **{f"MV-r{n}": _MV_ZERO3 for n in (58, 59, 60, 61, 62, 63)},
