@@ -30,8 +30,14 @@ HUB_DIR = PACKAGE_ROOT / "model_configs" / "hub"
 SIDECAR = ".source.json"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 # A table name followed by a separator still names that model (-Instruct, -hf, -chat, -2507, a local
-# checkpoint's -sft / -lora), unless what follows is another size or variant (gpt2 -> gpt2-medium, -70b).
-SUFFIX = re.compile(r"^[-_.](?!\d+(?:\.\d+)?[bmk]\b|(?:medium|large|xl|xxl|small|mini|tiny|base|nano|micro|vision|vl|moe|a\d)\b)", re.I)
+# checkpoint's -sft / -lora), unless what follows is another size or variant (gpt2 -> gpt2-medium, -70b), a
+# distillation into another model (DeepSeek-R1 -> DeepSeek-R1-Distill-Qwen-14B), or names a size further on
+# (DeepSeek-R1 -> DeepSeek-R1-0528-Qwen3-8B): a model of another size is another model.
+SUFFIX = re.compile(
+    r"^[-_.](?!\d+(?:\.\d+)?[bmk]\b|(?:medium|large|xl|xxl|small|mini|tiny|base|nano|micro|vision|vl|moe|distill|a\d)\b)"
+    r"(?!.*[-_.]\d+(?:\.\d+)?b\b)",
+    re.I,
+)
 
 
 @dataclass
