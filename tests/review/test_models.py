@@ -78,6 +78,8 @@ def test_the_table_holds_the_models_people_fine_tune():
         ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite-chat.json"),
         ("deepseek-ai/DeepSeek-V3", "deepseek-v3-base.json"),
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1.json"),
+        # a size further on that the table name has too still names it (the seed ShareGPT4V script's checkpoint)
+        ("Lin-Chen/ShareGPT4V-7B_Pretrained_vit-large336-l12_vicuna-7b-v1.5", "llava-1.5-7b.json"),
     ],
 )
 def test_model_found_in_the_table_by_its_id(model_id, file):
