@@ -312,6 +312,10 @@ class Mapped:
     planner_origins: dict[str, Origin] = field(default_factory=dict)
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
     image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
+    # planned at the data's longest sample, batches being padded to their longest sample (review/lengths.py): the cap the
+    # files set, planned beside by the reviewer, and whether no sample can exceed what was planned (a published bound)
+    length_cap: int | None = None
+    length_bound: bool = False
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
@@ -400,6 +404,8 @@ class _Builder:
         self.model_how = ""
         # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.image_assumed = False
+        self.length_cap: int | None = None
+        self.length_bound = False
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
@@ -762,6 +768,7 @@ class _Builder:
         self._model(model_config)
         self._method()
         self._data()
+        self._longest_sample()
         self._precision()
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
@@ -792,6 +799,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
+        mapped.length_cap, mapped.length_bound = self.length_cap, self.length_bound
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1123,6 +1131,44 @@ class _Builder:
                 )
             )
         self._lengths(data, images)
+
+    def _longest_sample(self) -> None:
+        """A collator that pads each batch to its longest sample holds that sample, not the cap: where the data's longest
+        sample is known (a sample of the training file, a published set's bound: review/lengths.py) the step is planned
+        at it and the cap beside it (the reviewer); else at the cap, as before. Packing fills every sequence to the cap."""
+        from vramfit.review import lengths
+
+        self.length_cap, self.length_bound = None, False
+        data = self.recipe["data"]
+        cap = data.get("max_length")
+        settings = {
+            s.key.lstrip("-"): (s.value[0] if isinstance(s.value, list) and len(s.value) == 1 else s.value) for src in self.sources for s in src.settings
+        }
+        packed = any(str(settings.get(k)).lower() == "true" for k in ("packing", "sample_packing", "padding_free"))
+        if self.grpo or packed or not isinstance(cap, int):
+            return
+        pads, why = lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        if not pads:
+            return
+        tower = next((v for k, v in settings.items() if k in ("vision_tower", "mm_vision_tower") and isinstance(v, str)), None)
+        images = self.config.get("_image_tokens") or {}
+        per_image = images.get("per_image") if "default_max_pixels" not in images else None
+        found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
+        if found is None or found.tokens >= cap:
+            return
+        data["max_length"] = found.tokens
+        self.length_cap, self.length_bound = cap, found.bound
+        where = self.origins.get("data.max_length") or Origin(self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line)
+        self.findings.append(
+            Finding(
+                "info",
+                where.file,
+                where.key,
+                f"planned at the data's longest sample, {found.tokens:,} tokens ({found.how}), not at the cap of {cap:,}: {why}",
+                source="planner",
+                line=where.line,
+            )
+        )
 
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:

@@ -1,0 +1,97 @@
+"""Sample lengths against the cap (vramfit/review/lengths.py): a collator that pads each batch to its longest sample is
+planned at the data's longest sample where the review can know it (a published set's bound, a sample of the training
+file), with the cap planned beside and said; a collator that pads to the cap, or data it cannot know, keeps the cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vramfit.review import lengths
+from vramfit.review.reviewer import review
+
+LLAVA = """deepspeed llava/train/train_mem.py \\
+    --deepspeed ./zero2.json \\
+    --model_name_or_path lmsys/vicuna-13b-v1.5 \\
+    --version plain \\
+    --data_path {data} \\
+    --vision_tower openai/clip-vit-large-patch14-336 \\
+    --tune_mm_mlp_adapter True \\
+    --bf16 True \\
+    --per_device_train_batch_size 32 \\
+    --gradient_accumulation_steps 1 \\
+    --model_max_length 2048 \\
+    --gradient_checkpointing True
+"""
+ZERO2 = {"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto"}
+
+
+def _review(tmp_path, data: str, program: str = "llava/train/train_mem.py"):
+    (tmp_path / "zero2.json").write_text(json.dumps(ZERO2))
+    script = tmp_path / "pretrain.sh"
+    script.write_text(LLAVA.format(data=data).replace("llava/train/train_mem.py", program))
+    return review([str(script)], gpu="a100-80g", gpus=8)
+
+
+def _length_findings(result):
+    return [f for f in result.findings if f.key == "--model_max_length" and f.source == "planner"]
+
+
+def test_a_published_set_bounded_by_how_it_was_made_is_planned_at_its_longest_sample(tmp_path):
+    """LLaVA's projector pretraining on LCS-558K: one image (576 tokens at CLIP-L/14 336 px) and one BLIP caption per
+    sample, batches padded to their longest sample: planned at 640 tokens, the 2,048 cap beside it, no error."""
+    result = _review(tmp_path, "./playground/data/LLaVA-Pretrain/blip_laion_cc_sbu_558k.json")
+    assert result.plan is not None and result.plan.setup.seq_len == 576 + 64
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    said = " ".join(f.what for f in _length_findings(result))
+    assert "planned at the data's longest sample, 640 tokens" in said and "pads each batch to its longest sample" in said
+    assert "at the cap of 2,048 tokens" in said and "no sample of this data reaches it" in said
+    assert all(f.severity == "info" for f in _length_findings(result))
+
+
+def test_a_sample_of_the_training_file_sizes_the_step_and_the_cap_is_a_warning_when_it_would_not_fit(tmp_path):
+    """The training file where the script names it: its longest sample sizes the step; the cap, which a sample not read
+    could still reach, is a warning with the edit that makes the plan hold."""
+    records = [
+        {"id": str(i), "image": f"{i:05d}.jpg", "conversations": [{"from": "human", "value": "<image>\nDescribe."}, {"from": "gpt", "value": "x" * (30 * i)}]}
+        for i in range(1, 11)
+    ]
+    (tmp_path / "data.json").write_text(json.dumps(records))
+    result = _review(tmp_path, "./data.json")
+    longest = max(len("\nDescribe.\n" + "x" * (30 * i)) // lengths.CHARS_PER_TOKEN + 1 for i in range(1, 11)) + 576
+    assert result.plan is not None and result.plan.setup.seq_len == longest
+    cap = [f for f in _length_findings(result) if "the peak would be" in f.what]
+    assert len(cap) == 1 and cap[0].severity == "warning" and "the longest of those read" in cap[0].what
+    assert cap[0].fix.startswith(f"--model_max_length {longest}")
+    assert not [f for f in result.findings if f.severity == "error"]
+
+
+def test_data_it_cannot_know_keeps_the_cap(tmp_path):
+    """LLaVA's instruction mix is not in the table and not here: the cap is the verdict, as before (an error here)."""
+    result = _review(tmp_path, "./playground/data/llava_v1_5_mix665k.json")
+    assert result.plan is not None and result.plan.setup.seq_len == 2048
+    assert not [f for f in _length_findings(result) if "longest sample" in f.what]
+    assert [f for f in result.findings if f.severity == "error" and f.key == "--gpu"]
+
+
+def test_a_program_padding_every_sample_to_the_cap_keeps_the_cap(tmp_path):
+    """FastChat pads every sample to model_max_length: the data's length does not lower the step."""
+    result = _review(tmp_path, "./playground/data/LLaVA-Pretrain/blip_laion_cc_sbu_558k.json", program="fastchat/train/train_mem.py")
+    assert result.plan is not None and result.plan.setup.seq_len == 2048
+
+
+@pytest.mark.parametrize(
+    "program, pads",
+    [("llava/train/train_mem.py", True), ("share4v/train/train.py", True), ("fastchat/train/train_lora.py", False), ("train.py", None)],
+)
+def test_the_collator_facts(program, pads):
+    assert lengths.pads_to_longest(program)[0] is pads
+
+
+@pytest.mark.parametrize(
+    "tower, per_image, tokens",
+    [("openai/clip-vit-large-patch14-336", None, 576), ("openai/clip-vit-large-patch14", None, 256), (None, 729, 729), ("my/tower", None, None)],
+)
+def test_image_tokens_of_a_tower(tower, per_image, tokens):
+    assert lengths.image_tokens(tower, per_image) == tokens
