@@ -67,6 +67,38 @@ def test_a_sample_of_the_training_file_sizes_the_step_and_the_cap_is_a_warning_w
     assert not [f for f in result.findings if f.severity == "error"]
 
 
+def test_the_published_file_here_keeps_its_bound_unless_its_samples_exceed_it(tmp_path):
+    """The real LCS-558K file where the script names it (a JSON list, read from its head only): its captions stay within
+    the published bound, so the bound holds (a note at the cap, no warning); an edited file with longer captions is
+    sized by its own samples."""
+    folder = tmp_path / "LLaVA-Pretrain"
+    folder.mkdir()
+    caption = {"id": "004539375", "image": "00453/004539375.jpg"}
+    short = [
+        {
+            **caption,
+            "conversations": [
+                {"from": "human", "value": "Render a clear and concise summary of the photo.\n<image>"},
+                {"from": "gpt", "value": "select luxury furniture 3 - inch gel memory foam mattress topper"},
+            ],
+        }
+    ]
+    (folder / "blip_laion_cc_sbu_558k.json").write_text(json.dumps(short * 50))
+    found = lengths.longest(str(folder / "blip_laion_cc_sbu_558k.json"), 576)
+    assert found is not None and found.bound and found.tokens == 640
+    long = [{**caption, "conversations": [{"from": "human", "value": "<image>"}, {"from": "gpt", "value": "y" * 900}]}]
+    (folder / "blip_laion_cc_sbu_558k.json").write_text(json.dumps(long))
+    found = lengths.longest(str(folder / "blip_laion_cc_sbu_558k.json"), 576)
+    assert found is not None and not found.bound and found.tokens == 576 + 900 // lengths.CHARS_PER_TOKEN + 1
+
+
+def test_a_json_lines_sample_with_chat_content_parts(tmp_path):
+    lines = [{"messages": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "a" * 300}]}]}, {"text": "b" * 30}]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    found = lengths.longest(str(tmp_path / "train.jsonl"), 100)
+    assert found is not None and found.tokens == 100 + 300 // lengths.CHARS_PER_TOKEN + 1 and "first 2 samples" in found.how
+
+
 def test_data_it_cannot_know_keeps_the_cap(tmp_path):
     """LLaVA's instruction mix is not in the table and not here: the cap is the verdict, as before (an error here)."""
     result = _review(tmp_path, "./playground/data/llava_v1_5_mix665k.json")

@@ -96,35 +96,48 @@ def image_tokens(vision_tower: str | None, per_image: int | None) -> int | None:
 
 
 def longest(train_file: str | None, per_image: int | None) -> Longest | None:
-    """The data's longest sample: from the file where it lies here, else from the published sets, else None."""
+    """The data's longest sample: a published set's bound where the file is one (and a sample of it, where it lies
+    here, stays within the bound), else a sample of the file where it lies here, else None."""
     if not train_file:
         return None
     path = Path(train_file)
-    if path.is_file():
-        return _sampled(path, per_image or 0)
+    sampled = _sampled(path, per_image or 0) if path.is_file() else None
     known = PUBLISHED.get(path.name)
-    if known is None or (known.images and not per_image):
-        return None
-    return Longest(known.images * (per_image or 0) + known.text_tokens, known.why, True)
+    if known is not None and (per_image or not known.images):
+        bound = Longest(known.images * (per_image or 0) + known.text_tokens, known.why, True)
+        if sampled is None or sampled.tokens <= bound.tokens:
+            return bound
+    return sampled
 
 
 def _records(path: Path) -> list:
+    """The first SAMPLE records of a JSON list (read from its head, never whole) or of a JSON-lines file."""
+    decoder = json.JSONDecoder()
     with path.open("r", encoding="utf-8", errors="replace") as f:
-        head = f.read(1)
-        f.seek(0)
-        if head == "[":  # a JSON list: parsed whole only when small, else not sampled
-            if path.stat().st_size > 64 * 2**20:
-                return []
-            data = json.load(f)
-            return data[:SAMPLE] if isinstance(data, list) else []
-        out = []
-        for line in f:
-            if len(out) >= SAMPLE:
+        text = f.read(16 * 2**20)
+    stripped = text.lstrip()
+    out: list = []
+    if stripped.startswith("["):
+        i = len(text) - len(stripped) + 1
+        while len(out) < SAMPLE:
+            while i < len(text) and text[i] in " \t\r\n,":
+                i += 1
+            if i >= len(text) or text[i] == "]":
                 break
-            line = line.strip()
-            if line:
-                out.append(json.loads(line))
+            try:
+                record, i = decoder.raw_decode(text, i)
+            except ValueError:  # the head ends inside a record: what was read is the sample
+                break
+            out.append(record)
         return out
+    for line in text.splitlines()[:SAMPLE]:
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break  # the head's last line, cut
+    return out
 
 
 def _texts(record) -> tuple[str, int]:
@@ -135,7 +148,13 @@ def _texts(record) -> tuple[str, int]:
     n = len(images) if isinstance(images, list) else 1
     turns = record.get("conversations") or record.get("messages")
     if isinstance(turns, list):
-        parts = [str(t.get("value", t.get("content", ""))) for t in turns if isinstance(t, dict)]
+        parts = []
+        for turn in turns:
+            content = turn.get("value", turn.get("content", "")) if isinstance(turn, dict) else ""
+            if isinstance(content, list):  # chat content parts: {"type": "text", "text": ...} / {"type": "image"}
+                n += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
+                content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+            parts.append(str(content))
     else:
         parts = [str(v) for v in record.values() if isinstance(v, str)]
     text = "\n".join(parts)
@@ -145,7 +164,7 @@ def _texts(record) -> tuple[str, int]:
 def _sampled(path: Path, per_image: int) -> Longest | None:
     try:
         records = _records(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not records:
         return None
