@@ -113,6 +113,19 @@ def test_a_program_padding_every_sample_to_the_cap_keeps_the_cap(tmp_path):
     assert result.plan is not None and result.plan.setup.seq_len == 2048
 
 
+def test_the_longest_sample_given_on_the_command_line(tmp_path):
+    """--sample-length: the data's longest sample as the user gives it, used where the collator pads to the longest
+    sample, and said not used where it pads to the cap."""
+    (tmp_path / "zero2.json").write_text(json.dumps(ZERO2))
+    for program, used in (("llava/train/train_mem.py", True), ("fastchat/train/train_mem.py", False)):
+        script = tmp_path / "pretrain.sh"
+        script.write_text(LLAVA.format(data="./playground/data/llava_v1_5_mix665k.json").replace("llava/train/train_mem.py", program))
+        result = review([str(script)], gpu="a100-80g", gpus=8, sample_length=700)
+        assert result.plan is not None and result.plan.setup.seq_len == (700 if used else 2048), program
+        said = [f for f in result.findings if "--sample-length" in f.what or f.key == "--sample-length"]
+        assert said and (("as given" in said[0].what) if used else said[0].what.startswith("not used")), [str(f) for f in said]
+
+
 @pytest.mark.parametrize(
     "program, pads",
     [("llava/train/train_mem.py", True), ("share4v/train/train.py", True), ("fastchat/train/train_lora.py", False), ("train.py", None)],

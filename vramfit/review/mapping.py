@@ -376,7 +376,15 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 
 
 class _Builder:
-    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None, image_tokens: int | None = None):
+    def __init__(
+        self,
+        sources: list[Source],
+        workdir: Path,
+        transformers_version: str | None = None,
+        image_tokens: int | None = None,
+        sample_length: int | None = None,
+    ):
+        self.sample_length = sample_length
         self.transformers_version = transformers_version
         self.image_tokens = image_tokens
         self.sources = sources
@@ -1149,11 +1157,19 @@ class _Builder:
             return
         pads, why = lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
         if not pads:
+            if self.sample_length:
+                how = why or f"how {self.primary.program or 'this run'} pads its batches is not known to vramfit"
+                self.findings.append(
+                    Finding("info", self.primary.label, "--sample-length", f"not used, planned at the cap of {cap:,}: {how}", source="planner")
+                )
             return
         tower = next((v for k, v in settings.items() if k in ("vision_tower", "mm_vision_tower") and isinstance(v, str)), None)
         images = self.config.get("_image_tokens") or {}
         per_image = images.get("per_image") if "default_max_pixels" not in images else None
-        found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
+        if self.sample_length:
+            found = lengths.Longest(self.sample_length, "--sample-length, the data's longest sample as given", True)
+        else:
+            found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
         if found is None or found.tokens >= cap:
             return
         data["max_length"] = found.tokens
@@ -1434,10 +1450,15 @@ def _json_dict(value: Any) -> Any:
 
 
 def build(
-    sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None, image_tokens: int | None = None
+    sources: list[Source],
+    workdir: Path,
+    model_config: str | None = None,
+    transformers_version: str | None = None,
+    image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
-    return _Builder(sources, workdir, transformers_version, image_tokens).build(model_config)
+    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length).build(model_config)
 
 
 def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None, reference) -> list[Finding]:

@@ -55,6 +55,7 @@ def review(
     model_config: str | None = None,
     transformers_version: str | None = None,
     image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Review:
     flags = dict(
         gpu=gpu,
@@ -65,6 +66,7 @@ def review(
         model_config=model_config,
         transformers_version=transformers_version,
         image_tokens=image_tokens,
+        sample_length=sample_length,
     )
     sources, first = _read_and_review(paths, flags)
     lines = sources[0].launch_lines if sources and sources[0].kind == "shell" else []
@@ -125,12 +127,13 @@ def _review_sources(
     model_config: str | None = None,
     transformers_version: str | None = None,
     image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
