@@ -63,6 +63,53 @@ def test_the_table_holds_the_models_people_fine_tune():
     assert len(ids) >= 60, len(ids)
 
 
+# issue 16's list of the families people fine-tune most, one published id each
+FAMILY_IDS = {
+    "Llama 2": "meta-llama/Llama-2-7b-hf",
+    "Llama 3": "meta-llama/Meta-Llama-3-8B",
+    "Llama 3.1": "meta-llama/Llama-3.1-8B",
+    "Llama 3.2": "meta-llama/Llama-3.2-1B",
+    "Llama 3.3": "meta-llama/Llama-3.3-70B-Instruct",
+    "Qwen2": "Qwen/Qwen2-0.5B-Instruct",
+    "Qwen2.5": "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen3": "Qwen/Qwen3-8B",
+    "Qwen2-VL": "Qwen/Qwen2-VL-2B-Instruct",
+    "Qwen2.5-VL": "Qwen/Qwen2.5-VL-7B-Instruct",
+    "Qwen3-VL": "Qwen/Qwen3-VL-8B-Instruct",
+    "Mistral": "mistralai/Mistral-7B-Instruct-v0.3",
+    "Mixtral": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "Gemma": "google/gemma-2b-it",
+    "Gemma 2": "google/gemma-2-9b-it",
+    "Gemma 3": "google/gemma-3-270m-it",
+    "Phi-2": "microsoft/phi-2",
+    "Phi-3": "microsoft/Phi-3-mini-4k-instruct",
+    "Phi-4": "microsoft/phi-4",
+    "DeepSeek-V2": "deepseek-ai/DeepSeek-V2-Lite",
+    "DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
+    "DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
+    "DeepSeek-R1-Distill Qwen": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+    "DeepSeek-R1-Distill Llama": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    "gpt-oss": "openai/gpt-oss-20b",
+    "InternVL2": "OpenGVLab/InternVL2-2B",
+    "InternVL2.5": "OpenGVLab/InternVL2_5-2B",
+    "InternVL3": "OpenGVLab/InternVL3-1B",
+    "LLaVA-1.5": "liuhaotian/llava-v1.5-7b",
+    "LLaVA-NeXT": "llava-hf/llava-v1.6-mistral-7b-hf",
+    "SmolVLM / Idefics3": "HuggingFaceTB/SmolVLM-256M-Instruct",
+    "PaliGemma": "google/paligemma-3b-pt-224",
+    "MiniCPM-V": "openbmb/MiniCPM-V-4.6",
+    "GPT-2": "openai-community/gpt2",
+    "BERT": "google-bert/bert-base-uncased",
+    "T5": "google/t5-v1_1-base",
+}
+
+
+@pytest.mark.parametrize("family", FAMILY_IDS)
+def test_every_family_the_issue_names_is_in_the_table(family):
+    entry = models.entry_for(FAMILY_IDS[family])
+    assert entry is not None and entry.published_params, family
+
+
 @pytest.mark.parametrize(
     "model_id, file",
     [
