@@ -30,8 +30,16 @@ HUB_DIR = PACKAGE_ROOT / "model_configs" / "hub"
 SIDECAR = ".source.json"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 # A table name followed by a separator still names that model (-Instruct, -hf, -chat, -2507, a local
-# checkpoint's -sft / -lora), unless what follows is another size or variant (gpt2 -> gpt2-medium, -70b).
-SUFFIX = re.compile(r"^[-_.](?!\d+(?:\.\d+)?[bmk]\b|(?:medium|large|xl|xxl|small|mini|tiny|base|nano|micro|vision|vl|moe|a\d)\b)", re.I)
+# checkpoint's -sft / -lora), unless what follows is another size or variant (gpt2 -> gpt2-medium, -70b), a
+# distillation into another model (DeepSeek-R1 -> DeepSeek-R1-Distill-Qwen-14B), or names, further on, a size the
+# table name does not have (DeepSeek-R1 -> DeepSeek-R1-0528-Qwen3-8B; ShareGPT4V-7B -> ..._vicuna-7b-v1.5 is kept).
+SUFFIX = re.compile(r"^[-_.](?!\d+(?:\.\d+)?[bmk]\b|(?:medium|large|xl|xxl|small|mini|tiny|base|nano|micro|vision|vl|moe|distill|a\d)\b)", re.I)
+SIZE = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?b)\b", re.I)
+
+
+def _same_model(short: str, rest: str) -> bool:
+    """`rest` (what follows a table name `short` in an id) keeps naming that model (see SUFFIX)."""
+    return bool(SUFFIX.match(rest)) and not set(SIZE.findall(rest.lower())) - set(SIZE.findall(short.lower()))
 
 
 @dataclass
@@ -146,7 +154,7 @@ def entry_for(model_id: str) -> Entry | None:
                 rank = (3, len(candidate))
             elif name == short:
                 rank = (2, len(short))
-            elif name.startswith(short) and SUFFIX.match(name[len(short) :]):
+            elif name.startswith(short) and _same_model(short, name[len(short) :]):
                 rank = (1, len(short))
             else:
                 continue

@@ -64,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="your data's typical image tokens per image (Qwen2-VL style models: pixels / 784); default: the maximum the files allow, said so",
     )
+    parser.add_argument(
+        "--sample-length",
+        type=_positive(int),
+        metavar="N",
+        help="your data's longest sample in tokens, images included: planned at it where the trainer pads each batch to its "
+        "longest sample, the cap beside it; default: a sample of the training file where it lies here, else the cap, said so",
+    )
     parser.add_argument("--json", action="store_true", help="print the review as JSON")
 
 
@@ -81,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         model_config=args.model_config,
         transformers_version=getattr(args, "transformers_version", None),
         image_tokens=getattr(args, "image_tokens", None),
+        sample_length=getattr(args, "sample_length", None),
     )
     if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, as_dicts, report

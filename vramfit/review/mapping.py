@@ -312,6 +312,10 @@ class Mapped:
     planner_origins: dict[str, Origin] = field(default_factory=dict)
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
     image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
+    # planned at the data's longest sample, batches being padded to their longest sample (review/lengths.py): the cap the
+    # files set, planned beside by the reviewer, and whether no sample can exceed what was planned (a published bound)
+    length_cap: int | None = None
+    length_bound: bool = False
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
@@ -372,7 +376,15 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
 
 
 class _Builder:
-    def __init__(self, sources: list[Source], workdir: Path, transformers_version: str | None = None, image_tokens: int | None = None):
+    def __init__(
+        self,
+        sources: list[Source],
+        workdir: Path,
+        transformers_version: str | None = None,
+        image_tokens: int | None = None,
+        sample_length: int | None = None,
+    ):
+        self.sample_length = sample_length
         self.transformers_version = transformers_version
         self.image_tokens = image_tokens
         self.sources = sources
@@ -400,6 +412,8 @@ class _Builder:
         self.model_how = ""
         # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.image_assumed = False
+        self.length_cap: int | None = None
+        self.length_bound = False
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
@@ -762,6 +776,7 @@ class _Builder:
         self._model(model_config)
         self._method()
         self._data()
+        self._longest_sample()
         self._precision()
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
@@ -792,6 +807,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
+        mapped.length_cap, mapped.length_bound = self.length_cap, self.length_bound
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1124,6 +1140,52 @@ class _Builder:
             )
         self._lengths(data, images)
 
+    def _longest_sample(self) -> None:
+        """A collator that pads each batch to its longest sample holds that sample, not the cap: where the data's longest
+        sample is known (a sample of the training file, a published set's bound: review/lengths.py) the step is planned
+        at it and the cap beside it (the reviewer); else at the cap, as before. Packing fills every sequence to the cap."""
+        from vramfit.review import lengths
+
+        self.length_cap, self.length_bound = None, False
+        data = self.recipe["data"]
+        cap = data.get("max_length")
+        settings = {
+            s.key.lstrip("-"): (s.value[0] if isinstance(s.value, list) and len(s.value) == 1 else s.value) for src in self.sources for s in src.settings
+        }
+        packed = any(str(settings.get(k)).lower() == "true" for k in ("packing", "sample_packing", "padding_free"))
+        if self.grpo or packed or not isinstance(cap, int):
+            return
+        pads, why = lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        if not pads:
+            if self.sample_length:
+                how = why or f"how {self.primary.program or 'this run'} pads its batches is not known to vramfit"
+                self.findings.append(
+                    Finding("info", self.primary.label, "--sample-length", f"not used, planned at the cap of {cap:,}: {how}", source="planner")
+                )
+            return
+        tower = next((v for k, v in settings.items() if k in ("vision_tower", "mm_vision_tower") and isinstance(v, str)), None)
+        images = self.config.get("_image_tokens") or {}
+        per_image = images.get("per_image") if "default_max_pixels" not in images else None
+        if self.sample_length:
+            found = lengths.Longest(self.sample_length, "--sample-length, the data's longest sample as given", True)
+        else:
+            found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
+        if found is None or found.tokens >= cap:
+            return
+        data["max_length"] = found.tokens
+        self.length_cap, self.length_bound = cap, found.bound
+        where = self.origins.get("data.max_length") or Origin(self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line)
+        self.findings.append(
+            Finding(
+                "info",
+                where.file,
+                where.key,
+                f"planned at the data's longest sample, {found.tokens:,} tokens ({found.how}), not at the cap of {cap:,}: {why}",
+                source="planner",
+                line=where.line,
+            )
+        )
+
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
             per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
@@ -1388,10 +1450,15 @@ def _json_dict(value: Any) -> Any:
 
 
 def build(
-    sources: list[Source], workdir: Path, model_config: str | None = None, transformers_version: str | None = None, image_tokens: int | None = None
+    sources: list[Source],
+    workdir: Path,
+    model_config: str | None = None,
+    transformers_version: str | None = None,
+    image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
-    return _Builder(sources, workdir, transformers_version, image_tokens).build(model_config)
+    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length).build(model_config)
 
 
 def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None, reference) -> list[Finding]:

@@ -142,6 +142,8 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
     """One info finding per setting where the reviewed setup and the recipe differ, with the recipe's reason."""
     comments = key_comments(ref.source)
     mine, theirs = ours.resolved_dict(), ref.resolved_dict()
+    if mapped.length_cap:  # planned at the data's longest sample (review/lengths.py); the files set the cap
+        mine.setdefault("data", {})["max_length"] = mapped.length_cap
     defaults = _defaults(ours.method)
     keys = ["method", "hardware.gpu", "hardware.gpus_per_node", "hardware.nodes", "global_batch_size"]
     keys += [

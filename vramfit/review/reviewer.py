@@ -55,6 +55,7 @@ def review(
     model_config: str | None = None,
     transformers_version: str | None = None,
     image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Review:
     flags = dict(
         gpu=gpu,
@@ -65,6 +66,7 @@ def review(
         model_config=model_config,
         transformers_version=transformers_version,
         image_tokens=image_tokens,
+        sample_length=sample_length,
     )
     sources, first = _read_and_review(paths, flags)
     lines = sources[0].launch_lines if sources and sources[0].kind == "shell" else []
@@ -125,12 +127,13 @@ def _review_sources(
     model_config: str | None = None,
     transformers_version: str | None = None,
     image_tokens: int | None = None,
+    sample_length: int | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
@@ -330,6 +333,8 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "planner",
             )
         )
+    if mapped.length_cap:
+        findings.append(_at_the_cap(plan, mapped))
     if "evaluation" in plan.phases and plan.phases["evaluation"] > plan.phases.get("train", 0.0):
         ev = plan.phase_breakdowns["evaluation"]
         kept = f", {ev['eval_logits']:.1f} GiB of it kept eval logits" if ev.get("eval_logits") else ""
@@ -541,6 +546,35 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
             "planner",
             origin.line,
         )
+    )
+
+
+def _at_the_cap(plan, mapped: mapping.Mapped) -> Finding:
+    """The step was planned at the data's longest sample (batches padded to their longest sample): the cap the files set,
+    planned beside it. Over the card there, a warning where the data's figure is the longest of those read, a note where
+    no sample can exceed it (a published bound: the cap is never reached)."""
+    from vramfit.planner.plan import plan as plan_setup
+
+    cap, planned = mapped.length_cap, plan.setup.seq_len
+    at_cap = plan_setup(plan.setup.replace(seq_len=cap))
+    where = mapped.origin("data.max_length")
+    head = f"at the cap of {cap:,} tokens the peak would be {at_cap.per_gpu_peak_gib:.1f} GiB per GPU"
+    if at_cap.fits:
+        return Finding("info", where.file, where.key, f"{head}: it fits there too", source="planner", line=where.line)
+    over = f"{head}, over the {plan.gpu_memory_gib:.1f} GiB of each {mapped.recipe['hardware']['gpu']}"
+    fix = f"{mapped.edit('data.max_length', planned)} so that no batch can exceed what was planned"
+    if mapped.length_bound:
+        return Finding(
+            "info", where.file, where.key, f"{over}; no sample of this data reaches it: the verdict uses {planned:,}", source="planner", line=where.line
+        )
+    return Finding(
+        "warning",
+        where.file,
+        where.key,
+        f"{over}: a sample longer than the {planned:,} tokens planned (the longest of those read) would not fit",
+        fix,
+        "planner",
+        where.line,
     )
 
 

@@ -1,0 +1,179 @@
+"""How long the run's samples are, where the files let the review know it, and whether that or the cap sizes a batch.
+
+A cap (`model_max_length`, `max_length`, `cutoff_len`) is the most a sample may be. What a step holds in memory is
+set by the cap only where every sample is padded to it (`padding="max_length"`) or packed up to it; a collator that
+pads each batch to its longest sample holds that sample's length. The review plans at the cap unless the data's
+longest sample is known, and says which:
+
+- a sample of the dataset: the training file the script names, where it lies here (its first `SAMPLE` records);
+- a published dataset whose samples are bounded by how it was made (`PUBLISHED`, each with its source).
+
+With neither, the cap is the verdict, as before. Facts about the upstream collators are in `PADDING`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLE = 2000  # records read from the head of a training file
+# Characters per token of English text for an estimate without the model's tokenizer: OpenAI's tokenizer guide, "one
+# token generally corresponds to ~4 characters of text for common English text". Rounded down to 3 for an upper bound
+# of the token count (code, numbers and other languages take more tokens per character).
+CHARS_PER_TOKEN = 3
+
+
+@dataclass(frozen=True)
+class Longest:
+    tokens: int  # the longest sample's LLM tokens, image tokens included
+    how: str  # where the figure comes from, said in the finding
+    bound: bool  # True: no sample can be longer (a published bound); False: the longest of those read
+
+
+@dataclass(frozen=True)
+class Published:
+    """A public training set whose sample length is bounded by how it was made."""
+
+    images: int  # images per sample
+    text_tokens: int  # an upper bound of the text's LLM tokens, the prompt template included
+    why: str
+
+
+PUBLISHED = {
+    # LLaVA docs/Data.md: "LAION/CC/SBU BLIP-Caption Concept-balanced 558K | blip_laion_cc_sbu_558k.json", one image and
+    # its BLIP synthetic caption per sample; LLaVA's pretraining template 'plain' (llava/train/train.py preprocess_plain)
+    # keeps only the image and the caption. BLIP's captioner stops at max_length=30 WordPiece tokens, its prompt
+    # "a picture of " included (salesforce/BLIP models/blip.py BLIP_Decoder.generate). Taken here as at most 64 LLM
+    # tokens with the separator: two per WordPiece token, a bound across tokenizers rather than a measurement.
+    "blip_laion_cc_sbu_558k.json": Published(
+        1,
+        64,
+        "LLaVA-Pretrain LCS-558K: one image and one BLIP caption per sample (LLaVA docs/Data.md); BLIP's captioner stops at "
+        "30 WordPiece tokens (salesforce/BLIP models/blip.py), taken as at most 64 LLM tokens",
+    ),
+}
+
+# Upstream programs' collators: True, each batch padded to its longest sample; False, every sample padded to the cap.
+PADDING: list[tuple[re.Pattern[str], bool, str]] = [
+    (
+        re.compile(r"(^|/)(llava|share4v|tinychart)/train/train\w*\.py$"),
+        True,
+        "LLaVA's DataCollatorForSupervisedDataset pads each batch to its longest sample (torch.nn.utils.rnn.pad_sequence) and "
+        "truncates to model_max_length (llava/train/train.py)",
+    ),
+    (
+        re.compile(r"(^|/)fastchat/train/train\w*\.py$"),
+        False,
+        "FastChat's preprocess pads every sample to model_max_length (padding='max_length', fastchat/train/train.py)",
+    ),
+    (
+        re.compile(r"step1_supervised_finetuning/main\.py$"),
+        False,
+        "DeepSpeed-Chat pads every sample to max_seq_len (padding='max_length', dschat/utils/data/data_utils.py)",
+    ),
+]
+
+
+def pads_to_longest(program: str | None) -> tuple[bool | None, str]:
+    """(True / False / None for not known, the fact's source) for the program a launch runs."""
+    p = (program or "").split(" ", 1)[0].replace("\\", "/")
+    for pattern, longest, why in PADDING:
+        if pattern.search(p):
+            return longest, why
+    return None, ""
+
+
+def image_tokens(vision_tower: str | None, per_image: int | None) -> int | None:
+    """Tokens one image takes: the model config's fixed count, else a CLIP-style tower's name (`patch14-336`: (336/14)^2)."""
+    if per_image:
+        return int(per_image)
+    m = re.search(r"patch(\d+)-(\d+)", vision_tower or "")
+    if m and int(m.group(1)):
+        return (int(m.group(2)) // int(m.group(1))) ** 2
+    return 256 if vision_tower and "patch14" in vision_tower else None  # CLIP ViT-L/14 at 224 px
+
+
+def longest(train_file: str | None, per_image: int | None) -> Longest | None:
+    """The data's longest sample: a published set's bound where the file is one (and a sample of it, where it lies
+    here, stays within the bound), else a sample of the file where it lies here, else None."""
+    if not train_file:
+        return None
+    path = Path(train_file)
+    sampled = _sampled(path, per_image or 0) if path.is_file() else None
+    known = PUBLISHED.get(path.name)
+    if known is not None and (per_image or not known.images):
+        bound = Longest(known.images * (per_image or 0) + known.text_tokens, known.why, True)
+        if sampled is None or sampled.tokens <= bound.tokens:
+            return bound
+    return sampled
+
+
+def _records(path: Path) -> list:
+    """The first SAMPLE records of a JSON list (read from its head, never whole) or of a JSON-lines file."""
+    decoder = json.JSONDecoder()
+    with path.open("r", encoding="utf-8", errors="replace") as f:
+        text = f.read(16 * 2**20)
+    stripped = text.lstrip()
+    out: list = []
+    if stripped.startswith("["):
+        i = len(text) - len(stripped) + 1
+        while len(out) < SAMPLE:
+            while i < len(text) and text[i] in " \t\r\n,":
+                i += 1
+            if i >= len(text) or text[i] == "]":
+                break
+            try:
+                record, i = decoder.raw_decode(text, i)
+            except ValueError:  # the head ends inside a record: what was read is the sample
+                break
+            out.append(record)
+        return out
+    for line in text.splitlines()[:SAMPLE]:
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break  # the head's last line, cut
+    return out
+
+
+def _texts(record) -> tuple[str, int]:
+    """(the record's text, its images): LLaVA `conversations`, chat `messages`, or the string fields."""
+    if not isinstance(record, dict):
+        return "", 0
+    images = record.get("image") or record.get("images") or []
+    n = len(images) if isinstance(images, list) else 1
+    turns = record.get("conversations") or record.get("messages")
+    if isinstance(turns, list):
+        parts = []
+        for turn in turns:
+            content = turn.get("value", turn.get("content", "")) if isinstance(turn, dict) else ""
+            if isinstance(content, list):  # chat content parts: {"type": "text", "text": ...} / {"type": "image"}
+                n += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
+                content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+            parts.append(str(content))
+    else:
+        parts = [str(v) for v in record.values() if isinstance(v, str)]
+    text = "\n".join(parts)
+    return text.replace("<image>", ""), max(n, text.count("<image>"))
+
+
+def _sampled(path: Path, per_image: int) -> Longest | None:
+    try:
+        records = _records(path)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not records:
+        return None
+    lengths = []
+    for record in records:
+        text, images = _texts(record)
+        lengths.append(len(text) // CHARS_PER_TOKEN + 1 + images * per_image)
+    return Longest(
+        max(lengths),
+        f"the longest of the first {len(records):,} samples of {path.name} ({CHARS_PER_TOKEN} characters per token, an estimate without the model's tokenizer)",
+        False,
+    )
