@@ -47,9 +47,11 @@ def script(folder: Path, flags: str, head: str = "", ds: dict | None = None) -> 
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    code = cli.run(parser.parse_args(argv))
+    """Through the CLI's own entry, as a user runs it (cli.main routes the libraries' loggers off stdout:
+    a cold DeepSpeed import's warning would otherwise land in --json output)."""
+    from vramfit.cli import main
+
+    code = main(["review", *argv])
     return code, capsys.readouterr().out
 
 
