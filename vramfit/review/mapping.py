@@ -312,6 +312,9 @@ class Mapped:
     planner_origins: dict[str, Origin] = field(default_factory=dict)
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
     image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
+    # an update scheme the planner does not model (GaLore, APOLLO, BAdam, LISA, LOMO, Adam-mini): (what, where); its
+    # optimizer states and gradients are planned as AdamW's over every trainable weight, an upper bound
+    optimizer_assumed: tuple[str, Origin] | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
@@ -406,6 +409,24 @@ class _Builder:
             from vramfit.review import program as program_mod
 
             self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+
+    def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
+        """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
+        weight (LLaMA-Factory's use_galore / use_apollo / use_badam / use_adam_mini, ms-swift's use_galore /
+        lisa_activated_layers, TrainingArguments' optim galore_* / apollo_* / lomo / adalomo), which the planner does
+        not model: (what, where)."""
+        for source in self.sources:
+            for setting in source.settings:
+                name = setting.key.lstrip("-").replace("-", "_")
+                value = setting.value[0] if isinstance(setting.value, list) and len(setting.value) == 1 else setting.value
+                on = value is True or (isinstance(value, str) and value.lower() in ("true", "1")) or setting.value == []
+                if name in NOT_MODELLED_SWITCHES and on:
+                    return NOT_MODELLED_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
+                if name == "lisa_activated_layers" and str(value).isdigit() and int(value) > 0:
+                    return "LISA (a few layers trained at a time)", Origin(setting.file, setting.key, setting.line)
+                if name in ("optim", "optimizer") and isinstance(value, str) and re.match(r"(galore|apollo|lomo|adalomo)", value.lower()):
+                    return value, Origin(setting.file, setting.key, setting.line)
+        return None
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -792,6 +813,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
+        mapped.optimizer_assumed = self._optimizer_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1320,6 +1342,15 @@ def trl_script_fields() -> frozenset[str]:
         return frozenset(f.name for cls in (trl.ScriptArguments, trl.ModelConfig) for f in dataclasses.fields(cls))
     except (ImportError, AttributeError):
         return frozenset()
+
+
+# Switches for update schemes that keep less than AdamW's states (and often gradients) for every trainable weight.
+NOT_MODELLED_SWITCHES = {
+    "use_galore": "GaLore (low-rank projected optimizer states)",
+    "use_apollo": "APOLLO (low-rank optimizer states)",
+    "use_badam": "BAdam (one block of layers trained at a time)",
+    "use_adam_mini": "Adam-mini (one second moment per block)",
+}
 
 
 def axolotl_schema() -> frozenset[str]:

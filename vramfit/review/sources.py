@@ -316,6 +316,23 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
                 line=line,
             )
         )
+    for line, text, name in script.bad:
+        arithmetic = re.fullmatch(r"\$\{([A-Za-z_]\w*\s*[-+*/%][^}]*)\}", text)
+        source.notes.append(
+            Finding(
+                "warning",
+                source.label,
+                name or text,
+                f"{text} is a bad substitution: bash stops this "
+                + (
+                    f'assignment with "bad substitution" and goes on, so ${name} stays unset and every ${name} below expands to nothing'
+                    if name
+                    else 'command with "bad substitution" and goes on without running it'
+                ),
+                f"write $(({arithmetic.group(1)})) for arithmetic." if arithmetic else "correct the expansion (${NAME}, ${NAME:-default}, $((arithmetic))).",
+                line=line,
+            )
+        )
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
     if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
@@ -390,9 +407,18 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     doc = ast.get_docstring(tree, clean=False) or ""
     if doc and tree.body and isinstance(tree.body[0], ast.Expr):
         start = tree.body[0].lineno
+        # the docstring as written, not its value: Python drops a `\` + newline inside the literal, which would join
+        # a command's lines (and shift every line number after it)
+        raw = ast.get_source_segment(text, tree.body[0].value) or ""
+        quotes = re.match(r"^[rRuU]?(\"\"\"|\'\'\'|\"|\')", raw)
+        if quotes and raw.endswith(quotes.group(1)):
+            doc = raw[quotes.end() : len(raw) - len(quotes.group(1))]
         script = shell.parse(doc, first_line=start, script_dir=str(path.resolve().parent))
         if any(_launcher_of(c.argv) for c in script.commands):
-            script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
+            # a docstring's usage text shows alternatives line by line ("For LLaVA-NeXT, use:\n    --model_name_or_path ..."):
+            # those are not cut off from a command. Arguments right under a command's last option line are: that line lost its `\`.
+            lines = doc.split("\n")
+            script.stray = [(line, words) for line, words in script.stray if 0 < line - start < len(lines) and lines[line - start - 1].strip().startswith("-")]
             source = _read_shell(path, text, script, launch)
             source.notes.append(
                 Finding(
@@ -637,9 +663,12 @@ def _count(source: Source, key: str, value: Any, flag: str) -> None:
 
 
 def _program_settings(source: Source, args: list[str], after: int) -> None:
-    """`--flag value...` groups; positional config files (axolotl) become references."""
+    """`--flag value...` groups; positional config files (axolotl) become references, and so does a
+    training script's first argument when it is a YAML/JSON file: transformers' HfArgumentParser convention
+    (`parse_yaml_file(sys.argv[1])` / `parse_json_file`), which LLaMA-Factory's `src/train.py x.yaml`,
+    the transformers examples and many upstream scripts follow."""
     current = None
-    for token in args:
+    for i, token in enumerate(args):
         if token.startswith("--"):
             name, eq, value = token.partition("=")
             current = Setting(name, [value] if eq else [], source.label, source.line_of(name, after))
@@ -648,6 +677,8 @@ def _program_settings(source: Source, args: list[str], after: int) -> None:
             current.value.append(token)
         elif token.endswith((".yml", ".yaml")) and (source.launcher == "axolotl" or "axolotl" in source.program):
             source.references.append(Reference("axolotl", token, Setting(token, token, source.label, source.line_of(token, after))))
+        elif i == 0 and token.endswith((".yml", ".yaml", ".json")) and source.program.endswith(".py") and not shell.UNRESOLVED.search(token):
+            source.references.append(Reference("training_args", token, Setting(token, token, source.label, source.line_of(token, after))))
     for setting in source.settings:
         resolved = len(setting.value) == 1 and not shell.UNRESOLVED.search(setting.value[0])
         if setting.key == "--deepspeed" and resolved and not DEEPSPEED_PRESET.fullmatch(setting.value[0]):
