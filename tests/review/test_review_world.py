@@ -378,3 +378,11 @@ def test_an_update_scheme_the_planner_does_not_model_makes_no_fit_a_warning(tmp_
     assert not find(result, severity="error")
     [upper] = find(result, key="use_galore", severity="warning", text="does not fit if every trainable weight keeps AdamW states")
     assert "GaLore" in upper.what
+
+
+def test_a_llamafactory_v1_config_is_said_not_reviewed_not_warned_key_by_key(tmp_path):
+    path = write(tmp_path, "v1.yaml", "model: Qwen/Qwen3-0.6B\nmodel_class: llm\ndist_config:\n  name: fsdp2\nmicro_batch_size: 1\ncutoff_len: 2048\n")
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.exit_code == 3 and not find(result, severity="warning")
+    [said] = find(result, severity="info", text="LLaMA-Factory v1 config")
+    assert said.key == "model_class"

@@ -249,6 +249,20 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         )
         raise ConfigError(problems)
     kind = kind or _kind_of(document, suffix)
+    if kind in ("axolotl", "training_args") and "model" in document and set(document) & _LLAMAFACTORY_V1 and "model_name_or_path" not in document:
+        first = next(k for k in document if k in _LLAMAFACTORY_V1)
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                first,
+                f"a LLaMA-Factory v1 config ({', '.join(k + ':' for k in document if k in _LLAMAFACTORY_V1 | {'model'})}), which vramfit "
+                "does not read yet: not reviewed (this is no fault of the file)",
+                "review the same run written for `llamafactory-cli train` (model_name_or_path:, stage:, finetuning_type:, "
+                "per_device_train_batch_size:), or plan it with vramfit plan.",
+                line=Source(path, label(path), kind, text, document).line_of(first),
+            )
+        )
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -285,6 +299,10 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
             "pass a launch script (.sh, or a file starting with #!), a .json or a .yaml/.yml file.",
         )
     raise ConfigError(problems)
+
+
+# Keys only LLaMA-Factory's v1 config has (examples/v1/: `model:`, `model_class:`, `dist_config: {name: fsdp2}`, ...).
+_LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
 
 
 def _kind_of(document: dict, suffix: str) -> str:
