@@ -386,3 +386,28 @@ def test_a_llamafactory_v1_config_is_said_not_reviewed_not_warned_key_by_key(tmp
     assert result.exit_code == 3 and not find(result, severity="warning")
     [said] = find(result, severity="info", text="LLaMA-Factory v1 config")
     assert said.key == "model_class"
+
+
+@pytest.mark.parametrize(
+    "flags, method, llm, vision",
+    [
+        # InternVL: freeze_backbone beside freeze_llm is the ViT; use_llm_lora N is LoRA of rank N on the LLM
+        ("--freeze_llm True --freeze_mlp True --freeze_backbone True --use_llm_lora 16", "lora", True, False),
+        ("--freeze_llm False --freeze_mlp False --freeze_backbone True", "full", True, False),
+        # Qwen-VL's qwen-vl-finetune
+        ("--tune_mm_llm True --tune_mm_mlp True --tune_mm_vision True", "full", True, True),
+        ("--tune_mm_llm False --tune_mm_mlp True --tune_mm_vision False", "full", False, False),
+        # LLaVA: freeze_backbone alone is the LLM
+        ("--freeze_backbone True --lora_enable True", "lora", False, False),
+    ],
+)
+def test_upstream_switches_over_what_trains(tmp_path, flags, method, llm, vision):
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct --model_max_length 512 --max_pixels 50176 {flags}\n",
+    )
+    setup = review([str(path)], gpu="a100-80g").plan.setup
+    assert (setup.method, setup.train_vision) == (method, vision)
+    if method == "full":
+        assert setup.train_llm == llm

@@ -73,7 +73,14 @@ TRAIN_SWITCHES = {
     "freeze_vision_modules": ("vision_tower", False),
     "freeze_vision_tower": ("vision_tower", False),
     "tune_llm": ("llm", True),
-    "freeze_backbone": ("llm", False),
+    "freeze_backbone": ("llm", False),  # LLaVA's backbone is the LLM; InternVL's (beside freeze_llm) is the ViT: see `upstream`
+    # Qwen-VL's qwen-vl-finetune (train_qwen.py ModelArguments)
+    "tune_mm_llm": ("llm", True),
+    "tune_mm_vision": ("vision_tower", True),
+    "tune_mm_mlp": ("projector", True),
+    # InternVL's internvl_chat_finetune.py (ModelArguments)
+    "freeze_llm": ("llm", False),
+    "freeze_mlp": ("projector", False),
 }
 # Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
 NOT_MODELLED = {
@@ -136,6 +143,8 @@ UPSTREAM_SPECIAL = {
     "train_type",
     "quant_bits",
     "quantization_bit",
+    "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
+    "use_backbone_lora",  # InternVL: LoRA rank on the ViT (0: none)
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -694,9 +703,16 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.set("model.train.llm", False, setting)
             self.set("model.train.vision_tower", False, setting)
+        elif name == "freeze_backbone" and isinstance(value, bool) and self._beside(setting, "freeze_llm"):
+            self.set("model.train.vision_tower", not value, setting)  # InternVL: the backbone is the ViT, freeze_llm the LLM
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)
+        elif name == "use_llm_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+            self.set("model.lora.r", value, setting)
+        elif name == "use_backbone_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.not_modelled.append(setting.key)  # LoRA on the vision tower: not planned yet
         elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
@@ -719,6 +735,11 @@ class _Builder:
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _beside(self, setting: Setting, name: str) -> bool:
+        """The file that holds `setting` also sets `name` (either spelling)."""
+        source = next((s for s in self.sources if s.label == setting.file), None)
+        return source is not None and any(s.key.lstrip("-").replace("-", "_") == name for s in source.settings)
 
     def axolotl_special(self, name: str, setting: Setting) -> None:
         value = setting.value
