@@ -411,3 +411,14 @@ def test_upstream_switches_over_what_trains(tmp_path, flags, method, llm, vision
     assert (setup.method, setup.train_vision) == (method, vision)
     if method == "full":
         assert setup.train_llm == llm
+
+
+def test_ms_swift_lora_llm_trains_the_vit_and_aligner_in_full(tmp_path):
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "NPROC_PER_NODE=4 MAX_PIXELS=200704 swift sft --model Qwen/Qwen2.5-VL-3B-Instruct --tuner_type lora_llm --max_length 1024 "
+        "--per_device_train_batch_size 1\n",
+    )
+    setup = review([str(path)], gpu="a100-80g").plan.setup
+    assert setup.method == "lora" and setup.train_vision is True and setup.train_projector and not setup.lora_vision_tower

@@ -713,6 +713,12 @@ class _Builder:
             self.set("model.lora.r", value, setting)
         elif name == "use_backbone_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             self.not_modelled.append(setting.key)  # LoRA on the vision tower: not planned yet
+        elif name in ("tuner_type", "train_type") and value == "lora_llm":  # ms-swift: LoRA on the LLM, the ViT and aligner in full
+            self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+            self.set("model.train.vision_tower", True, setting)
+            self.set("model.train.projector", True, setting)
+            self.recipe.setdefault("planner", {})["lora_vision_tower"] = False
+            self.origins["planner.lora_vision_tower"] = Origin(setting.file, setting.key, setting.line)
         elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
