@@ -628,8 +628,9 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         if mapped.model_missing and mapped.recipe["model"]["config"].endswith(str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in"
         else Path(r["model"]["config"]).name
     )
+    named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
     lines = [
-        f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
+        f"read as: {r['method']} of {named} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
         f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
         f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
         + (
