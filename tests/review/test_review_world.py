@@ -422,3 +422,17 @@ def test_ms_swift_lora_llm_trains_the_vit_and_aligner_in_full(tmp_path):
     )
     setup = review([str(path)], gpu="a100-80g").plan.setup
     assert setup.method == "lora" and setup.train_vision is True and setup.train_projector and not setup.lora_vision_tower
+
+
+def test_axolotl_gradient_checkpointing_offload_and_its_launcher_arguments(tmp_path):
+    write(
+        tmp_path,
+        "train.yaml",
+        "base_model: meta-llama/Llama-3.2-3B\nadapter: lora\nlora_target_linear: true\nsequence_len: 1024\nmicro_batch_size: 2\n"
+        "gradient_checkpointing: offload\n",
+    )
+    path = write(tmp_path, "job.slurm", "srun axolotl train train.yaml --launcher torchrun -- --nproc_per_node=4 --nnodes=1 --rdzv_backend c10d\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert not find(result, severity="error") and not find(result, severity="warning")
+    assert "4 x a100-80g" in result.summary[1]  # torchrun's --nproc_per_node, after axolotl's `--`
+    assert result.plan.setup.gradient_checkpointing and result.plan.setup.activation_offloading

@@ -581,6 +581,12 @@ class _Builder:
         fields = self.fields
         if axolotl:
             setting = self.axolotl_value(setting)
+            if name == "gradient_checkpointing" and setting.value in ("offload", "offload_disk"):
+                # axolotl: checkpointing with the checkpoints offloaded (to host RAM, or disk), its activation offloading
+                self.training("gradient_checkpointing", Setting(setting.key, True, setting.file, setting.line))
+                self.recipe.setdefault("planner", {})["activation_offloading"] = True
+                self.origins["planner.activation_offloading"] = Origin(setting.file, setting.key, setting.line)
+                return
             if name in AXOLOTL:
                 return self.alias(AXOLOTL[name].split(".", 1), setting)
             if name in AXOLOTL_SPECIAL:
@@ -1181,9 +1187,11 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
+            # a settings file the launch names was not found: the length may well be in it (the review is incomplete anyway)
+            unread = any("settings) not found" in m or "set when the script runs" in m for src in self.sources for m in src.missing)
             self.findings.append(
                 Finding(
-                    "info" if own else "warning",
+                    "info" if own or unread else "warning",
                     self.settings.label,
                     spelled(self.settings.kind, "data.max_length"),
                     f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",

@@ -561,6 +561,12 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
         return tokens[2:] if tokens[0] == "-m" else tokens[1:]
     if launcher == "axolotl":
+        # `axolotl train x.yaml --launcher torchrun|accelerate -- <launcher arguments>`: those go to the launcher underneath
+        tokens, under = (tokens[: tokens.index("--")], tokens[tokens.index("--") + 1 :]) if "--" in tokens else (tokens, [])
+        chosen = next((tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "--launcher"), None)
+        tokens = _without(tokens, ["--launcher"], always_value=True)
+        if chosen in ("torchrun", "accelerate") and under:
+            _split_launch(source, chosen, [*under, "axolotl.cli.train"], command)
         source.program = "axolotl train"
         return tokens
     if launcher == "swift":  # torchrun underneath: NPROC_PER_NODE / NNODES from the command's environment
