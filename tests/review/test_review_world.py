@@ -436,3 +436,15 @@ def test_axolotl_gradient_checkpointing_offload_and_its_launcher_arguments(tmp_p
     assert not find(result, severity="error") and not find(result, severity="warning")
     assert "4 x a100-80g" in result.summary[1]  # torchrun's --nproc_per_node, after axolotl's `--`
     assert result.plan.setup.gradient_checkpointing and result.plan.setup.activation_offloading
+
+
+def test_a_trl_config_the_installed_trl_lacks_makes_its_defaults_unknown_not_warned(tmp_path):
+    path = write(
+        tmp_path,
+        "prm.py",
+        '"""\npython prm.py --model_name_or_path Qwen/Qwen2.5-3B-Instruct --per_device_train_batch_size 1\n"""\n'
+        "from trl.experimental.no_such_trainer import NoSuchConfig\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert find(result, key="NoSuchConfig", severity="info", text="does not have")
+    assert not find(result, severity="warning", text="no sequence length")

@@ -1187,6 +1187,21 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
+            python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+            missing = _missing_trl_configs(python.text) if python is not None else []
+            if missing:  # the script's own config class (and its max_length default) is not in the installed TRL
+                own = True
+                module, name = missing[0]
+                self.findings.append(
+                    Finding(
+                        "info",
+                        python.label,
+                        name,
+                        f"{python.label} parses {name} from {module}, which the installed TRL {_installed('trl')} does not have: "
+                        "its defaults (max_length, ...) are not known here",
+                        "review it where that TRL is installed, or pass the lengths explicitly.",
+                    )
+                )
             # a settings file the launch names was not found: the length may well be in it (the review is incomplete anyway)
             unread = any("settings) not found" in m or "set when the script runs" in m for src in self.sources for m in src.missing)
             self.findings.append(
@@ -1350,6 +1365,29 @@ def _installed(package: str) -> str:
         return version(package)
     except PackageNotFoundError:
         return "?"
+
+
+def _missing_trl_configs(text: str) -> list[tuple[str, str]]:
+    """(module, class) of the `from trl... import XConfig` lines of a script (read with ast) that the installed TRL lacks."""
+    import ast
+    import importlib
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "trl":
+            for alias in node.names:
+                if alias.name.endswith("Config") and alias.name != "ModelConfig":
+                    try:
+                        found = hasattr(importlib.import_module(node.module), alias.name)
+                    except ImportError:
+                        found = False
+                    if not found:
+                        out.append((node.module, alias.name))
+    return out
 
 
 def _known_argument_set(program: str) -> bool:
