@@ -73,7 +73,14 @@ TRAIN_SWITCHES = {
     "freeze_vision_modules": ("vision_tower", False),
     "freeze_vision_tower": ("vision_tower", False),
     "tune_llm": ("llm", True),
-    "freeze_backbone": ("llm", False),
+    "freeze_backbone": ("llm", False),  # LLaVA's backbone is the LLM; InternVL's (beside freeze_llm) is the ViT: see `upstream`
+    # Qwen-VL's qwen-vl-finetune (train_qwen.py ModelArguments)
+    "tune_mm_llm": ("llm", True),
+    "tune_mm_vision": ("vision_tower", True),
+    "tune_mm_mlp": ("projector", True),
+    # InternVL's internvl_chat_finetune.py (ModelArguments)
+    "freeze_llm": ("llm", False),
+    "freeze_mlp": ("projector", False),
 }
 # Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
 NOT_MODELLED = {
@@ -136,6 +143,8 @@ UPSTREAM_SPECIAL = {
     "train_type",
     "quant_bits",
     "quantization_bit",
+    "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
+    "use_backbone_lora",  # InternVL: LoRA rank on the ViT (0: none)
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -316,6 +325,9 @@ class Mapped:
     # files set, planned beside by the reviewer, and whether no sample can exceed what was planned (a published bound)
     length_cap: int | None = None
     length_bound: bool = False
+    # an update scheme the planner does not model (GaLore, APOLLO, BAdam, LISA, LOMO, Adam-mini): (what, where); its
+    # optimizer states and gradients are planned as AdamW's over every trainable weight, an upper bound
+    optimizer_assumed: tuple[str, Origin] | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
@@ -420,6 +432,24 @@ class _Builder:
             from vramfit.review import program as program_mod
 
             self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+
+    def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
+        """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
+        weight (LLaMA-Factory's use_galore / use_apollo / use_badam / use_adam_mini, ms-swift's use_galore /
+        lisa_activated_layers, TrainingArguments' optim galore_* / apollo_* / lomo / adalomo), which the planner does
+        not model: (what, where)."""
+        for source in self.sources:
+            for setting in source.settings:
+                name = setting.key.lstrip("-").replace("-", "_")
+                value = setting.value[0] if isinstance(setting.value, list) and len(setting.value) == 1 else setting.value
+                on = value is True or (isinstance(value, str) and value.lower() in ("true", "1")) or setting.value == []
+                if name in NOT_MODELLED_SWITCHES and on:
+                    return NOT_MODELLED_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
+                if name == "lisa_activated_layers" and str(value).isdigit() and int(value) > 0:
+                    return "LISA (a few layers trained at a time)", Origin(setting.file, setting.key, setting.line)
+                if name in ("optim", "optimizer") and isinstance(value, str) and re.match(r"(galore|apollo|lomo|adalomo)", value.lower()):
+                    return value, Origin(setting.file, setting.key, setting.line)
+        return None
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -565,6 +595,12 @@ class _Builder:
         fields = self.fields
         if axolotl:
             setting = self.axolotl_value(setting)
+            if name == "gradient_checkpointing" and setting.value in ("offload", "offload_disk"):
+                # axolotl: checkpointing with the checkpoints offloaded (to host RAM, or disk), its activation offloading
+                self.training("gradient_checkpointing", Setting(setting.key, True, setting.file, setting.line))
+                self.recipe.setdefault("planner", {})["activation_offloading"] = True
+                self.origins["planner.activation_offloading"] = Origin(setting.file, setting.key, setting.line)
+                return
             if name in AXOLOTL:
                 return self.alias(AXOLOTL[name].split(".", 1), setting)
             if name in AXOLOTL_SPECIAL:
@@ -687,9 +723,22 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.set("model.train.llm", False, setting)
             self.set("model.train.vision_tower", False, setting)
+        elif name == "freeze_backbone" and isinstance(value, bool) and self._beside(setting, "freeze_llm"):
+            self.set("model.train.vision_tower", not value, setting)  # InternVL: the backbone is the ViT, freeze_llm the LLM
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
             part, on = TRAIN_SWITCHES[name]
             self.set(f"model.train.{part}", on if value else not on, setting)
+        elif name == "use_llm_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+            self.set("model.lora.r", value, setting)
+        elif name == "use_backbone_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.not_modelled.append(setting.key)  # LoRA on the vision tower: not planned yet
+        elif name in ("tuner_type", "train_type") and value == "lora_llm":  # ms-swift: LoRA on the LLM, the ViT and aligner in full
+            self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+            self.set("model.train.vision_tower", True, setting)
+            self.set("model.train.projector", True, setting)
+            self.recipe.setdefault("planner", {})["lora_vision_tower"] = False
+            self.origins["planner.lora_vision_tower"] = Origin(setting.file, setting.key, setting.line)
         elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
@@ -712,6 +761,11 @@ class _Builder:
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _beside(self, setting: Setting, name: str) -> bool:
+        """The file that holds `setting` also sets `name` (either spelling)."""
+        source = next((s for s in self.sources if s.label == setting.file), None)
+        return source is not None and any(s.key.lstrip("-").replace("-", "_") == name for s in source.settings)
 
     def axolotl_special(self, name: str, setting: Setting) -> None:
         value = setting.value
@@ -808,6 +862,7 @@ class _Builder:
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound = self.length_cap, self.length_bound
+        mapped.optimizer_assumed = self._optimizer_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1194,9 +1249,26 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
+            python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+            missing = _missing_trl_configs(python.text) if python is not None else []
+            if missing:  # the script's own config class (and its max_length default) is not in the installed TRL
+                own = True
+                module, name = missing[0]
+                self.findings.append(
+                    Finding(
+                        "info",
+                        python.label,
+                        name,
+                        f"{python.label} parses {name} from {module}, which the installed TRL {_installed('trl')} does not have: "
+                        "its defaults (max_length, ...) are not known here",
+                        "review it where that TRL is installed, or pass the lengths explicitly.",
+                    )
+                )
+            # a settings file the launch names was not found: the length may well be in it (the review is incomplete anyway)
+            unread = any("settings) not found" in m or "set when the script runs" in m for src in self.sources for m in src.missing)
             self.findings.append(
                 Finding(
-                    "info" if own else "warning",
+                    "info" if own or unread else "warning",
                     self.settings.label,
                     spelled(self.settings.kind, "data.max_length"),
                     f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
@@ -1357,6 +1429,29 @@ def _installed(package: str) -> str:
         return "?"
 
 
+def _missing_trl_configs(text: str) -> list[tuple[str, str]]:
+    """(module, class) of the `from trl... import XConfig` lines of a script (read with ast) that the installed TRL lacks."""
+    import ast
+    import importlib
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "trl":
+            for alias in node.names:
+                if alias.name.endswith("Config") and alias.name != "ModelConfig":
+                    try:
+                        found = hasattr(importlib.import_module(node.module), alias.name)
+                    except ImportError:
+                        found = False
+                    if not found:
+                        out.append((node.module, alias.name))
+    return out
+
+
 def _known_argument_set(program: str) -> bool:
     """Programs whose every argument vramfit knows (TRL's scripts and CLI, axolotl, LLaMA-Factory, ms-swift): an unknown flag
     there is a mistake. Any other script parses its own dataclasses: an argument vramfit does not know is the script's."""
@@ -1382,6 +1477,15 @@ def trl_script_fields() -> frozenset[str]:
         return frozenset(f.name for cls in (trl.ScriptArguments, trl.ModelConfig) for f in dataclasses.fields(cls))
     except (ImportError, AttributeError):
         return frozenset()
+
+
+# Switches for update schemes that keep less than AdamW's states (and often gradients) for every trainable weight.
+NOT_MODELLED_SWITCHES = {
+    "use_galore": "GaLore (low-rank projected optimizer states)",
+    "use_apollo": "APOLLO (low-rank optimizer states)",
+    "use_badam": "BAdam (one block of layers trained at a time)",
+    "use_adam_mini": "Adam-mini (one second moment per block)",
+}
 
 
 def axolotl_schema() -> frozenset[str]:

@@ -321,6 +321,23 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "planner",
             )
         )
+    elif mapped.optimizer_assumed and _without_update_state(plan) <= plan.usable_gib:
+        # the update scheme keeps less than the AdamW states (and gradients) planned: the verdict is an upper bound
+        what, origin = mapped.optimizer_assumed
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit if every trainable weight keeps AdamW states and gradients: predicted peak {plan.per_gpu_peak_gib:.1f} GiB "
+                f"per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"{what} keeps less, which the planner does not model (without optimizer states and gradients: "
+                f"{_without_update_state(plan):.1f} GiB)",
+                "measure the first steps (torch.cuda.max_memory_allocated) before a long run" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                "planner",
+                origin.line,
+            )
+        )
     else:
         findings.append(
             Finding(
@@ -379,6 +396,14 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if recipe.method == "grpo":
         _generations(recipe, plan.setup, mapped, findings)
     return plan
+
+
+def _without_update_state(plan) -> float:
+    """The peak phase's GiB less its optimizer states, optimizer-step temporaries and gradients: what a run needs at
+    least whatever its update scheme keeps."""
+    parts = plan.phase_breakdowns.get(plan.peak_phase, plan.breakdown)
+    dropped = sum(parts.get(k, 0.0) for k in ("optimizer_states", "optimizer_step", "gradients"))
+    return plan.per_gpu_peak_gib - dropped
 
 
 def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
@@ -637,8 +662,9 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         if mapped.model_missing and mapped.recipe["model"]["config"].endswith(str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in"
         else Path(r["model"]["config"]).name
     )
+    named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
     lines = [
-        f"read as: {r['method']} of {r['model']['id']} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
+        f"read as: {r['method']} of {named} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
         f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
         f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
         + (

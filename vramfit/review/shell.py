@@ -72,6 +72,7 @@ class Script:
     exported: set[str]  # what a child process (`bash -c '...'`) sees
     sbatch: dict[str, str]  # `#SBATCH --key=value` directives, long names
     stray: list[tuple[int, list[str]]]  # (line, words): arguments cut off from their command
+    bad: list[tuple[int, str, str | None]] = field(default_factory=list)  # (line, `${...}`, variable assigned): bash's "bad substitution"
     cwd: str | None = None  # after the last `cd` whose target is known (absolute, or relative to where the script runs)
 
 
@@ -199,6 +200,14 @@ def _sbatch(comments: list[str]) -> dict[str, str]:
 
 
 def _run_line(body: str, line_no: int, script: Script) -> None:
+    bad = bad_substitution(body)
+    if bad is not None:  # bash refuses the command (or the assignment) and goes on with the next line
+        assigned = _ASSIGNMENT.match(re.sub(r"^\s*(?:export|declare|local|readonly)\s+", "", body.strip()))
+        name = assigned.group(1) if assigned else None
+        script.bad.append((line_no, bad, name))
+        if name is not None and name not in script.variables:
+            script.variables[name] = ""  # the assignment fails: the variable stays unset, and `$name` expands to nothing
+        return
     expanded = expand(body, script.variables)
     try:
         lexer = shlex.shlex(expanded, posix=True, punctuation_chars=";&|")
@@ -332,6 +341,40 @@ def expand(text: str, variables: dict[str, str]) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+# What may follow the name in `${name...}` (bash's parameter expansion): nothing, `[subscript]`, or an operator
+# (`:-` `-` `:=` `=` `:?` `?` `:+` `+` `#` `##` `%` `%%` `/` `//` `^` `^^` `,` `,,` `:offset` `@op`).
+_PARAMETER = re.compile(r"^(?:[#!])?(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:\[[^\]]*\])?(?P<rest>.*)$", re.S)
+
+
+def bad_substitution(text: str) -> str | None:
+    """The first `${...}` in `text` (outside single quotes) that bash refuses with "bad substitution", e.g.
+    `${batch_size*2}` written for `$((batch_size*2))`; None when all are valid."""
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif c == "\\":
+            i += 1
+        elif c == "'" and quote is None:
+            quote = "'"
+        elif c == '"':
+            quote = None if quote == '"' else '"'
+        elif text.startswith("${", i):
+            end = _matching(text, i + 1, "{", "}")
+            inner = text[i + 2 : end]
+            match = _PARAMETER.match(inner)
+            rest = match.group("rest") if match else None
+            if inner in ("#", "!") or (inner.startswith("!") and rest in ("*", "@")):
+                pass
+            elif match is None or (rest and rest[0] not in ":-=?+#%/^,@"):
+                return text[i : end + 1]
+            i = end
+        i += 1
+    return None
 
 
 def _skip_redirect(text: str, i: int) -> int:

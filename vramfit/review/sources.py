@@ -249,6 +249,20 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         )
         raise ConfigError(problems)
     kind = kind or _kind_of(document, suffix)
+    if kind in ("axolotl", "training_args") and "model" in document and set(document) & _LLAMAFACTORY_V1 and "model_name_or_path" not in document:
+        first = next(k for k in document if k in _LLAMAFACTORY_V1)
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                first,
+                f"a LLaMA-Factory v1 config ({', '.join(k + ':' for k in document if k in _LLAMAFACTORY_V1 | {'model'})}), which vramfit "
+                "does not read yet: not reviewed (this is no fault of the file)",
+                "review the same run written for `llamafactory-cli train` (model_name_or_path:, stage:, finetuning_type:, "
+                "per_device_train_batch_size:), or plan it with vramfit plan.",
+                line=Source(path, label(path), kind, text, document).line_of(first),
+            )
+        )
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -287,6 +301,10 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
     raise ConfigError(problems)
 
 
+# Keys only LLaMA-Factory's v1 config has (examples/v1/: `model:`, `model_class:`, `dist_config: {name: fsdp2}`, ...).
+_LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
+
+
 def _kind_of(document: dict, suffix: str) -> str:
     keys = set(document)
     if suffix == ".json" and (keys & _DEEPSPEED_KEYS or {"fp16", "bf16"} & keys and isinstance(document.get("bf16", document.get("fp16")), dict)):
@@ -313,6 +331,23 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
                 f"'{' '.join(words)[:120]}' is a command of its own: the command above ended before it (a comment inside the "
                 "command, or a line without its trailing `\\`), so these arguments are never passed",
                 "remove the comment from inside the command and end every continued line with `\\`.",
+                line=line,
+            )
+        )
+    for line, text, name in script.bad:
+        arithmetic = re.fullmatch(r"\$\{([A-Za-z_]\w*\s*[-+*/%][^}]*)\}", text)
+        source.notes.append(
+            Finding(
+                "warning",
+                source.label,
+                name or text,
+                f"{text} is a bad substitution: bash stops this "
+                + (
+                    f'assignment with "bad substitution" and goes on, so ${name} stays unset and every ${name} below expands to nothing'
+                    if name
+                    else 'command with "bad substitution" and goes on without running it'
+                ),
+                f"write $(({arithmetic.group(1)})) for arithmetic." if arithmetic else "correct the expansion (${NAME}, ${NAME:-default}, $((arithmetic))).",
                 line=line,
             )
         )
@@ -390,9 +425,18 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     doc = ast.get_docstring(tree, clean=False) or ""
     if doc and tree.body and isinstance(tree.body[0], ast.Expr):
         start = tree.body[0].lineno
+        # the docstring as written, not its value: Python drops a `\` + newline inside the literal, which would join
+        # a command's lines (and shift every line number after it)
+        raw = ast.get_source_segment(text, tree.body[0].value) or ""
+        quotes = re.match(r"^[rRuU]?(\"\"\"|\'\'\'|\"|\')", raw)
+        if quotes and raw.endswith(quotes.group(1)):
+            doc = raw[quotes.end() : len(raw) - len(quotes.group(1))]
         script = shell.parse(doc, first_line=start, script_dir=str(path.resolve().parent))
         if any(_launcher_of(c.argv) for c in script.commands):
-            script.stray = []  # a docstring's usage text shows alternatives line by line; nothing there is run
+            # a docstring's usage text shows alternatives line by line ("For LLaVA-NeXT, use:\n    --model_name_or_path ..."):
+            # those are not cut off from a command. Arguments right under a command's last option line are: that line lost its `\`.
+            lines = doc.split("\n")
+            script.stray = [(line, words) for line, words in script.stray if 0 < line - start < len(lines) and lines[line - start - 1].strip().startswith("-")]
             source = _read_shell(path, text, script, launch)
             source.notes.append(
                 Finding(
@@ -517,6 +561,12 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
         return tokens[2:] if tokens[0] == "-m" else tokens[1:]
     if launcher == "axolotl":
+        # `axolotl train x.yaml --launcher torchrun|accelerate -- <launcher arguments>`: those go to the launcher underneath
+        tokens, under = (tokens[: tokens.index("--")], tokens[tokens.index("--") + 1 :]) if "--" in tokens else (tokens, [])
+        chosen = next((tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "--launcher"), None)
+        tokens = _without(tokens, ["--launcher"], always_value=True)
+        if chosen in ("torchrun", "accelerate") and under:
+            _split_launch(source, chosen, [*under, "axolotl.cli.train"], command)
         source.program = "axolotl train"
         return tokens
     if launcher == "swift":  # torchrun underneath: NPROC_PER_NODE / NNODES from the command's environment
@@ -637,9 +687,12 @@ def _count(source: Source, key: str, value: Any, flag: str) -> None:
 
 
 def _program_settings(source: Source, args: list[str], after: int) -> None:
-    """`--flag value...` groups; positional config files (axolotl) become references."""
+    """`--flag value...` groups; positional config files (axolotl) become references, and so does a
+    training script's first argument when it is a YAML/JSON file: transformers' HfArgumentParser convention
+    (`parse_yaml_file(sys.argv[1])` / `parse_json_file`), which LLaMA-Factory's `src/train.py x.yaml`,
+    the transformers examples and many upstream scripts follow."""
     current = None
-    for token in args:
+    for i, token in enumerate(args):
         if token.startswith("--"):
             name, eq, value = token.partition("=")
             current = Setting(name, [value] if eq else [], source.label, source.line_of(name, after))
@@ -648,6 +701,8 @@ def _program_settings(source: Source, args: list[str], after: int) -> None:
             current.value.append(token)
         elif token.endswith((".yml", ".yaml")) and (source.launcher == "axolotl" or "axolotl" in source.program):
             source.references.append(Reference("axolotl", token, Setting(token, token, source.label, source.line_of(token, after))))
+        elif i == 0 and token.endswith((".yml", ".yaml", ".json")) and source.program.endswith(".py") and not shell.UNRESOLVED.search(token):
+            source.references.append(Reference("training_args", token, Setting(token, token, source.label, source.line_of(token, after))))
     for setting in source.settings:
         resolved = len(setting.value) == 1 and not shell.UNRESOLVED.search(setting.value[0])
         if setting.key == "--deepspeed" and resolved and not DEEPSPEED_PRESET.fullmatch(setting.value[0]):
