@@ -104,6 +104,32 @@ FAMILY_IDS = {
 }
 
 
+# Models the published review corpus (tests/review/corpus) names, which the table now holds: each resolves offline to an
+# entry whose Hub id or alias is that model (or, for a fine-tune's suffix, its base), never to another size.
+CORPUS_MODEL_IDS = {
+    "google/gemma-2-2b": "google/gemma-2-2b-it",  # axolotl examples/gemma2/reward-model.yaml
+    "Qwen/Qwen3-32B": "Qwen/Qwen3-32B",  # axolotl examples/qwen3/32b-qlora.yaml
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "Qwen/Qwen3-30B-A3B",  # ms-swift examples/train/moe/qwen3_moe.sh
+    "Qwen/Qwen3-VL-4B-Instruct": "Qwen/Qwen3-VL-4B-Instruct",  # LLaMA-Factory qwen3vl_*.yaml, Qwen3-VL sft_qwen3_4b.sh
+    "liuhaotian/llava-v1.5-13b": "liuhaotian/llava-v1.5-13b",  # LLaVA scripts/v1_5/finetune_task*.sh
+    "OpenGVLab/InternVL2_5-1B": "OpenGVLab/InternVL3-1B",  # InternVL shell/internvl2.5/2nd_finetune (alias: same parts)
+}
+
+
+@pytest.mark.parametrize("model_id", CORPUS_MODEL_IDS)
+def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
+    entry = models.entry_for(model_id)
+    assert entry is not None and entry.hub_id == CORPUS_MODEL_IDS[model_id], (model_id, entry)
+    assert model_id.lower() in entry.names or model_id.lower().startswith(entry.hub_id.lower())
+
+
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen3-14B", "Qwen/Qwen3-4B", "google/gemma-2-9b", "OpenGVLab/InternVL2_5-8B", "google/gemma-3-4b-it"])
+def test_a_neighbour_size_of_a_new_entry_is_not_taken_for_it(model_id):
+    """Qwen3-14B is its own entry, not Qwen3-1.7B's; sizes the table lacks resolve to nothing, not to a neighbour."""
+    entry = models.entry_for(model_id)
+    assert entry is None or model_id.lower() in entry.names, (model_id, entry and entry.hub_id)
+
+
 @pytest.mark.parametrize("family", FAMILY_IDS)
 def test_every_family_the_issue_names_is_in_the_table(family):
     entry = models.entry_for(FAMILY_IDS[family])
