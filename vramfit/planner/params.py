@@ -802,6 +802,10 @@ class Counts:
     text_trainable: bool  # the LLM layers' own weights train in full
     adapted: tuple[Adapted, ...]
     largest_layer: int  # parameters of the largest transformer layer (ZeRO-3 / FSDP gather unit)
+    # Elements per layer of each MoE parameter LoRA wraps whole (PEFT's ParamWrapper, see
+    # `_expert_lora`), in the order the layer's forward reads them: each is merged with its adapter
+    # into a full-size copy per forward (activations.py `expert_merge_bytes`).
+    expert_merge: tuple[int, ...] = ()
 
     @property
     def adapters(self) -> int:
@@ -854,9 +858,11 @@ def count(arch: Arch, setup) -> Counts:
     base = (g["embed"] + g["lm_head"] + g["llm"] if llm_full else 0) + (g["projector"] if setup.train_projector else 0) + vision_base
     lm_head_trainable = llm_full
 
-    lora_params, copies, adapted, vision_lora = 0, 0, [], False
+    lora_params, copies, adapted, vision_lora, expert_merge = 0, 0, [], False, ()
     if lora:
         lora_params, adapted, vision_lora = _lora(arch, setup)
+        expert_params, expert_merge = _expert_lora(arch, setup)
+        lora_params += expert_params
         for name in setup.modules_to_save:
             group = SAVE_GROUPS.get(name)
             if group is None or not g.get(group):
@@ -889,6 +895,7 @@ def count(arch: Arch, setup) -> Counts:
         text_trainable=llm_full,
         adapted=tuple(adapted),
         largest_layer=largest,
+        expert_merge=expert_merge,
     )
 
 
@@ -938,3 +945,44 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
             vision = vision or stack == "vision"
     adapted = [Adapted(s, rl, i, n / arch.stacks[s].layers) for (s, rl, i), n in sorted(per_stack.items())]
     return total, adapted, vision
+
+
+def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
+    """(LoRA parameters, elements per layer of each wrapped parameter) of the MoE experts and router.
+
+    PEFT 0.21 utils/transformers_weight_conversion.py `_convert_peft_config_moe`: for the model types
+    transformers v5 fused (`_MODEL_TO_CONVERSION_PATTERN` -> `_MOE_TARGET_MODULE_MAPPING`), the v4
+    target names (`all-linear` resolves to every one of them) become `target_parameters`: the router's
+    `gate.weight` [E, H] and the 3-D `gate_up_proj` [E, 2F, H] / `down_proj` [E, H, F], the fused
+    `gate_up_proj` at rank 2r when both of its v4 halves are targeted (`rank_pattern`). Each is wrapped
+    by lora.ParamWrapper (tuners/lora/layer.py): lora_A = Linear(in, r * E), lora_B = Linear(r * E,
+    out), E = 1 for the 2-D router; 3-D weights stored [E, out, in] (`is_transposed` False)."""
+    stack = arch.stacks.get("text")
+    if setup.lora_r is None or stack is None or not stack.experts or not stack.expert_gated:
+        return 0, ()
+    try:
+        from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_FUSED_TARGETS, _MOE_TARGET_MODULE_MAPPING
+    except ImportError:  # an older PEFT: no conversion, the experts stay untargeted
+        return 0, ()
+    base = _MODEL_TO_CONVERSION_PATTERN.get(arch.text_model_type) or _MODEL_TO_CONVERSION_PATTERN.get(arch.model_type)
+    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "")
+    if not mapping or not _MOE_FUSED_TARGETS.get(base):
+        return 0, ()
+    targets = setup.lora_targets
+    if targets == "all-linear":
+        old = set(mapping)
+    elif isinstance(targets, (list, tuple)):
+        old = {t for t in targets if t in mapping}
+    else:
+        return 0, ()  # a regex: PEFT probes it against the v4 names; not modelled
+    new = {mapping[o] for o in old}
+    r, E, H, F = setup.lora_r, stack.experts, stack.hidden, stack.expert_ffn
+    fused = _MOE_FUSED_TARGETS[base].get("gate_up_proj", [])
+    shapes = {  # forward order: router, gate_up, down; (elements, lora parameters)
+        "gate.weight": (E * H, r * (H + E)),
+        "gate_up_proj": (E * 2 * F * H, r * (len(fused) if set(fused) <= old else 1) * E * (H + 2 * F)),
+        "down_proj": (E * H * F, r * E * (F + H)),
+    }
+    wrapped = [name for name in shapes if name in new]
+    per_layer = sum(shapes[n][1] for n in wrapped)
+    return per_layer * stack.layers, tuple(shapes[n][0] for n in wrapped)

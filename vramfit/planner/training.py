@@ -20,6 +20,7 @@ from vramfit.planner.activations import (
     LayerMode,
     LogitsMode,
     backward_transient,
+    expert_merge_bytes,
     layer_bytes,
     logits_bytes,
     nograd_layer_bytes,
@@ -70,6 +71,13 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
     )
 
 
+def frozen_weight_bytes(setup) -> int:
+    """Bytes per element of a frozen weight (states.py `_gpu_states` frozen_b)."""
+    if (setup.precision == "fp32" or setup.frozen_fp32) and setup.engine != "deepspeed":
+        return 4
+    return act_bytes(setup)
+
+
 def loss_upcast(setup, arch: Arch) -> bool:
     """The cross-entropy runs on fp32 logits: the model's own loss upcasts (params `_loss_upcast`), or
     torch.autocast does it - cross_entropy / log_softmax are on CUDA autocast's fp32 list
@@ -101,13 +109,14 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         per_token, per_sample = layer_bytes(st, mode, own, cross)
         bias, shared_bias = position_bias_bytes(st, mode, own, cross, s.gradient_checkpointing)
         tokens = b * own
-        full = per_token * tokens + per_sample * b + bias
+        merged, merged_bwd = expert_merge_bytes(counts.expert_merge, frozen_weight_bytes(s)) if name == "text" else (0.0, 0.0)
+        full = per_token * tokens + per_sample * b + bias + merged
         per_layer = a * st.hidden * tokens if s.gradient_checkpointing else full  # checkpointed: the layer input
         kept += on_gpu_layers(s, st.layers) * per_layer + shared_bias
         if s.gradient_checkpointing:
-            recompute = max(recompute, full + backward_transient(st, a) * tokens)
+            recompute = max(recompute, full + backward_transient(st, a) * tokens + merged_bwd)
         else:
-            recompute = max(recompute, backward_transient(st, a) * tokens)
+            recompute = max(recompute, backward_transient(st, a) * tokens + merged_bwd)
     text = arch.text
     loss_tokens = b * stacks[-1][1]
     embed_tokens = sum(b * own for _, own, _ in stacks)
