@@ -71,9 +71,13 @@ ARCHS = [
         "PhiConfig(hidden_size=2560, intermediate_size=10240, num_hidden_layers=32, num_attention_heads=32)",
         "decoder, gelu_new, partial RoPE (phi-2 widths)",
     ),
-    ("opt-350m", "OPTConfig()", "decoder, ReLU, learned positions (opt-350m widths)"),
+    (
+        "opt-350m",
+        "OPTConfig(hidden_size=1024, ffn_dim=4096, num_hidden_layers=24, num_attention_heads=16, word_embed_proj_dim=512, do_layer_norm_before=False)",
+        "decoder, ReLU, post-LN, 512-wide embedding projection, learned positions (facebook/opt-350m widths)",
+    ),
     ("mixtral-8x7b", "MixtralConfig()", "decoder, MoE 8 experts top-2 (Mixtral-8x7B widths)"),
-    ("qwen3-30b-a3b", "Qwen3MoeConfig()", "decoder, MoE 128 experts top-8 (Qwen3-30B-A3B widths)"),
+    ("qwen3-30b-a3b", "Qwen3MoeConfig(num_hidden_layers=48)", "decoder, MoE 128 experts top-8 (Qwen3-30B-A3B widths; the class default has 24 layers)"),
     # encoder-only
     ("bert-base", "BertConfig()", "encoder-only (bert-base-uncased widths)"),
     ("distilbert-base", "DistilBertConfig()", "encoder-only (distilbert-base-uncased widths)"),
@@ -90,7 +94,16 @@ ARCHS = [
     ("qwen2.5-vl-3b", "model_configs/qwen2.5-vl-3b-instruct.json", "VLM, windowed ViT, 2x2 merger"),
     ("llava-1.5-7b", "model_configs/llava-1.5-7b.json", "VLM, CLIP ViT-L/336 + MLP projector"),
     ("tinychart-3b", "model_configs/tinychart-3b-768.json", "VLM, SigLIP 768 px + Phi-2"),
-    ("idefics3-8b", "Idefics3Config()", "VLM, SigLIP + pixel shuffle (Idefics3-8B widths)"),
+    (
+        "idefics3-8b",
+        "Idefics3Config(scale_factor=2, vision_config=dict(image_size=364, patch_size=14, hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16), text_config=dict(model_type='llama', hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, vocab_size=128259, rope_theta=500000.0))",
+        "VLM, SigLIP-So400m/364 + pixel shuffle 2 + Llama-3.1-8B (HuggingFaceM4/Idefics3-8B-Llama3 widths: 169 tokens per 364 px crop)",
+    ),
+    (
+        "smolvlm-500m",
+        "SmolVLMConfig(scale_factor=4, vision_config=dict(image_size=512, patch_size=16, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12), text_config=dict(model_type='llama', hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5, vocab_size=49280, rope_theta=100000.0, tie_word_embeddings=True))",
+        "VLM, SigLIP-B/16-512 + pixel shuffle 4 + SmolLM2-360M (HuggingFaceTB/SmolVLM-500M-Instruct widths: 64 tokens per 512 px crop)",
+    ),
     ("internvl", "InternVLConfig()", "VLM, InternViT `encoder.layer.N` stack, list image_size"),
     ("paligemma-3b", "PaliGemmaConfig()", "VLM, SigLIP-So400m + Gemma-2B (paligemma-3b widths)"),
     (

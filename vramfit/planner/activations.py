@@ -125,8 +125,9 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
         per_token += a * (stack.act_saves + 2) * f  # act(gate) keeps its input (+ intermediates); act out, up
     else:
         per_token += a * stack.act_saves * f  # fc1 output (+ intermediates of a Python activation)
-    if keep_input("mlp_out") and stack.dense_ffn:
-        per_token += a * f  # input of the down projection / fc2
+    if keep_input("mlp_out") and stack.dense_ffn and not (stack.act_saves_output and not stack.gated and not stack.ffn_dropout):
+        # input of the down projection / fc2; a ReLU feeding it directly keeps that same tensor (above)
+        per_token += a * f
     if stack.hidden_dropout > 0:
         sublayers = 3 if stack.cross_attention else 2
         per_token += MASK * h * sublayers

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 15  # bump when the summary format changes; part of the cache key
+SCHEMA = 18  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
 # with flash_attention_2 (MiniCPM-V's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
 # `vision_config._attn_implementation = 'eager'`); their shapes-only stand-ins name the upstream id in `_model`.
@@ -94,6 +94,7 @@ class Stack:
     # code calls repeat_kv / repeat_interleave), "never" (its own code passes the grouped heads as they are).
     kv_repeat: str = "interface"
     head_norm_elems: int = 0  # elements a token of the per-head q / k norms (see `_stack`)
+    act_saves_output: bool = False  # what the activation keeps is its output (ReLU; see `_act_saves`)
     experts: int = 0
     top_k: int = 0
     expert_ffn: int = 0
@@ -371,7 +372,9 @@ def _dropouts(cfg) -> tuple[float, float]:
 
     return (
         first("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
-        first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"),
+        # `dropout`: OPT / BART / DistilBERT name their residual dropout so (modeling_opt.py
+        # OPTDecoderLayer: `nn.functional.dropout(hidden_states, p=self.dropout)` after attention and fc2)
+        first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate", "dropout"),
     )
 
 
@@ -498,6 +501,13 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         image.setdefault("spatial_merge_size", _first_int(getattr(vision_cfg, "spatial_merge_size", None)))
         strategy = getattr(config, "vision_feature_select_strategy", None)
         image.setdefault("select_strategy", strategy if isinstance(strategy, str) else None)
+        # Idefics3 / SmolVLM (modeling_idefics3.py Idefics3Connector.pixel_shuffle): the connector folds
+        # scale_factor^2 patches into one token, (side / scale_factor)^2 LLM tokens per crop (the
+        # processor's `image_seq_len`); a stock config names no crops: one
+        shuffle = next((m for m in modules.values() if callable(getattr(m, "pixel_shuffle", None)) and _first_int(getattr(m, "scale_factor", None))), None)
+        side = (image.get("image_size") or 0) // (image.get("patch_size") or 1)
+        if shuffle is not None and side and "per_image" not in image:
+            image["per_image"] = (side // _first_int(shuffle.scale_factor)) ** 2
 
     vocab = _first_int(getattr(text_cfg, "vocab_size", None), 0)
     if not vocab and embed is not None and getattr(embed, "weight", None) is not None:
@@ -550,10 +560,12 @@ def _has_output_embeddings(model) -> bool:
 ACTIVATION_HINTS = ("act", "gelu", "silu", "relu", "swish", "tanh")
 
 
-def _act_saves(layer_modules) -> float:
+def _act_saves(layer_modules) -> tuple[float, bool]:
     """Run the layer's own MLP activation module on a small CPU tensor and count what autograd
     keeps, in input-sized tensors: 1 for torch kernels (silu, gelu, gelu tanh), 2 for QuickGELU,
-    4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept)."""
+    4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept); and whether what it keeps
+    is its own output (ReLU: derivatives.yaml `threshold_backward(grad, result, 0)`), the tensor the
+    next linear keeps as its input too."""
     import torch
 
     acts = [
@@ -562,7 +574,7 @@ def _act_saves(layer_modules) -> float:
         if not list(m.parameters(recurse=False)) and not list(m.children()) and any(h in type(m).__name__.lower() for h in ACTIVATION_HINTS)
     ]
     if not acts:
-        return 1.0
+        return 1.0, False
     x = torch.randn(16, 8, requires_grad=True)
     kept: dict[int, int] = {}
 
@@ -572,8 +584,8 @@ def _act_saves(layer_modules) -> float:
 
     acts[0].train()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        acts[0](x)
-    return sum(kept.values()) / x.untyped_storage().nbytes()
+        out = acts[0](x)
+    return sum(kept.values()) / x.untyped_storage().nbytes(), out.untyped_storage().data_ptr() in kept
 
 
 def _cfg_int(cfg, *names) -> int:
@@ -626,6 +638,7 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
     layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
+    act_saves, act_saves_output = _act_saves(layer_modules)
     moe = _experts(modules, layer0, cfg, hidden, rows, heads * head_dim)
     if moe and not moe["dense_ffn"]:
         ffn, gated = moe["expert_ffn"], moe["expert_gated"]  # no nn.Linear FFN: the experts' width
@@ -644,7 +657,8 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
         "attn_dropout": attn_p,
         "hidden_dropout": hidden_p,
-        "act_saves": _act_saves(layer_modules),
+        "act_saves": act_saves,
+        "act_saves_output": act_saves_output,
         "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
         "norm_saves": _norm_saves(modules, layer0) if norm == "rms" else (0.0, 0.0),
         "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
@@ -698,11 +712,29 @@ def _experts(modules, layer0: str, cfg, hidden: int, rows, attn_width: int) -> d
 
 
 def _ffn_dropout(modules, layer0: str, ffn: int) -> bool:
-    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)."""
+    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)
+    and that the FFN's own code calls before its output projection (one reading `ffn` features):
+    T5DenseActDense drops between the activation and `wo`; DistilBERT's FFN.ff_chunk drops after
+    `lin2`, on the hidden-sized output (the residual dropout, not a mask of `ffn` elements)."""
+    import inspect
+
     import torch
 
     parents = {n.rsplit(".", 1)[0] for n, m in modules.items() if n.startswith(layer0) and (_linear_shape(m) or (0, 0))[1] == ffn}
-    return any(isinstance(m, torch.nn.Dropout) and n.rsplit(".", 1)[0] in parents and m.p > 0 for n, m in modules.items() if n.startswith(layer0))
+    for n, m in modules.items():
+        parent, _, leaf = n.rpartition(".")
+        if not (n.startswith(layer0) and isinstance(m, torch.nn.Dropout) and parent in parents and m.p > 0):
+            continue
+        outs = [c.rpartition(".")[2] for c, x in modules.items() if c.rpartition(".")[0] == parent and (_linear_shape(x) or (0, 0))[0] == ffn]
+        try:
+            src = inspect.getsource(type(modules[parent]))
+        except (OSError, TypeError, KeyError):
+            return True
+        drop_at = src.find(f"self.{leaf}(")
+        out_at = min((src.find(f"self.{o}(") for o in outs if src.find(f"self.{o}(") >= 0), default=-1)
+        if drop_at < 0 or out_at < 0 or drop_at < out_at:
+            return True
+    return False
 
 
 def _norm_saves(modules, layer0: str) -> tuple[float, float]:

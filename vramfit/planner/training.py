@@ -134,7 +134,25 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     # the backward of a quantized linear holds its dequantized weight next to the layer's tensors
     at_layer = {"activations": base + recompute + dequantized_bytes(s, counts), "vision_activations": vision_kept, "logits": 0.0}
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
-    return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
+    at_tail = {"activations": tied_embedding_tail(s, arch, counts, embed_tokens), "vision_activations": vision_kept, "logits": 0.0}
+    return max((at_loss, at_layer, at_vision, at_tail), key=lambda m: sum(m.values()))
+
+
+def tied_embedding_tail(setup, arch: Arch, counts: Counts, tokens: int) -> float:
+    """Bytes alive beyond the model states at the embedding's backward when a tied input / output
+    embedding trains. Autograd sums the weight's two gradients in the engine's input buffer before
+    its AccumulateGrad runs (torch/csrc/autograd/input_buffer.cpp `accumulate`): the output layer's
+    gradient waits there through the whole backward (the gradient the states count), the embedding
+    backward writes a second vocab x hidden gradient, and their sum is a third, allocated out of place
+    (torch 2.13: `aten::add`, not `add_`, under torch.profiler on a tied F.linear / nn.Embedding pair).
+    Beyond the states: two vocab x hidden gradients and the embedding output's gradient."""
+    if not (arch.tied_embeddings and arch.vocab and counts.text_trainable and counts.lm_head_trainable):
+        return 0.0
+    if setup.precision == "bf16-true" or setup.engine == "deepspeed":
+        grad_b = act_bytes(setup)  # states.py `_gpu_states` train_b: the module's own dtype
+    else:
+        grad_b = FP32  # AMP: fp32 trainable weights and gradients
+    return 2 * arch.vocab * arch.text.hidden * grad_b + tokens * arch.text.hidden * act_bytes(setup)
 
 
 def vision_attention(setup, arch: Arch) -> str:
