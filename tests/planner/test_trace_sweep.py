@@ -69,3 +69,33 @@ def test_committed_rows_cover_the_grid_and_name_their_misses(sweep, capsys):
     assert sum(abs(r["alloc_pct"]) > 5 for r in rows if "alloc_pct" in r) == len(found)
     assert out.count("NOT EXPLAINED") == sum(why is None for _, why in found)
     assert f"architectures with the whole grid compared: {len(full)}" in out
+
+
+def test_frozen_vision_tower_under_checkpointing_keeps_its_block_inputs(tmp_path):
+    """transformers 5.23 `gradient_checkpointing_enable` -> `enable_input_require_grads` hooks every
+    input embedding, the vision tower's patch embedding too: a frozen tower then runs under autograd
+    and each checkpointed block keeps its input. Traced per vision layer against the analytic term."""
+    import json
+
+    from transformers import Qwen2_5_VLConfig
+
+    from vramfit.planner import Setup, params, trace, training
+
+    cfg = Qwen2_5_VLConfig(
+        text_config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=1, num_key_value_heads=1, vocab_size=300),
+        vision_config=dict(depth=4, hidden_size=96, intermediate_size=192, num_heads=4, out_hidden_size=128, fullatt_block_indexes=[3], window_size=112),
+    )
+    path = tmp_path / "qwen25vl.json"
+    path.write_text(json.dumps(cfg.to_dict(), default=str))
+    base = dict(label="t", source="t", model_config=path, gpu="a100-80g", gpus_per_node=1, engine="single", precision="bf16-true")
+    s = Setup(**base, optimizer="adamw_torch", seq_len=128, micro_batch=1, images_per_sample=1, image_tokens=64, vision_patches=256)
+    s = s.replace(gradient_checkpointing=True, train_vision=False)
+    arch = params.summary(path)
+    counts = params.count(arch, s)
+    assert counts.vision_grad_layers == 0
+    kept, _ = training.vision_training(s, arch, counts)
+    per_layer = 2 * 96 * 256  # one bf16 block input of 256 patches
+    assert kept == 4 * per_layer
+    assert training.vision_training(s.replace(gradient_checkpointing=False), arch, counts)[0] == 0
+    traced = trace.trace_step(s, cache=False, check_linear=False).per_layer["vision"]
+    assert abs(traced - per_layer) <= 0.05 * per_layer, (traced, per_layer)

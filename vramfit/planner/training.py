@@ -177,6 +177,14 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     a = act_bytes(setup)
     tokens = setup.micro_batch * setup.images_per_sample * setup.vision_patches
     layers = counts.vision_grad_layers
+    if not layers and setup.gradient_checkpointing:
+        # A frozen tower runs under autograd all the same once checkpointing is on: transformers 5.23
+        # modeling_utils `gradient_checkpointing_enable` calls `enable_input_require_grads`, which hooks
+        # the input embeddings of every PreTrainedModel inside (the tower's patch embedding too) to
+        # `requires_grad_(True)` their output. Each checkpointed block keeps its input and the backward
+        # runs through the tower (measured on the real code, Qwen2.5-VL: every block input alive after
+        # get_image_features with checkpointing, none without).
+        layers = st.layers
     if not layers:
         return 0.0, nograd_layer_bytes(st, a, vision_attention(setup, arch), vision_sequence(setup, arch)) * tokens
     mode = LayerMode(
