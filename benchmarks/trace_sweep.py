@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 GIB = 2**30
 TARGET = 0.05
+GRID_POINTS = 24  # full / LoRA / QLoRA x checkpointing on / off x two lengths x two micro-batches
 
 # (name, source, kind): source is a config file path, or "Class(kwargs)" of a transformers config
 # class whose defaults are the named real model's widths.
@@ -71,9 +72,13 @@ ARCHS = [
         "PhiConfig(hidden_size=2560, intermediate_size=10240, num_hidden_layers=32, num_attention_heads=32)",
         "decoder, gelu_new, partial RoPE (phi-2 widths)",
     ),
-    ("opt-350m", "OPTConfig()", "decoder, ReLU, learned positions (opt-350m widths)"),
+    (
+        "opt-350m",
+        "OPTConfig(hidden_size=1024, ffn_dim=4096, num_hidden_layers=24, num_attention_heads=16, word_embed_proj_dim=512, do_layer_norm_before=False)",
+        "decoder, ReLU, post-LN, 512-wide embedding projection, learned positions (facebook/opt-350m widths)",
+    ),
     ("mixtral-8x7b", "MixtralConfig()", "decoder, MoE 8 experts top-2 (Mixtral-8x7B widths)"),
-    ("qwen3-30b-a3b", "Qwen3MoeConfig()", "decoder, MoE 128 experts top-8 (Qwen3-30B-A3B widths)"),
+    ("qwen3-30b-a3b", "Qwen3MoeConfig(num_hidden_layers=48)", "decoder, MoE 128 experts top-8 (Qwen3-30B-A3B widths; the class default has 24 layers)"),
     # encoder-only
     ("bert-base", "BertConfig()", "encoder-only (bert-base-uncased widths)"),
     ("distilbert-base", "DistilBertConfig()", "encoder-only (distilbert-base-uncased widths)"),
@@ -90,7 +95,16 @@ ARCHS = [
     ("qwen2.5-vl-3b", "model_configs/qwen2.5-vl-3b-instruct.json", "VLM, windowed ViT, 2x2 merger"),
     ("llava-1.5-7b", "model_configs/llava-1.5-7b.json", "VLM, CLIP ViT-L/336 + MLP projector"),
     ("tinychart-3b", "model_configs/tinychart-3b-768.json", "VLM, SigLIP 768 px + Phi-2"),
-    ("idefics3-8b", "Idefics3Config()", "VLM, SigLIP + pixel shuffle (Idefics3-8B widths)"),
+    (
+        "idefics3-8b",
+        "Idefics3Config(scale_factor=2, vision_config=dict(image_size=364, patch_size=14, hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16), text_config=dict(model_type='llama', hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, vocab_size=128259, rope_theta=500000.0))",
+        "VLM, SigLIP-So400m/364 + pixel shuffle 2 + Llama-3.1-8B (HuggingFaceM4/Idefics3-8B-Llama3 widths: 169 tokens per 364 px crop)",
+    ),
+    (
+        "smolvlm-500m",
+        "SmolVLMConfig(scale_factor=4, vision_config=dict(image_size=512, patch_size=16, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12), text_config=dict(model_type='llama', hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5, vocab_size=49280, rope_theta=100000.0, tie_word_embeddings=True))",
+        "VLM, SigLIP-B/16-512 + pixel shuffle 4 + SmolLM2-360M (HuggingFaceTB/SmolVLM-500M-Instruct widths: 64 tokens per 512 px crop)",
+    ),
     ("internvl", "InternVLConfig()", "VLM, InternViT `encoder.layer.N` stack, list image_size"),
     ("paligemma-3b", "PaliGemmaConfig()", "VLM, SigLIP-So400m + Gemma-2B (paligemma-3b widths)"),
     (
@@ -106,6 +120,53 @@ ARCHS = [
     ("mllama-11b", "MllamaConfig()", "VLM, cross-attention layers (Llama-3.2-11B-Vision widths)"),
 ]
 SLICE = [("gpt2", "full", True, 512, 1), ("bert-base", "lora", False, 512, 2), ("t5-small", "full", True, 512, 1)]
+
+# Points outside TARGET whose cause is known: (architecture, point pattern) -> why. A pattern is
+# fnmatch'ed against the point's label, "<method> gc=<on|off> <requested length>x<micro-batch>"
+# (`label`). Every miss without an entry is printed as NOT EXPLAINED. No entry moves a number.
+TIED_TAIL = (
+    "the trace over-counts: at the tied embedding's backward autograd sums the weight's two "
+    "vocab x hidden gradients out of place (torch input_buffer.cpp `accumulate`; training.py "
+    "`tied_embedding_tail`), and MemTracker files the sum as a temporary in the moment it is made, "
+    "while the analytic states already count it as the gradient: one vocab x hidden gradient twice"
+)
+MISSES: dict[tuple[str, str], str] = {
+    ("bloomz-7b1", "full gc=on 512x1"): TIED_TAIL,
+    ("gemma-2b", "full gc=on 512x1"): TIED_TAIL,
+    ("distilbert-base", "full gc=on *x1"): TIED_TAIL,  # 2048 is capped at its 512 positions
+    ("t0_3b", "qlora gc=on 2048x1"): (
+        "a real term the analytic model lacks (found, not modelled): modeling_t5.py T5Attention.forward makes the "
+        "cross-attention bias `torch.zeros((1, n_heads, q, k))` and sets `position_bias.requires_grad = True` under "
+        "gradient checkpointing, so each decoder layer's memory-efficient backward writes a [1, heads, q, k] bias "
+        "gradient (traced: the 4th output of aten._scaled_dot_product_efficient_attention_backward, 256 MiB at 2048, "
+        "then an out-of-place add into the summed one); adding those two tensors to the decoder recompute puts this "
+        "point at +3.7% but the x4 points at +6..10%, where the decoder recompute over-counts per-token bytes: both "
+        "need fixing together. At micro-batch 1 the 4-bit states are small, so the same gap is -4.5% for LoRA"
+    ),
+}
+
+
+def label(row: dict) -> str:
+    return f"{row['method']} gc={'on' if row['gc'] else 'off'} {row.get('req_len', row['len'])}x{row['mb']}"
+
+
+def explain(row: dict) -> str | None:
+    """Why this point misses TARGET, from MISSES; None when nobody has said."""
+    import fnmatch
+
+    for (arch, pattern), why in MISSES.items():
+        if arch == row["arch"] and fnmatch.fnmatchcase(label(row), pattern):
+            return why
+    return None
+
+
+def misses(rows) -> list[tuple[dict, str | None]]:
+    """(row, why or None) for every compared point outside TARGET."""
+    out = []
+    for r in rows:
+        if "alloc_pct" in r and abs(r["alloc_pct"]) > TARGET * 100:
+            out.append((r, explain(r)))
+    return out
 
 
 def config_path(source: str, folder: Path) -> Path:
@@ -203,6 +264,33 @@ def point(
     return row
 
 
+def rescore(rows: list[dict], folder: Path) -> list[dict]:
+    """The saved rows with the analytic side computed again by the current planner; the traced
+    numbers (`trace.act`, `trace.peak`) are kept as they were measured."""
+    from vramfit.planner import plan as plan_fn
+
+    table = {name: source for name, source, _ in ARCHS}
+    paths: dict[str, Path] = {}
+    out = []
+    for r in rows:
+        if r.get("arch") not in table or "trace" not in r or r.get("gap"):
+            out.append(r)
+            continue
+        path = paths.get(r["arch"]) or paths.setdefault(r["arch"], config_path(table[r["arch"]], folder))
+        s = setup_for(path, r["method"], r["gc"], r.get("req_len", r["len"]), r["mb"])
+        if r.get("note"):
+            s = s.replace(lora_dropout=0.0)
+        p = plan_fn(s)
+        parts = p.phase_breakdowns["train"]
+        act = sum(parts.get(k, 0.0) for k in ("activations", "vision_activations", "logits")) * GIB
+        analytic = {"act": act, "alloc": p.measures["train"]["allocated"] * GIB, "peak": p.measure("allocated") * GIB}
+        new = {k: v for k, v in r.items() if not k.endswith("_pct")}
+        new["analytic"] = analytic
+        new["trace"] = {**r["trace"], "alloc": analytic["alloc"] - analytic["act"] + r["trace"]["act"]}
+        out.append(new)
+    return out
+
+
 def scan() -> int:
     """Section 3 of issue 13: no traceback for any config transformers builds."""
     from transformers import AutoConfig
@@ -262,6 +350,12 @@ def main(argv=None) -> int:
         "(analytic, trace disabled): count plans, bad-input refusals (exit 2), incomplete plans (exit 3), crashes",
     )
     ap.add_argument("--report", nargs="+", metavar="ROWS.jsonl", help="summarise rows written by --json (no tracing)")
+    ap.add_argument(
+        "--rescore",
+        metavar="ROWS.jsonl",
+        help="compute the analytic side of every saved row again with the current planner (the traced numbers are kept), "
+        "rewrite the file and summarise it (no tracing)",
+    )
     ap.add_argument("--quick", action="store_true", help="one length and micro-batch (2048 x 1) per method and checkpointing: 6 points per architecture")
     ap.add_argument(
         "--cached-only",
@@ -284,12 +378,13 @@ def main(argv=None) -> int:
     if args.scan:
         return scan()
     if args.report:
-        rows = {}
-        for name in args.report:
-            for line in Path(name).read_text().splitlines():
-                r = json.loads(line)
-                rows[(r["arch"], r["method"], r["gc"], r["len"], r["mb"])] = r
-        summarise(list(rows.values()), 0.0)
+        summarise(read_rows(args.report), 0.0)
+        return 0
+    if args.rescore:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        rows = rescore(read_rows([args.rescore]), Path(tempfile.mkdtemp(prefix="vramfit-sweep-")))
+        Path(args.rescore).write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+        summarise(rows, 0.0)
         return 0
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     folder = Path(tempfile.mkdtemp(prefix="vramfit-sweep-"))
@@ -365,6 +460,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def read_rows(names) -> list[dict]:
+    """Rows of --json files, one per point (the last written wins)."""
+    rows = {}
+    for name in names:
+        for line in Path(name).read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # a line cut by an interrupted run
+            rows[(r["arch"], r["method"], r["gc"], r.get("req_len", r["len"]), r["mb"])] = r
+    return list(rows.values())
+
+
 def summarise(rows, started) -> None:
     for r in rows:
         a, t = r.get("analytic"), r.get("trace")
@@ -402,6 +510,16 @@ def summarise(rows, started) -> None:
     for r in failed:
         print(f"  not traced: {r['arch']} {r['method']}: {(r.get('trace_error') or r.get('error'))[:160]}")
     print(f"architectures: {len({r['arch'] for r in rows})}; points: {len(rows)}")
+    found = misses(rows)
+    print(f"\nmisses, and why ({len(found)} outside {TARGET:.0%}, {sum(why is None for _, why in found)} not explained):")
+    for r, why in found:
+        print(f"  {r['arch']:<16} {label(r):<22} alloc {r['alloc_pct']:+6.1f}%  {why or 'NOT EXPLAINED'}")
+    grids = {}
+    for r in rows:
+        grids.setdefault(r["arch"], []).append(r)
+    full = [a for a, rs in grids.items() if len({(r["method"], r["gc"], r.get("req_len", r["len"]), r["mb"]) for r in rs if "alloc_pct" in r}) >= GRID_POINTS]
+    good = [a for a in full if all(abs(r["alloc_pct"]) <= TARGET * 100 or explain(r) for r in grids[a] if "alloc_pct" in r)]
+    print(f"architectures with the whole grid compared: {len(full)}; of them every point within {TARGET:.0%} or explained: {len(good)}")
     if started:
         print(f"sweep time {time.perf_counter() - started:.0f} s")
 

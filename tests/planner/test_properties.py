@@ -56,7 +56,11 @@ def test_checkpointing_liger_and_offload_never_more(model, deepspeed, batch, seq
     config, method = model
     kw = dict(per_device_train_batch_size=batch, seq_len=seq, attn_implementation=attention)
     base = peak(config, method, deepspeed, gradient_checkpointing=checkpointing, use_liger_kernel=liger, **kw)
-    assert peak(config, method, deepspeed, gradient_checkpointing=True, use_liger_kernel=liger, **kw) <= base + 1e-9
+    if config != QWEN_VL:
+        # not for a frozen vision tower: transformers' gradient_checkpointing_enable hooks its patch
+        # embedding to require grad (enable_input_require_grads), so checkpointing makes the tower keep
+        # its block inputs (training.vision_training; tests/planner/test_trace_sweep.py)
+        assert peak(config, method, deepspeed, gradient_checkpointing=True, use_liger_kernel=liger, **kw) <= base + 1e-9
     assert peak(config, method, deepspeed, gradient_checkpointing=checkpointing, use_liger_kernel=True, **kw) <= base + 1e-9
     if deepspeed in ("zero2", "zero3"):
         offload = f"{deepspeed}_offload_optimizer"

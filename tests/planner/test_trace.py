@@ -342,3 +342,52 @@ def test_moe_layer_keeps_k_experts_rows_and_the_router(tmp_path):
     s = _setup(path, seq_len=128, micro_batch=2)
     traced = trace.trace_step(s, cache=False, check_linear=False).per_layer["text"]
     assert abs(_analytic_per_layer(s) - traced) <= 0.03 * traced, (_analytic_per_layer(s), traced)
+
+
+def test_moe_lora_keeps_the_merged_expert_weights(tmp_path):
+    """LoRA on Mixtral: PEFT converts `all-linear` to its fused experts and router
+    (`target_parameters`) and each forward merges the adapter into a full-size copy of the experts
+    (ParamWrapper / _LoraFactorsProxy), kept for backward: one copy per layer beyond the per-token
+    terms. One layer, analytic against traced; and the adapters' parameters are counted."""
+    from vramfit.planner import activations, params, training
+
+    path = _config(
+        tmp_path,
+        "MixtralConfig",
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        vocab_size=512,
+    )
+    s = _setup(path, seq_len=32, micro_batch=1, method="lora", lora_r=8, lora_targets="all-linear", lora_dropout=0.0, train_llm=True)
+    arch = params.summary(path)
+    counts = params.count(arch, s)
+    # router [8, 64], gate_up [8, 192, 64], down [8, 64, 96]: in that order
+    assert counts.expert_merge == (8 * 64, 8 * 192 * 64, 8 * 64 * 96)
+    # ParamWrapper: lora_A Linear(in, r * E), lora_B Linear(r * E, out); gate_up at rank 2r (w1 + w3)
+    experts = 8 * (64 + 8) + 16 * 8 * (64 + 192) + 8 * 8 * (96 + 64)
+    assert counts.lora - params.count(arch, s.replace(lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"])).lora == 6 * experts
+    merged, _ = activations.expert_merge_bytes(counts.expert_merge, training.frozen_weight_bytes(s))
+    traced = trace.trace_step(s, cache=False, check_linear=False).per_layer["text"]
+    assert abs(_analytic_per_layer(s) + merged - traced) <= 0.03 * traced, (_analytic_per_layer(s) + merged, traced)
+    assert merged > 0.5 * traced  # the copy is most of what a layer keeps at 32 tokens
+
+
+def test_opt_relu_keeps_one_tensor_and_its_residual_dropout(tmp_path):
+    """OPT: ReLU keeps its output, the same tensor fc2 keeps as input (counted once); its residual
+    dropout is configured as `dropout` (a bool mask after attention and after fc2). DistilBERT's FFN
+    drops after lin2 (no mask of ffn elements). One layer, analytic against traced."""
+    from vramfit.planner import params
+
+    path = _config(tmp_path, "OPTConfig", hidden_size=64, ffn_dim=256, num_hidden_layers=6, num_attention_heads=4, word_embed_proj_dim=32, vocab_size=512)
+    st = params.summary(path).stacks["text"]
+    assert st.act_saves_output and st.hidden_dropout == 0.1 and not st.ffn_dropout
+    s = _setup(path, seq_len=128, micro_batch=2)
+    traced = trace.trace_step(s, cache=False, check_linear=False).per_layer["text"]
+    assert abs(_analytic_per_layer(s) - traced) <= 0.03 * traced, (_analytic_per_layer(s), traced)
+    distil = _config(tmp_path, "DistilBertConfig", dim=64, hidden_dim=256, n_layers=2, n_heads=4, vocab_size=512)
+    assert not params.summary(distil).stacks["text"].ffn_dropout

@@ -314,7 +314,9 @@ def test_deepspeed_chat_stage_0_keeps_fp32_master_weights_and_lora_dim_trains_ev
     assert result.plan.setup.method == "full" and result.plan.setup.master_fp32
     assert find(result, key="--lora_dim", text="trains every weight as well unless --only_optimize_lora")
     [verdict] = find(result, key="--gpu", severity="error")
-    assert "--gradient_checkpointing (predicted" in verdict.fix and "--per_device_train_batch_size 4" in verdict.fix
+    # OPT's ReLU keeps one tensor for the MLP (its output is fc2's input): since the trace sweep's fix the
+    # fixes search may rank other remedies first; the bare switch stays bare
+    assert "--gradient_checkpointing (predicted" in verdict.fix and "--gradient_checkpointing True" not in verdict.fix
     assert not review([str(path)], gpu="a100-80g").exit_code  # upstream's own hardware: fits
 
 

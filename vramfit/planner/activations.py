@@ -17,7 +17,8 @@ a product saves both factors, dropout saves a bool mask), with
   kernels, 4 for the Python `gelu_new`);
 - LoRA (PEFT 0.21): each adapted linear keeps its dropout output and mask, and the rank-r output;
   a frozen base linear keeps nothing - except a bitsandbytes 4-bit linear before 0.43.2, whose
-  MatMul4Bit kept its input (`quant_keeps_input`, knobs.bnb_keeps_input);
+  MatMul4Bit kept its input (`quant_keeps_input`, knobs.bnb_keeps_input); MoE experts wrapped whole
+  keep a merged copy of their weights (`expert_merge_bytes`);
 - gradient checkpointing (torch.utils.checkpoint, non-reentrant as transformers 5.23 sets it):
   each layer keeps only its input; one layer is recomputed at a time during backward.
 
@@ -126,8 +127,9 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
         per_token += a * (stack.act_saves + 2) * f  # act(gate) keeps its input (+ intermediates); act out, up
     else:
         per_token += a * stack.act_saves * f  # fc1 output (+ intermediates of a Python activation)
-    if keep_input("mlp_out") and stack.dense_ffn:
-        per_token += a * f  # input of the down projection / fc2
+    if keep_input("mlp_out") and stack.dense_ffn and not (stack.act_saves_output and not stack.gated and not stack.ffn_dropout):
+        # input of the down projection / fc2; a ReLU feeding it directly keeps that same tensor (above)
+        per_token += a * f
     if stack.hidden_dropout > 0:
         sublayers = 3 if stack.cross_attention else 2
         per_token += MASK * h * sublayers
@@ -161,6 +163,25 @@ def moe_bytes(stack: Stack, a: int) -> float:
     else:
         rows = a * (h + stack.act_saves * F + F + h)
     return router + k * (rows + 2 * 8)
+
+
+def expert_merge_bytes(merge: tuple[int, ...], weight_bytes: int) -> tuple[float, float]:
+    """(kept per layer, extra at the layer's backward) of LoRA on MoE parameters wrapped whole.
+
+    PEFT 0.21 tuners/lora/layer.py ParamWrapper `_activate_lora`: each forward registers a
+    parametrization that merges the adapter into the parameter (`_LoraFactorsProxy`: one
+    `torch.baddbmm(W, lhs, rhs)` per 3-D expert stack; `_LoraParameterProxy`: W + B @ A for the 2-D
+    router), a full-size copy in the weight's dtype that the experts' grouped matmul / the router's
+    linear keeps for backward (`_grouped_mm_fallback_setup_context`: `save_for_backward(input,
+    weight)`). In backward each copy gets a full-size gradient (the grouped matmul's weight
+    gradient, which baddbmm's backward reduces to the LoRA factors); the copies are freed as their
+    matmuls' backward runs, last read first, so at the backward of copy i the copies read before it
+    (and itself) and its gradient coexist."""
+    if not merge:
+        return 0.0, 0.0
+    kept = sum(merge) * weight_bytes
+    peak = max(sum(merge[: i + 1]) + merge[i] for i in range(len(merge))) * weight_bytes
+    return kept, peak - kept
 
 
 def position_bias_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int, checkpointing: bool) -> tuple[float, float]:

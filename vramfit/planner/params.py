@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 16  # bump when the summary format changes; part of the cache key
+SCHEMA = 19  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
 # with flash_attention_2 (MiniCPM-V 2.6 / o's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
 # `vision_config._attn_implementation = 'eager'`; MiniCPM-Llama3-V 2.5's builds transformers'
@@ -96,6 +96,7 @@ class Stack:
     # code calls repeat_kv / repeat_interleave), "never" (its own code passes the grouped heads as they are).
     kv_repeat: str = "interface"
     head_norm_elems: int = 0  # elements a token of the per-head q / k norms (see `_stack`)
+    act_saves_output: bool = False  # what the activation keeps is its output (ReLU; see `_act_saves`)
     experts: int = 0
     top_k: int = 0
     expert_ffn: int = 0
@@ -410,7 +411,9 @@ def _dropouts(cfg) -> tuple[float, float]:
 
     return (
         first("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
-        first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate"),
+        # `dropout`: OPT / BART / DistilBERT name their residual dropout so (modeling_opt.py
+        # OPTDecoderLayer: `nn.functional.dropout(hidden_states, p=self.dropout)` after attention and fc2)
+        first("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout_rate", "dropout"),
     )
 
 
@@ -537,6 +540,13 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         image.setdefault("spatial_merge_size", _first_int(getattr(vision_cfg, "spatial_merge_size", None)))
         strategy = getattr(config, "vision_feature_select_strategy", None)
         image.setdefault("select_strategy", strategy if isinstance(strategy, str) else None)
+        # Idefics3 / SmolVLM (modeling_idefics3.py Idefics3Connector.pixel_shuffle): the connector folds
+        # scale_factor^2 patches into one token, (side / scale_factor)^2 LLM tokens per crop (the
+        # processor's `image_seq_len`); a stock config names no crops: one
+        shuffle = next((m for m in modules.values() if callable(getattr(m, "pixel_shuffle", None)) and _first_int(getattr(m, "scale_factor", None))), None)
+        side = (image.get("image_size") or 0) // (image.get("patch_size") or 1)
+        if shuffle is not None and side and "per_image" not in image:
+            image["per_image"] = (side // _first_int(shuffle.scale_factor)) ** 2
 
     vocab = _first_int(getattr(text_cfg, "vocab_size", None), 0)
     if not vocab and embed is not None and getattr(embed, "weight", None) is not None:
@@ -589,10 +599,12 @@ def _has_output_embeddings(model) -> bool:
 ACTIVATION_HINTS = ("act", "gelu", "silu", "relu", "swish", "tanh")
 
 
-def _act_saves(layer_modules) -> float:
+def _act_saves(layer_modules) -> tuple[float, bool]:
     """Run the layer's own MLP activation module on a small CPU tensor and count what autograd
     keeps, in input-sized tensors: 1 for torch kernels (silu, gelu, gelu tanh), 2 for QuickGELU,
-    4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept)."""
+    4 for the Python `gelu_new` of Phi / T5 (its intermediates are kept); and whether what it keeps
+    is its own output (ReLU: derivatives.yaml `threshold_backward(grad, result, 0)`), the tensor the
+    next linear keeps as its input too."""
     import torch
 
     acts = [
@@ -601,7 +613,7 @@ def _act_saves(layer_modules) -> float:
         if not list(m.parameters(recurse=False)) and not list(m.children()) and any(h in type(m).__name__.lower() for h in ACTIVATION_HINTS)
     ]
     if not acts:
-        return 1.0
+        return 1.0, False
     x = torch.randn(16, 8, requires_grad=True)
     kept: dict[int, int] = {}
 
@@ -611,8 +623,8 @@ def _act_saves(layer_modules) -> float:
 
     acts[0].train()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        acts[0](x)
-    return sum(kept.values()) / x.untyped_storage().nbytes()
+        out = acts[0](x)
+    return sum(kept.values()) / x.untyped_storage().nbytes(), out.untyped_storage().data_ptr() in kept
 
 
 def _cfg_int(cfg, *names) -> int:
@@ -665,6 +677,7 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
     layer_modules = [m for n, m in modules.items() if n.startswith(layer0)]
     attn_p, hidden_p = _dropouts(cfg)
     count = max(i for s, i in layer_params if s == name) + 1
+    act_saves, act_saves_output = _act_saves(layer_modules)
     moe = _experts(modules, layer0, cfg, hidden, rows, heads * head_dim)
     if moe and not moe["dense_ffn"]:
         ffn, gated = moe["expert_ffn"], moe["expert_gated"]  # no nn.Linear FFN: the experts' width
@@ -683,7 +696,8 @@ def _stack(name, prefix, cfg, modules, linears, layer_params) -> dict[str, Any] 
         "cross_attention": any(".EncDecAttention." in r[0] or ".encoder_attn." in r[0] for r in rows),
         "attn_dropout": attn_p,
         "hidden_dropout": hidden_p,
-        "act_saves": _act_saves(layer_modules),
+        "act_saves": act_saves,
+        "act_saves_output": act_saves_output,
         "layer_params": [layer_params.get((name, i), 0) for i in range(count)],
         "norm_saves": _norm_saves(modules, layer0) if norm == "rms" else (0.0, 0.0),
         "position_bias": any(n.startswith(layer0) and n.endswith(".relative_attention_bias") for n in modules),
@@ -755,11 +769,29 @@ def _experts(modules, layer0: str, cfg, hidden: int, rows, attn_width: int) -> d
 
 
 def _ffn_dropout(modules, layer0: str, ffn: int) -> bool:
-    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)."""
+    """A Dropout module that is a sibling of the FFN's input projection (one writing `ffn` features)
+    and that the FFN's own code calls before its output projection (one reading `ffn` features):
+    T5DenseActDense drops between the activation and `wo`; DistilBERT's FFN.ff_chunk drops after
+    `lin2`, on the hidden-sized output (the residual dropout, not a mask of `ffn` elements)."""
+    import inspect
+
     import torch
 
     parents = {n.rsplit(".", 1)[0] for n, m in modules.items() if n.startswith(layer0) and (_linear_shape(m) or (0, 0))[1] == ffn}
-    return any(isinstance(m, torch.nn.Dropout) and n.rsplit(".", 1)[0] in parents and m.p > 0 for n, m in modules.items() if n.startswith(layer0))
+    for n, m in modules.items():
+        parent, _, leaf = n.rpartition(".")
+        if not (n.startswith(layer0) and isinstance(m, torch.nn.Dropout) and parent in parents and m.p > 0):
+            continue
+        outs = [c.rpartition(".")[2] for c, x in modules.items() if c.rpartition(".")[0] == parent and (_linear_shape(x) or (0, 0))[0] == ffn]
+        try:
+            src = inspect.getsource(type(modules[parent]))
+        except (OSError, TypeError, KeyError):
+            return True
+        drop_at = src.find(f"self.{leaf}(")
+        out_at = min((src.find(f"self.{o}(") for o in outs if src.find(f"self.{o}(") >= 0), default=-1)
+        if drop_at < 0 or out_at < 0 or drop_at < out_at:
+            return True
+    return False
 
 
 def _norm_saves(modules, layer0: str) -> tuple[float, float]:
@@ -859,6 +891,10 @@ class Counts:
     text_trainable: bool  # the LLM layers' own weights train in full
     adapted: tuple[Adapted, ...]
     largest_layer: int  # parameters of the largest transformer layer (ZeRO-3 / FSDP gather unit)
+    # Elements per layer of each MoE parameter LoRA wraps whole (PEFT's ParamWrapper, see
+    # `_expert_lora`), in the order the layer's forward reads them: each is merged with its adapter
+    # into a full-size copy per forward (activations.py `expert_merge_bytes`).
+    expert_merge: tuple[int, ...] = ()
 
     @property
     def adapters(self) -> int:
@@ -911,9 +947,11 @@ def count(arch: Arch, setup) -> Counts:
     base = (g["embed"] + g["lm_head"] + g["llm"] if llm_full else 0) + (g["projector"] if setup.train_projector else 0) + vision_base
     lm_head_trainable = llm_full
 
-    lora_params, copies, adapted, vision_lora = 0, 0, [], False
+    lora_params, copies, adapted, vision_lora, expert_merge = 0, 0, [], False, ()
     if lora:
         lora_params, adapted, vision_lora = _lora(arch, setup)
+        expert_params, expert_merge = _expert_lora(arch, setup)
+        lora_params += expert_params
         for name in setup.modules_to_save:
             group = SAVE_GROUPS.get(name)
             if group is None or not g.get(group):
@@ -946,6 +984,7 @@ def count(arch: Arch, setup) -> Counts:
         text_trainable=llm_full,
         adapted=tuple(adapted),
         largest_layer=largest,
+        expert_merge=expert_merge,
     )
 
 
@@ -995,3 +1034,44 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
             vision = vision or stack == "vision"
     adapted = [Adapted(s, rl, i, n / arch.stacks[s].layers) for (s, rl, i), n in sorted(per_stack.items())]
     return total, adapted, vision
+
+
+def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
+    """(LoRA parameters, elements per layer of each wrapped parameter) of the MoE experts and router.
+
+    PEFT 0.21 utils/transformers_weight_conversion.py `_convert_peft_config_moe`: for the model types
+    transformers v5 fused (`_MODEL_TO_CONVERSION_PATTERN` -> `_MOE_TARGET_MODULE_MAPPING`), the v4
+    target names (`all-linear` resolves to every one of them) become `target_parameters`: the router's
+    `gate.weight` [E, H] and the 3-D `gate_up_proj` [E, 2F, H] / `down_proj` [E, H, F], the fused
+    `gate_up_proj` at rank 2r when both of its v4 halves are targeted (`rank_pattern`). Each is wrapped
+    by lora.ParamWrapper (tuners/lora/layer.py): lora_A = Linear(in, r * E), lora_B = Linear(r * E,
+    out), E = 1 for the 2-D router; 3-D weights stored [E, out, in] (`is_transposed` False)."""
+    stack = arch.stacks.get("text")
+    if setup.lora_r is None or stack is None or not stack.experts or not stack.expert_gated:
+        return 0, ()
+    try:
+        from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_FUSED_TARGETS, _MOE_TARGET_MODULE_MAPPING
+    except ImportError:  # an older PEFT: no conversion, the experts stay untargeted
+        return 0, ()
+    base = _MODEL_TO_CONVERSION_PATTERN.get(arch.text_model_type) or _MODEL_TO_CONVERSION_PATTERN.get(arch.model_type)
+    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "")
+    if not mapping or not _MOE_FUSED_TARGETS.get(base):
+        return 0, ()
+    targets = setup.lora_targets
+    if targets == "all-linear":
+        old = set(mapping)
+    elif isinstance(targets, (list, tuple)):
+        old = {t for t in targets if t in mapping}
+    else:
+        return 0, ()  # a regex: PEFT probes it against the v4 names; not modelled
+    new = {mapping[o] for o in old}
+    r, E, H, F = setup.lora_r, stack.experts, stack.hidden, stack.expert_ffn
+    fused = _MOE_FUSED_TARGETS[base].get("gate_up_proj", [])
+    shapes = {  # forward order: router, gate_up, down; (elements, lora parameters)
+        "gate.weight": (E * H, r * (H + E)),
+        "gate_up_proj": (E * 2 * F * H, r * (len(fused) if set(fused) <= old else 1) * E * (H + 2 * F)),
+        "down_proj": (E * H * F, r * E * (F + H)),
+    }
+    wrapped = [name for name in shapes if name in new]
+    per_layer = sum(shapes[n][1] for n in wrapped)
+    return per_layer * stack.layers, tuple(shapes[n][0] for n in wrapped)

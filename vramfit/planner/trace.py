@@ -800,12 +800,19 @@ def _forward(model, batch, vision, setup):
     runner = peft if peft is not None else model
     if vision is None:
         return runner(**batch).loss
-    try:
+    inner = getattr(model, "model", None)
+    if callable(getattr(getattr(inner, "connector", None), "pixel_shuffle", None)) and hasattr(inner, "vision_model"):
+        # Idefics3 / SmolVLM: get_image_features (modeling_idefics3.py) drops all-zero padding images
+        # with a boolean index (`pixel_values[real_images_inds]`), a nonzero whose size fake tensors
+        # cannot know; a batch without padding images keeps every one, so its vision model and
+        # connector run here on all of them, with the all-true patch mask it builds for them.
+        pixels = vision["pixel_values"]
+        patch = inner.config.vision_config.patch_size
+        mask = torch.ones((pixels.shape[0], pixels.shape[2] // patch, pixels.shape[3] // patch), dtype=torch.bool)
+        hidden = inner.vision_model(pixel_values=pixels, patch_attention_mask=mask, return_dict=True).last_hidden_state
+        features = inner.connector(hidden)
+    else:
         features = model.get_image_features(**vision)
-    except ValueError as exc:  # Idefics3 / SmolVLM take [batch, images, channels, height, width]
-        if "unpack" not in str(exc) or vision["pixel_values"].dim() != 4:
-            raise
-        features = model.get_image_features(**{**vision, "pixel_values": vision["pixel_values"].unsqueeze(1)})
     if hasattr(features, "pooler_output") and not isinstance(features, torch.Tensor):
         features = features.pooler_output
     if isinstance(features, (list, tuple)):

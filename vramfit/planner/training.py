@@ -20,6 +20,7 @@ from vramfit.planner.activations import (
     LayerMode,
     LogitsMode,
     backward_transient,
+    expert_merge_bytes,
     layer_bytes,
     logits_bytes,
     nograd_layer_bytes,
@@ -71,6 +72,13 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
     )
 
 
+def frozen_weight_bytes(setup) -> int:
+    """Bytes per element of a frozen weight (states.py `_gpu_states` frozen_b)."""
+    if (setup.precision == "fp32" or setup.frozen_fp32) and setup.engine != "deepspeed":
+        return 4
+    return act_bytes(setup)
+
+
 def loss_upcast(setup, arch: Arch) -> bool:
     """The cross-entropy runs on fp32 logits: the model's own loss upcasts (params `_loss_upcast`), or
     torch.autocast does it - cross_entropy / log_softmax are on CUDA autocast's fp32 list
@@ -102,13 +110,14 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         per_token, per_sample = layer_bytes(st, mode, own, cross)
         bias, shared_bias = position_bias_bytes(st, mode, own, cross, s.gradient_checkpointing)
         tokens = b * own
-        full = per_token * tokens + per_sample * b + bias
+        merged, merged_bwd = expert_merge_bytes(counts.expert_merge, frozen_weight_bytes(s)) if name == "text" else (0.0, 0.0)
+        full = per_token * tokens + per_sample * b + bias + merged
         per_layer = a * st.hidden * tokens if s.gradient_checkpointing else full  # checkpointed: the layer input
         kept += on_gpu_layers(s, st.layers) * per_layer + shared_bias
         if s.gradient_checkpointing:
-            recompute = max(recompute, full + backward_transient(st, a) * tokens)
+            recompute = max(recompute, full + backward_transient(st, a) * tokens + merged_bwd)
         else:
-            recompute = max(recompute, backward_transient(st, a) * tokens)
+            recompute = max(recompute, backward_transient(st, a) * tokens + merged_bwd)
     text = arch.text
     loss_tokens = b * stacks[-1][1]
     embed_tokens = sum(b * own for _, own, _ in stacks)
@@ -131,7 +140,25 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         "logits": 0.0,
     }
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
-    return max((at_loss, at_layer, at_vision), key=lambda m: sum(m.values()))
+    at_tail = {"activations": tied_embedding_tail(s, arch, counts, embed_tokens), "vision_activations": vision_kept, "logits": 0.0}
+    return max((at_loss, at_layer, at_vision, at_tail), key=lambda m: sum(m.values()))
+
+
+def tied_embedding_tail(setup, arch: Arch, counts: Counts, tokens: int) -> float:
+    """Bytes alive beyond the model states at the embedding's backward when a tied input / output
+    embedding trains. Autograd sums the weight's two gradients in the engine's input buffer before
+    its AccumulateGrad runs (torch/csrc/autograd/input_buffer.cpp `accumulate`): the output layer's
+    gradient waits there through the whole backward (the gradient the states count), the embedding
+    backward writes a second vocab x hidden gradient, and their sum is a third, allocated out of place
+    (torch 2.13: `aten::add`, not `add_`, under torch.profiler on a tied F.linear / nn.Embedding pair).
+    Beyond the states: two vocab x hidden gradients and the embedding output's gradient."""
+    if not (arch.tied_embeddings and arch.vocab and counts.text_trainable and counts.lm_head_trainable):
+        return 0.0
+    if setup.precision == "bf16-true" or setup.engine == "deepspeed":
+        grad_b = act_bytes(setup)  # states.py `_gpu_states` train_b: the module's own dtype
+    else:
+        grad_b = FP32  # AMP: fp32 trainable weights and gradients
+    return 2 * arch.vocab * arch.text.hidden * grad_b + tokens * arch.text.hidden * act_bytes(setup)
 
 
 def autocast_weight_copies(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
@@ -180,6 +207,14 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
     a = act_bytes(setup)
     tokens = setup.micro_batch * setup.images_per_sample * setup.vision_patches
     layers = counts.vision_grad_layers
+    if not layers and setup.gradient_checkpointing:
+        # A frozen tower runs under autograd all the same once checkpointing is on: transformers 5.23
+        # modeling_utils `gradient_checkpointing_enable` calls `enable_input_require_grads`, which hooks
+        # the input embeddings of every PreTrainedModel inside (the tower's patch embedding too) to
+        # `requires_grad_(True)` their output. Each checkpointed block keeps its input and the backward
+        # runs through the tower (measured on the real code, Qwen2.5-VL: every block input alive after
+        # get_image_features with checkpointing, none without).
+        layers = st.layers
     if not layers:
         return 0.0, nograd_layer_bytes(st, a, vision_attention(setup, arch), vision_sequence(setup, arch)) * tokens
     mode = LayerMode(
