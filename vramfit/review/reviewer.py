@@ -321,6 +321,27 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "planner",
             )
         )
+    elif mapped.padding_free_worst_case is not None and plan.setup.padding_free and (shorter := _padding_free_tokens_that_fit(plan)) is not None:
+        # padding-free batches of unknown length: only the worst case (every sample at the cap) was planned, and it does not fit
+        tokens, fitting = shorter
+        s = plan.setup
+        origin = mapped.padding_free_worst_case
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch} x "
+                f"{s.seq_len:,} = {s.micro_batch * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
+                f"samples' own tokens and the data's length is not known: predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
+                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"it fits while a micro-batch holds at most {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
+                f"check your data's tokens per micro-batch ({s.micro_batch} samples); to bound them, "
+                f"{mapped.edit('data.max_length', max(1, tokens // max(1, s.micro_batch)))}" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                "planner",
+                origin.line,
+            )
+        )
     elif mapped.optimizer_assumed and _without_update_state(plan) <= plan.usable_gib:
         # the update scheme keeps less than the AdamW states (and gradients) planned: the verdict is an upper bound
         what, origin = mapped.optimizer_assumed
@@ -601,6 +622,21 @@ def _at_the_cap(plan, mapped: mapping.Mapped) -> Finding:
         "planner",
         where.line,
     )
+
+
+def _padding_free_tokens_that_fit(plan):
+    """(tokens per micro-batch, plan) for the largest padding-free micro-batch, halving the planned worst case down to 256
+    tokens per sample, at which the run fits; None when none does (then the verdict stands whatever the data)."""
+    from vramfit.planner.plan import plan as plan_setup
+
+    setup = plan.setup
+    seq = setup.seq_len
+    while seq > 256:
+        seq //= 2
+        shorter = plan_setup(setup.replace(seq_len=seq, typical_seq_len=None))
+        if shorter.fits:
+            return setup.micro_batch * seq, shorter
+    return None
 
 
 def _largest_image_that_fits(plan):
