@@ -572,3 +572,25 @@ def test_recipe_planner_head_reaches_the_setup():
     assert (s.head, s.num_labels) == ("seq_cls", 1)
     with pytest.raises(ConfigError):
         load(path, ["planner.head=classifier"])
+
+
+# ---------------------------------------------------------------------------------- torch's default optimizer
+@pytest.mark.parametrize("version, optim", [("2.5.1", "adamw_torch"), ("2.7", "adamw_torch"), ("2.8.0", None), (None, None)])
+def test_torch_before_2_8_defaults_the_trainer_to_multi_tensor_adamw(version, optim):
+    """transformers training_args.py: default_optim is adamw_torch, adamw_torch_fused only on torch >= 2.8."""
+    from vramfit.libraries import argument_default
+
+    items = [f"torch_version={version}"] if version else []
+    assert setup(*items).optimizer == (optim or argument_default(None, "optim"))
+    assert setup(*items, "optim=adamw_torch_fused").optimizer == "adamw_torch_fused"  # the files' choice stands
+
+
+def test_zero3_step_with_multi_tensor_adamw_holds_its_intermediate_beside_the_fp32_gradient():
+    """DeepSpeed stage3.py: the sub-group's 16-bit flat gradient and its fp32 copy (6 B / param), then the wrapped torch
+    AdamW's step on that fp32 partition: the foreach path's exp_avg_sq_sqrt beside the fp32 gradient (8 B / param)."""
+    fused = setup("bf16=true", "optim=adamw_torch_fused", config=LLAMA8, deepspeed="zero3")
+    foreach = setup("bf16=true", "optim=adamw_torch", config=LLAMA8, deepspeed="zero3")
+    arch, c = counts(fused)
+    sub = min(c.trainable / 8, fused.zero.sub_group_size)
+    assert states.gpu_states(fused, c, arch).step == pytest.approx(sub * (FP32 + 2))
+    assert states.gpu_states(foreach, c, arch).step == pytest.approx(sub * 2 * FP32)

@@ -21,7 +21,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 | `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
-| `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward | states.py `gradients_in_forward` |
+| `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 """
 
@@ -232,6 +232,20 @@ def _release(values: dict[str, Any], key: str, example: str, problems: Problems,
 # gradients were zeroed in place and stayed allocated): transformers' Trainer ends each step with
 # `model.zero_grad()`, so on torch < 2.0 the next forward runs beside the whole gradients.
 SET_TO_NONE_SINCE = (2, 0, 0)
+
+
+# transformers training_args.py: `default_optim = "adamw_torch"`, "adamw_torch_fused" only when torch >= 2.8
+# (huggingface/transformers#37358, 2025); before it every release defaulted to the multi-tensor adamw_torch.
+FUSED_DEFAULT_SINCE = (2, 8, 0)
+
+
+def default_optimizer(values: dict[str, Any], problems: Problems, file: str) -> str | None:
+    """The Trainer's default optimizer under the run's torch (`torch_version`) when the files set none: adamw_torch
+    before torch 2.8; None when unset (the installed library's default stands)."""
+    if values.get("optim") is not None:
+        return None
+    release = _release(values, "torch_version", "2.5.1", problems, file)
+    return "adamw_torch" if release is not None and release < FUSED_DEFAULT_SINCE else None
 
 
 def torch_keeps_gradients(values: dict[str, Any], problems: Problems, file: str) -> bool:

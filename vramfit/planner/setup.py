@@ -416,6 +416,9 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out.update(knobs.quant_fields(values, method, config, problems, file))
     out["quant_keeps_input"] = knobs.bnb_keeps_input(values, out.get("quantization"), problems, file)
     out["gradients_kept"] = knobs.torch_keeps_gradients(values, problems, file)
+    optimizer = knobs.default_optimizer(values, problems, file)
+    if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
+        out["optimizer"] = optimizer
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
     if kernel == "liger":

@@ -56,8 +56,10 @@ def review(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    torch_version: str | None = None,
 ) -> Review:
     flags = dict(
+        torch_version=torch_version,
         gpu=gpu,
         gpus=gpus,
         nodes=nodes,
@@ -128,12 +130,27 @@ def _review_sources(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    torch_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
             mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
+            if torch_version:  # the run's torch (planner knob torch_version): its Trainer defaults and zero_grad
+                mapped.recipe.setdefault("planner", {})["torch_version"] = torch_version
+                mapped.origins["planner.torch_version"] = mapping.Origin(mapped.primary.label, "--torch-version")
+                mapped.findings.append(
+                    Finding(
+                        "info",
+                        mapped.primary.label,
+                        "--torch-version",
+                        f"planned under torch {torch_version}: where the files set no optim, the Trainer's default is adamw_torch "
+                        "before torch 2.8 (multi-tensor: an fp32 intermediate the size of a moment in the optimizer step), "
+                        "adamw_torch_fused from 2.8; zero_grad keeps the gradients before torch 2.0",
+                        source="planner",
+                    )
+                )
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
