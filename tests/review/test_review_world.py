@@ -515,3 +515,17 @@ def test_torch_version_sets_the_trainers_default_optimizer(tmp_path):
     assert old.plan.setup.optimizer == "adamw_torch" and find(old, key="--torch-version", text="adamw_torch before torch 2.8")
     assert review([str(path)], gpu="a100-80g").plan.setup.optimizer == "adamw_torch_fused"
     assert cli.main(["review", str(path), "--gpu", "a100-80g", "--torch-version", "2.5.1"]) in (0, 1, 3)
+
+
+def test_padding_free_batches_are_planned_at_the_given_longest_sample(tmp_path):
+    """With --sample-length, a padding-free micro-batch is bounded by micro-batch x that length: planned there, the cap beside."""
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "torchrun --nproc_per_node 8 qwenvl/train/train_qwen.py --model_name_or_path meta-llama/Llama-3.2-3B --bf16 "
+        "--per_device_train_batch_size 4 --model_max_length 8192 --gradient_checkpointing True --data_flatten True\n",
+    )
+    result = review([str(path)], gpu="a100-40g", sample_length=1024)
+    assert result.plan.setup.seq_len == 1024 and result.plan.setup.padding_free
+    assert find(result, severity="info", text="planned at the data's longest sample, 1,024 tokens")
+    assert not [f for f in result.findings if f.severity in ("error", "warning") and "exceeds" in f.what and "fits while" in f.what]

@@ -1273,10 +1273,16 @@ class _Builder:
         settings = {
             s.key.lstrip("-"): (s.value[0] if isinstance(s.value, list) and len(s.value) == 1 else s.value) for src in self.sources for s in src.settings
         }
-        packed = any(str(settings.get(k)).lower() == "true" for k in PLANNER_SWITCHES if PLANNER_SWITCHES[k] in ("packing", "padding_free"))
-        if self.grpo or packed or not isinstance(cap, int):
+        switched = {PLANNER_SWITCHES[k] for k in PLANNER_SWITCHES if str(settings.get(k)).lower() == "true"}
+        # padding-free without packing: a micro-batch holds its samples' own tokens, so the longest sample bounds it too
+        flat = "padding_free" in switched and "packing" not in switched and bool(self.sample_length)
+        if self.grpo or (switched & {"packing", "padding_free"} and not flat) or not isinstance(cap, int):
             return
-        pads, why = lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        pads, why = (
+            (True, "padding-free batches hold their samples' own tokens")
+            if flat
+            else lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        )
         if not pads:
             if self.sample_length:
                 how = why or f"how {self.primary.program or 'this run'} pads its batches is not known to vramfit"
