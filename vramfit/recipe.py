@@ -114,6 +114,10 @@ class Knobs(Strict):
     typical_length: Union[int, None] = Field(default=None, gt=0, le=1_048_576)  # a typical sample's tokens
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
+    # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
+    # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs
+    head: Literal["lm", "seq_cls", "token_cls"] = "lm"
+    num_labels: Union[int, None] = Field(default=None, ge=1, le=1_000_000)  # None: the config's, else transformers' 2
     optimizer_in_bwd: bool = False  # torchtune
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only

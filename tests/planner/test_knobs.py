@@ -496,3 +496,101 @@ def test_every_external_published_row_is_accepted_as_a_user_would_type_it():
             pytest.skip(f"{path} not present")
         s = Setup.from_args(path, r["gpu"], r["gpus"], r.get("nodes", 1), None, r["overrides"])
         assert s.seq_len > 0
+
+
+# ------------------------------------------------------------------------------------ head
+LLAMA8 = REPO / "model_configs" / "llama-3.1-8b.json"  # untied lm_head: 128,256 x 4,096
+
+
+@pytest.mark.parametrize("head, auto", [("seq_cls", "AutoModelForSequenceClassification"), ("token_cls", "AutoModelForTokenClassification")])
+def test_classification_head_has_the_parameters_transformers_builds(head, auto):
+    """The score head replaces lm_head: the count equals the class transformers builds (meta device), for an untied and
+    a tied model."""
+    import json
+
+    import torch
+    import transformers
+
+    for config, labels in ((LLAMA8, 1), (LLAMA, 2)):
+        s = setup("bf16=true", f"head={head}", f"num_labels={labels}", config=config)
+        arch = training.with_head(params.summary(s.model_config), s)
+        raw = {k: v for k, v in json.loads(config.read_text()).items() if not k.startswith("_")}
+        cfg = transformers.AutoConfig.for_model(**raw)
+        cfg.num_labels = labels
+        with torch.device("meta"):
+            model = getattr(transformers, auto).from_config(cfg)
+        assert arch.total == sum(p.numel() for p in model.parameters())
+        assert arch.vocab == labels and not arch.tied_embeddings
+
+
+def test_classification_head_plans_no_vocabulary_wide_logits():
+    """transformers GenericForSequenceClassification: score over [batch, seq, hidden] -> [batch, seq, num_labels], the loss
+    on the pooled [batch, num_labels]: the logits term is num_labels wide, and the untied lm_head's states are gone."""
+    items = ("bf16=true", "per_device_train_batch_size=4", "max_length=4096", "gradient_checkpointing=true")
+    lm = plan.plan(setup(*items, config=LLAMA8, gpus=1))
+    rm = plan.plan(setup(*items, "head=seq_cls", "num_labels=1", config=LLAMA8, gpus=1))
+    tokens, vocab, hidden = 4 * 4096, 128256, 4096
+    assert gib(lm, "logits") * GIB == pytest.approx(tokens * vocab * 3 * FP32)  # kept log-probs and two fp32 gradients
+    assert gib(rm, "logits") * GIB < tokens * 64  # bytes per token, not per token x vocabulary
+    # full fine-tuning on one GPU: the lm_head's weights and states leave, a 1 x hidden score comes
+    per_param = gib(lm, "weights") * GIB / lm.parameters["total"]
+    assert (gib(lm, "weights") - gib(rm, "weights")) * GIB == pytest.approx(per_param * (vocab - 1) * hidden, rel=1e-6)
+    assert rm.parameters["total"] == lm.parameters["total"] - (vocab - 1) * hidden
+
+
+def test_classification_head_trains_under_lora_and_ignores_the_causal_lm_loss_kernels():
+    """PEFT's SEQ_CLS task type adds the score to modules_to_save; Liger's fused linear cross-entropy patches the causal LM's
+    forward only, so it changes nothing for a score head."""
+    s = setup("method=lora", "task_type=SEQ_CLS", "num_labels=1", gpus=1)
+    assert (s.head, s.num_labels) == ("seq_cls", 1)
+    p = plan.plan(s)
+    assert p.parameters["lora_and_copies"] > plan.plan(setup("method=lora", gpus=1)).parameters["lora_and_copies"]
+    liger = plan.plan(setup("method=lora", "task_type=SEQ_CLS", "num_labels=1", "use_liger_kernel=true", gpus=1))
+    assert gib(liger, "logits") == pytest.approx(gib(p, "logits"))
+
+
+def test_head_defaults_and_refusals():
+    import transformers
+
+    s = setup("head=token_cls")
+    assert s.num_labels == transformers.PretrainedConfig().num_labels  # the config's, else transformers' default
+    assert setup().head == "lm"
+    for item, message in (
+        ("head=value", "is not one of lm, seq_cls, token_cls"),
+        ("task_type=QUESTION_ANS", "is not a PEFT task type"),
+        ("num_labels=0", "num_labels"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            setup(item)
+
+
+def test_recipe_planner_head_reaches_the_setup():
+    from vramfit.recipe import load
+
+    path = recipe_path("axolotl-llama-3b-8xa100-80g")
+    s = Setup.from_recipe(load(path, ["planner.head=seq_cls", "planner.num_labels=1"]))
+    assert (s.head, s.num_labels) == ("seq_cls", 1)
+    with pytest.raises(ConfigError):
+        load(path, ["planner.head=classifier"])
+
+
+# ---------------------------------------------------------------------------------- torch's default optimizer
+@pytest.mark.parametrize("version, optim", [("2.5.1", "adamw_torch"), ("2.7", "adamw_torch"), ("2.8.0", None), (None, None)])
+def test_torch_before_2_8_defaults_the_trainer_to_multi_tensor_adamw(version, optim):
+    """transformers training_args.py: default_optim is adamw_torch, adamw_torch_fused only on torch >= 2.8."""
+    from vramfit.libraries import argument_default
+
+    items = [f"torch_version={version}"] if version else []
+    assert setup(*items).optimizer == (optim or argument_default(None, "optim"))
+    assert setup(*items, "optim=adamw_torch_fused").optimizer == "adamw_torch_fused"  # the files' choice stands
+
+
+def test_zero3_step_with_multi_tensor_adamw_holds_its_intermediate_beside_the_fp32_gradient():
+    """DeepSpeed stage3.py: the sub-group's 16-bit flat gradient and its fp32 copy (6 B / param), then the wrapped torch
+    AdamW's step on that fp32 partition: the foreach path's exp_avg_sq_sqrt beside the fp32 gradient (8 B / param)."""
+    fused = setup("bf16=true", "optim=adamw_torch_fused", config=LLAMA8, deepspeed="zero3")
+    foreach = setup("bf16=true", "optim=adamw_torch", config=LLAMA8, deepspeed="zero3")
+    arch, c = counts(fused)
+    sub = min(c.trainable / 8, fused.zero.sub_group_size)
+    assert states.gpu_states(fused, c, arch).step == pytest.approx(sub * (FP32 + 2))
+    assert states.gpu_states(foreach, c, arch).step == pytest.approx(sub * 2 * FP32)

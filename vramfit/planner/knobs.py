@@ -20,7 +20,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
-| `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward | states.py `gradients_in_forward` |
+| `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
+| `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 """
 
@@ -38,6 +39,17 @@ SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2",
 # HYBRID_SHARD=4, _HYBRID_SHARD_ZERO2=5).
 ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
+# The model class's output layer: the causal LM's lm_head, or the `score` head of
+# AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
+HEADS = ("lm", "seq_cls", "token_cls")
+# PEFT TaskType values (peft/utils/peft_types.py) that name a head; other task types keep the model's own.
+PEFT_TASK_HEADS = {"CAUSAL_LM": "lm", "SEQ_CLS": "seq_cls", "TOKEN_CLS": "token_cls"}
+# transformers PretrainedConfig: num_labels defaults to 2 (id2label of two labels) when neither the call nor
+# the config sets it.
+DEFAULT_NUM_LABELS = 2
+# transformers modeling_layers.py GenericForTokenClassification: the dropout before `score` when the config sets
+# neither classifier_dropout nor hidden_dropout.
+TOKEN_CLS_DROPOUT = 0.1
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 QUANT_METHODS = ("bitsandbytes", "gptq", "awq")
 VLLM_MODES = ("colocate", "server")
@@ -222,6 +234,20 @@ def _release(values: dict[str, Any], key: str, example: str, problems: Problems,
 SET_TO_NONE_SINCE = (2, 0, 0)
 
 
+# transformers training_args.py: `default_optim = "adamw_torch"`, "adamw_torch_fused" only when torch >= 2.8
+# (huggingface/transformers#37358, 2025); before it every release defaulted to the multi-tensor adamw_torch.
+FUSED_DEFAULT_SINCE = (2, 8, 0)
+
+
+def default_optimizer(values: dict[str, Any], problems: Problems, file: str) -> str | None:
+    """The Trainer's default optimizer under the run's torch (`torch_version`) when the files set none: adamw_torch
+    before torch 2.8; None when unset (the installed library's default stands)."""
+    if values.get("optim") is not None:
+        return None
+    release = _release(values, "torch_version", "2.5.1", problems, file)
+    return "adamw_torch" if release is not None and release < FUSED_DEFAULT_SINCE else None
+
+
 def torch_keeps_gradients(values: dict[str, Any], problems: Problems, file: str) -> bool:
     """Whether `zero_grad()` keeps the gradients allocated between steps (`torch_version` < 2.0)."""
     release = _release(values, "torch_version", "1.13.1", problems, file)
@@ -238,6 +264,33 @@ def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
         problems.add(file, "loss_kernel", f"{kernel!r} is not a loss the planner models", f"use one of {', '.join(LOSS_KERNELS)}.")
         return "torch"
     return str(kernel)
+
+
+def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    """`head` (lm | seq_cls | token_cls) or PEFT's `task_type` naming it, and `num_labels` (the call's, else the
+    config's `num_labels` / `id2label`, else transformers' default of 2)."""
+    head = values.get("head")
+    task = values.get("task_type")
+    if head is None and task is not None:
+        head = PEFT_TASK_HEADS.get(str(task).upper())
+        if head is None:
+            problems.add(file, "task_type", f"{task!r} is not a PEFT task type the planner models", f"use one of {', '.join(PEFT_TASK_HEADS)}.")
+            return {}
+    head = "lm" if head is None else str(head).lower()
+    if head not in HEADS:
+        problems.add(file, "head", f"{head!r} is not a model head the planner models", f"use one of {', '.join(HEADS)}.")
+        return {}
+    labels = values.get("num_labels")
+    if labels is None:
+        labels = config.get("num_labels") or len(config.get("id2label") or {}) or DEFAULT_NUM_LABELS
+    if isinstance(labels, bool) or not isinstance(labels, int) or labels < 1:
+        problems.add(file, "num_labels", f"{labels!r} is not a positive whole number", "write num_labels=1 (a reward score) or the number of classes.")
+        return {}
+    # GenericForTokenClassification: nn.Dropout(classifier_dropout, else hidden_dropout, else 0.1) before the score
+    dropout = 0.0
+    if head == "token_cls":
+        dropout = next((float(config[k]) for k in ("classifier_dropout", "hidden_dropout") if config.get(k) is not None), TOKEN_CLS_DROPOUT)
+    return {"head": head, "num_labels": int(labels), "head_dropout": dropout}
 
 
 def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

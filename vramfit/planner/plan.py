@@ -178,9 +178,12 @@ def embedding_lora(setup: Setup, arch) -> int:
 
 def _plan(setup: Setup, trace: bool = False) -> Plan:
     s = setup
-    arch = params.summary(s.model_config)
+    arch = training.with_head(params.summary(s.model_config), s)
     s = lora_targets(s, arch)
     counts = params.count(arch, s)
+    if s.head != "lm" and not counts.lm_head_trainable:
+        # the new `score` head always trains (PEFT SEQ_CLS / TOKEN_CLS task types add it to modules_to_save)
+        counts = dataclasses.replace(counts, copies=counts.copies + arch.groups["lm_head"], lm_head_trainable=True)
     extra = embedding_lora(s, arch)
     if extra:
         counts = dataclasses.replace(counts, lora=counts.lora + extra)

@@ -150,6 +150,9 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    head: str = "lm"  # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head (knobs.head_fields)
+    num_labels: int = 2  # outputs of a classification head (TRL RewardTrainer: 1)
+    head_dropout: float = 0.0  # token classification: the dropout before the score (it keeps a bool mask)
     activation_offloading: bool = False  # TRL OffloadActivations: kept activations live in host RAM
     compile_layers: bool = False  # torch.compile over the decoder layers (HF torch_compile, torchtune compile)
     compile_loss: bool = False  # ... and over the cross-entropy (HF: inside the compiled model; torchtune: chunked CE)
@@ -413,12 +416,16 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out.update(knobs.quant_fields(values, method, config, problems, file))
     out["quant_keeps_input"] = knobs.bnb_keeps_input(values, out.get("quantization"), problems, file)
     out["gradients_kept"] = knobs.torch_keeps_gradients(values, problems, file)
+    optimizer = knobs.default_optimizer(values, problems, file)
+    if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
+        out["optimizer"] = optimizer
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
     if kernel == "liger":
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
     out.update(knobs.compile_fields(values, kernel))
+    out.update(knobs.head_fields(values, config, problems, file))
     out["packing"] = bool(values.get("packing"))
     out["padding_free"] = bool(values.get("padding_free")) or out["packing"]  # TRL: BFD packing is padding-free
     if values.get("typical_length") is not None:
@@ -539,6 +546,9 @@ ARG_KEYS = {
     # planner keys
     "typical_length": int,
     "loss_kernel": str,
+    "head": str,
+    "task_type": str,
+    "num_labels": int,
     "lora_vision_tower": bool,
     "trust_remote_code": bool,
     "train_projector": bool,
@@ -571,6 +581,7 @@ CHOICES = {
     "attn_implementation": tuple(ATTENTION),
     "vllm_mode": ("colocate", "server"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
+    "head": ("lm", "seq_cls", "token_cls"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
     "quant_method": ("bitsandbytes", "gptq", "awq"),
     "dtype": ("auto", "bfloat16", "float16", "float32"),

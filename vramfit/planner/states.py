@@ -188,8 +188,11 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
             gathered += compute_b * unit / dp
         # stage3.py `_prepare_fp32_grad_for_sub_group`: `self.flatten(averaged_gradients).to(fp32)` - a
         # 16-bit flat copy of the sub-group's gradient partition, then its fp32 copy, both alive at once.
-        step = 0.0 if z.offload_optimizer else (FP32_BYTES + train_b) * min(T / dp, z.sub_group_size)
-        block = 0.0 if z.offload_optimizer else FP32_BYTES * min(T / dp, z.sub_group_size)
+        # Then `_optimizer_step` runs the wrapped optimizer on that fp32 partition (set as the flat fp32 master's .grad):
+        # torch's multi-tensor AdamW adds its moment-sized intermediate beside it (`foreach_intermediate`), as at ZeRO-1/2.
+        sub = min(T / dp, z.sub_group_size)
+        step = 0.0 if z.offload_optimizer else sub * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
+        block = 0.0 if z.offload_optimizer else FP32_BYTES * sub
         return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered, step, True, block)
     if ds:  # ZeRO-1 / ZeRO-2
         z = s.zero

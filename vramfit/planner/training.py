@@ -10,6 +10,7 @@ The vision tower runs first and its backward last, after the LLM's activations a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from vramfit.planner.activations import (
     FP32,
+    MASK,
     LayerMode,
     LogitsMode,
     backward_transient,
@@ -47,6 +49,28 @@ def liger_model_types() -> frozenset[str]:
 def liger_active(setup, arch: Arch) -> bool:
     types = liger_model_types()
     return (setup.liger or setup.loss_kernel == "liger") and arch.model_type in types and arch.text_model_type in types | {arch.model_type}
+
+
+def with_head(arch: Arch, setup) -> Arch:
+    """The architecture the run builds for its head (`setup.head`, knobs.head_fields).
+
+    transformers modeling_layers.py `GenericForSequenceClassification` / `GenericForTokenClassification` (what
+    AutoModelForSequenceClassification / AutoModelForTokenClassification build for a decoder LLM; TRL's RewardTrainer
+    with num_labels=1, its PRMTrainer with a token-classification model): the base model without lm_head, and
+    `score = nn.Linear(hidden, num_labels, bias=False)` over every position's last hidden state. So the output
+    layer is hidden x num_labels (a tied lm_head is not built; the input embedding stays), and every logits term
+    is num_labels wide: [batch, seq, num_labels] from the score, of which sequence classification keeps the last
+    non-pad position ([batch, num_labels], `pooled_logits`) for its loss - no vocabulary-wide tensor anywhere."""
+    if getattr(setup, "head", "lm") == "lm" or "text" not in arch.stacks:
+        return arch
+    labels = setup.num_labels
+    hidden = arch.text.hidden
+    groups = dict(arch.groups)
+    old = groups.get("lm_head", 0)
+    # the token-classification score is nn.Linear(hidden, num_labels) with its bias; the sequence one has none
+    groups["lm_head"] = labels * hidden + (labels if setup.head == "token_cls" else 0)
+    linears = tuple(dataclasses.replace(lin, out_features=labels) if lin.group == "lm_head" else lin for lin in arch.linears)
+    return dataclasses.replace(arch, groups=groups, total=arch.total - old + groups["lm_head"], linears=linears, vocab=labels, tied_embeddings=False)
 
 
 def act_bytes(setup) -> int:
@@ -124,9 +148,21 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     embeddings = a * text.hidden * embed_tokens * (2 if s.images_per_sample else 1)  # + masked_scatter merge
     final_norm = (FP32 if text.norm == "rms" and not liger_active(s, arch) else a) * text.hidden * loss_tokens
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
+    if s.head == "token_cls" and s.head_dropout > 0:
+        final_norm += MASK * text.hidden * loss_tokens  # the dropout before the score keeps its bool mask
     if loss_bytes is None:
         loss_bytes = logits_bytes(
-            LogitsMode(arch.vocab, text.hidden, a, liger_active(s, arch), counts.lm_head_trainable, a, loss_upcast(s, arch), s.loss_kernel, s.compile_loss),
+            LogitsMode(
+                arch.vocab,
+                text.hidden,
+                a,
+                liger_active(s, arch) and s.head == "lm",  # Liger / CCE / chunked losses replace the causal LM's loss only
+                counts.lm_head_trainable,
+                a,
+                loss_upcast(s, arch),
+                s.loss_kernel if s.head == "lm" else "torch",
+                s.compile_loss,
+            ),
             loss_tokens,
         )
     vision_kept, vision_bwd = vision_training(s, arch, counts)

@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="judge flags under this transformers version (default: the version a requirements file / setup.py / pyproject.toml beside the script pins)",
     )
     parser.add_argument(
+        "--torch-version",
+        metavar="X.Y.Z",
+        help="the torch the run uses (default: the installed one): before 2.8 the Trainer's default optimizer is the "
+        "multi-tensor adamw_torch, before 2.0 zero_grad keeps the gradients; both are planned",
+    )
+    parser.add_argument(
         "--image-tokens",
         type=_positive(int),
         metavar="N",
@@ -89,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         transformers_version=getattr(args, "transformers_version", None),
         image_tokens=getattr(args, "image_tokens", None),
         sample_length=getattr(args, "sample_length", None),
+        torch_version=getattr(args, "torch_version", None),
     )
     if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, as_dicts, report

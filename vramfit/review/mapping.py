@@ -266,7 +266,9 @@ PLANNER_SWITCHES = {
     "activation_offloading": "activation_offloading",
     "packing": "packing",
     "sample_packing": "packing",  # axolotl
-    "padding_free": "padding_free",
+    "padding_free": "padding_free",  # TRL SFTConfig, ms-swift --padding_free
+    "data_flatten": "padding_free",  # Qwen-VL qwen-vl-finetune: the samples of a batch concatenated into one sequence
+    "neat_packing": "packing",  # LLaMA-Factory (packing without cross-attention between the packed samples)
     "optimizer_in_bwd": "optimizer_in_bwd",  # torchtune
 }
 
@@ -328,6 +330,9 @@ class Mapped:
     # an update scheme the planner does not model (GaLore, APOLLO, BAdam, LISA, LOMO, Adam-mini): (what, where); its
     # optimizer states and gradients are planned as AdamW's over every trainable weight, an upper bound
     optimizer_assumed: tuple[str, Origin] | None = None
+    # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
+    # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
+    padding_free_worst_case: Origin | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
 
     def edit(self, key: str, value: Any) -> str:
@@ -807,6 +812,8 @@ class _Builder:
         program = source.program or ""
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
         typo = not own_parser and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field
+        if name.replace("-", "_") in PLANNER_SWITCHES:
+            return  # planned by _planner_settings (packing / padding-free / offloading switches)
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
             self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
             return
@@ -867,7 +874,62 @@ class _Builder:
         self._deepspeed(mapped)
         self._launcher(mapped)
         self._planner_settings(mapped)
+        self._head(mapped)
         return mapped
+
+    def _head(self, mapped: Mapped) -> None:
+        """The model class's output layer, as the files select it: a reward model (TRL's RewardTrainer loads
+        AutoModelForSequenceClassification with num_labels=1; axolotl `reward_model: true` likewise), a process reward
+        model (TRL's PRMTrainer script, axolotl `process_reward_model: true`: AutoModelForTokenClassification, 2 labels),
+        a script's own `AutoModelFor...Classification` call, PEFT's task type (`--lora_task_type SEQ_CLS`, `task_type`).
+        Planned with the `score` head (planner knob `head`), no vocabulary-wide logits."""
+        head, labels, origin = None, None, None
+        for src in self.sources:
+            for st in src.settings:
+                key = st.key.lstrip("-").replace("-", "_")
+                value = st.value[0] if isinstance(st.value, list) and st.value else st.value
+                if key in ("reward_model", "process_reward_model") and value in (True, "true", "True"):
+                    head, labels = ("seq_cls", 1) if key == "reward_model" else ("token_cls", 2)
+                    origin = Origin(st.file, st.key, st.line)
+                elif key in ("lora_task_type", "task_type") and str(value).upper() in ("SEQ_CLS", "TOKEN_CLS") and head is None:
+                    head, origin = str(value).lower(), Origin(st.file, st.key, st.line)
+        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        text = python.text if python is not None else ""
+        call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
+        if call:
+            if head is None:
+                head = "seq_cls" if call.group(1) == "Sequence" else "token_cls"
+                origin = Origin(python.label, f"AutoModelFor{call.group(1)}Classification", text[: call.start()].count("\n") + 1)
+            found = re.search(r"num_labels\s*=\s*(\d+)", call.group(2))
+            labels = labels or (int(found.group(1)) if found else None)
+        # LLaMA-Factory's `stage: rm` (and ms-swift's `--rlhf_type rm`) wrap the causal LM in TRL's
+        # AutoModelForCausalLMWithValueHead instead, whose forward still computes the lm_head's logits: planned as lm
+        staged = any(st.key.lstrip("-").replace("-", "_") in ("stage", "rlhf_type") for src in self.sources for st in src.settings)
+        if head is None and self.trainer == "reward" and not staged:
+            head, labels = "seq_cls", 1  # trl RewardTrainer: model_init_kwargs["num_labels"] = 1
+            origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+        if head is None:
+            return
+        if labels is None and self.trainer == "reward":
+            labels = 1
+        planner = mapped.recipe.setdefault("planner", {})
+        planner["head"] = head
+        if labels is not None:
+            planner["num_labels"] = labels
+        mapped.origins["planner.head"] = origin
+        what = "sequence-classification" if head == "seq_cls" else "token-classification"
+        outputs = f"{labels} output{'s' if labels != 1 else ''}" if labels else "the config's num_labels outputs"
+        mapped.findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"planned as a {what} model: a score head of {outputs} in place of lm_head, "
+                "no vocabulary-wide logits (transformers GenericFor" + ("Sequence" if head == "seq_cls" else "Token") + "Classification)",
+                source="planner",
+                line=origin.line,
+            )
+        )
 
     def _planner_settings(self, mapped: Mapped) -> None:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
@@ -903,6 +965,10 @@ class _Builder:
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+        knobs = mapped.recipe.get("planner") or {}
+        if knobs.get("padding_free") and not knobs.get("packing") and not self.sample_length and not knobs.get("typical_length"):
+            # padding-free without packing: a micro-batch holds its samples' own tokens, which the data decides
+            mapped.padding_free_worst_case = mapped.origins.get("planner.padding_free")
         mapped.not_modelled[:] = [k for k in mapped.not_modelled if k not in planned]  # planned after all: not "read but not reviewed"
         t = mapped.recipe["training"]
         if self.stage0_master is not None and (t.get("fp16") is True or t.get("bf16") is True):
@@ -1207,10 +1273,16 @@ class _Builder:
         settings = {
             s.key.lstrip("-"): (s.value[0] if isinstance(s.value, list) and len(s.value) == 1 else s.value) for src in self.sources for s in src.settings
         }
-        packed = any(str(settings.get(k)).lower() == "true" for k in ("packing", "sample_packing", "padding_free"))
-        if self.grpo or packed or not isinstance(cap, int):
+        switched = {PLANNER_SWITCHES[k] for k in PLANNER_SWITCHES if str(settings.get(k)).lower() == "true"}
+        # padding-free without packing: a micro-batch holds its samples' own tokens, so the longest sample bounds it too
+        flat = "padding_free" in switched and "packing" not in switched and bool(self.sample_length)
+        if self.grpo or (switched & {"packing", "padding_free"} and not flat) or not isinstance(cap, int):
             return
-        pads, why = lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        pads, why = (
+            (True, "padding-free batches hold their samples' own tokens")
+            if flat
+            else lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+        )
         if not pads:
             if self.sample_length:
                 how = why or f"how {self.primary.program or 'this run'} pads its batches is not known to vramfit"

@@ -56,8 +56,10 @@ def review(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    torch_version: str | None = None,
 ) -> Review:
     flags = dict(
+        torch_version=torch_version,
         gpu=gpu,
         gpus=gpus,
         nodes=nodes,
@@ -128,12 +130,27 @@ def _review_sources(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    torch_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
             mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
+            if torch_version:  # the run's torch (planner knob torch_version): its Trainer defaults and zero_grad
+                mapped.recipe.setdefault("planner", {})["torch_version"] = torch_version
+                mapped.origins["planner.torch_version"] = mapping.Origin(mapped.primary.label, "--torch-version")
+                mapped.findings.append(
+                    Finding(
+                        "info",
+                        mapped.primary.label,
+                        "--torch-version",
+                        f"planned under torch {torch_version}: where the files set no optim, the Trainer's default is adamw_torch "
+                        "before torch 2.8 (multi-tensor: an fp32 intermediate the size of a moment in the optimizer step), "
+                        "adamw_torch_fused from 2.8; zero_grad keeps the gradients before torch 2.0",
+                        source="planner",
+                    )
+                )
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
@@ -319,6 +336,27 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 f"cap the images: {mapped.edit('data.max_pixels', pixels)}; or pass --image-tokens N with your data's typical "
                 f"tokens per image (pixels / 784) to plan at its size" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
                 "planner",
+            )
+        )
+    elif mapped.padding_free_worst_case is not None and plan.setup.padding_free and (shorter := _padding_free_tokens_that_fit(plan)) is not None:
+        # padding-free batches of unknown length: only the worst case (every sample at the cap) was planned, and it does not fit
+        tokens, fitting = shorter
+        s = plan.setup
+        origin = mapped.padding_free_worst_case
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch} x "
+                f"{s.seq_len:,} = {s.micro_batch * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
+                f"samples' own tokens and the data's length is not known: predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
+                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"it fits while a micro-batch holds at most {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
+                f"check your data's tokens per micro-batch ({s.micro_batch} samples); to bound them, "
+                f"{mapped.edit('data.max_length', max(1, tokens // max(1, s.micro_batch)))}" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                "planner",
+                origin.line,
             )
         )
     elif mapped.optimizer_assumed and _without_update_state(plan) <= plan.usable_gib:
@@ -601,6 +639,21 @@ def _at_the_cap(plan, mapped: mapping.Mapped) -> Finding:
         "planner",
         where.line,
     )
+
+
+def _padding_free_tokens_that_fit(plan):
+    """(tokens per micro-batch, plan) for the largest padding-free micro-batch, halving the planned worst case down to 256
+    tokens per sample, at which the run fits; None when none does (then the verdict stands whatever the data)."""
+    from vramfit.planner.plan import plan as plan_setup
+
+    setup = plan.setup
+    seq = setup.seq_len
+    while seq > 256:
+        seq //= 2
+        shorter = plan_setup(setup.replace(seq_len=seq, typical_seq_len=None))
+        if shorter.fits:
+            return setup.micro_batch * seq, shorter
+    return None
 
 
 def _largest_image_that_fits(plan):
