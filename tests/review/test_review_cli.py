@@ -301,3 +301,24 @@ def test_user_paths_and_names_are_not_recipe_tree_findings(tmp_path):
     assert not find(result, text="absolute or personal path")
     assert not find(result, key="name")
     assert result.exit_code == 0, [f"{f.key}: {f.what}" for f in result.findings]
+
+
+@pytest.mark.parametrize(
+    "launch, ranks",
+    [
+        ("deepspeed train.py", 4),  # DeepSpeed's launcher starts one rank per visible GPU
+        ("deepspeed --num_gpus 2 train.py", 2),  # what the launch states wins
+        ("accelerate launch --config_file missing.yaml train.py", 4),  # its config (not here) says as many, usually
+        ("accelerate launch --num_processes 2 train.py", 2),
+    ],
+)
+def test_the_gpus_a_launch_sees_size_it_when_nothing_states_the_count(tmp_path, launch, ranks):
+    write(tmp_path, "ds.json", json.dumps(DS_ZERO3))
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"export CUDA_VISIBLE_DEVICES=0,1,2,3\n{launch} --model_name_or_path meta-llama/Llama-3.2-3B --deepspeed ds.json --bf16 true\n",
+    )
+    result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
+    assert any(f"1 node x {ranks} x a100-80g" in line for line in result.summary), result.summary
+    assert not any(f.key == "--gpus" and f.severity == "warning" for f in result.findings)

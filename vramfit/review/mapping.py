@@ -1484,6 +1484,10 @@ class _Builder:
         for source in sorted(self.sources, key=lambda s: s.kind != "shell"):
             for key, (count, flag) in source.hardware.items():
                 stated.setdefault(key, (count, flag, source))
+        if "gpus_per_node" not in stated:  # nothing says it: as many ranks as the launch sees GPUs, where it lists them
+            seen = next((s for s in self.sources if s.visible_gpus), None)
+            if seen is not None:
+                stated["gpus_per_node"] = (seen.visible_gpus, "CUDA_VISIBLE_DEVICES", seen)
         for key, (count, flag, source) in stated.items():
             self.recipe.setdefault("hardware", {})[key] = count
             self.origins[f"hardware.{key}"] = Origin(source.label, flag, source.line_of(flag, source.launch_line or 1) if flag.startswith("-") else None)

@@ -106,6 +106,10 @@ class Source:
     launch_line: int | None = None
     # "gpus_per_node" / "nodes" -> (count, the flag that says so)
     hardware: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # GPUs the launch can see (CUDA_VISIBLE_DEVICES lists them) where its launcher starts one rank per visible GPU
+    # unless told otherwise (deepspeed; accelerate, whose config usually says as many): the fallback for
+    # gpus_per_node when nothing states it
+    visible_gpus: int | None = None
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -618,6 +622,9 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         problems = Problems()
         problems.add(source.label, launcher, f"{launcher} refuses the launch command at line {command.line} ({error})", "correct the launcher arguments.")
         raise ConfigError(problems)
+    visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
+    if launcher in ("deepspeed", "accelerate") and re.fullmatch(r"\d+(,\d+)*", visible):
+        source.visible_gpus = len(visible.split(","))
     if launcher in ("torchrun", "torch.distributed.launch"):
         source.program = ns.training_script
         _count(source, "gpus_per_node", ns.nproc_per_node, _written(tokens, "--nproc_per_node", "--nproc-per-node"))
