@@ -322,3 +322,13 @@ def test_the_gpus_a_launch_sees_size_it_when_nothing_states_the_count(tmp_path, 
     result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
     assert any(f"1 node x {ranks} x a100-80g" in line for line in result.summary), result.summary
     assert not any(f.key == "--gpus" and f.severity == "warning" for f in result.findings)
+
+
+def test_transformers_4_arguments_gone_from_5_are_dated_not_unknown(tmp_path):
+    """FastChat / Alpaca-era scripts pass TrainingArguments fields transformers 5 dropped: with nothing pinned they
+    date the script (an info and the edit for the upgrade), not an 'unknown flag' with a wrong did-you-mean."""
+    path = script(tmp_path, "--save_safetensors True --include_tokens_per_second --fsdp_transformer_layer_cls_to_wrap LlamaDecoderLayer")
+    result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
+    for flag in ("--save_safetensors", "--include_tokens_per_second", "--fsdp_transformer_layer_cls_to_wrap"):
+        said = [f for f in result.findings if f.key == flag]
+        assert said and all(f.severity == "info" and "transformers 4 accepts it" in f.what for f in said), said

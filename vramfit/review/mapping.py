@@ -159,6 +159,33 @@ RENAMED = {
     "overwrite_output_dir": (None, "gone from the installed transformers (the Trainer writes into output_dir as it is)"),
     "logging_dir": (None, "gone from the installed transformers (logs go under output_dir)"),
     "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
+    # TrainingArguments fields of transformers 4 that the installed transformers 5 no longer has (none changes memory here;
+    # the FSDP wrap settings live in fsdp_config, the batch dispatch ones in accelerator_config)
+    **{
+        name: (None, f"gone from transformers 5{why}")
+        for name, why in (
+            ("fsdp_transformer_layer_cls_to_wrap", " (fsdp_config's transformer_layer_cls_to_wrap names the layer class)"),
+            ("fsdp_min_num_params", " (fsdp_config's min_num_params)"),
+            ("dispatch_batches", " (accelerator_config's dispatch_batches)"),
+            ("split_batches", " (accelerator_config's split_batches)"),
+            ("include_inputs_for_metrics", " (include_for_metrics lists what to pass)"),
+            ("save_safetensors", ""),
+            ("include_tokens_per_second", ""),
+            ("use_mps_device", ""),
+            ("push_to_hub_token", " (hub_token)"),
+            ("torchdynamo", " (torch_compile_backend)"),
+            ("half_precision_backend", ""),
+            ("fp16_backend", ""),
+            ("jit_mode_eval", ""),
+            ("use_ipex", ""),
+            ("past_index", ""),
+            ("ray_scope", ""),
+            ("tpu_num_cores", ""),
+            ("mp_parameters", ""),
+            ("sharded_ddp", " (FSDP took its place)"),
+            ("xpu_backend", ""),
+        )
+    },
 }
 # axolotl's names for recipe settings; axolotl keys that are TrainingArguments names pass through.
 AXOLOTL = {
