@@ -332,3 +332,18 @@ def test_transformers_4_arguments_gone_from_5_are_dated_not_unknown(tmp_path):
     for flag in ("--save_safetensors", "--include_tokens_per_second", "--fsdp_transformer_layer_cls_to_wrap"):
         said = [f for f in result.findings if f.key == flag]
         assert said and all(f.severity == "info" and "transformers 4 accepts it" in f.what for f in said), said
+
+
+def test_llamafactory_cli_runs_on_the_gpus_it_sees_and_its_data_arguments_are_not_unknown(tmp_path):
+    """`CUDA_VISIBLE_DEVICES=3 llamafactory-cli train ...`: one visible GPU, one process (LLaMA-Factory's cli.py starts
+    torchrun over get_device_count() GPUs); --dataset_dir is its DataArguments', not an unknown flag."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "CUDA_VISIBLE_DEVICES=3 llamafactory-cli train --stage sft --do_train True --model_name_or_path meta-llama/Llama-3.2-3B "
+        "--finetuning_type lora --lora_target all --dataset_dir data --dataset mine --template llama3 --cutoff_len 1024 "
+        "--per_device_train_batch_size 2 --bf16 True --output_dir out\n",
+    )
+    result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
+    assert any("1 node x 1 x a100-80g" in line for line in result.summary), result.summary
+    assert not [f for f in result.findings if f.severity in ("error", "warning")], result.findings

@@ -586,6 +586,11 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         source.program = "llamafactory-cli train"
         if "NPROC_PER_NODE" in command.environment:
             _count(source, "gpus_per_node", command.environment["NPROC_PER_NODE"], "NPROC_PER_NODE")
+        # without NPROC_PER_NODE, llamafactory-cli starts torchrun over every GPU it sees (cli.py: get_device_count()),
+        # one process where it sees one
+        visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
+        if re.fullmatch(r"\d+(,\d+)*", visible):
+            source.visible_gpus = len(visible.split(","))
         if tokens and tokens[0].endswith((".yaml", ".yml", ".json")):
             source.references.append(
                 Reference("training_args", tokens[0], Setting(tokens[0], tokens[0], source.label, source.line_of(tokens[0], command.line)))
