@@ -257,3 +257,15 @@ def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceb
 
 def test_the_table_page_is_current():
     assert models.DOC.read_text() == models.table_markdown(), "run: python -m vramfit.models"
+
+
+def test_a_base_model_found_nowhere_else_takes_its_instruction_tuned_siblings_shapes(tmp_path, monkeypatch):
+    """Qwen/Qwen2-VL-2B (base) is not in the table, its -Instruct is: offline and not cached, the base model is planned
+    with the sibling's config, and the resolution says so. An id the table has is never sent to a sibling."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    found = models.resolve("Qwen/Qwen2-VL-2B")
+    assert found.path is not None and found.path == models.entry_for("Qwen/Qwen2-VL-2B-Instruct").planner
+    assert "instruction-tuned sibling" in found.how
+    exact = models.resolve("Qwen/Qwen2-VL-2B-Instruct")
+    assert exact.path == found.path and "sibling" not in exact.how
+    assert models.resolve("Qwen/Qwen2-VL-72B").path is None  # another size: no sibling in the table
