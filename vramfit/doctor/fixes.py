@@ -301,19 +301,18 @@ def _fragmentation(c: Context) -> list[dict]:
 def _evaluation_spike(c: Context) -> list[dict]:
     s, step = c.s, c.d.figures.get("step")
     at = f"OOM at step {step}" if step else "OOM"
-    fixes = []
     accumulated = any(func in ACCUMULATED for _, func in c.root.frames)
-    if accumulated:
-        # the allocation that failed is the concatenation of every eval batch's predictions so far: the eval
-        # batch does not change that total, moving it off the GPU does
-        fixes.append(
-            _fix(
-                "overrides",
-                {"eval_accumulation_steps": 1},
-                f"{at} in evaluation, concatenating the predictions gathered so far ({c.numbers}): they are kept on the GPU "
-                "for the whole evaluation unless eval_accumulation_steps moves them to the CPU",
-            )
-        )
+    # the allocation that failed is the concatenation of every eval batch's predictions so far: the eval batch does not
+    # change that total, moving it off the GPU does - then this fix comes first, else after the eval-batch fixes
+    offload = _fix(
+        "overrides",
+        {"eval_accumulation_steps": 1},
+        f"{at} in evaluation, concatenating the predictions gathered so far ({c.numbers}): they are kept on the GPU "
+        "for the whole evaluation unless eval_accumulation_steps moves them to the CPU"
+        if accumulated
+        else f"{at} in evaluation: moves gathered predictions to the CPU after every eval step instead of holding all of them on the GPU",
+    )
+    fixes = [offload] if accumulated else []
     eval_batch = s.get("per_device_eval_batch_size")
     if eval_batch is None and c.d.phase == "evaluation":
         eval_batch = s.get("micro_batch_from_shapes")
@@ -334,13 +333,7 @@ def _evaluation_spike(c: Context) -> list[dict]:
         )
     )
     if not accumulated:
-        fixes.append(
-            _fix(
-                "overrides",
-                {"eval_accumulation_steps": 1},
-                f"{at} in evaluation: moves gathered predictions to the CPU after every eval step instead of holding all of them on the GPU",
-            )
-        )
+        fixes.append(offload)
     fixes.append(_fix("overrides", {"eval_strategy": "no"}, f"{at} in evaluation: evaluate after training instead (the ms-swift#1286 workaround)"))
     every = s.get("eval_steps")
     if every:

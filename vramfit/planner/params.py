@@ -381,13 +381,12 @@ def _instantiate(cfg_dict: dict[str, Any]):
         try:
             with torch.device("meta"):
                 return config, auto.from_config(config)
-        except ImportError as exc:  # transformers' requires_backends: "X requires the timm library but it was not found"
-            found = re.search(r"requires the (\S+) library", str(exc))
-            missing.add(found.group(1) if found else (getattr(exc, "name", None) or "a library"))
-            errors.append(f"{auto.__name__}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}")
         except Exception as exc:  # noqa: BLE001 - the library's own constructor refused this config
             errors.append(f"{auto.__name__}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}")
-    if missing and len(missing) == 1 and all("ImportError" in e for e in errors):
+            if isinstance(exc, ImportError):  # transformers' requires_backends: "X requires the timm library but it was not found"
+                found = re.search(r"requires the (\S+) library", str(exc))
+                missing.add(found.group(1) if found else (getattr(exc, "name", None) or "a library"))
+    if len(missing) == 1 and all("ImportError" in e for e in errors):
         library = missing.pop()
         raise MissingLibraryError(
             f"transformers {_transformers_version()} needs the {library} library to build model_type '{config.model_type}', "

@@ -299,6 +299,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     file = mapped.primary.label
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
+    # what does not fit, and the planner's fixes after a verdict's own edit: one wording for every finding below
+    over = (
+        f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each "
+        f"{recipe.hardware.gpu}, in {plan.peak_phase} ({parts})"
+    )
+    or_fixes = f"; or {_fixes(plan, mapped)}" if plan.fixes else ""
     eval_only = not plan.fits and plan.peak_phase == "evaluation" and plan.phases.get("train", 0.0) <= plan.usable_gib
     if eval_only:  # training fits; the evaluation finding below names the excess and its fix (one fault, said once)
         findings.append(
@@ -330,11 +336,10 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 file,
                 "--gpu",
                 f"does not fit if the images reach the maximum the files allow ({plan.setup.image_tokens:,} tokens per image, "
-                f"planned so because the data's image size is not known): predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
-                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"planned so because the data's image size is not known): {over}; "
                 f"at {tokens:,} tokens per image it fits ({fitting.per_gpu_peak_gib:.1f} GiB)",
                 f"cap the images: {mapped.edit('data.max_pixels', pixels)}; or pass --image-tokens N with your data's typical "
-                f"tokens per image (pixels / 784) to plan at its size" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                f"tokens per image (pixels / 784) to plan at its size{or_fixes}",
                 "planner",
             )
         )
@@ -350,11 +355,10 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.key,
                 f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch} x "
                 f"{s.seq_len:,} = {s.micro_batch * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
-                f"samples' own tokens and the data's length is not known: predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU "
-                f"exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"samples' own tokens and the data's length is not known: {over}; "
                 f"it fits while a micro-batch holds at most {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
                 f"check your data's tokens per micro-batch ({s.micro_batch} samples); to bound them, "
-                f"{mapped.edit('data.max_length', max(1, tokens // max(1, s.micro_batch)))}" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                f"{mapped.edit('data.max_length', max(1, tokens // max(1, s.micro_batch)))}{or_fixes}",
                 "planner",
                 origin.line,
             )
@@ -367,11 +371,10 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "warning",
                 origin.file,
                 origin.key,
-                f"does not fit if every trainable weight keeps AdamW states and gradients: predicted peak {plan.per_gpu_peak_gib:.1f} GiB "
-                f"per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts}); "
+                f"does not fit if every trainable weight keeps AdamW states and gradients: {over}; "
                 f"{what} keeps less, which the planner does not model (without optimizer states and gradients: "
                 f"{_without_update_state(plan):.1f} GiB)",
-                "measure the first steps (torch.cuda.max_memory_allocated) before a long run" + (f"; or {_fixes(plan, mapped)}" if plan.fixes else ""),
+                f"measure the first steps (torch.cuda.max_memory_allocated) before a long run{or_fixes}",
                 "planner",
                 origin.line,
             )
@@ -382,8 +385,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "error",
                 file,
                 "--gpu",
-                f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the "
-                f"{plan.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {plan.peak_phase} ({parts})",
+                over,
                 _fixes(plan, mapped),
                 "planner",
             )

@@ -578,9 +578,8 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         for key, name in (("gpus_per_node", "NPROC_PER_NODE"), ("nodes", "NNODES")):
             if name in command.environment:
                 _count(source, key, command.environment[name], name)
-        visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
-        if "gpus_per_node" not in source.hardware and re.fullmatch(r"\d+", visible):
-            _count(source, "gpus_per_node", "1", "CUDA_VISIBLE_DEVICES")  # one device and no NPROC_PER_NODE: a single process
+        if _visible_gpus(command) == 1:  # one device and no NPROC_PER_NODE: a single process (more: one process, device_map)
+            source.visible_gpus = 1
         return tokens[1:]
     if launcher == "llamafactory":
         source.program = "llamafactory-cli train"
@@ -588,9 +587,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
             _count(source, "gpus_per_node", command.environment["NPROC_PER_NODE"], "NPROC_PER_NODE")
         # without NPROC_PER_NODE, llamafactory-cli starts torchrun over every GPU it sees (cli.py: get_device_count()),
         # one process where it sees one
-        visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
-        if re.fullmatch(r"\d+(,\d+)*", visible):
-            source.visible_gpus = len(visible.split(","))
+        source.visible_gpus = _visible_gpus(command)
         if tokens and tokens[0].endswith((".yaml", ".yml", ".json")):
             source.references.append(
                 Reference("training_args", tokens[0], Setting(tokens[0], tokens[0], source.label, source.line_of(tokens[0], command.line)))
@@ -627,9 +624,8 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         problems = Problems()
         problems.add(source.label, launcher, f"{launcher} refuses the launch command at line {command.line} ({error})", "correct the launcher arguments.")
         raise ConfigError(problems)
-    visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
-    if launcher in ("deepspeed", "accelerate") and re.fullmatch(r"\d+(,\d+)*", visible):
-        source.visible_gpus = len(visible.split(","))
+    if launcher in ("deepspeed", "accelerate"):
+        source.visible_gpus = _visible_gpus(command)
     if launcher in ("torchrun", "torch.distributed.launch"):
         source.program = ns.training_script
         _count(source, "gpus_per_node", ns.nproc_per_node, _written(tokens, "--nproc_per_node", "--nproc-per-node"))
@@ -691,6 +687,12 @@ def _written(tokens: list[str], *names: str) -> str:
             if token == name or token.startswith(name + "="):
                 return name
     return names[0]
+
+
+def _visible_gpus(command: shell.Command) -> int | None:
+    """How many GPUs the launch's CUDA_VISIBLE_DEVICES lists (None: unset, or not a plain list of indices)."""
+    visible = command.environment.get("CUDA_VISIBLE_DEVICES", "")
+    return len(visible.split(",")) if re.fullmatch(r"\d+(,\d+)*", visible) else None
 
 
 def _count(source: Source, key: str, value: Any, flag: str) -> None:
