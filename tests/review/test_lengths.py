@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from vramfit.planner.plan import plan
 from vramfit.review import lengths
 from vramfit.review.reviewer import review
 
@@ -99,12 +100,43 @@ def test_a_json_lines_sample_with_chat_content_parts(tmp_path):
     assert found is not None and found.tokens == 100 + 300 // lengths.CHARS_PER_TOKEN + 1 and "first 2 samples" in found.how
 
 
-def test_data_it_cannot_know_keeps_the_cap(tmp_path):
-    """LLaVA's instruction mix is not in the table and not here: the cap is the verdict, as before (an error here)."""
+def test_a_published_set_whose_samples_reach_the_cap_keeps_the_cap_and_its_error(tmp_path):
+    """LLaVA's v1.5 instruction mix holds ShareGPT conversations filled up to 2,048 tokens: batches reach the cap, so the
+    cap is the verdict (an error here), and the review says why it planned there."""
     result = _review(tmp_path, "./playground/data/llava_v1_5_mix665k.json")
     assert result.plan is not None and result.plan.setup.seq_len == 2048
-    assert not [f for f in _length_findings(result) if "longest sample" in f.what]
+    said = [f for f in _length_findings(result) if "which batches reach" in f.what]
+    assert len(said) == 1 and "ShareGPT" in said[0].what and said[0].severity == "info"
     assert [f for f in result.findings if f.severity == "error" and f.key == "--gpu"]
+
+
+def _unknown_data(tmp_path, gpu: str):
+    (tmp_path / "zero2.json").write_text(json.dumps(ZERO2))
+    script = tmp_path / "finetune.sh"
+    script.write_text(LLAVA.format(data="./playground/data/my_mix.json"))
+    return review([str(script)], gpu=gpu, gpus=8)
+
+
+def test_data_it_cannot_know_is_planned_at_the_cap_and_a_shorter_sample_that_fits_makes_it_a_warning(tmp_path):
+    """Batches padded to their longest sample, of data the review cannot read: planned at the cap, which does not fit on
+    8 x A100-80G at 32 x 2,048; it fits at shorter samples, so the verdict is a warning naming the length that fits and
+    the cap edit that guarantees it, not an error (the run fails only if the data holds such samples)."""
+    result = _unknown_data(tmp_path, "a100-80g")
+    assert result.plan is not None and result.plan.setup.seq_len == 2048 and not result.plan.fits
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    warned = [f for f in result.findings if f.severity == "warning" and f.key == "--model_max_length"]
+    assert len(warned) == 1 and "each batch is padded to its longest sample" in warned[0].what, [str(f) for f in warned]
+    fits_at = int(warned[0].what.rsplit("no sample exceeds ", 1)[1].split(" ", 1)[0].replace(",", ""))
+    assert 256 <= fits_at < 2048 and warned[0].fix.startswith("check your data") and f"--model_max_length {fits_at}" in warned[0].fix
+    shorter = plan(result.plan.setup.replace(seq_len=fits_at))
+    assert shorter.fits and not plan(result.plan.setup.replace(seq_len=fits_at * 2)).fits
+
+
+def test_data_it_cannot_know_stays_an_error_where_no_sample_length_fits(tmp_path):
+    """On 24 GB cards the 13B weights alone overflow: no sample length fits, so the error stands whatever the data."""
+    result = _unknown_data(tmp_path, "rtx3090")
+    assert [f for f in result.findings if f.severity == "error" and f.key == "--gpu"]
+    assert not [f for f in result.findings if f.severity == "warning" and f.key == "--model_max_length"]
 
 
 def test_a_program_padding_every_sample_to_the_cap_keeps_the_cap(tmp_path):
@@ -132,6 +164,20 @@ def test_the_longest_sample_given_on_the_command_line(tmp_path):
 )
 def test_the_collator_facts(program, pads):
     assert lengths.pads_to_longest(program)[0] is pads
+
+
+@pytest.mark.parametrize(
+    "settings, pads",
+    [
+        ({"conv_style": "internvl2_5"}, True),  # preprocess_internvl2_5: padding=False
+        ({"conv_style": "internlm2-chat"}, False),  # the other templates pad to max_seq_length ...
+        ({"conv_style": "internlm2-chat", "group_by_length": "True"}, True),  # ... unless group_by_length
+        ({"conv_style": "internvl2_5", "use_packed_ds": "True"}, None),  # packed: neither
+        ({}, False),
+    ],
+)
+def test_internvls_collator_depends_on_the_template_and_group_by_length(settings, pads):
+    assert lengths.pads_to_longest("internvl/train/internvl_chat_finetune.py", settings)[0] is pads
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,9 @@ import review_corpus  # noqa: E402
 # (llava-v1_5-pretrain left it: LLaVA pads each batch to its longest sample and LCS-558K's samples are bounded, review/lengths.py)
 KNOWN_FALSE_ERRORS: dict[str, str] = {
     # (qwenvl-sft_7b left it: --data_flatten batches are padding-free, their worst case is a warning naming both figures;
-    # trl-prm left it: its AutoModelForTokenClassification is planned with the score head, planner knob `head`)
-    "internvl2_5-1b-2nd-finetune-full": "planned at the cap, 4 x max_seq_length 8192 (logits 55.5 GiB): InternVL's "
-    "concat_pad_data_collator pads each batch to its longest sample and the script's custom data is not known, so the cap "
-    "stays the verdict - the rule that keeps LLaVA-13B's and ShareGPT4V's documented OOMs found (their data is not known "
-    "either); the case became reviewable when InternVL2_5-1B entered the model table",
+    # trl-prm left it: its AutoModelForTokenClassification is planned with the score head, planner knob `head`;
+    # internvl2_5-1b-2nd-finetune-full left it: InternVL's collator pads each batch to its longest sample and its custom
+    # data is not known, so the cap that does not fit is a warning naming the length that fits, review/lengths.py)
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -414,6 +412,27 @@ def test_upstream_switches_over_what_trains(tmp_path, flags, method, llm, vision
     assert (setup.method, setup.train_vision) == (method, vision)
     if method == "full":
         assert setup.train_llm == llm
+
+
+@pytest.mark.parametrize("flag, on", [("--grad_checkpoint True", True), ("--grad_checkpoint False", False), ("", True)])
+def test_internvls_grad_checkpoint_is_gradient_checkpointing_on_by_default(tmp_path, flag, on):
+    """InternVL's ModelArguments.grad_checkpoint (default True) checkpoints the LLM; the program's default holds when the
+    script does not pass it. Its remote-code model is left alone by the Trainer's Liger switch, so no Liger fix is offered."""
+    write(
+        tmp_path,
+        "internvl/train/internvl_chat_finetune.py",
+        "from dataclasses import dataclass, field\n\n@dataclass\nclass ModelArguments:\n"
+        "    grad_checkpoint: bool = field(default=True, metadata={'help': 'gradient checkpointing'})\n",
+    )
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node 8 internvl/train/internvl_chat_finetune.py --model_name_or_path OpenGVLab/InternVL2_5-1B "
+        f"--conv_style internvl2_5 --max_seq_length 8192 --per_device_train_batch_size 4 --bf16 True {flag}\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.gradient_checkpointing is on and result.plan.setup.remote_code
+    assert not [f for f in result.findings if f.source == "planner" and "use_liger_kernel" in (f.fix or "")]
 
 
 def test_ms_swift_lora_llm_trains_the_vit_and_aligner_in_full(tmp_path):

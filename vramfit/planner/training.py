@@ -47,8 +47,16 @@ def liger_model_types() -> frozenset[str]:
 
 
 def liger_active(setup, arch: Arch) -> bool:
+    """Liger patches transformers' classes of the model types it knows (the Trainer's `use_liger_kernel` looks the
+    instance's `config.model_type` up in liger_kernel.transformers MODEL_TYPE_TO_APPLY_LIGER_FN); a repository's own code
+    (`remote_code`: its own classes, its own model_type, often its own loss) is left as it is."""
     types = liger_model_types()
-    return (setup.liger or setup.loss_kernel == "liger") and arch.model_type in types and arch.text_model_type in types | {arch.model_type}
+    return (
+        (setup.liger or setup.loss_kernel == "liger")
+        and not setup.remote_code
+        and arch.model_type in types
+        and arch.text_model_type in types | {arch.model_type}
+    )
 
 
 def with_head(arch: Arch, setup) -> Arch:

@@ -37,8 +37,19 @@ class Published:
     """A public training set whose sample length is bounded by how it was made."""
 
     images: int  # images per sample
-    text_tokens: int  # an upper bound of the text's LLM tokens, the prompt template included
+    text_tokens: int  # an upper bound of the text's LLM tokens, the prompt template included (REACHES: no bound)
     why: str
+
+
+REACHES = 2**31  # a set some of whose samples run past any cap a script sets: batches holding them reach the cap
+# LLaVA README (haotian-liu/LLaVA, "--group_by_modality_length ... language (e.g. ShareGPT) and multimodal"): the v1.5
+# instruction mix holds ShareGPT conversations. FastChat, through which Vicuna's ShareGPT data went, fills each segment
+# with whole exchanges up to 2048 tokens and keeps an exchange longer than that whole (fastchat/data/
+# split_long_conversation.py `split_one_sample`, --max-length 2048): samples reach LLaVA's 2048-token cap, some pass it.
+_SHAREGPT = (
+    "holds ShareGPT conversations (LLaVA README, --group_by_modality_length), which FastChat's split fills up to 2048 "
+    "tokens per sample and leaves longer where one exchange is (fastchat/data/split_long_conversation.py)"
+)
 
 
 PUBLISHED = {
@@ -52,6 +63,12 @@ PUBLISHED = {
         64,
         "LLaVA-Pretrain LCS-558K: one image and one BLIP caption per sample (LLaVA docs/Data.md); BLIP's captioner stops at "
         "30 WordPiece tokens (salesforce/BLIP models/blip.py), taken as at most 64 LLM tokens",
+    ),
+    "llava_v1_5_mix665k.json": Published(0, REACHES, f"LLaVA-v1.5's instruction mix {_SHAREGPT}"),
+    # InternLM-XComposer projects/ShareGPT4V/docs/Data.md: "We replace 23K image-text pairs related to the image captioning
+    # task in LLaVA-mix-665K with ..." - the rest, its ShareGPT conversations included, is LLaVA's mix
+    "sharegpt4v_mix665k_cap23k_coco-ap9k_lcs3k_sam9k_div2k.json": Published(
+        0, REACHES, f"ShareGPT4V's SFT mix, LLaVA-mix-665K with 23K captions replaced (ShareGPT4V docs/Data.md), {_SHAREGPT}"
     ),
 }
 
@@ -74,14 +91,36 @@ PADDING: list[tuple[re.Pattern[str], bool, str]] = [
         "DeepSpeed-Chat pads every sample to max_seq_len (padding='max_length', dschat/utils/data/data_utils.py)",
     ),
 ]
+# Collators that depend on the script's arguments: (program, {argument: the value with which batches are padded to their
+# longest sample}, the fact when one of them is passed so, the fact otherwise: every sample padded to the cap).
+PADDING_IF: list[tuple[re.Pattern[str], dict[str, str], str, str]] = [
+    (
+        re.compile(r"(^|/)internvl/train/internvl_chat_(finetune|pretrain)\.py$"),
+        {"conv_style": "internvl2_5", "group_by_length": "true"},
+        "InternVL's preprocess_internvl2_5 tokenizes with padding=False, as its other templates do under group_by_length, "
+        "and concat_pad_data_collator pads each batch to its longest sample (internvl_chat/internvl/train/dataset.py, "
+        "internvl/patch/pad_data_collator.py)",
+        "InternVL's preprocess pads every sample to max_seq_length (padding='max_length' unless group_by_length or "
+        "use_packed_ds, internvl_chat/internvl/train/dataset.py)",
+    ),
+]
 
 
-def pads_to_longest(program: str | None) -> tuple[bool | None, str]:
-    """(True / False / None for not known, the fact's source) for the program a launch runs."""
+def pads_to_longest(program: str | None, settings: dict[str, object] | None = None) -> tuple[bool | None, str]:
+    """(True / False / None for not known, the fact's source) for the program a launch runs, given the script's
+    arguments (name -> value) where a program's collator depends on them."""
     p = (program or "").split(" ", 1)[0].replace("\\", "/")
     for pattern, longest, why in PADDING:
         if pattern.search(p):
             return longest, why
+    said = {k.replace("-", "_"): str(v).lower() for k, v in (settings or {}).items()}
+    for pattern, when, longest_why, cap_why in PADDING_IF:
+        if pattern.search(p):
+            if said.get("use_packed_ds") == "true":  # InternVL's packed dataset: neither
+                return None, ""
+            if any(said.get(k) == v for k, v in when.items()):
+                return True, longest_why
+            return False, cap_why
     return None, ""
 
 
@@ -103,6 +142,8 @@ def longest(train_file: str | None, per_image: int | None) -> Longest | None:
     path = Path(train_file)
     sampled = _sampled(path, per_image or 0) if path.is_file() else None
     known = PUBLISHED.get(path.name)
+    if known is not None and known.text_tokens == REACHES:
+        return Longest(REACHES, known.why, True)
     if known is not None and (per_image or not known.images):
         bound = Longest(known.images * (per_image or 0) + known.text_tokens, known.why, True)
         if sampled is None or sampled.tokens <= bound.tokens:

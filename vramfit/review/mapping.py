@@ -61,6 +61,8 @@ ALIASES = {
     # Megatron-style names (mPLUG-Owl / UReader / PaperOwl pipeline/train.py, Megatron-LM): --micro-batch-size, --seq-length
     "micro_batch_size": "training.per_device_train_batch_size",
     "seq_length": "data.max_length",
+    # InternVL internvl_chat_finetune.py ModelArguments.grad_checkpoint (default True): the LLM's checkpointing
+    "grad_checkpoint": "training.gradient_checkpointing",
 }
 # Switches that pick the method when on.
 METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
@@ -329,10 +331,13 @@ PLANNER_SWITCHES = {
 
 
 def _remote_code_only(model_id: str) -> bool:
-    """A model only its repository's own code loads (transformers has no class for it): MiniCPM-V."""
+    """A model only its repository's own code loads (transformers has no class for it): MiniCPM-V, and every model the
+    table plans with a stand-in for its remote code (InternVL's internvl_chat, ...)."""
+    from vramfit import models
     from vramfit.planner.params import EAGER_VISION_REMOTE_CODE
 
-    return model_id.startswith(EAGER_VISION_REMOTE_CODE)
+    entry = models.entry_for(model_id)
+    return model_id.startswith(EAGER_VISION_REMOTE_CODE) or (entry is not None and entry.planner != entry.config)
 
 
 def attention_class(value: str) -> str:
@@ -382,6 +387,8 @@ class Mapped:
     # files set, planned beside by the reviewer, and whether no sample can exceed what was planned (a published bound)
     length_cap: int | None = None
     length_bound: bool = False
+    # batches padded to their longest sample, the data's lengths not known: planned at the cap the files set (where)
+    longest_unknown: Origin | None = None
     # an update scheme the planner does not model (GaLore, APOLLO, BAdam, LISA, LOMO, Adam-mini): (what, where); its
     # optimizer states and gradients are planned as AdamW's over every trainable weight, an upper bound
     optimizer_assumed: tuple[str, Origin] | None = None
@@ -486,6 +493,7 @@ class _Builder:
         self.image_assumed = False
         self.length_cap: int | None = None
         self.length_bound = False
+        self.longest_unknown: Origin | None = None
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
@@ -923,7 +931,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.image_assumed = self.image_assumed
-        mapped.length_cap, mapped.length_bound = self.length_cap, self.length_bound
+        mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
         mapped.optimizer_assumed = self._optimizer_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
@@ -1049,6 +1057,8 @@ class _Builder:
                 self.set(f"training.{value}", True, setting)
             elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)
+            elif ALIASES.get(name, "").removeprefix("training.") in PROGRAM_TRAINING and isinstance(value, (int, bool)) and ALIASES[name] not in self.origins:
+                self.set(ALIASES[name], value, setting)  # the program's own name for a TrainingArguments field (InternVL's grad_checkpoint)
             else:
                 continue
             used.append(f"--{name} {value}")
@@ -1322,7 +1332,7 @@ class _Builder:
         at it and the cap beside it (the reviewer); else at the cap, as before. Packing fills every sequence to the cap."""
         from vramfit.review import lengths
 
-        self.length_cap, self.length_bound = None, False
+        self.length_cap, self.length_bound, self.longest_unknown = None, False, None
         data = self.recipe["data"]
         cap = data.get("max_length")
         settings = {
@@ -1336,7 +1346,7 @@ class _Builder:
         pads, why = (
             (True, "padding-free batches hold their samples' own tokens")
             if flat
-            else lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None)
+            else lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None, settings)
         )
         if not pads:
             if self.sample_length:
@@ -1352,7 +1362,26 @@ class _Builder:
             found = lengths.Longest(self.sample_length, "--sample-length, the data's longest sample as given", True)
         else:
             found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
-        if found is None or found.tokens >= cap:
+        if found is None:  # the data's lengths are not known: planned at the cap, which the reviewer says
+            self.longest_unknown = self.origins.get("data.max_length") or Origin(
+                self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
+            )
+            return
+        if found.tokens >= cap:
+            if found.tokens == lengths.REACHES:
+                where = self.origins.get("data.max_length") or Origin(
+                    self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
+                )
+                self.findings.append(
+                    Finding(
+                        "info",
+                        where.file,
+                        where.key,
+                        f"planned at the cap of {cap:,} tokens, which batches reach: the data {found.how}",
+                        source="planner",
+                        line=where.line,
+                    )
+                )
             return
         data["max_length"] = found.tokens
         self.length_cap, self.length_bound = cap, found.bound

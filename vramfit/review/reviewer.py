@@ -363,6 +363,24 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
+    elif mapped.longest_unknown is not None and (shorter := _shorter_that_fits(plan, _shortest_sample(plan))) is not None:
+        # batches padded to their longest sample, of data whose lengths are not known: planned at the cap, which does not fit
+        tokens, fitting = shorter
+        origin = mapped.longest_unknown
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit if a batch holds a sample as long as the cap: planned at the cap, {plan.setup.micro_batch} x "
+                f"{plan.setup.seq_len:,} tokens, because each batch is padded to its longest sample and the data's lengths are "
+                f"not known: {over}; it fits while no sample exceeds {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
+                f"check your data's longest samples (images included), or pass --sample-length N to plan at them; to bound "
+                f"them, {mapped.edit('data.max_length', tokens)}{or_fixes}",
+                "planner",
+                origin.line,
+            )
+        )
     elif mapped.optimizer_assumed and _without_update_state(plan) <= plan.usable_gib:
         # the update scheme keeps less than the AdamW states (and gradients) planned: the verdict is an upper bound
         what, origin = mapped.optimizer_assumed
@@ -643,19 +661,31 @@ def _at_the_cap(plan, mapped: mapping.Mapped) -> Finding:
     )
 
 
-def _padding_free_tokens_that_fit(plan):
-    """(tokens per micro-batch, plan) for the largest padding-free micro-batch, halving the planned worst case down to 256
-    tokens per sample, at which the run fits; None when none does (then the verdict stands whatever the data)."""
+def _shorter_that_fits(plan, floor: int = 256):
+    """(tokens per sample, plan) for the longest sample, halving from the planned length down to `floor` tokens, at which
+    the run fits; None when none does (then the verdict stands whatever the data)."""
     from vramfit.planner.plan import plan as plan_setup
 
     setup = plan.setup
     seq = setup.seq_len
-    while seq > 256:
+    while seq // 2 >= floor:
         seq //= 2
         shorter = plan_setup(setup.replace(seq_len=seq, typical_seq_len=None))
         if shorter.fits:
-            return setup.micro_batch * seq, shorter
+            return seq, shorter
     return None
+
+
+def _padding_free_tokens_that_fit(plan):
+    """(tokens per micro-batch, plan) for the largest padding-free micro-batch at which the run fits (`_shorter_that_fits`)."""
+    found = _shorter_that_fits(plan)
+    return None if found is None else (plan.setup.micro_batch * found[0], found[1])
+
+
+def _shortest_sample(plan) -> int:
+    """The fewest tokens a sample of the run holds for sure: its images' tokens (a VLM's samples carry them), at least 256."""
+    s = plan.setup
+    return max(256, s.images_per_sample * s.image_tokens)
 
 
 def _largest_image_that_fits(plan):
