@@ -134,6 +134,38 @@ def test_python_file_read_with_ast_never_run(tmp_path):
     assert find(result, key="learning_rate", text="computed when the script runs")
 
 
+def test_what_a_scripts_own_code_fixes_is_read_where_its_command_line_cannot_change_it(tmp_path):
+    """TRL's sft_gemma3.py shape: the docstring's command passes nothing; the code loads its model by a name assigned a
+    string and builds SFTConfig(...) from literals with no argument parser, so those values are what runs."""
+    script = write(
+        tmp_path,
+        "sft_vlm.py",
+        '"""\nTrain it.\n\naccelerate launch --num_processes 8 sft_vlm.py\n"""\n'
+        "from transformers import AutoModelForImageTextToText\nfrom trl import SFTConfig, SFTTrainer\n\n\ndef main():\n"
+        "    model_id = 'meta-llama/Llama-3.2-3B'\n"
+        "    model = AutoModelForImageTextToText.from_pretrained(model_id, attn_implementation='eager')\n"
+        "    args = SFTConfig(output_dir=model_id, max_length=4096, per_device_train_batch_size=2, gradient_checkpointing=False)\n"
+        "    SFTTrainer(model=model, args=args).train()\n",
+    )
+    result = review([str(script)], gpu="a100-80g")
+    s = result.plan.setup
+    assert (s.seq_len, s.micro_batch, s.gradient_checkpointing, s.attention) == (4096, 2, False, "eager")
+    [said] = find(result, severity="info", text="own code")
+    assert "model_name_or_path meta-llama/Llama-3.2-3B" in said.what and said.line == 12  # the from_pretrained line
+    # with an argument parser the command line is read, so only the literal model name is taken from the code
+    parsed = write(
+        tmp_path,
+        "sft_parsed.py",
+        '"""\naccelerate launch --num_processes 8 sft_parsed.py --max_length 1024\n"""\n'
+        "from transformers import AutoModelForCausalLM\nfrom trl import SFTConfig, TrlParser\n"
+        "(args,) = TrlParser((SFTConfig,)).parse_args_and_config()\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.2-3B')\n"
+        "unused = SFTConfig(output_dir='x', max_length=4096)\n",
+    )
+    result = review([str(parsed)], gpu="a100-80g")
+    assert result.plan.setup.seq_len == 1024 and result.plan is not None
+
+
 def test_trl_sft_defaults_and_the_axolotl_failure_as_a_trl_script(tmp_path):
     ds = write(
         tmp_path,

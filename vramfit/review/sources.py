@@ -442,6 +442,8 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             lines = doc.split("\n")
             script.stray = [(line, words) for line, words in script.stray if 0 < line - start < len(lines) and lines[line - start - 1].strip().startswith("-")]
             source = _read_shell(path, text, script, launch)
+            if any(os.path.basename(w) == path.name for c in script.commands for w in c.argv):  # it launches this file
+                _code_settings(tree, source, path, words=True)
             source.notes.append(
                 Finding(
                     "info",
@@ -481,7 +483,80 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             source.references.append(Reference("deepspeed", value, source.settings[-1]))
     if len(calls) > 1:
         source.notes.append(Finding("info", source.label, "", f"{len(calls)} argument calls; reviewed the first (line {call.lineno})", line=call.lineno))
+    _code_settings(tree, source, path, words=False)
     return source
+
+
+# What loads the model in a training script: a transformers Auto class or a model class's `from_pretrained`.
+_MODEL_CLASS = re.compile(r"^(AutoModel\w*|\w+For(CausalLM|ConditionalGeneration|ImageTextToText|Vision2Seq|SequenceClassification|TokenClassification))$")
+_PARSERS = ("HfArgumentParser", "TrlParser", "ArgumentParser", "H4ArgumentParser")
+
+
+def _code_settings(tree, source: Source, path: Path, words: bool) -> None:
+    """What the script's own code fixes where its command line cannot: the model its `from_pretrained` loads (a string,
+    or a name assigned one; `attn_implementation` / `torch_dtype` beside it) or a trainer's `model="id"`; and, where no
+    argument parser reads the command line, the literal keywords of its `SFTConfig(...)` / `TrainingArguments(...)` call
+    (the docstring's command passes nothing the code would read). Values the command line gives are kept."""
+    import ast
+
+    strings: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                strings.setdefault(node.targets[0].id, node.value.value)
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return strings.get(node.id) if isinstance(node, ast.Name) else None
+
+    have = {s.key.lstrip("-").replace("-", "_") for s in source.settings}
+    found: list[Setting] = []
+
+    def add(key: str, value, line: int) -> None:
+        if key not in have and isinstance(value, (str, int, float, bool)):
+            have.add(key)
+            found.append(Setting(f"--{key}" if words else key, [str(value)] if words else value, source.label, line))
+
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    for call in sorted(calls, key=lambda n: n.lineno):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "from_pretrained" and isinstance(func.value, ast.Name) and _MODEL_CLASS.match(func.value.id):
+            model = text(call.args[0]) if call.args else next((text(k.value) for k in call.keywords if k.arg == "pretrained_model_name_or_path"), None)
+            if model:
+                add("model_name_or_path", model, call.lineno)
+                for kw in call.keywords:
+                    if kw.arg in ("attn_implementation", "torch_dtype", "dtype") and text(kw.value):
+                        add(kw.arg, text(kw.value), kw.lineno)
+        name = getattr(func, "id", None) or getattr(func, "attr", None) or ""
+        if name.endswith("Trainer") and name != "Trainer":
+            model = next((text(k.value) for k in call.keywords if k.arg == "model"), None)
+            if model:
+                add("model_name_or_path", model, call.lineno)
+    parsed = any((getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in _PARSERS for n in calls)
+    if words and not parsed:
+        configs = [n for n in calls if (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in PYTHON_CONFIGS]
+        for kw in configs[0].keywords if configs else []:
+            try:
+                value = ast.literal_eval(kw.value)
+            except (ValueError, SyntaxError, TypeError):
+                continue
+            if kw.arg and kw.arg != "output_dir":
+                add(kw.arg, value, kw.lineno)
+        if configs and not source.trainer:
+            source.trainer = PYTHON_CONFIGS[getattr(configs[0].func, "id", None) or configs[0].func.attr]
+    if found:
+        source.settings.extend(found)
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "",
+                f"read from {path.name}'s own code (it fixes them whatever the command line says): "
+                + ", ".join(f"{s.key.lstrip('-')} {s.value[0] if words else s.value}" for s in found),
+                line=found[0].line,
+            )
+        )
 
 
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
