@@ -7,11 +7,18 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _is_tree(folder: Path) -> bool:
+    """A vramfit tree: deepspeed_configs/ beside recipes/ (a checkout, or a copy of one) or beside a recipe.yaml (the
+    one-recipe tree a review writes). deepspeed_configs/ alone is not one: axolotl's checkout has it, and a review is
+    often run from inside such a checkout."""
+    return (folder / "deepspeed_configs").is_dir() and ((folder / "recipes").is_dir() or (folder / "recipe.yaml").is_file())
+
+
 def repo_root(start: Path | None = None) -> Path:
-    """The nearest folder above `start` holding `deepspeed_configs/`; else this package's checkout."""
+    """The nearest vramfit tree at or above `start` (`_is_tree`); else this package's checkout."""
     if start is not None:
         for folder in [Path(start).resolve(), *Path(start).resolve().parents]:
-            if (folder / "deepspeed_configs").is_dir():
+            if _is_tree(folder):
                 return folder
     return PACKAGE_ROOT
 

@@ -586,3 +586,23 @@ def test_padding_free_batches_are_planned_at_the_given_longest_sample(tmp_path):
     assert result.plan.setup.seq_len == 1024 and result.plan.setup.padding_free
     assert find(result, severity="info", text="planned at the data's longest sample, 1,024 tokens")
     assert not [f for f in result.findings if f.severity in ("error", "warning") and "exceeds" in f.what and "fits while" in f.what]
+
+
+def test_a_review_run_from_inside_a_checkout_with_its_own_deepspeed_configs_finds_vramfits_tree(tmp_path, monkeypatch):
+    """axolotl's checkout has a deepspeed_configs/ folder of its own: a review run from inside it still compares with
+    vramfit's recipes (it used to take the checkout for vramfit's tree, find no recipe and stop at exit 2), and the
+    YAML's `deepspeed: deepspeed_configs/zero3.json` is the checkout's file, read as the user's."""
+    checkout = tmp_path / "axolotl"
+    write(checkout, "deepspeed_configs/zero3.json", json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}))
+    config = write(
+        checkout,
+        "examples/llama-3/lora-1b.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nadapter: lora\nlora_r: 16\nlora_target_linear: true\nsequence_len: 2048\n"
+        "micro_batch_size: 2\ngradient_accumulation_steps: 2\nbf16: auto\ngradient_checkpointing: true\n"
+        "attn_implementation: flash_attention_2\ndeepspeed: deepspeed_configs/zero3.json\n",
+    )
+    monkeypatch.chdir(checkout)
+    result = review([str(config.relative_to(checkout))], gpu="a100-80g")
+    assert result.exit_code in (0, 1) and result.plan is not None, [str(f) for f in result.findings]
+    assert result.plan.setup.zero.stage == 3 and result.plan.setup.attention == "flash"
+    assert find(result, severity="warning", key="--gpus", text="the closest recipe's")

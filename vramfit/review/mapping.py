@@ -231,6 +231,7 @@ AXOLOTL = {
     "lora_dropout": "model.lora.dropout",
     "lora_target_modules": "model.lora.target_modules",
     "trust_remote_code": "model.trust_remote_code",
+    "attn_implementation": "model.attn_implementation",  # axolotl's current spelling (flash_attention: true before it)
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
 }
 AXOLOTL_SPECIAL = {
