@@ -110,3 +110,10 @@ def test_a_launch_inside_ssh_and_a_container_is_found():
     [command] = [c for c in shell.parse(script).commands if "torchrun" in c.argv]
     launcher, tokens = _launcher_of(command.argv)
     assert launcher == "torchrun" and tokens == ["--nproc_per_node=8", "src/train.py", "--bf16"]
+
+
+def test_a_hash_inside_a_word_is_not_a_comment():
+    """bash opens a comment only where `#` starts a word: ms-swift's `--dataset AI-MO/NuminaMath-TIR#5000` (a subset
+    size) keeps the rest of the command, and `# ...` after a space is still a comment."""
+    script = "torchrun t.py --dataset AI-MO/NuminaMath-TIR#5000 \\\n    --deepspeed zero3 # the preset\n"
+    assert launch(script).argv == ["torchrun", "t.py", "--dataset", "AI-MO/NuminaMath-TIR#5000", "--deepspeed", "zero3"]

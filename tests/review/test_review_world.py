@@ -606,3 +606,51 @@ def test_a_review_run_from_inside_a_checkout_with_its_own_deepspeed_configs_find
     assert result.exit_code in (0, 1) and result.plan is not None, [str(f) for f in result.findings]
     assert result.plan.setup.zero.stage == 3 and result.plan.setup.attention == "flash"
     assert find(result, severity="warning", key="--gpus", text="the closest recipe's")
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["context_parallel_size: 4", "tensor_parallel_size: 2", "sequence_parallel_degree: 4", "tiled_mlp: true"],
+)
+def test_sharding_the_planner_does_not_model_makes_no_fit_an_upper_bound_warning(tmp_path, flag):
+    """Context / tensor / sequence parallelism and tiled MLP hold less on each GPU than a data-parallel plan: a plan that
+    does not fit without them is a warning naming what was not modelled, never an error."""
+    config = write(
+        tmp_path,
+        "long.yml",
+        "base_model: meta-llama/Llama-3.1-8B\nsequence_len: 65536\nmicro_batch_size: 1\ngradient_checkpointing: true\n"
+        f"bf16: true\nflash_attention: true\n{flag}\n",
+    )
+    result = review([str(config)], gpu="a100-80g", gpus=8)
+    assert result.plan is not None and not result.plan.fits
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    [warned] = find(result, severity="warning", key=flag.split(":")[0], text="which the planner does not model")
+    assert "upper bound" in warned.what
+
+
+def test_ms_swift_grpo_sleep_level_and_max_pixels_from_the_environment(tmp_path):
+    """ms-swift: `--sleep_level 1` is vLLM's sleep mode (TRL's vllm_enable_sleep_mode: the engine's share is held only while
+    generating), MAX_PIXELS in the launch's environment caps a Qwen-VL image, and `#` inside a dataset name is a word."""
+    script = write(
+        tmp_path,
+        "grpo.sh",
+        "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 \\\nNPROC_PER_NODE=8 \\\nMAX_PIXELS=602112 \\\nswift rlhf \\\n    --rlhf_type grpo \\\n"
+        "    --model Qwen/Qwen2.5-VL-3B-Instruct \\\n    --dataset AI-MO/NuminaMath-TIR#5000 \\\n    --use_vllm true \\\n"
+        "    --vllm_mode colocate \\\n    --vllm_gpu_memory_utilization 0.5 \\\n    --sleep_level 1 \\\n"
+        "    --per_device_train_batch_size 4 \\\n    --num_generations 8 \\\n    --deepspeed zero3\n",
+    )
+    setup = review([str(script)], gpu="a100-80g").plan.setup
+    assert setup.vllm_sleep and setup.zero.stage == 3
+    assert setup.image_tokens == 602112 // (28 * 28)
+
+
+def test_an_axolotl_plugins_own_keys_are_notes_not_unknown_keys(tmp_path):
+    config = write(
+        tmp_path,
+        "ep.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nplugins:\n  - axolotl.integrations.expert_parallel.ExpertParallelPlugin\n"
+        "expert_parallel_size: 4\nsequence_len: 1024\nmicro_batch_size: 1\n",
+    )
+    result = review([str(config)], gpu="a100-80g", gpus=4)
+    assert not [f for f in result.findings if f.severity == "warning" and f.key == "expert_parallel_size" and "unknown" in f.what]
+    assert find(result, severity="info", key="expert_parallel_size", text="ExpertParallelPlugin")

@@ -159,6 +159,7 @@ GRPO_KEEP = {
     "use_vllm",
     "vllm_mode",
     "vllm_gpu_memory_utilization",
+    "vllm_enable_sleep_mode",
     "num_iterations",
     "max_prompt_length",
 }
@@ -175,6 +176,7 @@ UPSTREAM_SPECIAL = {
     "quantization_bit",
     "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
     "use_backbone_lora",  # InternVL: LoRA rank on the ViT (0: none)
+    "sleep_level",  # ms-swift GRPO: 1 / 2 put the colocated vLLM engine to sleep outside generation
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -393,6 +395,9 @@ class Mapped:
     # an update scheme the planner does not model (GaLore, APOLLO, BAdam, LISA, LOMO, Adam-mini): (what, where); its
     # optimizer states and gradients are planned as AdamW's over every trainable weight, an upper bound
     optimizer_assumed: tuple[str, Origin] | None = None
+    # model / sequence sharding besides data parallelism that the planner does not model: (what, where); the plan holds
+    # every weight and every token of a sample on each GPU of its data-parallel group, an upper bound
+    sharding_assumed: tuple[str, Origin] | None = None
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
@@ -518,6 +523,31 @@ class _Builder:
                     return "LISA (a few layers trained at a time)", Origin(setting.file, setting.key, setting.line)
                 if name in ("optim", "optimizer") and isinstance(value, str) and re.match(r"(galore|apollo|lomo|adalomo)", value.lower()):
                     return value, Origin(setting.file, setting.key, setting.line)
+        return None
+
+    def _swift_environment(self) -> None:
+        """ms-swift reads a VLM's image size from the launch's environment: MAX_PIXELS (ms-swift docs/source_en/Instruction/
+        Command-line-parameters.md, "qwen2_vl, qvq, qwen2_5_vl, ...: MAX_PIXELS: Default is 16384 * 28 * 28"; Qwen3-VL maps
+        it to IMAGE_MAX_TOKEN_NUM, swift/model/models/qwen.py). A --max_pixels on the command line wins."""
+        if self.primary.launcher != "swift" or "data.max_pixels" in self.origins:
+            return
+        value = self.primary.env.get("MAX_PIXELS", "").strip()
+        if value.isdigit() and int(value) > 0:
+            self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
+
+    def _sharding_not_modelled(self) -> tuple[str, Origin] | None:
+        """A setting that shards the model or the sequence over GPUs besides data parallelism (tensor / pipeline / context /
+        sequence / expert parallelism, tiled MLP, KTransformers' CPU experts), which the planner does not model:
+        (what, where)."""
+        for source in self.sources:
+            for setting in source.settings:
+                name = setting.key.lstrip("-").replace("-", "_")
+                if name not in SHARDING_NOT_MODELLED:
+                    continue
+                value = setting.value[0] if isinstance(setting.value, list) and len(setting.value) == 1 else setting.value
+                text = str(value).strip().lower()
+                if value is True or text == "true" or (text.isdigit() and int(text) > 1):
+                    return f"{SHARDING_NOT_MODELLED[name]} ({setting.key} {value})", Origin(setting.file, setting.key, setting.line)
         return None
 
     # ---- helpers
@@ -822,6 +852,12 @@ class _Builder:
             self.set("model.quantization.bits", value, setting)
         elif name == "tune_vit_from_layer" and isinstance(value, int) and value >= 0:
             self.set("model.train.vision_tower", value, setting)
+        elif name == "sleep_level" and isinstance(value, int) and not isinstance(value, bool):
+            # ms-swift rlhf_args.sleep_level: vLLM's sleep mode (1: weights offloaded, KV cache dropped; 2: both dropped)
+            # outside generation - TRL's vllm_enable_sleep_mode
+            if value > 0:
+                on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
+                self.training("vllm_enable_sleep_mode", Setting(setting.key, on, setting.file, setting.line))
         elif name == "dtype" and value in ("fp16", "bf16"):  # DeepSpeed-Chat's --dtype: the training precision
             self.set(f"training.{value}", True, setting)
         elif name == "dtype":
@@ -887,6 +923,16 @@ class _Builder:
         if axolotl and name in axolotl_schema():
             self.not_modelled.append(setting.key)
             return
+        plugins = (source.document or {}).get("plugins") if axolotl and isinstance(source.document, dict) else None
+        if plugins and isinstance(plugins, list):
+            # axolotl's plugins add config keys of their own (BasePlugin.get_input_args), which its schema does not list
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} is not in axolotl's schema: read as an argument of the plugins the config loads "
+                f"({', '.join(str(p).rsplit('.', 1)[-1] for p in plugins)}), not reviewed",
+            )
+            return
         self.note("warning", setting, f"unknown {what} {setting.key}: not {kinds}.{hint}", f"remove {setting.key} or correct its name.")
 
     # ---- the whole recipe
@@ -900,6 +946,7 @@ class _Builder:
         self._trl_defaults()
         self._model(model_config)
         self._method()
+        self._swift_environment()
         self._data()
         self._longest_sample()
         self._precision()
@@ -934,6 +981,7 @@ class _Builder:
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
         mapped.optimizer_assumed = self._optimizer_not_modelled()
+        mapped.sharding_assumed = self._sharding_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1641,6 +1689,22 @@ def trl_script_fields() -> frozenset[str]:
 
 
 # Switches for update schemes that keep less than AdamW's states (and often gradients) for every trainable weight.
+# Sharding of the model or of the sequence beyond data parallelism, which the planner does not model: a per-GPU plan
+# without it holds more than the run does (name -> what it is; a size above 1, or a switch on, uses it).
+SHARDING_NOT_MODELLED = {
+    "tensor_parallel_size": "tensor parallelism",  # axolotl (ND parallelism), ms-swift Megatron
+    "tensor_model_parallel_size": "tensor parallelism",  # Megatron / LLaMA-Factory mcore
+    "tp_size": "tensor parallelism",
+    "pipeline_model_parallel_size": "pipeline parallelism",
+    "context_parallel_size": "context parallelism",  # axolotl, Megatron
+    "sequence_parallel_size": "sequence parallelism",  # ms-swift (Ulysses / ring attention)
+    "sequence_parallel_degree": "sequence parallelism",  # axolotl (ring attention)
+    "ulysses_sequence_parallel_size": "sequence parallelism",
+    "expert_parallel_size": "expert parallelism",  # axolotl's ExpertParallelPlugin
+    "expert_model_parallel_size": "expert parallelism",
+    "tiled_mlp": "tiled MLP (ALST: the MLP run in sequence tiles)",  # axolotl
+    "use_kt": "KTransformers (MoE experts on the CPU)",  # LLaMA-Factory
+}
 NOT_MODELLED_SWITCHES = {
     "use_galore": "GaLore (low-rank projected optimizer states)",
     "use_apollo": "APOLLO (low-rank optimizer states)",

@@ -381,6 +381,21 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
+    elif mapped.sharding_assumed:
+        # the run shards the model or the sequence in ways the planner does not model: the plan is an upper bound
+        what, origin = mapped.sharding_assumed
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit as planned, without {what}, which the planner does not model: {over}; the run holds less "
+                "on each GPU than planned (the verdict is an upper bound)",
+                f"measure the first steps (torch.cuda.max_memory_allocated) before a long run{or_fixes}",
+                "planner",
+                origin.line,
+            )
+        )
     elif mapped.optimizer_assumed and _without_update_state(plan) <= plan.usable_gib:
         # the update scheme keeps less than the AdamW states (and gradients) planned: the verdict is an upper bound
         what, origin = mapped.optimizer_assumed

@@ -212,6 +212,9 @@ def _run_line(body: str, line_no: int, script: Script) -> None:
     try:
         lexer = shlex.shlex(expanded, posix=True, punctuation_chars=";&|")
         lexer.whitespace_split = True
+        # comments are gone already (_logical_lines, bash's rule: `#` opens one only at a word's start); shlex would
+        # also cut at a `#` inside a word (ms-swift's `--dataset AI-MO/NuminaMath-TIR#5000`: the rest of the command lost)
+        lexer.commenters = ""
         words = list(lexer)
     except ValueError:  # an unbalanced quote: the shell would refuse the line too
         script.stray.append((line_no, [body.strip()]))
