@@ -654,3 +654,53 @@ def test_an_axolotl_plugins_own_keys_are_notes_not_unknown_keys(tmp_path):
     result = review([str(config)], gpu="a100-80g", gpus=4)
     assert not [f for f in result.findings if f.severity == "warning" and f.key == "expert_parallel_size" and "unknown" in f.what]
     assert find(result, severity="info", key="expert_parallel_size", text="ExpertParallelPlugin")
+
+
+def test_fsdps_own_activation_checkpointing_is_checkpointing(tmp_path):
+    """axolotl / accelerate `fsdp_activation_checkpointing: true` inside fsdp_config checkpoints every wrapped layer."""
+    config = write(
+        tmp_path,
+        "fsdp2.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 8192\nmicro_batch_size: 4\nbf16: true\nflash_attention: true\n"
+        "fsdp_config:\n  fsdp_version: 2\n  fsdp_activation_checkpointing: true\n",
+    )
+    setup = review([str(config)], gpu="a100-80g", gpus=8).plan.setup
+    assert setup.engine == "fsdp" and setup.gradient_checkpointing
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("base_model: meta-llama/Llama-3.1-8B\noptimizer: muon\nsequence_len: 1024\nmicro_batch_size: 1\nbf16: true\n", "optimizer"),
+        ("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\ndo_train: true\nfinetuning_type: oft\ncutoff_len: 1024\nbf16: true\n", "finetuning_type"),
+    ],
+)
+def test_update_schemes_transformers_does_not_name_are_planned_as_adamw_and_never_refused(tmp_path, text, key):
+    """axolotl's own optimizers (muon) are not refused as an unknown OptimizerNames value; LLaMA-Factory's OFT adapters
+    are not planned as full fine-tuning with a verdict: a no-fit is an upper-bound warning naming the scheme."""
+    result = review([str(write(tmp_path, "c.yaml", text))], gpu="a100-40g", gpus=1)
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    assert find(result, severity="warning", key=key, text="does not fit if every trainable weight keeps AdamW states")
+
+
+def test_an_export_config_is_said_not_a_training_run(tmp_path):
+    config = write(tmp_path, "export.yaml", "model: Qwen/Qwen3-4B\npeft_config:\n  name: lora\n  export_dir: ./merged\n  export_size: 5\n")
+    result = review([str(config)], gpu="a100-80g")
+    assert result.exit_code == 3 and result.plan is None
+    assert find(result, severity="info", key="peft_config", text="nothing trains")
+
+
+def test_ms_swift_values_of_its_own_arguments_are_not_judged_by_trls_classes(tmp_path):
+    """ms-swift shares names with TRL's configs but parses them itself: --loss_type infonce is not an SFTConfig error, and
+    GRPOConfig's __post_init__ rules (num_generations 1) are not the checks ms-swift runs."""
+    sft = write(tmp_path, "emb.sh", "swift sft --model Qwen/Qwen2.5-0.5B-Instruct --task_type embedding --loss_type infonce --tuner_type full\n")
+    result = review([str(sft)], gpu="a100-80g", gpus=1)
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    assert find(result, severity="info", key="--loss_type", text="ms-swift's own value")
+    grpo = write(
+        tmp_path,
+        "opd.sh",
+        "NPROC_PER_NODE=4 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-0.5B-Instruct --num_generations 1 --sleep_level 1\n",
+    )
+    result = review([str(grpo)], gpu="a100-80g")
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]

@@ -81,9 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as transformers_logging
+
     from vramfit.review.report import render
     from vramfit.review.reviewer import review
 
+    # the libraries' own notes about the arguments they are handed (transformers: "Passing `fsdp` as a string is
+    # deprecated ...") are findings already where they matter, in the review's voice; not a second, unsorted copy
+    transformers_logging.set_verbosity_error()
     result = review(
         args.paths,
         gpu=args.gpu,

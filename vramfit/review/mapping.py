@@ -523,6 +523,11 @@ class _Builder:
                     return "LISA (a few layers trained at a time)", Origin(setting.file, setting.key, setting.line)
                 if name in ("optim", "optimizer") and isinstance(value, str) and re.match(r"(galore|apollo|lomo|adalomo)", value.lower()):
                     return value, Origin(setting.file, setting.key, setting.line)
+                if source.kind == "axolotl" and name == "optimizer" and isinstance(value, str) and value not in _optimizer_names():
+                    # axolotl builds optimizers transformers does not name (axolotl/core/builders: muon, dion, ao_adamw_*, ...)
+                    return f"axolotl's optimizer {value}", Origin(setting.file, setting.key, setting.line)
+                if name == "finetuning_type" and value == "oft":  # LLaMA-Factory: orthogonal fine-tuning adapters (PEFT OFT)
+                    return "OFT (orthogonal adapters: the frozen weights keep no gradients or states)", Origin(setting.file, setting.key, setting.line)
         return None
 
     def _swift_environment(self) -> None:
@@ -621,7 +626,15 @@ class _Builder:
                     "(HfArgumentParser refuses arguments it does not use)",
                     f"keep one value: {setting.key} {value[0]}.",
                 )
+            if not hasattr(ns, name):  # not a field of this trainer's class (GKDConfig has no vllm_enable_sleep_mode)
+                self.not_modelled.append(setting.key)
+                return False, None
             return True, _json_dict(_whole(getattr(ns, name), value))
+        if self.primary.program.startswith("swift ") and name in trainers.trl_only(self.trainer):
+            # ms-swift parses its command line with its own argument classes, which share some names with TRL's configs
+            # (loss_type 'infonce' / 'pointwise_reranker', vllm_server_port): its value is not TRL's to judge
+            self.note("info", setting, f"{setting.key} {' '.join(value)} is ms-swift's own value, not one {self.cls_name()} takes: read, not reviewed")
+            return False, None
         self.note("error", setting, f"{self.cls_name()} cannot read it ({error})", f"write a valid value for {setting.key}.")
         return False, None
 
@@ -649,6 +662,15 @@ class _Builder:
         ok, value = self.typed(name, setting)
         if not ok:
             return
+        if name == "fsdp" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            # transformers 4's TrainingArguments.fsdp took a list of FSDPOption; 5's takes them space-separated in one string
+            value = " ".join(value)
+            self.note(
+                "info",
+                setting,
+                f"a list of FSDP options, as transformers 4 took them: reviewed as {value!r}",
+                f"write {setting.key}: {value} for transformers 5.",
+            )
         if name == "max_steps" and value == -1:
             return  # the Hugging Face default: train for num_train_epochs
         if self.trainer and name in trainers.trl_only(self.trainer) and not (self.grpo and name in GRPO_KEEP):
@@ -700,6 +722,8 @@ class _Builder:
                 self.recipe.setdefault("planner", {})["activation_offloading"] = True
                 self.origins["planner.activation_offloading"] = Origin(setting.file, setting.key, setting.line)
                 return
+            if name == "optimizer" and isinstance(setting.value, str) and setting.value not in _optimizer_names():
+                return  # axolotl's own optimizer (muon, dion, ao_adamw_8bit, ...): planned as AdamW's, said (_optimizer_not_modelled)
             if name in AXOLOTL:
                 return self.alias(AXOLOTL[name].split(".", 1), setting)
             if name in AXOLOTL_SPECIAL:
@@ -1065,6 +1089,8 @@ class _Builder:
                     where.setdefault("engine", Origin(st.file, st.key, st.line))
                     if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
                         out["offload"] = True
+                    if isinstance(value, dict):
+                        self._fsdp_checkpointing(mapped, value, Origin(st.file, st.key, st.line))
                 elif key in PLANNER_SWITCHES and value in (True, "true", "True"):
                     # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
                     knob = PLANNER_SWITCHES[key]
@@ -1077,6 +1103,8 @@ class _Builder:
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+                if isinstance(fsdp, dict):
+                    self._fsdp_checkpointing(mapped, fsdp, Origin(src.label, "fsdp_config", src.line_of("fsdp_config")))
         knobs = mapped.recipe.get("planner") or {}
         if knobs.get("padding_free") and not knobs.get("packing") and not self.sample_length and not knobs.get("typical_length"):
             # padding-free without packing: a micro-batch holds its samples' own tokens, which the data decides
@@ -1088,6 +1116,15 @@ class _Builder:
             where["master_fp32"] = where.setdefault("engine", self.stage0_master)
         if out.get("engine") == "fsdp":  # not plain data parallel after all
             mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
+
+    @staticmethod
+    def _fsdp_checkpointing(mapped: Mapped, fsdp: dict, origin: Origin) -> None:
+        """FSDP's own activation checkpointing (TrainingArguments fsdp_config `activation_checkpointing`, accelerate's and
+        axolotl's `fsdp_activation_checkpointing`): each wrapped layer is checkpointed, as gradient_checkpointing does."""
+        if any(fsdp.get(k) in (True, "true", "True") for k in ("activation_checkpointing", "fsdp_activation_checkpointing")):
+            if mapped.recipe["training"].get("gradient_checkpointing") is not True:
+                mapped.recipe["training"]["gradient_checkpointing"] = True
+                mapped.origins["training.gradient_checkpointing"] = origin
 
     def _program_defaults(self) -> None:
         """The launched program's own defaults for the memory-bearing arguments the script does not pass (its argparse /
@@ -1711,6 +1748,14 @@ NOT_MODELLED_SWITCHES = {
     "use_badam": "BAdam (one block of layers trained at a time)",
     "use_adam_mini": "Adam-mini (one second moment per block)",
 }
+
+
+@functools.lru_cache(maxsize=None)
+def _optimizer_names() -> frozenset[str]:
+    """The optimizer names transformers' TrainingArguments.optim takes (OptimizerNames)."""
+    from transformers.training_args import OptimizerNames
+
+    return frozenset(o.value for o in OptimizerNames)
 
 
 def axolotl_schema() -> frozenset[str]:

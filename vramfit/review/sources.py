@@ -267,6 +267,20 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
                 line=Source(path, label(path), kind, text, document).line_of(first),
             )
         )
+    export = next((d for d in (document, *[v for v in document.values() if isinstance(v, dict)]) if "export_dir" in d), None)
+    if kind in ("axolotl", "training_args") and export is not None and not set(document) & _TRAINS:
+        first = "export_dir" if export is document else next(k for k, v in document.items() if v is export)
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                first,
+                f"an export config (export_dir: {export['export_dir']}): LLaMA-Factory merges and saves a model with it "
+                "(`llamafactory-cli export`); nothing trains, so there is no training memory to review",
+                "review the training config that produced the adapter.",
+                line=Source(path, label(path), kind, text, document).line_of(first),
+            )
+        )
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -305,6 +319,8 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
     raise ConfigError(problems)
 
 
+# Keys that say a config trains (an export config has none of them).
+_TRAINS = {"stage", "do_train", "per_device_train_batch_size", "micro_batch_size", "train_dataset", "dataset", "datasets"}
 # Keys only LLaMA-Factory's v1 config has (examples/v1/: `model:`, `model_class:`, `dist_config: {name: fsdp2}`, ...).
 _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
 
