@@ -102,6 +102,8 @@ KNOB_KEYS = (
     "vllm_mode",
     "vllm_gpu_memory_utilization",
     "vllm_enable_sleep_mode",
+    "sync_each_batch",
+    "fsdp_lora_units",
 )
 # (row ids, changed inputs, where the source names that reading)
 ALTERNATIVES = [
