@@ -182,3 +182,15 @@ def test_torch_fsdp_gives_frozen_weights_in_a_mixed_unit_a_gradient(one_rank):
         assert sorted(apart["Linear"]) == [(16, 16)] * 4 + [(64, 0)] * 2
         with pytest.raises(ValueError, match="requires_grad"):
             build({Block}, use_orig_params=False)
+
+
+def test_sync_each_batch_is_offered_where_the_unsharded_gradients_break_the_fit():
+    """Llama-3.1-8B full bf16 on 8 x RTX 4090, 8 micro-batches a step: 15 GiB of gradients held whole under no_sync;
+    accelerate's sync_each_batch keeps them sharded and is the fix the search verifies (re-planned, fits)."""
+    from vramfit.planner.plan import plan_args
+
+    items = ["dtype=bfloat16", "method=full", "per_device_train_batch_size=1", "gradient_accumulation_steps=8", "seq_len=2048", "gradient_checkpointing=true"]
+    p = plan_args(REPO / "model_configs" / "llama-3.1-8b.json", "rtx4090", 8, overrides=[*items, "fsdp=full_shard auto_wrap"])
+    assert not p.ok
+    fix = next(f for f in p.fixes if f["overrides"] == {"sync_each_batch": True})
+    assert fix["per_gpu_peak_gib"] <= p.gpu_memory_gib * 0.95 < p.per_gpu_peak_gib
