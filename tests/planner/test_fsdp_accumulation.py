@@ -194,3 +194,17 @@ def test_sync_each_batch_is_offered_where_the_unsharded_gradients_break_the_fit(
     assert not p.ok
     fix = next(f for f in p.fixes if f["overrides"] == {"sync_each_batch": True})
     assert fix["per_gpu_peak_gib"] <= p.gpu_memory_gib * 0.95 < p.per_gpu_peak_gib
+
+
+def test_a_recipe_says_both_as_transformers_and_the_planner_section_spell_them():
+    """`training.accelerator_config` (TrainingArguments) carries sync_each_batch; `planner.fsdp_lora_units` the units."""
+    from vramfit.recipe import load
+
+    from planner_support import recipe_path
+
+    base = ["deepspeed=none", "training.fsdp=full_shard auto_wrap", "training.gradient_accumulation_steps=4"]
+    path = recipe_path("axolotl-llama-3b-8xa100-80g")
+    s = Setup.from_recipe(load(path, [*base, "planner.fsdp_lora_units=layer"]))
+    assert s.engine == "fsdp" and s.fsdp_lora_units == "layer" and not s.fsdp_sync_each_batch
+    synced = Setup.from_recipe(load(path, [*base, "training.accelerator_config={gradient_accumulation_kwargs: {sync_each_batch: true}}"]))
+    assert synced.fsdp_sync_each_batch and synced.fsdp_lora_units == "separate"
