@@ -292,7 +292,7 @@ def fsdp_accumulated_gradients(setup, elements: int) -> float:
     """Gradient bytes an FSDP rank holds through the micro-batches of an accumulation window.
 
     With `gradient_accumulation_steps` > 1, transformers' Trainer runs every micro-batch but the last
-    under `accelerator.no_sync` (trainer.py, transformers 5.23: unless accelerate's `sync_each_batch`),
+    under `accelerator.no_sync` (transformers 5.23 trainer.py lines 1896-1907, unless accelerate's `sync_each_batch`),
     which is FSDP1's `no_sync()` or FSDP2's `set_requires_gradient_sync(False)` (accelerate
     accelerator.py `no_sync`); Lightning Fabric's `no_backward_sync(model, enabled=is_accumulating)`,
     as litgpt calls it (finetune/lora.py line 215), is FSDP1's `no_sync()` too (fabric/strategies/fsdp.py
