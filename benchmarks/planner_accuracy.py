@@ -102,6 +102,8 @@ KNOB_KEYS = (
     "vllm_mode",
     "vllm_gpu_memory_utilization",
     "vllm_enable_sleep_mode",
+    "sync_each_batch",
+    "fsdp_lora_units",
 )
 # (row ids, changed inputs, where the source names that reading)
 ALTERNATIVES = [
@@ -173,19 +175,6 @@ WHY_OFF = {
         "not investigated this session (AnswerDotAI/fsdp_qlora meets its targets): the table's shortest context "
         "(512 tokens), where the fixed terms dominate; 1.3 GiB under a peak-reserved figure"
     ),
-    **{
-        f"LIT-{n}": (
-            "unexplained: litgpt's multi-GPU LoRA (FSDP full shard + per-block activation checkpointing, finetune/lora.py at "
-            "8641822) measured at about the planned sharded step plus one whole bf16 copy of the model (Llama 2 7B on 2 GPUs: "
-            "8.1-10.0 + 12.6 GiB against 20.7-21.8 measured; 13B on 4 GPUs: 8.7 + 24.2 against 33.1; phi-1.5: 2.3-3.6 + 2.6 "
-            "against 4.5-5.5), whatever the GPU count. Read and ruled out: the model is built on the meta device (Lightning "
-            "71aed75 FSDPStrategy.module_init_context with torch 2.1) and the checkpoint loads through FSDP's full state "
-            "dict one wrapped unit at a time (_load_raw_module_state). Candidate, not modelled: Block-level wrapping puts the "
-            "LoRA and frozen weights in one FlatParameter (use_orig_params), and torch's FSDP docstring warns that mixing "
-            "them gives 'higher than expected gradient memory' (a gradient shard for the frozen weights: 1/N of the model)"
-        )
-        for n in range(13, 20)
-    },
     **{
         f"UNS-{n}": (
             "the two shortest contexts of a max-context table, where the fixed terms dominate; every UNS row is under by "

@@ -10,7 +10,8 @@ Order (throughput cost, lowest first):
 2. allocator: `expandable_segments:True` - free;
 3. Liger kernels - faster, and no [tokens x vocab] logits;
 4. GRPO: generate in smaller batches (`steps_per_generation=1`) - more generate calls;
-5. micro-batch down, accumulation up (same global batch) - a few % per halving;
+5. micro-batch down, accumulation up (same global batch) - a few % per halving; with `--model-config`
+   under FSDP with accumulation also `sync_each_batch` (sharded gradients, one more reduce-scatter each);
 6. gradient checkpointing - about 30% slower backward (one more forward);
 7. fewer image tokens (`max_pixels`) - changes the data;
    with `--model-config` (the user's own run) also: Cut Cross-Entropy after Liger, activation
@@ -29,6 +30,7 @@ from typing import Any
 
 from vramfit.divisors import divisors
 from vramfit.libraries import grpo_steps_per_generation
+from vramfit.planner import states
 from vramfit.problems import ConfigError
 
 COMMON_MAX_PIXELS = 1_003_520  # 1,280 image tokens (upstream-setups.md: "1,003,520 px is common")
@@ -102,6 +104,15 @@ def candidates(p, mode: str, recipe=None) -> list[tuple[str, dict[str, Any], str
                     "micro_batch",
                     {"per_device_train_batch_size": nb, "gradient_accumulation_steps": ga * b // nb},
                     f"micro-batch {b} -> {nb}, accumulation {ga} -> {ga * b // nb}: same global batch",
+                )
+            )
+        if own_run and s.engine == "fsdp" and states.fsdp_accumulated_gradients(s, 1) and not s.fsdp_sync_each_batch:
+            out.append(
+                (
+                    "sync_each_batch",
+                    {"sync_each_batch": True},
+                    "FSDP reduce-scatters after every micro-batch (accelerate sync_each_batch): the gradients stay sharded "
+                    "instead of whole under no_sync; one more reduce-scatter per micro-batch",
                 )
             )
         if not s.gradient_checkpointing:

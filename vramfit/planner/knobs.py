@@ -22,6 +22,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 | `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
 | `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
+| `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
+| `fsdp_lora_units=layer` (planner; default `separate`) | FSDP1 `use_orig_params=True` with LoRA inside its layer's unit (Lightning Fabric `FSDPStrategy(auto_wrap_policy={Block})`, litgpt): the frozen weights get gradients; transformers' Trainer wraps PEFT layers apart | states.py `fsdp_unit_frozen` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 """
 
@@ -122,6 +124,47 @@ def fsdp_fields(fsdp: Any, config: dict[str, Any] | None, problems: Problems, fi
             sharding = "full_shard"
     offload = "offload" in options or _truthy(config.get("offload_params")) or _truthy(config.get("cpu_offload"))
     return {"engine": "fsdp", "fsdp_sharding": sharding, "fsdp_version": version, "fsdp_offload": offload}
+
+
+def fsdp_accumulation_fields(values: dict[str, Any], fsdp: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    """`fsdp_sync_each_batch` and `fsdp_lora_units` (states.py `fsdp_accumulated_gradients`, `fsdp_unit_frozen`).
+
+    `sync_each_batch` is accelerate's GradientAccumulationPlugin field, given top-level or as
+    TrainingArguments spells it (`accelerator_config.gradient_accumulation_kwargs.sync_each_batch`).
+    `fsdp_lora_units=layer` needs FSDP1 with `use_orig_params=True`: FSDP1 refuses to flatten frozen and
+    trainable parameters together otherwise ("Must flatten tensors with uniform `requires_grad` when
+    `use_orig_params=False`", torch distributed/fsdp/_flat_param.py), and FSDP2 shards every parameter
+    on its own, so an adapter never shares a flat parameter with a frozen weight."""
+    accelerator = values.get("accelerator_config")
+    kwargs = accelerator.get("gradient_accumulation_kwargs") if isinstance(accelerator, dict) else None
+    sync = values.get("sync_each_batch", kwargs.get("sync_each_batch") if isinstance(kwargs, dict) else None)
+    units = str(values.get("fsdp_lora_units") or "separate")
+    if units not in ("separate", "layer"):
+        problems.add(file, "fsdp_lora_units", f"{units!r} is not separate or layer", "write fsdp_lora_units=layer or drop it.")
+        units = "separate"
+    if units == "layer":
+        if not fsdp:
+            problems.add(
+                file,
+                "fsdp_lora_units",
+                "fsdp_lora_units=layer describes FSDP units, and FSDP is off",
+                'set fsdp="full_shard auto_wrap" or drop fsdp_lora_units.',
+            )
+        elif fsdp.get("fsdp_version") == 2:
+            problems.add(
+                file,
+                "fsdp_lora_units",
+                "FSDP2 shards each parameter on its own: a LoRA adapter never shares a unit with frozen weights (fsdp_config.version=2)",
+                "drop fsdp_lora_units, or set fsdp_config.version=1.",
+            )
+        elif "use_orig_params" in config and not _truthy(config["use_orig_params"]):
+            problems.add(
+                file,
+                "fsdp_lora_units",
+                "FSDP1 with use_orig_params=false refuses frozen and trainable weights in one unit (fsdp_config.use_orig_params=false)",
+                "drop fsdp_lora_units, or set fsdp_config.use_orig_params=true.",
+            )
+    return {"fsdp_lora_units": units, "fsdp_sync_each_batch": _truthy(sync)}
 
 
 def precision_fields(values: dict[str, Any], grpo: bool, problems: Problems, file: str, prefix: str = "") -> dict[str, Any]:

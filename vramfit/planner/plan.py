@@ -213,6 +213,14 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         "optimizer_step": {**resident, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes
+    if st.accumulated:
+        shards = "the shards in host RAM" if st.gradients == 0 else f"not {st.gradients / GIB:.2f} GiB of shards"
+        frozen = ", the frozen weights sharing the adapters' units included" if states.fsdp_unit_frozen(s, counts, arch) else ""
+        notes.append(
+            f"FSDP gradient accumulation: every micro-batch but the last of a step runs under no_sync and holds the unsharded "
+            f"gradients on the GPU ({st.accumulated / GIB:.2f} GiB{frozen}; {shards}); sync_each_batch=true (accelerate) "
+            "reduce-scatters after every micro-batch instead"
+        )
     analytic = arch.analytic_gap is None
     if is_grpo and not s.use_vllm and not analytic:
         incomplete.append("GRPO generation (the analytic model cannot build this architecture)")

@@ -67,7 +67,15 @@ def to_json(p) -> dict[str, Any]:
             "liger": s.liger,
             "attention": s.attention,
             "precision_master_fp32": s.master_fp32,
-            "fsdp": {"sharding": s.fsdp_sharding, "version": s.fsdp_version, "offload": s.fsdp_offload} if s.engine == "fsdp" else None,
+            "fsdp": {
+                "sharding": s.fsdp_sharding,
+                "version": s.fsdp_version,
+                "offload": s.fsdp_offload,
+                "lora_units": s.fsdp_lora_units,
+                "sync_each_batch": s.fsdp_sync_each_batch,
+            }
+            if s.engine == "fsdp"
+            else None,
             "quantization": s.quantization,
             "quant_double": s.quant_double,
             "quant_storage_float": s.quant_storage_float,

@@ -175,6 +175,12 @@ class Setup:
     fsdp_sharding: str = "full_shard"  # full_shard | shard_grad_op | hybrid_shard | hybrid_shard_zero2 | no_shard
     fsdp_version: int = 1
     fsdp_offload: bool = False
+    # whether a LoRA adapter shares its layer's FSDP unit with the frozen weights (states.fsdp_unit_frozen):
+    # "separate" (transformers' Trainer: PEFT's fsdp_auto_wrap_policy; FSDP2) | "layer" (Lightning Fabric, litgpt)
+    fsdp_lora_units: str = "separate"
+    # accelerate GradientAccumulationPlugin.sync_each_batch: reduce-scatter after every micro-batch instead of
+    # accumulating unsharded gradients under no_sync (states.fsdp_accumulated_gradients)
+    fsdp_sync_each_batch: bool = False
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -411,6 +417,7 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     fsdp_config = {k.removeprefix("fsdp_"): v for k, v in (values.get("fsdp_config") or {}).items()}
     if fsdp and knobs._truthy(fsdp_config.get("activation_checkpointing")):
         out["gradient_checkpointing"] = True  # accelerate FSDP activation_checkpointing wraps every layer
+    out.update(knobs.fsdp_accumulation_fields(values, fsdp, fsdp_config, problems, file))
     out.update(knobs.precision_fields(values, method == "grpo", problems, file))
     out["frozen_fp32"] = out["master_fp32"]
     out.update(knobs.quant_fields(values, method, config, problems, file))
@@ -543,7 +550,9 @@ ARG_KEYS = {
     "vllm_mode": str,
     "vllm_gpu_memory_utilization": float,
     "vllm_enable_sleep_mode": bool,
+    "sync_each_batch": bool,
     # planner keys
+    "fsdp_lora_units": str,
     "typical_length": int,
     "loss_kernel": str,
     "head": str,
@@ -581,6 +590,7 @@ CHOICES = {
     "attn_implementation": tuple(ATTENTION),
     "vllm_mode": ("colocate", "server"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
+    "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
     "quant_method": ("bitsandbytes", "gptq", "awq"),

@@ -96,6 +96,9 @@ class States:
     step: float  # alive only during the optimizer step
     persistent_grads: bool  # the gradient storage outlives the step (ZeRO-3 flat buffer)
     step_block: float = 0.0  # the largest single tensor the step allocates (DeepSpeed's flat fp32 gradient partition)
+    # FSDP gradient accumulation under `no_sync()`: the unsharded gradients every micro-batch but the
+    # last holds in place of `gradients` (`fsdp_accumulated_gradients`); 0 when the run syncs each one.
+    accumulated: float = 0.0
 
 
 def quant_bytes(setup) -> float:
@@ -234,9 +237,11 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
             # unquantized (compute dtype).
             root = sum(arch.groups.get(g, 0) for g in ("embed", "lm_head", "projector"))
             gathered += root * compute_b * (1 + (1 / dp if offload else 0))  # + the shard copied up from the CPU
-        gradients = 0.0 if offload else T * train_b / dp
+        in_units = fsdp_unit_frozen(s, c, arch)  # frozen weights whose gradients FSDP computes (shared units)
+        gradients = 0.0 if offload else (T + in_units) * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered, 0.0, False)
+        accumulated = fsdp_accumulated_gradients(s, T + in_units)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered, 0.0, False, accumulated=accumulated)
     # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
     # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
     ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets
@@ -250,6 +255,60 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     optimizer = (fp32_trainable + loaded * per_loaded) * moments
     step = optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0  # one of the two moments
     return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, 0.0, step, False)
+
+
+def fsdp_unit_frozen(setup, counts: Counts, arch: Arch) -> int:
+    """Frozen parameters that share an FSDP unit with LoRA adapters (`fsdp_lora_units=layer`), 0 otherwise.
+
+    FSDP1 with `use_orig_params=True` flattens a wrapped layer's parameters into one FlatParameter
+    whatever their `requires_grad` and makes it require grad when any of them does (torch 2.1
+    distributed/fsdp/flat_param.py `_validate_tensors_to_flatten`, lines 715-741); in forward every
+    original parameter, frozen or not, is a view into it (`_use_unsharded_views`, lines 1817-1830), so
+    autograd computes the frozen weights' gradients too, into the unit's flat gradient. torch's own
+    docstring (fully_sharded_data_parallel.py lines 181-186): mixing frozen and non-frozen parameters
+    in one unit makes "the gradient memory usage ... equivalent to not freezing those parameters".
+    This is how Lightning Fabric runs litgpt's LoRA on several GPUs: FSDPStrategy(auto_wrap_policy={Block})
+    over blocks holding the frozen weights and lora_A / lora_B (litgpt 8641822 finetune/lora.py lines
+    83-89, lit_gpt/lora.py `mark_only_lora_as_trainable`), use_orig_params=True by default (Lightning
+    71aed75 fabric/strategies/fsdp.py lines 173-175). Not so under transformers' Trainer, which wraps
+    every PEFT LoRA layer in a unit of its own (transformers/distributed/fsdp.py `update_fsdp_plugin_peft`:
+    peft `fsdp_auto_wrap_policy`), nor under FSDP2, which shards each parameter on its own.
+
+    Counted: every parameter of the layers of each stack that carries an adapter, but quantized
+    linears (their packed storage's share of the unit is not modelled) and weights that train anyway.
+    The root unit (embeddings, lm_head) holds no adapter and keeps requires_grad=False."""
+    if setup.engine != "fsdp" or setup.fsdp_lora_units != "layer" or not setup.lora:
+        return 0
+    total = 0
+    for stack in sorted({a.stack for a in counts.adapted}):
+        if stack == "vision" and counts.vision_full or stack != "vision" and counts.text_trainable:
+            continue
+        quantized = sum(lin.in_features * lin.out_features for lin in arch.linears if lin.stack == stack) if setup.quantization else 0
+        total += sum(arch.stacks[stack].layer_params) - quantized
+    return max(0, total)
+
+
+def fsdp_accumulated_gradients(setup, elements: int) -> float:
+    """Gradient bytes an FSDP rank holds through the micro-batches of an accumulation window.
+
+    With `gradient_accumulation_steps` > 1, transformers' Trainer runs every micro-batch but the last
+    under `accelerator.no_sync` (transformers 5.23 trainer.py lines 1896-1907, unless accelerate's `sync_each_batch`),
+    which is FSDP1's `no_sync()` or FSDP2's `set_requires_gradient_sync(False)` (accelerate
+    accelerator.py `no_sync`); Lightning Fabric's `no_backward_sync(model, enabled=is_accumulating)`,
+    as litgpt calls it (finetune/lora.py line 215), is FSDP1's `no_sync()` too (fabric/strategies/fsdp.py
+    `_FSDPBackwardSyncControl`). Under it no gradient is reduce-scattered: torch 2.1's
+    `_post_backward_hook` returns before `_reduce_grad` when `not state._sync_gradients`
+    (_runtime_utils.py lines 762-765) and `_finalize_params` keeps ".grad ... the unsharded gradient
+    from prior `no_sync()` iterations" (lines 1179-1184); its docstring: FSDP "will accumulate the full
+    model gradients (instead of gradient shards) until the eventual sync", on the GPU even with CPU
+    offload (fully_sharded_data_parallel.py lines 1025-1031). FSDP2 keeps each unsharded gradient
+    likewise (_fully_shard/_fsdp_param_group.py `post_backward`: `if not self.reduce_grads`). The
+    gradients are those of the unsharded parameters, in the dtype the forward ran in: accelerate's
+    mixed-precision policy sets param_dtype = reduce_dtype (utils/dataclasses.py `set_mixed_precision`),
+    and a bf16 model has bf16 gradients."""
+    if setup.engine != "fsdp" or setup.gradient_accumulation_steps <= 1 or setup.fsdp_sync_each_batch or setup.fsdp_sharding == "no_shard":
+        return 0.0
+    return elements * (2 if setup.sixteen_bit else 4)
 
 
 def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
@@ -268,6 +327,8 @@ def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
     activations, 6 GiB of gradients below the sum."""
     if setup.optimizer_in_backward:
         return st.gradients
+    if st.accumulated:
+        return st.accumulated  # FSDP no_sync: every micro-batch but the last holds the unsharded gradients whole
     if st.persistent_grads or setup.gradient_accumulation_steps > 1 or setup.engine not in ("single", "ddp") or setup.gradients_kept:
         return st.gradients
     freed = st.gradients / 2 if setup.engine == "ddp" and setup.world > 1 else st.gradients
