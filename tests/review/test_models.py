@@ -113,6 +113,9 @@ CORPUS_MODEL_IDS = {
     "Qwen/Qwen3-VL-4B-Instruct": "Qwen/Qwen3-VL-4B-Instruct",  # LLaMA-Factory qwen3vl_*.yaml, Qwen3-VL sft_qwen3_4b.sh
     "liuhaotian/llava-v1.5-13b": "liuhaotian/llava-v1.5-13b",  # LLaVA scripts/v1_5/finetune_task*.sh
     "OpenGVLab/InternVL2_5-1B": "OpenGVLab/InternVL3-1B",  # InternVL shell/internvl2.5/2nd_finetune (alias: same parts)
+    "OpenGVLab/InternVL2_5-8B": "OpenGVLab/InternVL2-8B",  # InternVL shell/internvl2.5/2nd_finetune (alias: same parts)
+    "Qwen/Qwen2.5-Coder-7B-Instruct": "Qwen/Qwen2.5-Coder-7B-Instruct",  # open-r1 recipes/OlympicCoder-7B
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": "Qwen/Qwen3-VL-30B-A3B-Instruct",  # Qwen3-VL sft_30a3b_lora.sh, ms-swift dpo.sh
 }
 
 
@@ -123,7 +126,9 @@ def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
     assert model_id.lower() in entry.names or model_id.lower().startswith(entry.hub_id.lower())
 
 
-@pytest.mark.parametrize("model_id", ["Qwen/Qwen3-14B", "Qwen/Qwen3-4B", "google/gemma-2-9b", "OpenGVLab/InternVL2_5-8B", "google/gemma-3-4b-it"])
+@pytest.mark.parametrize(
+    "model_id", ["Qwen/Qwen3-14B", "Qwen/Qwen3-4B", "google/gemma-2-9b", "OpenGVLab/InternVL2_5-4B", "google/gemma-3-4b-it", "OpenGVLab/InternVL3-2B"]
+)
 def test_a_neighbour_size_of_a_new_entry_is_not_taken_for_it(model_id):
     """Qwen3-14B is its own entry, not Qwen3-1.7B's; sizes the table lacks resolve to nothing, not to a neighbour."""
     entry = models.entry_for(model_id)
