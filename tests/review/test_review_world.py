@@ -704,3 +704,23 @@ def test_ms_swift_values_of_its_own_arguments_are_not_judged_by_trls_classes(tmp
     )
     result = review([str(grpo)], gpu="a100-80g")
     assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+
+
+def test_flags_of_the_programs_own_parser_classes_are_arguments_not_unknown_flags(tmp_path):
+    """A TRL-style example launched from its docstring: --teacher_path is a field of a dataclass the script defines and
+    hands to its parser, --reward_model_path one of a class a newer TRL has and the installed one lacks; neither is an
+    'unknown flag' warning. A flag no parser class has still is."""
+    script = write(
+        tmp_path,
+        "examples/scripts/distill.py",
+        '"""\naccelerate launch examples/scripts/distill.py --model_name_or_path meta-llama/Llama-3.2-3B \\\n'
+        "    --teacher_path meta-llama/Llama-3.1-8B --reward_model_path x/rm --lerning_rate 1e-5\n"
+        '"""\nfrom dataclasses import dataclass\n\nfrom trl import ModelConfig, ScriptArguments, TrlParser\n'
+        "from trl.experimental.not_in_this_trl import FutureConfig\n\n\n@dataclass\nclass DistillArguments(ScriptArguments):\n"
+        "    teacher_path: str = ''\n\n\nparser = TrlParser((DistillArguments, FutureConfig, ModelConfig))\n",
+    )
+    result = review([str(script)], gpu="a100-80g", gpus=1)
+    unknown = [f for f in result.findings if f.severity == "warning" and "unknown flag" in f.what]
+    assert [f.key for f in unknown] == ["--lerning_rate"], [str(f) for f in unknown]
+    assert find(result, severity="info", key="--teacher_path", text="parser classes")
+    assert find(result, severity="info", key="--reward_model_path", text="trl.experimental.not_in_this_trl.FutureConfig")

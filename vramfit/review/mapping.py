@@ -22,7 +22,7 @@ from typing import Any
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
-from vramfit.review import shell, trainers
+from vramfit.review import program as program_mod, shell, trainers
 from vramfit.review.findings import Finding
 from vramfit.review.sources import Setting, Source, launcher_options, locate
 
@@ -944,6 +944,20 @@ class _Builder:
         if not axolotl and name in trl_script_fields():  # TrlParser's ScriptArguments / ModelConfig: data and model loading
             self.not_modelled.append(setting.key)
             return
+        parsed_by, unknowable = (None, None) if axolotl else self._parsed_by(name.replace("-", "_"))
+        if parsed_by is not None:
+            # a field of the argument classes the program's own parser is built from (TRL's experimental trainers' configs:
+            # NashMDConfig's reward_model_path, GKD's teacher_model_name_or_path, ...): a real argument, not planned
+            self.note("info", setting, f"{setting.key} is an argument of {parsed_by}'s parser classes: read, not reviewed")
+            return
+        if unknowable is not None and not typo:  # one slip from a TrainingArguments field is still a slip
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} was not checked: the program's parser takes {unknowable}, which the installed libraries do not "
+                "have (a newer release's), so its arguments are not known here",
+            )
+            return
         if axolotl and name in axolotl_schema():
             self.not_modelled.append(setting.key)
             return
@@ -958,6 +972,23 @@ class _Builder:
             )
             return
         self.note("warning", setting, f"unknown {what} {setting.key}: not {kinds}.{hint}", f"remove {setting.key} or correct its name.")
+
+    def _parsed_by(self, name: str) -> tuple[str | None, str | None]:
+        """(the label of the launched Python program whose parser's argument classes have the field `name`, the parser class
+        whose fields cannot be known here where none has it)."""
+        programs = [src for src in self.sources if src.path.suffix == ".py"]
+        if self.program is not None:
+            programs.append(self.program)
+        elif self.primary.kind == "shell" and self.primary.program:
+            found = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+            programs += [found] if found is not None else []
+        for p in programs:
+            fields, missing = program_mod.parser_fields(p.text)
+            if name in fields:
+                return p.label, None
+            if missing is not None:
+                return None, missing
+        return None, None
 
     # ---- the whole recipe
     def build(self, model_config: str | None) -> Mapped:
@@ -1725,7 +1756,6 @@ def trl_script_fields() -> frozenset[str]:
         return frozenset()
 
 
-# Switches for update schemes that keep less than AdamW's states (and often gradients) for every trainable weight.
 # Sharding of the model or of the sequence beyond data parallelism, which the planner does not model: a per-GPU plan
 # without it holds more than the run does (name -> what it is; a size above 1, or a switch on, uses it).
 SHARDING_NOT_MODELLED = {
@@ -1742,6 +1772,7 @@ SHARDING_NOT_MODELLED = {
     "tiled_mlp": "tiled MLP (ALST: the MLP run in sequence tiles)",  # axolotl
     "use_kt": "KTransformers (MoE experts on the CPU)",  # LLaMA-Factory
 }
+# Switches for update schemes that keep less than AdamW's states (and often gradients) for every trainable weight.
 NOT_MODELLED_SWITCHES = {
     "use_galore": "GaLore (low-rank projected optimizer states)",
     "use_apollo": "APOLLO (low-rank optimizer states)",

@@ -10,6 +10,7 @@ fp16 at 16 x 512 tokens by default, where TrainingArguments would say fp32, 8 an
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,3 +103,58 @@ def _literal(node: ast.AST) -> object:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, RecursionError):
         return _NONE
+
+
+# Packages whose argument classes the review may import to read their fields (installed libraries, never the user's code).
+_LIBRARIES = ("trl", "transformers", "peft")
+_PARSERS = ("TrlParser", "HfArgumentParser")
+
+
+def parser_fields(text: str) -> tuple[frozenset[str], str | None]:
+    """(the fields of the dataclasses a program's `TrlParser((...))` / `HfArgumentParser((...))` is built from, the first
+    of those classes whose fields cannot be known here) - read with ast, never run: a class imported from an installed
+    library (`from trl.experimental.nash_md import NashMDConfig`) is looked up in it, a class the program defines gives
+    its annotated fields and its bases'. A class the installed library lacks (a newer TRL's) is named, not guessed."""
+    return _parser_fields(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parser_fields(text: str) -> tuple[frozenset[str], str | None]:
+    import dataclasses
+    import importlib
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return frozenset(), None
+    imported: dict[str, str] = {}
+    local: dict[str, ast.ClassDef] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in _LIBRARIES:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = node.module
+        elif isinstance(node, ast.ClassDef):
+            local[node.name] = node
+    out: set[str] = set()
+    missing: list[str] = []
+
+    def add(name: str, depth: int = 0) -> None:
+        if name in local and depth < 8:
+            cls = local[name]
+            out.update(n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name))
+            for base in cls.bases:
+                add(getattr(base, "id", ""), depth + 1)
+        elif name in imported:
+            try:
+                cls = getattr(importlib.import_module(imported[name]), name)
+            except Exception:  # noqa: BLE001 - a class the installed library does not have: its fields stay unknown
+                missing.append(f"{imported[name]}.{name}")
+                return
+            if dataclasses.is_dataclass(cls):
+                out.update(f.name for f in dataclasses.fields(cls))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in _PARSERS and node.args:
+            for name in node.args[0].elts if isinstance(node.args[0], (ast.Tuple, ast.List)) else [node.args[0]]:
+                add(getattr(name, "id", ""))
+    return frozenset(out), (missing[0] if missing else None)
