@@ -535,3 +535,84 @@ def test_padding_free_batches_are_planned_at_the_given_longest_sample(tmp_path):
     assert result.plan.setup.seq_len == 1024 and result.plan.setup.padding_free
     assert find(result, severity="info", text="planned at the data's longest sample, 1,024 tokens")
     assert not [f for f in result.findings if f.severity in ("error", "warning") and "exceeds" in f.what and "fits while" in f.what]
+
+
+def test_reentrant_checkpointing_under_zero3_is_not_an_error(tmp_path):
+    """transformers 4 checkpointed reentrantly by default in every Trainer + ZeRO-3 run; the documented ZeRO-3 failure is
+    the non-reentrant kind with frozen parameters (transformers#47254), which reentrant works around."""
+    write(tmp_path, "zero3.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\nmixed_precision: bf16\nnum_processes: 8\n")
+    path = write(
+        tmp_path,
+        "sft.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-1.5B\nmax_length: 2048\nper_device_train_batch_size: 2\ngradient_checkpointing: true\n"
+        "gradient_checkpointing_kwargs:\n  use_reentrant: true\n",
+    )
+    result = review([str(path), str(tmp_path / "zero3.yaml")], gpu="a100-80g", gpus=8)
+    assert not find(result, text="reentrant", severity="error") and not find(result, text="reentrant", severity="warning")
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "name, text, storage",
+    [
+        # alignment-handbook config_qlora.yaml: TRL's ModelConfig load_in_4bit / use_peft, read by TrlParser beside SFTConfig
+        ("sft.yaml", "model_name_or_path: mistralai/Mistral-7B-v0.1\nload_in_4bit: true\nuse_peft: true\nlora_r: 16\nmax_length: 2048\n", False),
+        ("sft.yaml", "model_name_or_path: mistralai/Mistral-7B-v0.1\nload_in_4bit: true\nuse_peft: true\nbnb_4bit_quant_storage: bfloat16\n", True),
+        # PEFT examples/sft/train.py's own ModelArguments
+        (
+            "run.sh",
+            "python sft.py --model_name_or_path mistralai/Mistral-7B-v0.1 --use_peft_lora True --lora_r 8 --lora_target_modules all-linear "
+            "--use_4bit_quantization True --use_nested_quant True --bnb_4bit_compute_dtype bfloat16 --bnb_4bit_quant_storage_dtype bfloat16\n",
+            True,
+        ),
+    ],
+)
+def test_bitsandbytes_switches_of_trl_and_peft_scripts_plan_qlora(tmp_path, name, text, storage):
+    path = write(tmp_path, name, text)
+    setup = review([str(path)], gpu="rtx4090", gpus=1).plan.setup
+    assert (setup.method, setup.quantization, setup.quant_storage_float) == ("qlora", "nf4", storage)
+
+
+def test_the_trl_config_a_program_parses_into_picks_the_trainer_and_its_defaults(tmp_path):
+    """PEFT's examples/sft/train.py: `HfArgumentParser((ModelArguments, DataTrainingArguments, SFTConfig))`, its own
+    dataclass defaults (lora_r 64, quant storage uint8) for what the script does not pass."""
+    write(
+        tmp_path,
+        "train.py",
+        "from dataclasses import dataclass, field\nfrom transformers import HfArgumentParser\nfrom trl import SFTConfig\n\n\n"
+        "@dataclass\nclass ModelArguments:\n    lora_r: int = field(default=64)\n    use_peft_lora: bool = field(default=False)\n"
+        "    bnb_4bit_quant_storage_dtype: str = field(default='uint8')\n\n\n"
+        "parser = HfArgumentParser((ModelArguments, SFTConfig))\n",
+    )
+    path = write(
+        tmp_path,
+        "run.sh",
+        "python train.py --model_name_or_path mistralai/Mistral-7B-v0.1 --max_length 1024 --packing True --use_peft_lora True --use_4bit_quantization True\n",
+    )
+    result = review([str(path)], gpu="rtx4090", gpus=1)
+    setup = result.plan.setup
+    assert not find(result, text="own argument")  # --max_length, --packing: SFTConfig fields, not the script's own
+    assert (setup.seq_len, setup.packing, setup.lora_r, setup.quant_storage_float) == (1024, True, 64, False)
+
+
+def test_llava_next_mm_tunable_parts_say_what_trains(tmp_path):
+    path = write(
+        tmp_path,
+        "pretrain.sh",
+        "torchrun --nproc_per_node 8 llava/train/train_mem.py --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct --model_max_length 512 "
+        '--max_pixels 50176 --mm_tunable_parts="mm_mlp_adapter"\n',
+    )
+    setup = review([str(path)], gpu="a100-80g").plan.setup
+    assert (setup.train_llm, setup.train_projector, setup.train_vision) == (False, True, False)
+
+
+def test_a_pip_install_before_the_launch_is_not_a_launch(tmp_path):
+    path = write(
+        tmp_path,
+        "train.sh",
+        "python3 -m pip install flash-attn --no-build-isolation\n"
+        "deepspeed train.py --model_name_or_path Qwen/Qwen2.5-1.5B --model_max_length 1024 --per_device_train_batch_size 1\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert not find(result, text="launch 1 of 2") and not find(result, text="-m pip")
+    assert result.plan is not None and result.plan.setup.seq_len == 1024

@@ -63,7 +63,22 @@ ALIASES = {
     "seq_length": "data.max_length",
 }
 # Switches that pick the method when on.
-METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
+METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "use_peft_lora": "lora", "q_lora": "qlora"}
+# bitsandbytes loading switches of TRL's ModelConfig (load_in_4bit / load_in_8bit) and of PEFT's examples/sft/train.py
+# ModelArguments (use_4bit_quantization / use_8bit_quantization): name -> bits when on.
+QUANT_SWITCHES = {"load_in_4bit": 4, "load_in_8bit": 8, "use_4bit_quantization": 4, "use_8bit_quantization": 8}
+# Their BitsAndBytesConfig fields: name -> (recipe model.quantization key, the values it takes). TRL's ModelConfig:
+# bnb_4bit_quant_type, use_bnb_nested_quant, bnb_4bit_quant_storage; PEFT's example: bnb_4bit_compute_dtype,
+# use_nested_quant, bnb_4bit_quant_type, bnb_4bit_quant_storage_dtype.
+_DTYPES = frozenset({"bfloat16", "float16", "float32"})
+QUANT_SETTINGS = {
+    "bnb_4bit_quant_type": ("quant_type", frozenset({"nf4", "fp4"})),
+    "use_bnb_nested_quant": ("double_quant", frozenset({True, False})),
+    "use_nested_quant": ("double_quant", frozenset({True, False})),
+    "bnb_4bit_compute_dtype": ("compute_dtype", _DTYPES),
+    "bnb_4bit_quant_storage": ("quant_storage", _DTYPES | {"uint8"}),
+    "bnb_4bit_quant_storage_dtype": ("quant_storage", _DTYPES | {"uint8"}),
+}
 # Switches over what trains: name -> (model.train key, value when the switch is on).
 TRAIN_SWITCHES = {
     "tune_vision": ("vision_tower", True),
@@ -173,6 +188,9 @@ UPSTREAM_SPECIAL = {
     "quantization_bit",
     "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
     "use_backbone_lora",  # InternVL: LoRA rank on the ViT (0: none)
+    *QUANT_SWITCHES,
+    *QUANT_SETTINGS,
+    "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -186,7 +204,7 @@ RENAMED = {
     "group_by_length": ("train_sampling_strategy", "replaced by train_sampling_strategy in the installed transformers"),
     "overwrite_output_dir": (None, "gone from the installed transformers (the Trainer writes into output_dir as it is)"),
     "logging_dir": (None, "gone from the installed transformers (logs go under output_dir)"),
-    "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
+    "max_prompt_length": (None, "not a {cls} argument in the installed TRL (the trainer no longer truncates prompts)"),
     # TrainingArguments fields of transformers 4 that the installed transformers 5 no longer has (none changes memory here;
     # the FSDP wrap settings live in fsdp_config, the batch dispatch ones in accelerator_config)
     **{
@@ -474,7 +492,13 @@ class _Builder:
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
-        self.trainer = _trainer(sources, names)
+        # the launched program's source, where it lies beside the script (vramfit.review.program)
+        self.program = None
+        if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
+            from vramfit.review import program as program_mod
+
+            self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+        self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:
             self.trainer = "grpo"
@@ -482,16 +506,10 @@ class _Builder:
         self.model_missing: str = ""
         self.model_missing_origin: Origin | None = None
         self.model_how = ""
-        # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.image_assumed = False
         self.length_cap: int | None = None
         self.length_bound = False
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
-        self.program = None
-        if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
-            from vramfit.review import program as program_mod
-
-            self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
         """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
@@ -694,18 +712,19 @@ class _Builder:
             trl_pin = self.find_pin(source, "trl") if source is not None else None
             if trl_pin is None or trl_pin.major == 0:  # pinned before 1.x, or nothing pinned: the flag dates the script
                 said = f"this repository pins {trl_pin}, whose" if trl_pin is not None else "nothing pins trl beside the script, and TRL 0.x's"
+                cls = self.cls_name() if self.trainer else "GRPOConfig"
                 self.note(
                     "info",
                     setting,
-                    f"{said} GRPOConfig truncates prompts to {setting.key}; the installed "
-                    f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                    f"{said} {cls} truncates prompts to {setting.key}; the installed "
+                    f"TRL {_installed('trl')} {why.format(cls='trl.' + cls)}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                     "drop it and filter overlong prompts from the data set when you upgrade.",
                 )
                 return
             self.note(
                 "warning",
                 setting,
-                f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                f"{setting.key} is {why.format(cls='trl.' + (self.cls_name() if self.trainer else 'GRPOConfig'))}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                 "drop it and filter overlong prompts from the data set (TRL's advice).",
             )
             return
@@ -783,6 +802,14 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.set("model.train.llm", False, setting)
             self.set("model.train.vision_tower", False, setting)
+        elif name == "mm_tunable_parts" and isinstance(value, str):
+            # LLaVA-NeXT llava/train/train.py: every weight frozen, then each named part unfrozen (mm_mlp_adapter: the
+            # projector, mm_vision_tower, mm_language_model: the LLM in full, or its LoRA adapters under lora_enable)
+            parts = {p.strip() for p in value.split(",")}
+            self.set("model.train.projector", "mm_mlp_adapter" in parts, setting)
+            self.set("model.train.vision_tower", "mm_vision_tower" in parts, setting)
+            if "mm_language_model" not in parts:
+                self.set("model.train.llm", False, setting)
         elif name == "freeze_backbone" and isinstance(value, bool) and self._beside(setting, "freeze_llm"):
             self.set("model.train.vision_tower", not value, setting)  # InternVL: the backbone is the ViT, freeze_llm the LLM
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
@@ -804,6 +831,11 @@ class _Builder:
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
                 Origin(setting.file, setting.key, setting.line),
             )
+        elif name in QUANT_SWITCHES:
+            if value is True:
+                self.set("model.quantization.bits", QUANT_SWITCHES[name], setting)
+        elif name in QUANT_SETTINGS:
+            self._quant_setting(name, value, setting)
         elif name in ("quant_bits", "quantization_bit") and value in (4, 8):  # ms-swift, LLaMA-Factory
             self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
@@ -821,6 +853,17 @@ class _Builder:
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _quant_setting(self, name: str, value: Any, setting: Setting) -> bool:
+        """A BitsAndBytesConfig field (planned only when the model is quantized); True when it was taken."""
+        key, allowed = QUANT_SETTINGS[name]
+        if isinstance(value, str):
+            value = value.removeprefix("torch.")
+        if value in allowed and not (isinstance(value, int) and not isinstance(value, bool) and key != "double_quant"):
+            self.set(f"model.quantization.{key}", value, setting)
+            return True
+        self.not_modelled.append(setting.key)
+        return False
 
     def _beside(self, setting: Setting, name: str) -> bool:
         """The file that holds `setting` also sets `name` (either spelling)."""
@@ -1049,6 +1092,13 @@ class _Builder:
                 self.set(f"training.{value}", True, setting)
             elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)
+            elif str(ALIASES.get(name)).startswith("model.lora.") and isinstance(value, (int, float, str)) and ALIASES[name] not in self.origins:
+                if ALIASES[name] == "model.lora.target_modules" and isinstance(value, str) and "," in value:
+                    value = [m.strip() for m in value.split(",") if m.strip()]  # the program splits its comma list
+                self.set(ALIASES[name], value, setting)  # the program's LoRA shape (used only where LoRA is on)
+            elif name in QUANT_SETTINGS and f"model.quantization.{QUANT_SETTINGS[name][0]}" not in self.origins:
+                if not self._quant_setting(name, value, setting):  # used only where the model is quantized
+                    continue
             else:
                 continue
             used.append(f"--{name} {value}")

@@ -23,6 +23,7 @@ class Program:
     text: str
     defaults: dict[str, tuple[object, int]] = field(default_factory=dict)  # argument name -> (default, line)
     switches: frozenset[str] = frozenset()  # arguments argparse takes bare (action store_true / store_false)
+    parses: frozenset[str] = frozenset()  # the classes its HfArgumentParser / TrlParser fills (SFTConfig, ModelArguments)
 
     @property
     def keeps_eval_logits(self) -> bool:
@@ -51,7 +52,7 @@ def find(program: str, script: Path, cwd: Path | None = None) -> Program | None:
     except (ConfigError, OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     defaults = _defaults(tree)
-    return Program(path, label(path), text, defaults, frozenset(_switches(tree)))
+    return Program(path, label(path), text, defaults, frozenset(_switches(tree)), frozenset(_parsed_classes(tree)))
 
 
 def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:
@@ -92,6 +93,24 @@ def _switches(tree: ast.AST) -> set[str]:
             if flags and isinstance(action, ast.Constant) and action.value in ("store_true", "store_false"):
                 out.add(flags[0])
     return out
+
+
+def _parsed_classes(tree: ast.AST) -> set[str]:
+    """The class names given to an `HfArgumentParser(...)` / `TrlParser(...)` call (alone or in a tuple or list)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) in ("HfArgumentParser", "TrlParser"):
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "dataclass_types")]:
+                for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
+                    if isinstance(item, ast.Name):
+                        out.add(item.id)
+                    elif isinstance(item, ast.Attribute):
+                        out.add(item.attr)
+    return out
+
+
+def _called(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
 
 
 _NONE = object()

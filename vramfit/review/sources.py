@@ -69,6 +69,10 @@ _MODULE_LAUNCHERS = {
 }
 
 
+# `python -m` tools that install or inspect, never train (`python3 -m pip install flash-attn` before the launch).
+_TOOL_MODULES = frozenset({"pip", "pip3", "ensurepip", "venv", "virtualenv", "uv", "site", "compileall", "json.tool", "http.server", "torch.utils.collect_env"})
+
+
 class NotReviewed(Exception):
     """A launch vramfit reads but cannot review (Megatron): said as a finding, and the review is incomplete (exit 3)."""
 
@@ -513,6 +517,8 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
             module = argv[i + 1]
             if module in _MODULE_LAUNCHERS:
                 return _MODULE_LAUNCHERS[module], argv[i + 2 :]
+            if module in _TOOL_MODULES:
+                return None
             return "python", argv[i:]
         if argv[i] == "-c":
             return None

@@ -78,6 +78,13 @@ def from_entry(program: str) -> str | None:
     return None
 
 
+def from_classes(names: frozenset[str] | set[str]) -> str | None:
+    """The trainer of the TRL config class a program parses its arguments into (`HfArgumentParser((ModelArguments,
+    DataTrainingArguments, SFTConfig))` in PEFT's examples/sft/train.py -> sft)."""
+    found = {trainer for trainer, (_, cls) in CLASSES.items() if cls in names}
+    return found.pop() if len(found) == 1 else None
+
+
 @functools.lru_cache(maxsize=None)
 def config_class(trainer: str | None):
     """The installed TRL's argument class for the trainer, else TrainingArguments."""
