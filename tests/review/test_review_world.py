@@ -26,6 +26,15 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "concat_pad_data_collator pads each batch to its longest sample and the script's custom data is not known, so the cap "
     "stays the verdict - the rule that keeps LLaVA-13B's and ShareGPT4V's documented OOMs found (their data is not known "
     "either); the case became reviewable when InternVL2_5-1B entered the model table",
+    # session 5's new cases, the same causes (the integrator's branch reads InternVL's --grad_checkpoint and its collator)
+    "internvl2-2b-2nd-finetune-lora": "InternVL's --grad_checkpoint True not read as gradient checkpointing (activations "
+    "52.9 GiB) and planned at the cap, 4 x max_seq_length 4096, with the script's custom data not known",
+    "internvl3-1b-2nd-finetune-full": "InternVL's --grad_checkpoint True not read as gradient checkpointing and planned at "
+    "the cap, 4 x max_seq_length 16384 (logits 111 GiB), with the script's custom data not known",
+    "llavanext-pretrain_siglip": "planned at the cap, 16 x model_max_length 8192 (logits 223 GiB): LLaVA pads each batch "
+    "to its longest sample, and /blip_558k/blip_558k_plain.json is not recognised as LCS-558K (LLaVA-NeXT "
+    "docs/LLaVA_OneVision.md: 'Stage-1: Initial training on 558K samples from the LCS dataset'), whose sourced bound "
+    "review/lengths.py keys on blip_laion_cc_sbu_558k.json",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
