@@ -909,7 +909,9 @@ class _Builder:
         kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
         program = source.program or ""
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
-        typo = not own_parser and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field
+        declared = self.program is not None and source is self.primary and name.replace("-", "_") in self.program.declared
+        # one slip from a field, unless the launched program declares the argument itself (fsdp_qlora's --use_gradient_checkpointing)
+        typo = not own_parser and not declared and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
         if name.replace("-", "_") in PLANNER_SWITCHES:
             return  # planned by _planner_settings (packing / padding-free / offloading switches)
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:

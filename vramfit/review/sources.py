@@ -271,6 +271,19 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
                 line=Source(path, label(path), kind, text, document).line_of(first),
             )
         )
+    other = _other_format(document) if kind in ("axolotl", "training_args") else None
+    if other is not None:
+        what, first, fix = other
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                first,
+                f"{what}, which vramfit does not read yet: not reviewed (this is no fault of the file)",
+                fix,
+                line=Source(path, label(path), kind, text, document).line_of(first),
+            )
+        )
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -311,6 +324,28 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
 
 # Keys only LLaMA-Factory's v1 config has (examples/v1/: `model:`, `model_class:`, `dist_config: {name: fsdp2}`, ...).
 _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
+
+
+def _other_format(document: dict) -> tuple[str, str, str] | None:
+    """A training config of a framework whose format vramfit does not read: (what, its first telling key, the fix)."""
+    keys = set(document)
+    train = document.get("train")
+    # LitGPT (config_hub/finetune/*.yaml, `litgpt finetune --config`): checkpoint_dir, devices, train: {micro_batch_size, ...}
+    if "checkpoint_dir" in keys and isinstance(train, dict) and {"micro_batch_size", "global_batch_size", "max_seq_length"} & set(train):
+        return (
+            "a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size)",
+            "checkpoint_dir",
+            "plan the run with vramfit plan (the model, the method, precision, train.micro_batch_size and train.max_seq_length).",
+        )
+    # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
+    components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
+    if components:
+        return (
+            f"a torchtune config ({', '.join(k + ': _component_' for k in components[:3])})",
+            components[0],
+            "plan the run with vramfit plan (the model, the method, batch_size and the sequence length).",
+        )
+    return None
 
 
 def _kind_of(document: dict, suffix: str) -> str:
