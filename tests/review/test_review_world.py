@@ -661,3 +661,27 @@ def test_a_framework_config_vramfit_does_not_read_is_said_not_reviewed(tmp_path,
     result = review([str(path)], gpu="a10g", gpus=4)
     assert result.exit_code == 3 and not find(result, severity="error") and not find(result, severity="warning")
     assert find(result, text=what) and find(result, text="not reviewed")
+
+
+def test_a_fsdp_config_file_is_read_from_beside_the_script(tmp_path):
+    """Liger-Kernel's examples: `--fsdp "full_shard auto_wrap" --fsdp_config config/fsdp_config.json`, a path the Trainer
+    opens from where the script runs (it was handed to transformers as a path: FileNotFoundError). Its
+    activation_checkpointing is FSDP's checkpointing of each wrapped layer; the program's own `model_name` default names
+    the model, and `--use_liger` is Liger's kernels."""
+    write(tmp_path, "config/fsdp_config.json", '{"backward_prefetch": "backward_pre", "activation_checkpointing": true}')
+    write(tmp_path, "training.py", "from dataclasses import dataclass\n\n\n@dataclass\nclass CustomArguments:\n    model_name: str = 'Qwen/Qwen2.5-1.5B'\n")
+    path = write(
+        tmp_path,
+        "run.sh",
+        'torchrun --nnodes=1 --nproc-per-node=4 training.py --bf16 --per_device_train_batch_size 8 --fsdp "full_shard auto_wrap" '
+        "--fsdp_config config/fsdp_config.json --use_liger True\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    setup = result.plan.setup
+    assert (setup.engine, setup.gradient_checkpointing, setup.liger) == ("fsdp", True, True)
+    assert "Qwen2.5-1.5B" in str(setup.model_config) or "qwen2.5-1.5b" in str(setup.model_config).lower()
+    missing = write(
+        tmp_path, "other.sh", "torchrun --nproc-per-node=4 train.py --model_name_or_path Qwen/Qwen2.5-1.5B --fsdp full_shard --fsdp_config nowhere.json\n"
+    )
+    result = review([str(missing)], gpu="a100-80g")
+    assert result.exit_code in (0, 1) and find(result, key="--fsdp_config", text="not beside the script")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
@@ -33,6 +35,8 @@ STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no mo
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
 ALIASES = {
     "model_name_or_path": "model.id",
+    "model_name": "model.id",  # fsdp_qlora's train.py, Liger-Kernel's examples, many scripts' own dataclasses
+    "use_liger": "training.use_liger_kernel",  # TRL 0.x's name for it; Liger-Kernel's examples (AutoLigerKernelForCausalLM)
     "model_max_length": "data.max_length",
     "max_seq_length": "data.max_length",
     "cutoff_len": "data.max_length",
@@ -156,6 +160,8 @@ NOT_MODELLED = {
     "disable_shuffling",
     "include_effective_tokens_per_second",
 }
+# TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
+FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
 PROGRAM_TRAINING = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "gradient_checkpointing")
 # TrainingArguments fields that took several values in transformers 4 (List[str]) and take one in 5.
@@ -670,6 +676,8 @@ class _Builder:
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
+        if name in FILE_ARGUMENTS and not axolotl and isinstance(self.scalar(setting), str) and not str(self.scalar(setting)).lstrip().startswith("{"):
+            return self._file_argument(name, str(self.scalar(setting)), setting)
         fields = self.fields
         if axolotl:
             setting = self.axolotl_value(setting)
@@ -853,6 +861,36 @@ class _Builder:
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _file_argument(self, name: str, written: str, setting: Setting) -> None:
+        """A TrainingArguments field that names a JSON file (`--fsdp_config config/fsdp_config.json`): the file is read from
+        beside the script, as the Trainer reads it from where the script runs, and its mapping is the value; never handed
+        to transformers as a path it would open from vramfit's own folder."""
+        source = next((s for s in self.sources if s.label == setting.file), self.primary)
+        found = locate(written, source.path, source.cwd)
+        document = None
+        if found is not None:
+            try:
+                text = found.read_text(encoding="utf-8")
+                document = json.loads(text) if found.suffix.lower() == ".json" else yaml.safe_load(text)
+            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+                document = None
+        if not isinstance(document, dict):
+            why = "is not beside the script" if found is None else "does not hold a mapping vramfit can read"
+            self.note("info", setting, f"{written} {why}: its settings are not reviewed", f"pass {written} too, or write its settings in the script.")
+            self.not_modelled.append(setting.key)
+            return
+        if name == "fsdp_config":
+            document = dict(document)
+            # transformers: fsdp_config's activation_checkpointing checkpoints each wrapped layer (FSDP's own activation
+            # checkpointing, in place of gradient_checkpointing, which it refuses beside it): planned as checkpointing
+            checkpointing = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if document.get(k) in (True, "true", "True")]
+            for k in checkpointing:
+                document.pop(k)
+            if checkpointing and "training.gradient_checkpointing" not in self.origins:
+                self.set("training.gradient_checkpointing", True, setting)
+                self.note("info", setting, f"{written}: {checkpointing[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
+        self.set(f"training.{name}", document, setting)
 
     def _quant_setting(self, name: str, value: Any, setting: Setting) -> bool:
         """A BitsAndBytesConfig field (planned only when the model is quantized); True when it was taken."""
@@ -1043,6 +1081,8 @@ class _Builder:
                 words = src.kind == "shell" and isinstance(st.value, list)
                 value = (" ".join(str(w) for w in st.value) or True) if words else st.value
                 text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+                if key == "fsdp_config" and not isinstance(value, dict) and isinstance(mapped.recipe["training"].get(key), dict):
+                    value = mapped.recipe["training"][key]  # the file it names, read by _file_argument
                 if key == "fsdp" and value not in (None, False, "", "false", "False", [], {}) and "shard_grad_op" not in text and not uses_deepspeed:
                     out["engine"] = "fsdp"
                     where["engine"] = Origin(st.file, st.key, st.line)
@@ -1092,6 +1132,8 @@ class _Builder:
                 self.set(f"training.{name}", value, setting)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
+            elif ALIASES.get(name) == "model.id" and isinstance(value, str) and value and "model.id" not in self.origins:
+                self.set("model.id", value, setting)  # the program's default model (Liger-Kernel's training.py: Meta-Llama-3-8B)
             elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)
             elif str(ALIASES.get(name)).startswith("model.lora.") and isinstance(value, (int, float, str)) and ALIASES[name] not in self.origins:
