@@ -637,10 +637,22 @@ def test_an_argument_the_launched_program_declares_is_its_own_not_a_typo(tmp_pat
         "train.py",
         "from fastcore.script import call_parse\n\n\n@call_parse()\ndef main(batch_size: int = 1, use_gradient_checkpointing: bool = True):\n    pass\n",
     )
-    path = write(tmp_path, "bench.sh", "python train.py --batch_size 4 --use_gradient_checkpointing True\n")
+    path = write(tmp_path, "bench.sh", "python train.py --model_name meta-llama/Llama-2-7b-hf --batch_size 4 --use_gradient_checkpointing True\n")
     result = review([str(path)], gpu="rtx3090", gpus=2)
     assert not find(result, severity="warning", key="--use_gradient_checkpointing")
     assert find(result, key="--use_gradient_checkpointing", text="train.py's own argument")
+    # its batch and length are its own arguments: its model is not planned at TrainingArguments' defaults
+    assert result.exit_code == 3 and find(result, key="--model_name", text="not taken as the model")
+
+
+def test_ms_swift_model_name_is_a_display_name_beside_model(tmp_path):
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "swift sft --model Qwen/Qwen2.5-1.5B-Instruct --train_type lora --model_name 小黄 'Xiao Huang' --max_length 1024\n",
+    )
+    setup = review([str(path)], gpu="a100-80g", gpus=1).plan.setup
+    assert "qwen2.5-1.5b" in str(setup.model_config).lower()
 
 
 @pytest.mark.parametrize(
@@ -669,7 +681,12 @@ def test_a_fsdp_config_file_is_read_from_beside_the_script(tmp_path):
     activation_checkpointing is FSDP's checkpointing of each wrapped layer; the program's own `model_name` default names
     the model, and `--use_liger` is Liger's kernels."""
     write(tmp_path, "config/fsdp_config.json", '{"backward_prefetch": "backward_pre", "activation_checkpointing": true}')
-    write(tmp_path, "training.py", "from dataclasses import dataclass\n\n\n@dataclass\nclass CustomArguments:\n    model_name: str = 'Qwen/Qwen2.5-1.5B'\n")
+    write(
+        tmp_path,
+        "training.py",
+        "from dataclasses import dataclass\n\nimport transformers\n\n\n@dataclass\nclass CustomArguments:\n    model_name: str = 'Qwen/Qwen2.5-1.5B'\n\n\n"
+        "parser = transformers.HfArgumentParser((transformers.TrainingArguments, CustomArguments))\n",
+    )
     path = write(
         tmp_path,
         "run.sh",

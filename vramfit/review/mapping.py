@@ -35,7 +35,6 @@ STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no mo
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
 ALIASES = {
     "model_name_or_path": "model.id",
-    "model_name": "model.id",  # fsdp_qlora's train.py, Liger-Kernel's examples, many scripts' own dataclasses
     "use_liger": "training.use_liger_kernel",  # TRL 0.x's name for it; Liger-Kernel's examples (AutoLigerKernelForCausalLM)
     "model_max_length": "data.max_length",
     "max_seq_length": "data.max_length",
@@ -496,6 +495,7 @@ class _Builder:
         self.lora_off = False  # a LoRA switch written false (--lora_enable False)
         self.prompt_text: int | None = None
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
+        self.model_name: Setting | None = None  # a `model_name` argument (the script's, else its program's default)
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
         # the launched program's source, where it lies beside the script (vramfit.review.program)
@@ -676,6 +676,9 @@ class _Builder:
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
+        if name == "model_name" and not axolotl and isinstance(self.scalar(setting), str):
+            self.model_name = setting  # the model only where nothing else names it (_model_name)
+            return
         if name in FILE_ARGUMENTS and not axolotl and isinstance(self.scalar(setting), str) and not str(self.scalar(setting)).lstrip().startswith("{"):
             return self._file_argument(name, str(self.scalar(setting)), setting)
         fields = self.fields
@@ -970,6 +973,7 @@ class _Builder:
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
         self._program_defaults()
+        self._model_name()
         self._liger()
         self._trl_defaults()
         self._model(model_config)
@@ -1132,8 +1136,9 @@ class _Builder:
                 self.set(f"training.{name}", value, setting)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
-            elif ALIASES.get(name) == "model.id" and isinstance(value, str) and value and "model.id" not in self.origins:
-                self.set("model.id", value, setting)  # the program's default model (Liger-Kernel's training.py: Meta-Llama-3-8B)
+            elif name == "model_name" and isinstance(value, str) and value and self.model_name is None:
+                self.model_name = setting  # the program's default model (Liger-Kernel's training.py: Meta-Llama-3-8B)
+                continue
             elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)
             elif str(ALIASES.get(name)).startswith("model.lora.") and isinstance(value, (int, float, str)) and ALIASES[name] not in self.origins:
@@ -1207,6 +1212,30 @@ class _Builder:
                     f"{cls}: reviewed with the {cls} defaults and planned as supervised training of the policy; {what} not planned yet",
                     line=origin.line,
                 )
+            )
+
+    def _model_name(self) -> None:
+        """`model_name` names the model (Liger-Kernel's examples, many scripts' own dataclasses) where nothing else does and the
+        run's batch and lengths are arguments vramfit reads: the launched program parses TrainingArguments or a TRL config
+        (HfArgumentParser). ms-swift's --model_name is the model's display name beside --model; fsdp_qlora's call_parse
+        program has its own batch_size / context_length, so planning its model at TrainingArguments' defaults would
+        misstate it: the model is left unnamed and the review incomplete."""
+        setting = self.model_name
+        if setting is None or "model.id" in self.origins:
+            return
+        parses = self.program.parses if self.program is not None else frozenset()
+        known = {"TrainingArguments", "Seq2SeqTrainingArguments", *(cls for _, cls in trainers.CLASSES.values())}
+        if parses & known:
+            self.set("model.id", self.scalar(setting), setting)
+            if setting.file == (self.program.label if self.program is not None else None):
+                self.findings.append(
+                    Finding("info", self.primary.label, "", f"read {setting.file}'s own default model: {self.scalar(setting)}", line=self.primary.launch_line)
+                )
+        else:
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} is {self.primary.program or 'the script'}'s own argument: read, not taken as the model (its batch and lengths are its own arguments too)",
             )
 
     def _liger(self) -> None:
