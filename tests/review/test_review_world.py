@@ -702,3 +702,21 @@ def test_a_fsdp_config_file_is_read_from_beside_the_script(tmp_path):
     )
     result = review([str(missing)], gpu="a100-80g")
     assert result.exit_code in (0, 1) and find(result, key="--fsdp_config", text="not beside the script")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        # OpenRLHF 0.9+: dotted argument groups
+        "--model.model_name_or_path Qwen/Qwen2.5-1.5B --data.max_len 1024 --train.micro_batch_size 2 --ds.zero_stage 3 "
+        "--ds.param_dtype bf16 --model.gradient_checkpointing_enable --ds.lora.rank 16 --eval.steps -1",
+        # OpenRLHF 0.8: flat names
+        "--pretrain Qwen/Qwen2.5-1.5B --max_len 1024 --micro_train_batch_size 2 --zero_stage 3 --bf16 --gradient_checkpointing --lora_rank 16",
+    ],
+)
+def test_openrlhf_arguments_are_read(tmp_path, args):
+    path = write(tmp_path, "train_sft.sh", f"deepspeed --module openrlhf.cli.train_sft {args}\n")
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    setup = result.plan.setup
+    assert (setup.seq_len, setup.micro_batch, setup.zero.stage, setup.gradient_checkpointing, setup.method, setup.lora_r) == (1024, 2, 3, True, "lora", 16)
+    assert not find(result, severity="warning") and not find(result, severity="error")

@@ -159,6 +159,22 @@ NOT_MODELLED = {
     "disable_shuffling",
     "include_effective_tokens_per_second",
 }
+# OpenRLHF's own arguments (openrlhf/cli/train_sft.py, train_dpo.py, train_rm.py): the flat names of 0.8 and the dotted
+# groups of 0.9+ (`--train.micro_batch_size`); read where the launched program is OpenRLHF's.
+OPENRLHF = {
+    "pretrain": "model.id",
+    "model.model_name_or_path": "model.id",
+    "max_len": "data.max_length",
+    "data.max_len": "data.max_length",
+    "micro_train_batch_size": "training.per_device_train_batch_size",
+    "train.micro_batch_size": "training.per_device_train_batch_size",
+    "model.gradient_checkpointing_enable": "training.gradient_checkpointing",
+    "ds.attn_implementation": "model.attn_implementation",
+    "ds.lora.rank": "model.lora.r",
+    "ds.lora.alpha": "model.lora.alpha",
+    "ds.lora.target_modules": "model.lora.target_modules",
+    "ds.lora.dropout": "model.lora.dropout",
+}
 # TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
 FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
@@ -348,6 +364,8 @@ PLANNER_SWITCHES = {
     "data_flatten": "padding_free",  # Qwen-VL qwen-vl-finetune: the samples of a batch concatenated into one sequence
     "neat_packing": "packing",  # LLaMA-Factory (packing without cross-attention between the packed samples)
     "optimizer_in_bwd": "optimizer_in_bwd",  # torchtune
+    "packing_samples": "padding_free",  # OpenRLHF: a micro-batch's samples concatenated into one sequence, no padding
+    "ds.packing_samples": "padding_free",
 }
 
 
@@ -672,6 +690,10 @@ class _Builder:
                 "write the value in the script, or define the variable above the command.",
             )
             return
+        if self._openrlhf() and name in ("ds.zero_stage", "adam_offload", "ds.adam_offload"):
+            return  # the ZeRO stage a flag names (_named_zero)
+        if self._openrlhf() and (name in OPENRLHF or name in ("ds.param_dtype", "param_dtype", "lora_rank")):
+            return self._openrlhf_argument(name, setting)
         if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
@@ -865,6 +887,28 @@ class _Builder:
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
 
+    def _openrlhf(self) -> bool:
+        return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
+
+    def _openrlhf_argument(self, name: str, setting: Setting) -> None:
+        value = self.scalar(setting)
+        if name in ("ds.param_dtype", "param_dtype"):
+            if value in ("bf16", "fp16"):
+                self.set(f"training.{value}", True, setting)
+            return
+        if name in ("lora_rank", "ds.lora.rank") and isinstance(value, int) and not isinstance(value, bool):
+            if value > 0:  # OpenRLHF: LoRA where the rank is above 0 (its default, 0: none)
+                self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+                self.set("model.lora.r", value, setting)
+            return
+        target = OPENRLHF[name]
+        if target.startswith("training."):
+            self.set(target, True if value == [] or value is True else value, setting) if isinstance(value, (bool, int)) else None
+            return
+        if target == "model.id" and not isinstance(value, str):
+            return self.not_modelled.append(setting.key)
+        self.set(target, value, setting)
+
     def _file_argument(self, name: str, written: str, setting: Setting) -> None:
         """A TrainingArguments field that names a JSON file (`--fsdp_config config/fsdp_config.json`): the file is read from
         beside the script, as the Trainer reads it from where the script runs, and its mapping is the value; never handed
@@ -952,7 +996,8 @@ class _Builder:
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
         declared = self.program is not None and source is self.primary and name.replace("-", "_") in self.program.declared
         # one slip from a field, unless the launched program declares the argument itself (fsdp_qlora's --use_gradient_checkpointing)
-        typo = not own_parser and not declared and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
+        # a dotted flag (`--eval.steps`: OpenRLHF's, jsonargparse's and tyro's argument groups) is never a slip of a flat field
+        typo = not own_parser and not declared and "." not in name and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
         if name.replace("-", "_") in PLANNER_SWITCHES:
             return  # planned by _planner_settings (packing / padding-free / offloading switches)
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
@@ -1640,12 +1685,14 @@ class _Builder:
                 if stage == 3:
                     zero["offload_param"] = {"device": "cpu", "pin_memory": True}
             return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
-        zs = flags.get("--zero_stage")
+        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage")
         if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
             zero = {"stage": int(zs.value[0])}
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
+            if self._openrlhf() and {"--adam_offload", "--ds.adam_offload"} & set(flags):  # OpenRLHF utils/deepspeed: the optimizer only
+                zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
             if zero["stage"] == 0:
                 # DeepSpeed-Chat initialises DeepSpeed itself: at stage 0 its fp16 / bf16 optimizer wrapper still keeps fp32
                 # master weights beside the 16-bit ones (deepspeed/runtime/fp16/fused_optimizer.py), not plain DDP's AMP

@@ -44,6 +44,7 @@ ENTRY_WORDS = {
     "cpo": "cpo",
     "rloo": "rloo",
     "sft": "sft",
+    "rm": "reward",  # OpenRLHF openrlhf/cli/train_rm.py
 }
 # LLaMA-Factory's stage, ms-swift's rlhf_type, axolotl's rl -> trainer
 STAGES = {
@@ -72,7 +73,7 @@ def from_entry(program: str) -> str | None:
         return "online_dpo"
     if "reward_model" in text or "reward_modeling" in text:
         return "reward"
-    for word in ("grpo", "gspo", "dpo", "kto", "orpo", "gkd", "cpo", "rloo", "sft"):
+    for word in ("grpo", "gspo", "dpo", "kto", "orpo", "gkd", "cpo", "rloo", "sft", "rm"):
         if word in words or any(w.startswith(word + "_") or w.endswith("_" + word) for w in words):
             return ENTRY_WORDS[word]
     return None
