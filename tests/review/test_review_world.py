@@ -720,3 +720,14 @@ def test_openrlhf_arguments_are_read(tmp_path, args):
     setup = result.plan.setup
     assert (setup.seq_len, setup.micro_batch, setup.zero.stage, setup.gradient_checkpointing, setup.method, setup.lora_r) == (1024, 2, 3, True, "lora", 16)
     assert not find(result, severity="warning") and not find(result, severity="error")
+
+
+def test_a_zero_stage_flag_is_compared_by_its_stage(tmp_path):
+    path = write(
+        tmp_path,
+        "train_sft.sh",
+        "deepspeed --module openrlhf.cli.train_sft --pretrain meta-llama/Llama-3.2-3B --max_len 1024 --micro_train_batch_size 1 --zero_stage 2\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8, against="axolotl-llama-3b-8xa100-80g")
+    diff = find(result, source="recipe-diff", key="--zero_stage")
+    assert diff and diff[0].fix.startswith("--zero_stage 3")
