@@ -731,3 +731,24 @@ def test_a_zero_stage_flag_is_compared_by_its_stage(tmp_path):
     result = review([str(path)], gpu="a100-80g", gpus=8, against="axolotl-llama-3b-8xa100-80g")
     diff = find(result, source="recipe-diff", key="--zero_stage")
     assert diff and diff[0].fix.startswith("--zero_stage 3")
+
+
+def test_a_python_script_s_config_dicts_model_lora_and_trainer_arguments_are_read(tmp_path):
+    """The Phi-3 model card's sample_finetune.py: `TrainingArguments(**training_config)`, the model from
+    `from_pretrained(checkpoint_path, ...)`, `LoraConfig(**peft_config)`, `SFTTrainer(max_seq_length=..., packing=True)`;
+    a BitsAndBytesConfig(load_in_4bit=True) makes it QLoRA."""
+    path = write(
+        tmp_path,
+        "sample_finetune.py",
+        "import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig, TrainingArguments\nfrom peft import LoraConfig\n"
+        "from trl import SFTTrainer\n\ntraining_config = {'bf16': True, 'per_device_train_batch_size': 3, 'gradient_checkpointing': True}\n"
+        "peft_config = {'r': 16, 'lora_alpha': 32, 'target_modules': 'all-linear'}\ntrain_conf = TrainingArguments(**training_config)\n"
+        "peft_conf = LoraConfig(**peft_config)\ncheckpoint_path = 'Qwen/Qwen2.5-1.5B'\n"
+        "bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)\n"
+        "model = AutoModelForCausalLM.from_pretrained(checkpoint_path, quantization_config=bnb)\n"
+        "trainer = SFTTrainer(model=model, args=train_conf, peft_config=peft_conf, max_seq_length=1536, packing=True)\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    setup = result.plan.setup
+    assert (setup.micro_batch, setup.seq_len, setup.packing, setup.method, setup.lora_r, setup.quantization) == (3, 1536, True, "qlora", 16, "nf4")
+    assert not find(result, severity="warning") and not find(result, text="computed when the script runs")

@@ -77,6 +77,7 @@ _DTYPES = frozenset({"bfloat16", "float16", "float32"})
 QUANT_SETTINGS = {
     "bnb_4bit_quant_type": ("quant_type", frozenset({"nf4", "fp4"})),
     "use_bnb_nested_quant": ("double_quant", frozenset({True, False})),
+    "bnb_4bit_use_double_quant": ("double_quant", frozenset({True, False})),  # BitsAndBytesConfig's own name
     "use_nested_quant": ("double_quant", frozenset({True, False})),
     "bnb_4bit_compute_dtype": ("compute_dtype", _DTYPES),
     "bnb_4bit_quant_storage": ("quant_storage", _DTYPES | {"uint8"}),

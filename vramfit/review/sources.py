@@ -507,20 +507,109 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     name = getattr(call.func, "id", None) or call.func.attr
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
-    for kw in call.keywords:
-        if kw.arg is None:
-            continue
-        try:
-            value = ast.literal_eval(kw.value)
-        except (ValueError, SyntaxError, TypeError):
-            source.notes.append(Finding("info", source.label, kw.arg, f"{kw.arg} is computed when the script runs; not reviewed", line=kw.lineno))
-            continue
-        source.settings.append(Setting(kw.arg, value, source.label, kw.lineno))
-        if kw.arg == "deepspeed" and isinstance(value, str):
+    literals = _python_literals(tree)
+    for key, value, line in _call_arguments(call, literals, source):
+        source.settings.append(Setting(key, value, source.label, line))
+        if key == "deepspeed" and isinstance(value, str):
             source.references.append(Reference("deepspeed", value, source.settings[-1]))
+    source.settings += _python_setup(tree, literals, source, {s.key for s in source.settings})
     if len(calls) > 1:
         source.notes.append(Finding("info", source.label, "", f"{len(calls)} argument calls; reviewed the first (line {call.lineno})", line=call.lineno))
     return source
+
+
+def _python_literals(tree) -> dict[str, Any]:
+    """Names a script assigns a literal to (`training_config = {...}`, `checkpoint_path = "microsoft/Phi-3-mini-4k-instruct"`,
+    `model_kwargs = dict(...)`); a name assigned twice keeps its first literal."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id not in out:
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
+                value = ast.Dict(keys=[ast.Constant(k.arg) for k in value.keywords if k.arg], values=[k.value for k in value.keywords if k.arg])
+            out[node.targets[0].id] = value
+    return out
+
+
+def _literal(node, literals: dict[str, Any]) -> Any:
+    """A literal value, a name assigned one, or a `torch.bfloat16`-style dtype; raises ValueError otherwise."""
+    import ast
+
+    if isinstance(node, ast.Name) and node.id in literals:
+        node = literals[node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return node.attr
+    if isinstance(node, ast.Dict):
+        return {_literal(k, literals): _literal(v, literals) for k, v in zip(node.keys, node.values) if k is not None}
+    return ast.literal_eval(node)
+
+
+def _call_arguments(call, literals: dict[str, Any], source: Source, wanted: set[str] | None = None):
+    """(name, value, line) of a call's keywords (those in `wanted`, else all), a `**config` dict spread into it included
+    (`TrainingArguments(**training_config)`); a value computed when the script runs is said, not reviewed."""
+    import ast
+
+    pairs = []
+    for kw in call.keywords:
+        if kw.arg is None:  # **name: the literal dict the name holds
+            target = literals.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
+            if isinstance(target, ast.Dict):
+                pairs += [(k.value, v) for k, v in zip(target.keys, target.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        else:
+            pairs.append((kw.arg, kw.value))
+    for key, node in pairs:
+        if wanted is not None and key not in wanted:
+            continue
+        try:
+            yield key, _literal(node, literals), node.lineno
+        except (ValueError, SyntaxError, TypeError):
+            source.notes.append(Finding("info", source.label, key, f"{key} is computed when the script runs; not reviewed", line=node.lineno))
+
+
+# What a script's own calls set beside its argument class: the model it loads, its LoRA and bitsandbytes configs, and the
+# length / packing it hands an SFTTrainer (TRL before 0.12 took them there).
+_LORA_KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"}
+_BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage"}
+_TRAINER_KEYS = {"max_seq_length", "packing"}
+
+
+def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
+    import ast
+
+    out: list[Setting] = []
+    seen = set(taken)
+
+    def add(key: str, value: Any, line: int) -> None:
+        if key not in seen:
+            seen.add(key)
+            out.append(Setting(key, value, source.label, line))
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) or ""
+        owner = node.func.value.id if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) else ""
+        if called == "from_pretrained" and owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration")):
+            if node.args:
+                try:
+                    model = _literal(node.args[0], literals)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                if isinstance(model, str):
+                    add("model_name_or_path", model, node.lineno)
+        elif called == "LoraConfig":
+            add("use_peft", True, node.lineno)
+            for key, value, line in _call_arguments(node, literals, source, set(_LORA_KEYS)):
+                add(_LORA_KEYS[key], value, line)
+        elif called == "BitsAndBytesConfig":
+            for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
+                add(key, value, line)
+        elif called.endswith("Trainer") and called not in PYTHON_CONFIGS:
+            for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
+                add(key, value, line)
+    return out
 
 
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
