@@ -591,7 +591,7 @@ def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str
             continue
         called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) or ""
         owner = node.func.value.id if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) else ""
-        if called == "from_pretrained" and owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration")):
+        if called == "from_pretrained" and (owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration"))):
             if node.args:
                 try:
                     model = _literal(node.args[0], literals)
