@@ -72,6 +72,11 @@ def stand_in(program: dict) -> str:
             lines.append(f"parser.add_argument({flag!r}, action={action!r})  # upstream line {fact['line']}")
         else:
             lines.append(f"parser.add_argument({flag!r}, default={fact['value']!r})  # upstream line {fact['line']}")
+    for name in program.get("declared") or []:  # declared upstream without a default vramfit reads
+        if name not in program["defaults"]:
+            lines.append(f"parser.add_argument({'--' + name!r})  # declared upstream")
+    for fact in program.get("lines") or []:  # upstream lines kept verbatim (the argument classes the program parses into)
+        lines.append(f"{fact['text']}  # upstream line {fact['line']}")
     if program.get("keeps_eval_logits"):
         lines.append("compute_metrics = None  # the upstream program passes a compute_metrics to its Trainer")
     return "\n".join(lines) + "\n"

@@ -117,3 +117,34 @@ def test_a_hash_inside_a_word_is_not_a_comment():
     size) keeps the rest of the command, and `# ...` after a space is still a comment."""
     script = "torchrun t.py --dataset AI-MO/NuminaMath-TIR#5000 \\\n    --deepspeed zero3 # the preset\n"
     assert launch(script).argv == ["torchrun", "t.py", "--dataset", "AI-MO/NuminaMath-TIR#5000", "--deepspeed", "zero3"]
+
+
+def test_read_d_heredoc_stores_the_document_in_the_variable():
+    """OpenRLHF's examples: `read -r -d '' training_commands <<EOF ... EOF`, then `deepspeed --module $training_commands`.
+    An unquoted delimiter joins backslash-continued lines and expands variables; a quoted one keeps the text."""
+    from vramfit.review import shell
+
+    text = (
+        "LEN=2048\n"
+        "read -r -d '' cmd <<EOF\n"
+        "openrlhf.cli.train_sft \\\n"
+        "   --data.max_len $LEN \\\n"
+        "   --model.model_name_or_path meta-llama/Meta-Llama-3-8B\n"
+        "EOF\n"
+        "read -r -d '' raw <<'EOF'\n"
+        "--x $LEN\n"
+        "EOF\n"
+        "deepspeed --module $cmd\n"
+    )
+    script = shell.parse(text)
+    assert script.variables["raw"] == "--x $LEN"
+    launch = [c for c in script.commands if c.argv[0] == "deepspeed"][0]
+    assert launch.argv == [
+        "deepspeed",
+        "--module",
+        "openrlhf.cli.train_sft",
+        "--data.max_len",
+        "2048",
+        "--model.model_name_or_path",
+        "meta-llama/Meta-Llama-3-8B",
+    ]

@@ -168,15 +168,11 @@ def check(recipe, file: str, raw_ds: dict[str, Any] | None) -> Problems:
                 f"set model.quantization.quant_storage: {compute}.",
             )
 
-    # Gradient checkpointing: reentrant under ZeRO-3 breaks the parameter gathering.
-    kwargs = t.get("gradient_checkpointing_kwargs") or {}
-    if t.get("gradient_checkpointing") and stage == 3 and isinstance(kwargs, dict) and kwargs.get("use_reentrant") is True:
-        problems.add(
-            file,
-            "training.gradient_checkpointing_kwargs.use_reentrant",
-            "reentrant checkpointing under ZeRO-3 recomputes with partitioned (empty) parameters",
-            "set gradient_checkpointing_kwargs: {use_reentrant: false}.",
-        )
+    # Gradient checkpointing under ZeRO-3: either kind is valid. Reentrant checkpointing re-runs each module's forward,
+    # whose ZeRO-3 hooks gather the parameters again (it was transformers 4's default, `{"use_reentrant": True}`, in
+    # every Trainer + ZeRO-3 run); the failure the issue trackers document is the other kind with frozen parameters
+    # (non-reentrant's recompute check sees them partitioned: transformers#47254, trl#2514, fixed in DeepSpeed#8148),
+    # and reentrant is its workaround (transformers#34928). No rule here.
 
     return problems
 

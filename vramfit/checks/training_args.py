@@ -112,7 +112,13 @@ def check(recipe, file: str) -> tuple[Problems, Any]:
         return problems, None
     try:
         args = build(recipe.method, recipe.training, recipe.world_size, str(recipe.folder / "_validate"))
-    except (ValueError, TypeError, AssertionError, ArithmeticError) as exc:  # num_generations=0: TRL divides by it
+    except (
+        ValueError,
+        TypeError,
+        AssertionError,
+        ArithmeticError,
+        OSError,
+    ) as exc:  # num_generations=0: TRL divides by it; OSError: a fsdp_config path it opens
         message = " ".join(str(exc).split())
         if isinstance(exc, ArithmeticError):
             zero = [k for k, v in recipe.training.items() if v == 0 and not isinstance(v, bool)]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
@@ -33,6 +35,7 @@ STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no mo
 # LLaMA-Factory) that carry a recipe setting: name -> recipe key.
 ALIASES = {
     "model_name_or_path": "model.id",
+    "use_liger": "training.use_liger_kernel",  # TRL 0.x's name for it; Liger-Kernel's examples (AutoLigerKernelForCausalLM)
     "model_max_length": "data.max_length",
     "max_seq_length": "data.max_length",
     "cutoff_len": "data.max_length",
@@ -65,7 +68,23 @@ ALIASES = {
     "grad_checkpoint": "training.gradient_checkpointing",
 }
 # Switches that pick the method when on.
-METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "q_lora": "qlora"}
+METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "use_peft_lora": "lora", "q_lora": "qlora"}
+# bitsandbytes loading switches of TRL's ModelConfig (load_in_4bit / load_in_8bit) and of PEFT's examples/sft/train.py
+# ModelArguments (use_4bit_quantization / use_8bit_quantization): name -> bits when on.
+QUANT_SWITCHES = {"load_in_4bit": 4, "load_in_8bit": 8, "use_4bit_quantization": 4, "use_8bit_quantization": 8}
+# Their BitsAndBytesConfig fields: name -> (recipe model.quantization key, the values it takes). TRL's ModelConfig:
+# bnb_4bit_quant_type, use_bnb_nested_quant, bnb_4bit_quant_storage; PEFT's example: bnb_4bit_compute_dtype,
+# use_nested_quant, bnb_4bit_quant_type, bnb_4bit_quant_storage_dtype.
+_DTYPES = frozenset({"bfloat16", "float16", "float32"})
+QUANT_SETTINGS = {
+    "bnb_4bit_quant_type": ("quant_type", frozenset({"nf4", "fp4"})),
+    "use_bnb_nested_quant": ("double_quant", frozenset({True, False})),
+    "bnb_4bit_use_double_quant": ("double_quant", frozenset({True, False})),  # BitsAndBytesConfig's own name
+    "use_nested_quant": ("double_quant", frozenset({True, False})),
+    "bnb_4bit_compute_dtype": ("compute_dtype", _DTYPES),
+    "bnb_4bit_quant_storage": ("quant_storage", _DTYPES | {"uint8"}),
+    "bnb_4bit_quant_storage_dtype": ("quant_storage", _DTYPES | {"uint8"}),
+}
 # Switches over what trains: name -> (model.train key, value when the switch is on).
 TRAIN_SWITCHES = {
     "tune_vision": ("vision_tower", True),
@@ -143,6 +162,24 @@ NOT_MODELLED = {
     "disable_shuffling",
     "include_effective_tokens_per_second",
 }
+# OpenRLHF's own arguments (openrlhf/cli/train_sft.py, train_dpo.py, train_rm.py): the flat names of 0.8 and the dotted
+# groups of 0.9+ (`--train.micro_batch_size`); read where the launched program is OpenRLHF's.
+OPENRLHF = {
+    "pretrain": "model.id",
+    "model.model_name_or_path": "model.id",
+    "max_len": "data.max_length",
+    "data.max_len": "data.max_length",
+    "micro_train_batch_size": "training.per_device_train_batch_size",
+    "train.micro_batch_size": "training.per_device_train_batch_size",
+    "model.gradient_checkpointing_enable": "training.gradient_checkpointing",
+    "ds.attn_implementation": "model.attn_implementation",
+    "ds.lora.rank": "model.lora.r",
+    "ds.lora.alpha": "model.lora.alpha",
+    "ds.lora.target_modules": "model.lora.target_modules",
+    "ds.lora.dropout": "model.lora.dropout",
+}
+# TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
+FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
 PROGRAM_TRAINING = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "gradient_checkpointing")
 # TrainingArguments fields that took several values in transformers 4 (List[str]) and take one in 5.
@@ -177,6 +214,9 @@ UPSTREAM_SPECIAL = {
     "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
     "use_backbone_lora",  # InternVL: LoRA rank on the ViT (0: none)
     "sleep_level",  # ms-swift GRPO: 1 / 2 put the colocated vLLM engine to sleep outside generation
+    *QUANT_SWITCHES,
+    *QUANT_SETTINGS,
+    "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -190,7 +230,7 @@ RENAMED = {
     "group_by_length": ("train_sampling_strategy", "replaced by train_sampling_strategy in the installed transformers"),
     "overwrite_output_dir": (None, "gone from the installed transformers (the Trainer writes into output_dir as it is)"),
     "logging_dir": (None, "gone from the installed transformers (logs go under output_dir)"),
-    "max_prompt_length": (None, "not a trl.GRPOConfig argument in the installed TRL (the trainer no longer truncates prompts)"),
+    "max_prompt_length": (None, "not a {cls} argument in the installed TRL (the trainer no longer truncates prompts)"),
     # TrainingArguments fields of transformers 4 that the installed transformers 5 no longer has (none changes memory here;
     # the FSDP wrap settings live in fsdp_config, the batch dispatch ones in accelerator_config)
     **{
@@ -330,6 +370,8 @@ PLANNER_SWITCHES = {
     "data_flatten": "padding_free",  # Qwen-VL qwen-vl-finetune: the samples of a batch concatenated into one sequence
     "neat_packing": "packing",  # LLaMA-Factory (packing without cross-attention between the packed samples)
     "optimizer_in_bwd": "optimizer_in_bwd",  # torchtune
+    "packing_samples": "padding_free",  # OpenRLHF: a micro-batch's samples concatenated into one sequence, no padding
+    "ds.packing_samples": "padding_free",
 }
 
 
@@ -485,9 +527,16 @@ class _Builder:
         self.lora_off = False  # a LoRA switch written false (--lora_enable False)
         self.prompt_text: int | None = None
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
+        self.model_name: Setting | None = None  # a `model_name` argument (the script's, else its program's default)
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
-        self.trainer = _trainer(sources, names)
+        # the launched program's source, where it lies beside the script (vramfit.review.program)
+        self.program = None
+        if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
+            from vramfit.review import program as program_mod
+
+            self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+        self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:
             self.trainer = "grpo"
@@ -495,17 +544,11 @@ class _Builder:
         self.model_missing: str = ""
         self.model_missing_origin: Origin | None = None
         self.model_how = ""
-        # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.image_assumed = False
         self.length_cap: int | None = None
         self.length_bound = False
         self.longest_unknown: Origin | None = None
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
-        self.program = None
-        if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
-            from vramfit.review import program as program_mod
-
-            self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
         """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
@@ -709,10 +752,19 @@ class _Builder:
                 "write the value in the script, or define the variable above the command.",
             )
             return
+        if self._openrlhf() and name in ("ds.zero_stage", "adam_offload", "ds.adam_offload"):
+            return  # the ZeRO stage a flag names (_named_zero)
+        if self._openrlhf() and (name in OPENRLHF or name in ("ds.param_dtype", "param_dtype", "lora_rank")):
+            return self._openrlhf_argument(name, setting)
         if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
+        if name == "model_name" and not axolotl and isinstance(self.scalar(setting), str):
+            self.model_name = setting  # the model only where nothing else names it (_model_name)
+            return
+        if name in FILE_ARGUMENTS and not axolotl and isinstance(self.scalar(setting), str) and not str(self.scalar(setting)).lstrip().startswith("{"):
+            return self._file_argument(name, str(self.scalar(setting)), setting)
         fields = self.fields
         if axolotl:
             setting = self.axolotl_value(setting)
@@ -757,18 +809,19 @@ class _Builder:
             trl_pin = self.find_pin(source, "trl") if source is not None else None
             if trl_pin is None or trl_pin.major == 0:  # pinned before 1.x, or nothing pinned: the flag dates the script
                 said = f"this repository pins {trl_pin}, whose" if trl_pin is not None else "nothing pins trl beside the script, and TRL 0.x's"
+                cls = self.cls_name() if self.trainer else "GRPOConfig"
                 self.note(
                     "info",
                     setting,
-                    f"{said} GRPOConfig truncates prompts to {setting.key}; the installed "
-                    f"TRL {_installed('trl')} {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                    f"{said} {cls} truncates prompts to {setting.key}; the installed "
+                    f"TRL {_installed('trl')} {why.format(cls='trl.' + cls)}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                     "drop it and filter overlong prompts from the data set when you upgrade.",
                 )
                 return
             self.note(
                 "warning",
                 setting,
-                f"{setting.key} is {why}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
+                f"{setting.key} is {why.format(cls='trl.' + (self.cls_name() if self.trainer else 'GRPOConfig'))}; reviewed as the prompt's text length ({self.prompt_text} tokens)",
                 "drop it and filter overlong prompts from the data set (TRL's advice).",
             )
             return
@@ -846,6 +899,14 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.set("model.train.llm", False, setting)
             self.set("model.train.vision_tower", False, setting)
+        elif name == "mm_tunable_parts" and isinstance(value, str):
+            # LLaVA-NeXT llava/train/train.py: every weight frozen, then each named part unfrozen (mm_mlp_adapter: the
+            # projector, mm_vision_tower, mm_language_model: the LLM in full, or its LoRA adapters under lora_enable)
+            parts = {p.strip() for p in value.split(",")}
+            self.set("model.train.projector", "mm_mlp_adapter" in parts, setting)
+            self.set("model.train.vision_tower", "mm_vision_tower" in parts, setting)
+            if "mm_language_model" not in parts:
+                self.set("model.train.llm", False, setting)
         elif name == "freeze_backbone" and isinstance(value, bool) and self._beside(setting, "freeze_llm"):
             self.set("model.train.vision_tower", not value, setting)  # InternVL: the backbone is the ViT, freeze_llm the LLM
         elif name in TRAIN_SWITCHES and isinstance(value, bool):
@@ -867,6 +928,11 @@ class _Builder:
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
                 Origin(setting.file, setting.key, setting.line),
             )
+        elif name in QUANT_SWITCHES:
+            if value is True:
+                self.set("model.quantization.bits", QUANT_SWITCHES[name], setting)
+        elif name in QUANT_SETTINGS:
+            self._quant_setting(name, value, setting)
         elif name in ("quant_bits", "quantization_bit") and value in (4, 8):  # ms-swift, LLaMA-Factory
             self.set("model.quantization.bits", value, setting)
         elif name == "finetuning_type" and value in ("lora", "full", "freeze"):
@@ -890,6 +956,69 @@ class _Builder:
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _openrlhf(self) -> bool:
+        return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
+
+    def _openrlhf_argument(self, name: str, setting: Setting) -> None:
+        value = self.scalar(setting)
+        if name in ("ds.param_dtype", "param_dtype"):
+            if value in ("bf16", "fp16"):
+                self.set(f"training.{value}", True, setting)
+            return
+        if name in ("lora_rank", "ds.lora.rank") and isinstance(value, int) and not isinstance(value, bool):
+            if value > 0:  # OpenRLHF: LoRA where the rank is above 0 (its default, 0: none)
+                self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
+                self.set("model.lora.r", value, setting)
+            return
+        target = OPENRLHF[name]
+        if target.startswith("training."):
+            self.set(target, True if value == [] or value is True else value, setting) if isinstance(value, (bool, int)) else None
+            return
+        if target == "model.id" and not isinstance(value, str):
+            return self.not_modelled.append(setting.key)
+        self.set(target, value, setting)
+
+    def _file_argument(self, name: str, written: str, setting: Setting) -> None:
+        """A TrainingArguments field that names a JSON file (`--fsdp_config config/fsdp_config.json`): the file is read from
+        beside the script, as the Trainer reads it from where the script runs, and its mapping is the value; never handed
+        to transformers as a path it would open from vramfit's own folder."""
+        source = next((s for s in self.sources if s.label == setting.file), self.primary)
+        found = locate(written, source.path, source.cwd)
+        document = None
+        if found is not None:
+            try:
+                text = found.read_text(encoding="utf-8")
+                document = json.loads(text) if found.suffix.lower() == ".json" else yaml.safe_load(text)
+            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+                document = None
+        if not isinstance(document, dict):
+            why = "is not beside the script" if found is None else "does not hold a mapping vramfit can read"
+            self.note("info", setting, f"{written} {why}: its settings are not reviewed", f"pass {written} too, or write its settings in the script.")
+            self.not_modelled.append(setting.key)
+            return
+        if name == "fsdp_config":
+            document = dict(document)
+            # transformers: fsdp_config's activation_checkpointing checkpoints each wrapped layer (FSDP's own activation
+            # checkpointing, in place of gradient_checkpointing, which it refuses beside it): planned as checkpointing
+            checkpointing = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if document.get(k) in (True, "true", "True")]
+            for k in checkpointing:
+                document.pop(k)
+            if checkpointing and "training.gradient_checkpointing" not in self.origins:
+                self.set("training.gradient_checkpointing", True, setting)
+                self.note("info", setting, f"{written}: {checkpointing[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
+        self.set(f"training.{name}", document, setting)
+
+    def _quant_setting(self, name: str, value: Any, setting: Setting) -> bool:
+        """A BitsAndBytesConfig field (planned only when the model is quantized); True when it was taken."""
+        key, allowed = QUANT_SETTINGS[name]
+        if isinstance(value, str):
+            value = value.removeprefix("torch.")
+        if value in allowed and not (isinstance(value, int) and not isinstance(value, bool) and key != "double_quant"):
+            self.set(f"model.quantization.{key}", value, setting)
+            return True
+        self.not_modelled.append(setting.key)
+        return False
 
     def _beside(self, setting: Setting, name: str) -> bool:
         """The file that holds `setting` also sets `name` (either spelling)."""
@@ -935,7 +1064,10 @@ class _Builder:
         kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
         program = source.program or ""
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
-        typo = not own_parser and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)  # one slip from a field
+        declared = self.program is not None and source is self.primary and name.replace("-", "_") in self.program.declared
+        # one slip from a field, unless the launched program declares the argument itself (fsdp_qlora's --use_gradient_checkpointing)
+        # a dotted flag (`--eval.steps`: OpenRLHF's, jsonargparse's and tyro's argument groups) is never a slip of a flat field
+        typo = not own_parser and not declared and "." not in name and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
         if name.replace("-", "_") in PLANNER_SWITCHES:
             return  # planned by _planner_settings (packing / padding-free / offloading switches)
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
@@ -997,6 +1129,7 @@ class _Builder:
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
         self._program_defaults()
+        self._model_name()
         self._liger()
         self._trl_defaults()
         self._model(model_config)
@@ -1110,6 +1243,8 @@ class _Builder:
                 words = src.kind == "shell" and isinstance(st.value, list)
                 value = (" ".join(str(w) for w in st.value) or True) if words else st.value
                 text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+                if key == "fsdp_config" and not isinstance(value, dict) and isinstance(mapped.recipe["training"].get(key), dict):
+                    value = mapped.recipe["training"][key]  # the file it names, read by _file_argument
                 if key == "fsdp" and value not in (None, False, "", "false", "False", [], {}) and "shard_grad_op" not in text and not uses_deepspeed:
                     out["engine"] = "fsdp"
                     where["engine"] = Origin(st.file, st.key, st.line)
@@ -1172,10 +1307,20 @@ class _Builder:
                 self.set(f"training.{name}", value, setting)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
+            elif name == "model_name" and isinstance(value, str) and value and self.model_name is None:
+                self.model_name = setting  # the program's default model (Liger-Kernel's training.py: Meta-Llama-3-8B)
+                continue
             elif ALIASES.get(name) in ("data.max_length", "data.max_pixels") and isinstance(value, int) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)
             elif ALIASES.get(name, "").removeprefix("training.") in PROGRAM_TRAINING and isinstance(value, (int, bool)) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)  # the program's own name for a TrainingArguments field (InternVL's grad_checkpoint)
+            elif str(ALIASES.get(name)).startswith("model.lora.") and isinstance(value, (int, float, str)) and ALIASES[name] not in self.origins:
+                if ALIASES[name] == "model.lora.target_modules" and isinstance(value, str) and "," in value:
+                    value = [m.strip() for m in value.split(",") if m.strip()]  # the program splits its comma list
+                self.set(ALIASES[name], value, setting)  # the program's LoRA shape (used only where LoRA is on)
+            elif name in QUANT_SETTINGS and f"model.quantization.{QUANT_SETTINGS[name][0]}" not in self.origins:
+                if not self._quant_setting(name, value, setting):  # used only where the model is quantized
+                    continue
             else:
                 continue
             used.append(f"--{name} {value}")
@@ -1240,6 +1385,30 @@ class _Builder:
                     f"{cls}: reviewed with the {cls} defaults and planned as supervised training of the policy; {what} not planned yet",
                     line=origin.line,
                 )
+            )
+
+    def _model_name(self) -> None:
+        """`model_name` names the model (Liger-Kernel's examples, many scripts' own dataclasses) where nothing else does and the
+        run's batch and lengths are arguments vramfit reads: the launched program parses TrainingArguments or a TRL config
+        (HfArgumentParser). ms-swift's --model_name is the model's display name beside --model; fsdp_qlora's call_parse
+        program has its own batch_size / context_length, so planning its model at TrainingArguments' defaults would
+        misstate it: the model is left unnamed and the review incomplete."""
+        setting = self.model_name
+        if setting is None or "model.id" in self.origins:
+            return
+        parses = self.program.parses if self.program is not None else frozenset()
+        known = {"TrainingArguments", "Seq2SeqTrainingArguments", *(cls for _, cls in trainers.CLASSES.values())}
+        if parses & known:
+            self.set("model.id", self.scalar(setting), setting)
+            if setting.file == (self.program.label if self.program is not None else None):
+                self.findings.append(
+                    Finding("info", self.primary.label, "", f"read {setting.file}'s own default model: {self.scalar(setting)}", line=self.primary.launch_line)
+                )
+        else:
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} is {self.primary.program or 'the script'}'s own argument: read, not taken as the model (its batch and lengths are its own arguments too)",
             )
 
     def _liger(self) -> None:
@@ -1663,12 +1832,14 @@ class _Builder:
                 if stage == 3:
                     zero["offload_param"] = {"device": "cpu", "pin_memory": True}
             return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
-        zs = flags.get("--zero_stage")
+        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage")
         if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
             zero = {"stage": int(zs.value[0])}
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
+            if self._openrlhf() and {"--adam_offload", "--ds.adam_offload"} & set(flags):  # OpenRLHF utils/deepspeed: the optimizer only
+                zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
             if zero["stage"] == 0:
                 # DeepSpeed-Chat initialises DeepSpeed itself: at stage 0 its fp16 / bf16 optimizer wrapper still keeps fp32
                 # master weights beside the 16-bit ones (deepspeed/runtime/fp16/fused_optimizer.py), not plain DDP's AMP

@@ -24,6 +24,8 @@ class Program:
     text: str
     defaults: dict[str, tuple[object, int]] = field(default_factory=dict)  # argument name -> (default, line)
     switches: frozenset[str] = frozenset()  # arguments argparse takes bare (action store_true / store_false)
+    parses: frozenset[str] = frozenset()  # the classes its HfArgumentParser / TrlParser fills (SFTConfig, ModelArguments)
+    declared: frozenset[str] = frozenset()  # every argument name it declares, with or without a literal default
 
     @property
     def keeps_eval_logits(self) -> bool:
@@ -52,7 +54,7 @@ def find(program: str, script: Path, cwd: Path | None = None) -> Program | None:
     except (ConfigError, OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     defaults = _defaults(tree)
-    return Program(path, label(path), text, defaults, frozenset(_switches(tree)))
+    return Program(path, label(path), text, defaults, frozenset(_switches(tree)), frozenset(_parsed_classes(tree)), frozenset(_declared(tree)))
 
 
 def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:
@@ -93,6 +95,47 @@ def _switches(tree: ast.AST) -> set[str]:
             if flags and isinstance(action, ast.Constant) and action.value in ("store_true", "store_false"):
                 out.add(flags[0])
     return out
+
+
+def _declared(tree: ast.AST) -> set[str]:
+    """The argument names a program declares: argparse `add_argument("--name")`, dataclass fields, and the parameters of
+    a function its command line fills (fastcore's `@call_parse`, `fire.Fire(fn)`)."""
+    out, entries = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
+            out.update(f[2:].replace("-", "_") for f in flags)
+        elif isinstance(node, ast.ClassDef):
+            out.update(i.target.id for i in node.body if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name))
+        elif isinstance(node, ast.Call) and _called(node) == "Fire" and node.args and isinstance(node.args[0], ast.Name):
+            entries.add(node.args[0].id)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            node.name in entries
+            or any(
+                _called(d) == "call_parse" if isinstance(d, ast.Call) else getattr(d, "id", getattr(d, "attr", "")) == "call_parse" for d in node.decorator_list
+            )
+        ):
+            out.update(a.arg for a in [*node.args.args, *node.args.kwonlyargs])
+    return out
+
+
+def _parsed_classes(tree: ast.AST) -> set[str]:
+    """The class names given to an `HfArgumentParser(...)` / `TrlParser(...)` call (alone or in a tuple or list)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) in ("HfArgumentParser", "TrlParser"):
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "dataclass_types")]:
+                for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
+                    if isinstance(item, ast.Name):
+                        out.add(item.id)
+                    elif isinstance(item, ast.Attribute):
+                        out.add(item.attr)
+    return out
+
+
+def _called(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
 
 
 _NONE = object()

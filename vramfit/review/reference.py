@@ -112,6 +112,14 @@ def zero_label(document: dict[str, Any]) -> str:
     return (f"ZeRO-{stage}" if stage else "no ZeRO") + (f" + offload {'/'.join(offload)}" if offload else "")
 
 
+def _zero_fix(mapped: Mapped, origin, path: str, document: dict[str, Any]) -> str:
+    """The edit to the recipe's ZeRO setup: a stage flag takes the stage (DeepSpeed-Chat's, OpenRLHF's --zero_stage N),
+    a JSON flag the recipe's JSON."""
+    if origin.key.lstrip("-") in ("zero_stage", "ds.zero_stage"):
+        return f"{origin.key} {(document.get('zero_optimization') or {}).get('stage', 0)} (as {path} does)"
+    return f"use {mapped.edit('deepspeed', path)} (vramfit's preset, in this repository)"
+
+
 def _defaults(method: str) -> dict[str, Any]:
     from vramfit.checks.training_args import config_class
 
@@ -185,7 +193,7 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
                 origin.file,
                 origin.key,
                 f"{ds_a} here, {ds_b} in recipe {ref.name} ({ref.deepspeed})" + (f": {why}" if why else ""),
-                f"use {mapped.edit('deepspeed', ref.deepspeed)} (vramfit's preset, in this repository)",
+                _zero_fix(mapped, origin, ref.deepspeed, ref_deepspeed),
                 "recipe-diff",
                 origin.line,
             )

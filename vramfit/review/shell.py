@@ -22,6 +22,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _REDIRECT = re.compile(r"(\d*|&)(>>|>\||>|<)(&\d+|&-)?")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+# `read -r -d '' NAME <<EOF ... EOF`: the here-document's text becomes NAME's value (OpenRLHF's examples keep their
+# training command so, then run `deepspeed --module $training_commands`).
+_READ_HEREDOC = re.compile(r"^\s*read((?:\s+-[A-Za-z]+(?:\s+(?:''|\"\"))?)*)\s+([A-Za-z_][A-Za-z0-9_]*)\s*<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\4\s*$")
 # Words that wrap the real command: dropped, the command after them is the one that runs.
 _WRAPPERS = {"nohup", "exec", "time", "command", "builtin", "then", "else", "do", "!"}
 _SSH_WITH_VALUE = set("BbcDEeFIiJLlmOoPpQRSWw")  # ssh options that take a value
@@ -167,17 +170,32 @@ def _logical_lines(text: str, first_line: int):
             match = _HEREDOC.search(body)
             if match:  # skip the here-document's lines: they are data, not commands
                 heredoc = match.group(2)
+                data: list[str] = []
                 while line - first_line < len(physical) and physical[line - first_line].strip() != heredoc:
+                    data.append(physical[line - first_line])
                     i += len(physical[line - first_line]) + 1
                     line += 1
                 i += len(physical[line - first_line]) + 1 if line - first_line < len(physical) else 0
                 line += 1
+                read = _READ_HEREDOC.match(body)
+                if read and "-d" in read.group(1).split():  # `read -d ''`: the whole document, not its first line
+                    yield start, _assignment(read.group(2), data, quoted=bool(read.group(4)), strip_tabs=bool(read.group(3))), ""
             start = line
             continue
         buf.append(c)
         i += 1
     if buf:
         yield start, "".join(buf), ""
+
+
+def _assignment(name: str, lines: list[str], quoted: bool, strip_tabs: bool) -> str:
+    """`NAME=...` holding a here-document's text as `read -d ''` stores it: with an unquoted delimiter, a backslash-newline
+    joins lines and `$VAR`s expand (here, in the assignment); quoted, the text stays as written."""
+    text = "\n".join(line.lstrip("\t") if strip_tabs else line for line in lines)
+    if quoted:
+        return f"{name}='" + text.replace("'", "'\\''") + "'"
+    text = re.sub(r"\\\n", "", text)
+    return f'{name}="' + text.replace('"', '\\"') + '"'
 
 
 def _sbatch(comments: list[str]) -> dict[str, str]:

@@ -69,6 +69,10 @@ _MODULE_LAUNCHERS = {
 }
 
 
+# `python -m` tools that install or inspect, never train (`python3 -m pip install flash-attn` before the launch).
+_TOOL_MODULES = frozenset({"pip", "pip3", "ensurepip", "venv", "virtualenv", "uv", "site", "compileall", "json.tool", "http.server", "torch.utils.collect_env"})
+
+
 class NotReviewed(Exception):
     """A launch vramfit reads but cannot review (Megatron): said as a finding, and the review is incomplete (exit 3)."""
 
@@ -281,6 +285,19 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
                 line=Source(path, label(path), kind, text, document).line_of(first),
             )
         )
+    other = _other_format(document) if kind in ("axolotl", "training_args") else None
+    if other is not None:
+        what, first, fix = other
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                first,
+                f"{what}, which vramfit does not read yet: not reviewed (this is no fault of the file)",
+                fix,
+                line=Source(path, label(path), kind, text, document).line_of(first),
+            )
+        )
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -323,6 +340,28 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
 _TRAINS = {"stage", "do_train", "per_device_train_batch_size", "micro_batch_size", "train_dataset", "dataset", "datasets"}
 # Keys only LLaMA-Factory's v1 config has (examples/v1/: `model:`, `model_class:`, `dist_config: {name: fsdp2}`, ...).
 _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
+
+
+def _other_format(document: dict) -> tuple[str, str, str] | None:
+    """A training config of a framework whose format vramfit does not read: (what, its first telling key, the fix)."""
+    keys = set(document)
+    train = document.get("train")
+    # LitGPT (config_hub/finetune/*.yaml, `litgpt finetune --config`): checkpoint_dir, devices, train: {micro_batch_size, ...}
+    if "checkpoint_dir" in keys and isinstance(train, dict) and {"micro_batch_size", "global_batch_size", "max_seq_length"} & set(train):
+        return (
+            "a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size)",
+            "checkpoint_dir",
+            "plan the run with vramfit plan (the model, the method, precision, train.micro_batch_size and train.max_seq_length).",
+        )
+    # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
+    components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
+    if components:
+        return (
+            f"a torchtune config ({', '.join(k + ': _component_' for k in components[:3])})",
+            components[0],
+            "plan the run with vramfit plan (the model, the method, batch_size and the sequence length).",
+        )
+    return None
 
 
 def _kind_of(document: dict, suffix: str) -> str:
@@ -459,7 +498,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             script.stray = [(line, words) for line, words in script.stray if 0 < line - start < len(lines) and lines[line - start - 1].strip().startswith("-")]
             source = _read_shell(path, text, script, launch)
             if any(os.path.basename(w) == path.name for c in script.commands for w in c.argv):  # it launches this file
-                _code_settings(tree, source, path, words=True)
+                _code_settings(tree, source, path)
             source.notes.append(
                 Finding(
                     "info",
@@ -486,91 +525,153 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     name = getattr(call.func, "id", None) or call.func.attr
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
-    for kw in call.keywords:
-        if kw.arg is None:
-            continue
-        try:
-            value = ast.literal_eval(kw.value)
-        except (ValueError, SyntaxError, TypeError):
-            source.notes.append(Finding("info", source.label, kw.arg, f"{kw.arg} is computed when the script runs; not reviewed", line=kw.lineno))
-            continue
-        source.settings.append(Setting(kw.arg, value, source.label, kw.lineno))
-        if kw.arg == "deepspeed" and isinstance(value, str):
+    literals = _python_literals(tree)
+    for key, value, line in _call_arguments(call, literals, source):
+        source.settings.append(Setting(key, value, source.label, line))
+        if key == "deepspeed" and isinstance(value, str):
             source.references.append(Reference("deepspeed", value, source.settings[-1]))
+    source.settings += _python_setup(tree, literals, source, {s.key for s in source.settings})
     if len(calls) > 1:
         source.notes.append(Finding("info", source.label, "", f"{len(calls)} argument calls; reviewed the first (line {call.lineno})", line=call.lineno))
-    _code_settings(tree, source, path, words=False)
     return source
 
 
-# What loads the model in a training script: a transformers Auto class or a model class's `from_pretrained`.
-_MODEL_CLASS = re.compile(r"^(AutoModel\w*|\w+For(CausalLM|ConditionalGeneration|ImageTextToText|Vision2Seq|SequenceClassification|TokenClassification))$")
+def _python_literals(tree) -> dict[str, Any]:
+    """Names a script assigns a literal to (`training_config = {...}`, `checkpoint_path = "microsoft/Phi-3-mini-4k-instruct"`,
+    `model_kwargs = dict(...)`); a name assigned twice keeps its first literal."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id not in out:
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
+                value = ast.Dict(keys=[ast.Constant(k.arg) for k in value.keywords if k.arg], values=[k.value for k in value.keywords if k.arg])
+            out[node.targets[0].id] = value
+    return out
+
+
+def _literal(node, literals: dict[str, Any]) -> Any:
+    """A literal value, a name assigned one, or a `torch.bfloat16`-style dtype; raises ValueError otherwise."""
+    import ast
+
+    if isinstance(node, ast.Name) and node.id in literals:
+        node = literals[node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return node.attr
+    if isinstance(node, ast.Dict):
+        return {_literal(k, literals): _literal(v, literals) for k, v in zip(node.keys, node.values) if k is not None}
+    return ast.literal_eval(node)
+
+
+def _call_arguments(call, literals: dict[str, Any], source: Source, wanted: set[str] | None = None):
+    """(name, value, line) of a call's keywords (those in `wanted`, else all), a `**config` dict spread into it included
+    (`TrainingArguments(**training_config)`); a value computed when the script runs is said, not reviewed."""
+    import ast
+
+    pairs = []
+    for kw in call.keywords:
+        if kw.arg is None:  # **name: the literal dict the name holds
+            target = literals.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
+            if isinstance(target, ast.Dict):
+                pairs += [(k.value, v) for k, v in zip(target.keys, target.values) if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        else:
+            pairs.append((kw.arg, kw.value))
+    for key, node in pairs:
+        if wanted is not None and key not in wanted:
+            continue
+        try:
+            yield key, _literal(node, literals), node.lineno
+        except (ValueError, SyntaxError, TypeError):
+            source.notes.append(Finding("info", source.label, key, f"{key} is computed when the script runs; not reviewed", line=node.lineno))
+
+
+# What a script's own calls set beside its argument class: the model it loads, its LoRA and bitsandbytes configs, and the
+# length / packing it hands an SFTTrainer (TRL before 0.12 took them there).
+_LORA_KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"}
+_BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage"}
+_TRAINER_KEYS = {"max_seq_length", "packing"}
+
+
+def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
+    import ast
+
+    out: list[Setting] = []
+    seen = set(taken)
+
+    def add(key: str, value: Any, line: int) -> None:
+        if key not in seen:
+            seen.add(key)
+            out.append(Setting(key, value, source.label, line))
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) or ""
+        owner = node.func.value.id if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) else ""
+        if called == "from_pretrained" and (owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration"))):
+            if node.args:
+                try:
+                    model = _literal(node.args[0], literals)
+                except (ValueError, SyntaxError, TypeError):
+                    continue
+                if isinstance(model, str):
+                    add("model_name_or_path", model, node.lineno)
+                    for key, value, line in _call_arguments(node, literals, source, {"attn_implementation", "torch_dtype", "dtype"}):
+                        add(key, value, line)
+        elif called == "LoraConfig":
+            add("use_peft", True, node.lineno)
+            for key, value, line in _call_arguments(node, literals, source, set(_LORA_KEYS)):
+                add(_LORA_KEYS[key], value, line)
+        elif called == "BitsAndBytesConfig":
+            for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
+                add(key, value, line)
+        elif called.endswith("Trainer") and called not in PYTHON_CONFIGS:
+            for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
+                add(key, value, line)
+            for kw in node.keywords:  # SFTTrainer(model="Qwen/Qwen2.5-0.5B"): TRL loads a model given by name
+                named = literals.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
+                if kw.arg == "model" and isinstance(named, ast.Constant) and isinstance(named.value, str):
+                    add("model_name_or_path", named.value, kw.value.lineno)
+    return out
+
+
 _PARSERS = ("HfArgumentParser", "TrlParser", "ArgumentParser", "H4ArgumentParser")
 
 
-def _code_settings(tree, source: Source, path: Path, words: bool) -> None:
-    """What the script's own code fixes where its command line cannot: the model its `from_pretrained` loads (a string,
-    or a name assigned one; `attn_implementation` / `torch_dtype` beside it) or a trainer's `model="id"`; and, where no
-    argument parser reads the command line, the literal keywords of its `SFTConfig(...)` / `TrainingArguments(...)` call
-    (the docstring's command passes nothing the code would read). Values the command line gives are kept."""
+def _code_settings(tree, source: Source, path: Path) -> None:
+    """A script launched by its docstring's command: what its own code fixes where the command line cannot - the model,
+    LoRA and bitsandbytes settings of its calls (`_python_setup`), and, where no argument parser reads the command line,
+    the literal keywords of its `SFTConfig(...)` / `TrainingArguments(...)` call. Values the command line gives are kept;
+    the settings are written as the command's words."""
     import ast
 
-    strings: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                strings.setdefault(node.targets[0].id, node.value.value)
-
-    def text(node) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return strings.get(node.id) if isinstance(node, ast.Name) else None
-
-    have = {s.key.lstrip("-").replace("-", "_") for s in source.settings}
-    found: list[Setting] = []
-
-    def add(key: str, value, line: int) -> None:
-        if key not in have and isinstance(value, (str, int, float, bool)):
-            have.add(key)
-            found.append(Setting(f"--{key}" if words else key, [str(value)] if words else value, source.label, line))
-
+    literals = _python_literals(tree)
+    taken = {s.key.lstrip("-").replace("-", "_") for s in source.settings}
+    found = _python_setup(tree, literals, source, taken)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    for call in sorted(calls, key=lambda n: n.lineno):
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "from_pretrained" and isinstance(func.value, ast.Name) and _MODEL_CLASS.match(func.value.id):
-            model = text(call.args[0]) if call.args else next((text(k.value) for k in call.keywords if k.arg == "pretrained_model_name_or_path"), None)
-            if model:
-                add("model_name_or_path", model, call.lineno)
-                for kw in call.keywords:
-                    if kw.arg in ("attn_implementation", "torch_dtype", "dtype") and text(kw.value):
-                        add(kw.arg, text(kw.value), kw.lineno)
-        name = getattr(func, "id", None) or getattr(func, "attr", None) or ""
-        if name.endswith("Trainer") and name != "Trainer":
-            model = next((text(k.value) for k in call.keywords if k.arg == "model"), None)
-            if model:
-                add("model_name_or_path", model, call.lineno)
-    parsed = any((getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in _PARSERS for n in calls)
-    if words and not parsed:
+    if not any((getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in _PARSERS for n in calls):
         configs = [n for n in calls if (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in PYTHON_CONFIGS]
-        for kw in configs[0].keywords if configs else []:
-            try:
-                value = ast.literal_eval(kw.value)
-            except (ValueError, SyntaxError, TypeError):
-                continue
-            if kw.arg and kw.arg != "output_dir":
-                add(kw.arg, value, kw.lineno)
-        if configs and not source.trainer:
-            source.trainer = PYTHON_CONFIGS[getattr(configs[0].func, "id", None) or configs[0].func.attr]
-    if found:
-        source.settings.extend(found)
+        if configs:
+            taken |= {s.key for s in found}
+            found += [Setting(k, v, source.label, line) for k, v, line in _call_arguments(configs[0], literals, source) if k not in taken | {"output_dir"}]
+            source.trainer = source.trainer or PYTHON_CONFIGS[getattr(configs[0].func, "id", None) or configs[0].func.attr]
+
+    def as_words(value) -> list[str] | None:  # how the command line would spell it; a dict value has no such spelling
+        values = value if isinstance(value, list) else [value]
+        return [str(v) for v in values] if all(isinstance(v, (str, int, float, bool)) for v in values) else None
+
+    words = [Setting(f"--{s.key}", w, s.file, s.line) for s in found if (w := as_words(s.value)) is not None]
+    if words:
+        source.settings.extend(words)
         source.notes.append(
             Finding(
                 "info",
                 source.label,
                 "",
                 f"read from {path.name}'s own code (it fixes them whatever the command line says): "
-                + ", ".join(f"{s.key.lstrip('-')} {s.value[0] if words else s.value}" for s in found),
-                line=found[0].line,
+                + ", ".join(f"{w.key.lstrip('-')} {' '.join(w.value)}" for w in words),
+                line=words[0].line,
             )
         )
 
@@ -604,6 +705,8 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
             module = argv[i + 1]
             if module in _MODULE_LAUNCHERS:
                 return _MODULE_LAUNCHERS[module], argv[i + 2 :]
+            if module in _TOOL_MODULES:
+                return None
             return "python", argv[i:]
         if argv[i] == "-c":
             return None

@@ -44,6 +44,7 @@ ENTRY_WORDS = {
     "cpo": "cpo",
     "rloo": "rloo",
     "sft": "sft",
+    "rm": "reward",  # OpenRLHF openrlhf/cli/train_rm.py
 }
 # LLaMA-Factory's stage, ms-swift's rlhf_type, axolotl's rl -> trainer
 STAGES = {
@@ -72,10 +73,17 @@ def from_entry(program: str) -> str | None:
         return "online_dpo"
     if "reward_model" in text or "reward_modeling" in text:
         return "reward"
-    for word in ("grpo", "gspo", "dpo", "kto", "orpo", "gkd", "cpo", "rloo", "sft"):
+    for word in ("grpo", "gspo", "dpo", "kto", "orpo", "gkd", "cpo", "rloo", "sft", "rm"):
         if word in words or any(w.startswith(word + "_") or w.endswith("_" + word) for w in words):
             return ENTRY_WORDS[word]
     return None
+
+
+def from_classes(names: frozenset[str] | set[str]) -> str | None:
+    """The trainer of the TRL config class a program parses its arguments into (`HfArgumentParser((ModelArguments,
+    DataTrainingArguments, SFTConfig))` in PEFT's examples/sft/train.py -> sft)."""
+    found = {trainer for trainer, (_, cls) in CLASSES.items() if cls in names}
+    return found.pop() if len(found) == 1 else None
 
 
 @functools.lru_cache(maxsize=None)
