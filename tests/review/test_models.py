@@ -136,7 +136,7 @@ def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
         "google/gemma-2-9b",
         "OpenGVLab/InternVL2_5-4B",
         "google/gemma-3n-E4B-it",
-        "OpenGVLab/InternVL3-2B",
+        "OpenGVLab/InternVL3-38B",
         "facebook/opt-2.7b",
     ],
 )
