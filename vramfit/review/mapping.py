@@ -549,6 +549,7 @@ class _Builder:
         self.length_bound = False
         self.longest_unknown: Origin | None = None
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
+        self.in_place_modules = False  # modules_to_save trained in place, not as PEFT copies (DeepSpeed-Chat without --only_optimize_lora)
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
         """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
@@ -1277,6 +1278,9 @@ class _Builder:
             mapped.padding_free_worst_case = mapped.origins.get("planner.padding_free")
         mapped.not_modelled[:] = [k for k in mapped.not_modelled if k not in planned]  # planned after all: not "read but not reviewed"
         t = mapped.recipe["training"]
+        if self.in_place_modules:  # DeepSpeed-Chat trains the unwrapped modules themselves, no copy
+            out["modules_to_save_copies"] = False
+            where["modules_to_save_copies"] = mapped.origins.get("method") or self.method_origin
         if self.stage0_master is not None and (t.get("fp16") is True or t.get("bf16") is True):
             out["master_fp32"] = True
             where["master_fp32"] = where.setdefault("engine", self.stage0_master)
@@ -1476,8 +1480,11 @@ class _Builder:
         model["config"] = str(Path(path).resolve())
 
     def _method(self) -> None:
-        if self.method is None and not self.lora_off and "model.lora.r" in self.origins:
+        rank = self.get("model.lora.r")
+        if self.method is None and not self.lora_off and "model.lora.r" in self.origins and not (isinstance(rank, int) and rank <= 0):
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
+        elif isinstance(rank, int) and rank <= 0 and self.method in (None, "full"):
+            self.recipe["model"].pop("lora", None)  # rank 0 (DeepSpeed-Chat's --lora_dim default): no LoRA
         passed = {s.key.lstrip("-").replace("-", "_") for src in self.sources for s in src.settings}
         if (
             self.method == "lora"
@@ -1485,20 +1492,25 @@ class _Builder:
             and self.program.defaults.get("only_optimize_lora", (None,))[0] is False
             and "only_optimize_lora" not in passed
         ):
-            # DeepSpeed-Chat main.py: --lora_dim adds LoRA layers, and every weight still trains unless --only_optimize_lora
+            # DeepSpeed-Chat main.py: --lora_dim wraps the linears of --lora_module_name in LinearLayer_LoRA, which freezes
+            # their weights (dschat/utils/module/lora.py: `self.weight.requires_grad = False`); without
+            # --only_optimize_lora (only_optimize_lora_parameters) everything it does not wrap still trains: the embeddings
+            # (and the lm_head tied to them), norms and biases - planned as the embeddings trained in place
             o = self.method_origin
             self.findings.append(
                 Finding(
                     "info",
                     o.file,
                     o.key,
-                    f"{self.program.label} adds LoRA layers but trains every weight as well unless --only_optimize_lora is "
-                    "passed (its default is off): planned as full training",
+                    f"{self.program.label} freezes the weights its LoRA layers wrap, but without --only_optimize_lora (its default "
+                    "is off) the embeddings, norms and biases train too: planned as LoRA with the embeddings trained "
+                    "(norms and biases, a few million weights, left out)",
                     "pass --only_optimize_lora to train the adapters alone.",
                     line=o.line,
                 )
             )
-            self.method = "full"
+            self.set("model.lora.modules_to_save", ["embed_tokens"], Setting(o.key, None, o.file, o.line))
+            self.in_place_modules = True
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
             self.findings.append(
