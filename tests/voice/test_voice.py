@@ -324,21 +324,25 @@ def test_launched_processes_are_told_the_accelerator_deepspeed_would_pick(monkey
         return
     assert env == {"DS_ACCELERATOR": "cpu"}
 
-    said: list[str] = []
+    said: dict[str, list[str]] = {}
     handler = logging.Handler()
-    handler.emit = lambda record: said.append(record.getMessage())
     logger = real_accelerator.accel_logger
-    monkeypatch.setattr(logger, "level", logging.INFO)
+    level = logger.level
+    logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the logger's isEnabledFor cache
     logger.addHandler(handler)
     try:
-        for environ in ({}, env):  # what a launched process would print, without and with the runner's env
+        for name, environ in (("without", {}), ("with", env)):  # what a launched process prints, without and with the runner's env
+            said[name] = []
+            handler.emit = lambda record, out=said[name]: out.append(record.getMessage())
             monkeypatch.setattr(real_accelerator, "ds_accelerator", None)
             for key, value in environ.items():
                 monkeypatch.setenv(key, value)
             real_accelerator.get_accelerator()
     finally:
         logger.removeHandler(handler)
-    assert [s for s in said if s.startswith("Setting accelerator to CPU")] == [said[0]] and len(said) == 1
+        logger.setLevel(level)
+    warned = "Setting accelerator to CPU"
+    assert [m for m in said["without"] if m.startswith(warned)] and not [m for m in said["with"] if m.startswith(warned)], said
 
 
 def test_the_runner_applies_the_launcher_env(monkeypatch, tmp_path):
