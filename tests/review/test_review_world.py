@@ -947,3 +947,17 @@ def test_a_python_script_s_config_dicts_model_lora_and_trainer_arguments_are_rea
     setup = result.plan.setup
     assert (setup.micro_batch, setup.seq_len, setup.packing, setup.method, setup.lora_r, setup.quantization) == (3, 1536, True, "qlora", 16, "nf4")
     assert not find(result, severity="warning") and not find(result, text="computed when the script runs")
+
+
+def test_an_inline_fsdp_config_with_its_own_activation_checkpointing_is_checkpointing_not_a_refusal(tmp_path):
+    """transformers refuses fsdp_config's activation_checkpointing beside gradient_checkpointing; the review plans the
+    first as the second and hands TrainingArguments the config without it, so no 'refuses' error appears."""
+    config = write(
+        tmp_path,
+        "args.yaml",
+        "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: 4\nbf16: true\nfsdp: full_shard auto_wrap\n"
+        "fsdp_config:\n  activation_checkpointing: true\n  transformer_layer_cls_to_wrap: LlamaDecoderLayer\n",
+    )
+    result = review([str(config)], gpu="a100-80g", gpus=8)
+    assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
+    assert result.plan.setup.engine == "fsdp" and result.plan.setup.gradient_checkpointing

@@ -533,8 +533,6 @@ class _Builder:
         # the launched program's source, where it lies beside the script (vramfit.review.program)
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
-            from vramfit.review import program as program_mod
-
             self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
         self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
@@ -706,6 +704,8 @@ class _Builder:
         ok, value = self.typed(name, setting)
         if not ok:
             return
+        if name == "fsdp_config" and isinstance(value, dict):
+            value = self._fsdp_checkpointing(value, setting, setting.key)
         if name == "fsdp" and isinstance(value, list) and all(isinstance(v, str) for v in value):
             # transformers 4's TrainingArguments.fsdp took a list of FSDPOption; 5's takes them space-separated in one string
             value = " ".join(value)
@@ -999,16 +999,18 @@ class _Builder:
             self.not_modelled.append(setting.key)
             return
         if name == "fsdp_config":
-            document = dict(document)
-            # transformers: fsdp_config's activation_checkpointing checkpoints each wrapped layer (FSDP's own activation
-            # checkpointing, in place of gradient_checkpointing, which it refuses beside it): planned as checkpointing
-            checkpointing = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if document.get(k) in (True, "true", "True")]
-            for k in checkpointing:
-                document.pop(k)
-            if checkpointing and "training.gradient_checkpointing" not in self.origins:
-                self.set("training.gradient_checkpointing", True, setting)
-                self.note("info", setting, f"{written}: {checkpointing[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
+            document = self._fsdp_checkpointing(document, setting, written)
         self.set(f"training.{name}", document, setting)
+
+    def _fsdp_checkpointing(self, fsdp: dict, setting: Setting, written: str) -> dict:
+        """FSDP's own activation checkpointing (TrainingArguments fsdp_config `activation_checkpointing`, accelerate's and
+        axolotl's `fsdp_activation_checkpointing`) checkpoints each wrapped layer, as gradient_checkpointing does: planned
+        as gradient checkpointing. The config is returned without it, since transformers refuses the two together."""
+        keys = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if fsdp.get(k) in (True, "true", "True")]
+        if keys and "training.gradient_checkpointing" not in self.origins:
+            self.set("training.gradient_checkpointing", True, setting)
+            self.note("info", setting, f"{written}: {keys[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
+        return {k: v for k, v in fsdp.items() if k not in keys}
 
     def _quant_setting(self, name: str, value: Any, setting: Setting) -> bool:
         """A BitsAndBytesConfig field (planned only when the model is quantized); True when it was taken."""
@@ -1257,7 +1259,7 @@ class _Builder:
                     if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
                         out["offload"] = True
                     if isinstance(value, dict):
-                        self._fsdp_checkpointing(mapped, value, Origin(st.file, st.key, st.line))
+                        self._fsdp_checkpointing(value, st, st.key)
                 elif key in PLANNER_SWITCHES and value in (True, "true", "True"):
                     # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
                     knob = PLANNER_SWITCHES[key]
@@ -1271,7 +1273,7 @@ class _Builder:
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
                 if isinstance(fsdp, dict):
-                    self._fsdp_checkpointing(mapped, fsdp, Origin(src.label, "fsdp_config", src.line_of("fsdp_config")))
+                    self._fsdp_checkpointing(fsdp, Setting("fsdp_config", fsdp, src.label, src.line_of("fsdp_config")), "fsdp_config")
         knobs = mapped.recipe.get("planner") or {}
         if knobs.get("padding_free") and not knobs.get("packing") and not self.sample_length and not knobs.get("typical_length"):
             # padding-free without packing: a micro-batch holds its samples' own tokens, which the data decides
@@ -1286,15 +1288,6 @@ class _Builder:
             where["master_fp32"] = where.setdefault("engine", self.stage0_master)
         if out.get("engine") == "fsdp":  # not plain data parallel after all
             mapped.findings[:] = [f for f in mapped.findings if not f.what.startswith("no DeepSpeed JSON: reviewed as plain data parallel")]
-
-    @staticmethod
-    def _fsdp_checkpointing(mapped: Mapped, fsdp: dict, origin: Origin) -> None:
-        """FSDP's own activation checkpointing (TrainingArguments fsdp_config `activation_checkpointing`, accelerate's and
-        axolotl's `fsdp_activation_checkpointing`): each wrapped layer is checkpointed, as gradient_checkpointing does."""
-        if any(fsdp.get(k) in (True, "true", "True") for k in ("activation_checkpointing", "fsdp_activation_checkpointing")):
-            if mapped.recipe["training"].get("gradient_checkpointing") is not True:
-                mapped.recipe["training"]["gradient_checkpointing"] = True
-                mapped.origins["training.gradient_checkpointing"] = origin
 
     def _program_defaults(self) -> None:
         """The launched program's own defaults for the memory-bearing arguments the script does not pass (its argparse /

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramfit.review.sources import label, locate
+from vramfit.review.sources import called, label, locate
 
 
 @dataclass
@@ -107,13 +107,13 @@ def _declared(tree: ast.AST) -> set[str]:
             out.update(f[2:].replace("-", "_") for f in flags)
         elif isinstance(node, ast.ClassDef):
             out.update(i.target.id for i in node.body if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name))
-        elif isinstance(node, ast.Call) and _called(node) == "Fire" and node.args and isinstance(node.args[0], ast.Name):
+        elif isinstance(node, ast.Call) and called(node) == "Fire" and node.args and isinstance(node.args[0], ast.Name):
             entries.add(node.args[0].id)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.name in entries
             or any(
-                _called(d) == "call_parse" if isinstance(d, ast.Call) else getattr(d, "id", getattr(d, "attr", "")) == "call_parse" for d in node.decorator_list
+                called(d) == "call_parse" if isinstance(d, ast.Call) else getattr(d, "id", getattr(d, "attr", "")) == "call_parse" for d in node.decorator_list
             )
         ):
             out.update(a.arg for a in [*node.args.args, *node.args.kwonlyargs])
@@ -124,7 +124,7 @@ def _parsed_classes(tree: ast.AST) -> set[str]:
     """The class names given to an `HfArgumentParser(...)` / `TrlParser(...)` call (alone or in a tuple or list)."""
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _called(node) in ("HfArgumentParser", "TrlParser"):
+        if isinstance(node, ast.Call) and called(node) in ("HfArgumentParser", "TrlParser"):
             for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "dataclass_types")]:
                 for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
                     if isinstance(item, ast.Name):
@@ -132,10 +132,6 @@ def _parsed_classes(tree: ast.AST) -> set[str]:
                     elif isinstance(item, ast.Attribute):
                         out.add(item.attr)
     return out
-
-
-def _called(node: ast.Call) -> str:
-    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
 
 
 _NONE = object()
@@ -150,7 +146,6 @@ def _literal(node: ast.AST) -> object:
 
 # Packages whose argument classes the review may import to read their fields (installed libraries, never the user's code).
 _LIBRARIES = ("trl", "transformers", "peft")
-_PARSERS = ("TrlParser", "HfArgumentParser")
 
 
 def parser_fields(text: str) -> tuple[frozenset[str], str | None]:
@@ -196,8 +191,6 @@ def _parser_fields(text: str) -> tuple[frozenset[str], str | None]:
             if dataclasses.is_dataclass(cls):
                 out.update(f.name for f in dataclasses.fields(cls))
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in _PARSERS and node.args:
-            for name in node.args[0].elts if isinstance(node.args[0], (ast.Tuple, ast.List)) else [node.args[0]]:
-                add(getattr(name, "id", ""))
+    for name in sorted(_parsed_classes(tree)):
+        add(name)
     return frozenset(out), (missing[0] if missing else None)

@@ -257,47 +257,10 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         )
         raise ConfigError(problems)
     kind = kind or _kind_of(document, suffix)
-    if kind in ("axolotl", "training_args") and "model" in document and set(document) & _LLAMAFACTORY_V1 and "model_name_or_path" not in document:
-        first = next(k for k in document if k in _LLAMAFACTORY_V1)
-        raise NotReviewed(
-            Finding(
-                "info",
-                label(path),
-                first,
-                f"a LLaMA-Factory v1 config ({', '.join(k + ':' for k in document if k in _LLAMAFACTORY_V1 | {'model'})}), which vramfit "
-                "does not read yet: not reviewed (this is no fault of the file)",
-                "review the same run written for `llamafactory-cli train` (model_name_or_path:, stage:, finetuning_type:, "
-                "per_device_train_batch_size:), or plan it with vramfit plan.",
-                line=Source(path, label(path), kind, text, document).line_of(first),
-            )
-        )
-    export = next((d for d in (document, *[v for v in document.values() if isinstance(v, dict)]) if "export_dir" in d), None)
-    if kind in ("axolotl", "training_args") and export is not None and not set(document) & _TRAINS:
-        first = "export_dir" if export is document else next(k for k, v in document.items() if v is export)
-        raise NotReviewed(
-            Finding(
-                "info",
-                label(path),
-                first,
-                f"an export config (export_dir: {export['export_dir']}): LLaMA-Factory merges and saves a model with it "
-                "(`llamafactory-cli export`); nothing trains, so there is no training memory to review",
-                "review the training config that produced the adapter.",
-                line=Source(path, label(path), kind, text, document).line_of(first),
-            )
-        )
-    other = _other_format(document) if kind in ("axolotl", "training_args") else None
-    if other is not None:
-        what, first, fix = other
-        raise NotReviewed(
-            Finding(
-                "info",
-                label(path),
-                first,
-                f"{what}, which vramfit does not read yet: not reviewed (this is no fault of the file)",
-                fix,
-                line=Source(path, label(path), kind, text, document).line_of(first),
-            )
-        )
+    skipped = _not_reviewed(document) if kind in ("axolotl", "training_args") else None
+    if skipped is not None:
+        first, what, fix = skipped
+        raise NotReviewed(Finding("info", label(path), first, what, fix, line=Source(path, label(path), kind, text, document).line_of(first)))
     source = Source(path, label(path), kind, text, document)
     if kind == "accelerate":
         _read_accelerate(source)
@@ -342,23 +305,42 @@ _TRAINS = {"stage", "do_train", "per_device_train_batch_size", "micro_batch_size
 _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config", "sample_backend"}
 
 
-def _other_format(document: dict) -> tuple[str, str, str] | None:
-    """A training config of a framework whose format vramfit does not read: (what, its first telling key, the fix)."""
+def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
+    """A YAML/JSON config vramfit reads but does not review: (its first telling key, what it is, the fix) - a training
+    config in a format vramfit does not read (LLaMA-Factory v1, LitGPT, torchtune), or an export config that trains
+    nothing."""
     keys = set(document)
+    unread = "which vramfit does not read yet: not reviewed (this is no fault of the file)"
+    if "model" in keys and keys & _LLAMAFACTORY_V1 and "model_name_or_path" not in keys:
+        first = next(k for k in document if k in _LLAMAFACTORY_V1)
+        return (
+            first,
+            f"a LLaMA-Factory v1 config ({', '.join(k + ':' for k in document if k in _LLAMAFACTORY_V1 | {'model'})}), {unread}",
+            "review the same run written for `llamafactory-cli train` (model_name_or_path:, stage:, finetuning_type:, "
+            "per_device_train_batch_size:), or plan it with vramfit plan.",
+        )
+    export = next((d for d in (document, *[v for v in document.values() if isinstance(v, dict)]) if "export_dir" in d), None)
+    if export is not None and not keys & _TRAINS:
+        return (
+            "export_dir" if export is document else next(k for k, v in document.items() if v is export),
+            f"an export config (export_dir: {export['export_dir']}): LLaMA-Factory merges and saves a model with it "
+            "(`llamafactory-cli export`); nothing trains, so there is no training memory to review",
+            "review the training config that produced the adapter.",
+        )
     train = document.get("train")
     # LitGPT (config_hub/finetune/*.yaml, `litgpt finetune --config`): checkpoint_dir, devices, train: {micro_batch_size, ...}
     if "checkpoint_dir" in keys and isinstance(train, dict) and {"micro_batch_size", "global_batch_size", "max_seq_length"} & set(train):
         return (
-            "a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size)",
             "checkpoint_dir",
+            f"a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size), {unread}",
             "plan the run with vramfit plan (the model, the method, precision, train.micro_batch_size and train.max_seq_length).",
         )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
     if components:
         return (
-            f"a torchtune config ({', '.join(k + ': _component_' for k in components[:3])})",
             components[0],
+            f"a torchtune config ({', '.join(k + ': _component_' for k in components[:3])}), {unread}",
             "plan the run with vramfit plan (the model, the method, batch_size and the sequence length).",
         )
     return None
@@ -510,9 +492,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
                 )
             )
             return source
-    calls = [
-        node for node in ast.walk(tree) if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in PYTHON_CONFIGS
-    ]
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and called(node) in PYTHON_CONFIGS]
     if not calls:
         problems.add(
             label(path),
@@ -522,7 +502,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
         )
         raise ConfigError(problems)
     call = calls[0]
-    name = getattr(call.func, "id", None) or call.func.attr
+    name = called(call)
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
     literals = _python_literals(tree)
@@ -586,6 +566,13 @@ def _call_arguments(call, literals: dict[str, Any], source: Source, wanted: set[
             source.notes.append(Finding("info", source.label, key, f"{key} is computed when the script runs; not reviewed", line=node.lineno))
 
 
+def called(node) -> str:
+    """The name a call is made by: `f(...)` -> "f", `a.b.f(...)` -> "f"; "" for anything else."""
+    import ast
+
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+
+
 # What a script's own calls set beside its argument class: the model it loads, its LoRA and bitsandbytes configs, and the
 # length / packing it hands an SFTTrainer (TRL before 0.12 took them there).
 _LORA_KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"}
@@ -607,9 +594,9 @@ def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) or ""
+        name = called(node)
         owner = node.func.value.id if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) else ""
-        if called == "from_pretrained" and (owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration"))):
+        if name == "from_pretrained" and (owner.startswith("AutoModel") or owner.endswith(("ForCausalLM", "ForConditionalGeneration"))):
             if node.args:
                 try:
                     model = _literal(node.args[0], literals)
@@ -619,14 +606,14 @@ def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str
                     add("model_name_or_path", model, node.lineno)
                     for key, value, line in _call_arguments(node, literals, source, {"attn_implementation", "torch_dtype", "dtype"}):
                         add(key, value, line)
-        elif called == "LoraConfig":
+        elif name == "LoraConfig":
             add("use_peft", True, node.lineno)
             for key, value, line in _call_arguments(node, literals, source, set(_LORA_KEYS)):
                 add(_LORA_KEYS[key], value, line)
-        elif called == "BitsAndBytesConfig":
+        elif name == "BitsAndBytesConfig":
             for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
                 add(key, value, line)
-        elif called.endswith("Trainer") and called not in PYTHON_CONFIGS:
+        elif name.endswith("Trainer") and name not in PYTHON_CONFIGS:
             for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
                 add(key, value, line)
             for kw in node.keywords:  # SFTTrainer(model="Qwen/Qwen2.5-0.5B"): TRL loads a model given by name
@@ -650,12 +637,12 @@ def _code_settings(tree, source: Source, path: Path) -> None:
     taken = {s.key.lstrip("-").replace("-", "_") for s in source.settings}
     found = _python_setup(tree, literals, source, taken)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    if not any((getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in _PARSERS for n in calls):
-        configs = [n for n in calls if (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in PYTHON_CONFIGS]
+    if not any(called(n) in _PARSERS for n in calls):
+        configs = [n for n in calls if called(n) in PYTHON_CONFIGS]
         if configs:
             taken |= {s.key for s in found}
             found += [Setting(k, v, source.label, line) for k, v, line in _call_arguments(configs[0], literals, source) if k not in taken | {"output_dir"}]
-            source.trainer = source.trainer or PYTHON_CONFIGS[getattr(configs[0].func, "id", None) or configs[0].func.attr]
+            source.trainer = source.trainer or PYTHON_CONFIGS[called(configs[0])]
 
     def as_words(value) -> list[str] | None:  # how the command line would spell it; a dict value has no such spelling
         values = value if isinstance(value, list) else [value]
