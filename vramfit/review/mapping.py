@@ -385,6 +385,18 @@ def _remote_code_only(model_id: str) -> bool:
     return model_id.startswith(EAGER_VISION_REMOTE_CODE) or (entry is not None and entry.planner != entry.config)
 
 
+# A program's own switches that load the model with flash-attn (FastChat train_lora.py `flash_attn`: its Llama patch,
+# replace_llama_attn_with_flash_attn; peft examples/sft `use_flash_attn`; transformers 4.3x's `use_flash_attention_2`).
+FLASH_SWITCHES = frozenset({"flash_attn", "use_flash_attn", "use_flash_attention_2"})
+# Programs that patch flash-attn in before training, with the model types the patch covers (None: every model):
+# FastChat's train_mem.py ("monkey patching the LLaMA model with FlashAttn": replace_llama_attn_with_flash_attn(),
+# lm-sys/FastChat fastchat/train/train_mem.py) and LLaVA's (replace_llama_attn_with_flash_attn() in the transformers 4.31
+# releases, train(attn_implementation="flash_attention_2") since, haotian-liu/LLaVA llava/train/train_mem.py; LLaVA-NeXT
+# keeps the path): both Llama's attention.
+FLASH_PROGRAMS: dict[str, tuple[str, ...] | None] = {"fastchat/train/train_mem.py": ("llama",), "llava/train/train_mem.py": ("llama",)}
+FLASH_PATCH = re.compile(r"^\s*replace_\w*attn\w*flash\w*\(|^\s*train\(\s*attn_implementation\s*=\s*['\"]flash_attention_2", re.MULTILINE)
+
+
 def attention_class(value: str) -> str:
     """The attention the planner models for a transformers `attn_implementation` value: the three it
     knows as they are; FlashAttention 3, flex attention and Hub kernels of a flash kernel
@@ -427,6 +439,11 @@ class Mapped:
     planner_settings: dict[str, Any] = field(default_factory=dict)
     planner_origins: dict[str, Origin] = field(default_factory=dict)
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
+    transformers_pin: Any = None  # the transformers version the repository pins (or --transformers-version), else None
+    # where the files choose the attention themselves (attn_implementation, a flash-attn switch, a program that patches
+    # flash-attn in): the pinned release's default attention (review/default_attention.py) does not apply
+    attention_chosen: Origin | None = None
+    attention_chosen_for: tuple[str, ...] | None = None  # the model types a flash-attn patch covers (None: every model)
     image_assumed: bool = False  # image tokens planned at the maximum the files allow: the data's size is not known
     # planned at the data's longest sample, batches being padded to their longest sample (review/lengths.py): the cap the
     # files set, planned beside by the reviewer, and whether no sample can exceed what was planned (a published bound)
@@ -596,6 +613,32 @@ class _Builder:
                 if value is True or text == "true" or (text.isdigit() and int(text) > 1):
                     return f"{SHARDING_NOT_MODELLED[name]} ({setting.key} {value})", Origin(setting.file, setting.key, setting.line)
         return None
+
+    def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
+        """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
+        (read into the recipe), a flash-attn switch of the program's own (FastChat's --flash_attn, peft's --use_flash_attn,
+        the Trainer-era use_flash_attention_2), or a program that patches flash-attn in before training (FLASH_PROGRAMS, or
+        a `replace_*attn*flash*()` / `train(attn_implementation="flash_attention_2")` call in the program's code)."""
+        if "model.attn_implementation" in self.origins:
+            return self.origins["model.attn_implementation"], None
+        for source in self.sources:
+            for setting in source.settings:
+                name = setting.key.lstrip("-").replace("-", "_")
+                if name in FLASH_SWITCHES and str(self.scalar(setting)).strip().lower() in ("true", "1"):
+                    return Origin(setting.file, setting.key, setting.line), ("llama",) if name == "flash_attn" else None
+        program = self.primary.program.replace("\\", "/")
+        for path, types in FLASH_PROGRAMS.items():
+            if program == path or program.endswith("/" + path):
+                return Origin(self.primary.label, program, None), types
+        if self.program is not None:
+            try:
+                code = Path(self.program.path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                code = ""
+            found = FLASH_PATCH.search(code)
+            if found:
+                return Origin(self.primary.label, program, None), ("llama",) if "llama" in found.group(0) else None
+        return None, None
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
@@ -875,6 +918,14 @@ class _Builder:
             return Pin("transformers", "==", self.transformers_version, "--transformers-version")
         source = next((s for s in self.sources if s.label == setting.file), None)
         return self.find_pin(source) if source is not None else None
+
+    def _transformers_pin(self):
+        """The transformers version the run's repository pins (from the launch file), or --transformers-version."""
+        from vramfit.review.versions import Pin
+
+        if self.transformers_version:
+            return Pin("transformers", "==", self.transformers_version, "--transformers-version")
+        return self.find_pin(self.primary)
 
     def find_pin(self, source: Source, package: str = "transformers"):
         """The version the repository pins, looked for from where the launch runs: beside the program it runs (found),
@@ -1169,6 +1220,8 @@ class _Builder:
                 )
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
+        mapped.transformers_pin = self._transformers_pin()
+        mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
         mapped.optimizer_assumed = self._optimizer_not_modelled()

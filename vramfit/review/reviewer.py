@@ -265,6 +265,12 @@ def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
 def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Finding]):
     from vramfit.planner import plan_recipe
 
+    pinned = _pinned_attention(recipe, mapped)
+    if pinned is not None and pinned[0] == "eager":  # the pinned release runs the model's attention eager: so is the plan
+        try:
+            recipe = _eager(recipe)
+        except ConfigError:  # a recipe the override cannot be applied to: planned as the files say
+            pinned = None
     try:
         plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
     except ConfigError as error:
@@ -308,7 +314,11 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each "
         f"{recipe.hardware.gpu}, in {plan.peak_phase} ({parts})"
     )
-    or_fixes = f"; or {_fixes(plan, mapped)}" if plan.fixes else ""
+    pin_fix = ""
+    if pinned is not None and pinned[0] == "eager":  # the planner's own fixes keep the eager attention; the pin's is said first
+        over = f"{_pinned_eager(pinned, mapped)}: {over}"
+        pin_fix = _pinned_fixes(pinned, mapped)
+    or_fixes = "".join(f"; or {f}" for f in (pin_fix, _fixes(plan, mapped) if plan.fixes else "") if f)
     eval_only = not plan.fits and plan.peak_phase == "evaluation" and plan.phases.get("train", 0.0) <= plan.usable_gib
     if eval_only:  # training fits; the evaluation finding below names the excess and its fix (one fault, said once)
         findings.append(
@@ -423,10 +433,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 file,
                 "--gpu",
                 over,
-                _fixes(plan, mapped),
+                "; or ".join(f for f in (pin_fix, _fixes(plan, mapped)) if f),
                 "planner",
             )
         )
+    if pinned is not None:
+        _attention_readings(recipe, plan, pinned, mapped, findings)
     if mapped.length_cap:
         findings.append(_at_the_cap(plan, mapped))
     if "evaluation" in plan.phases and plan.phases["evaluation"] > plan.phases.get("train", 0.0):
@@ -473,6 +485,104 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if recipe.method == "grpo":
         _generations(recipe, plan.setup, mapped, findings)
     return plan
+
+
+def _pinned_attention(recipe, mapped: mapping.Mapped):
+    """(reading, table entry) where the transformers release the repository pins decides the model's default attention
+    or allows both kinds (review/default_attention.py): 'eager' or 'both'; None where nothing is pinned, the files choose
+    the attention, the model type is not in the table, or every release the pin allows picks SDPA."""
+    from vramfit.review import default_attention
+
+    pin = mapped.transformers_pin
+    if pin is None or recipe.model.attn_implementation != "sdpa":
+        return None
+    if mapping._remote_code_only(str(recipe.model.id or "")):  # its repository's own code picks its attention
+        return None
+    model_type = default_attention.text_model_type(_json(recipe.path(recipe.model.config)))
+    if model_type is None:
+        return None
+    if mapped.attention_chosen is not None and (mapped.attention_chosen_for is None or model_type in mapped.attention_chosen_for):
+        return None
+    reading = default_attention.reading(model_type, pin)
+    return (reading, default_attention.TABLE[model_type]) if reading in ("eager", "both") else None
+
+
+def _eager(recipe):
+    from vramfit.planner.plan import with_overrides
+
+    return with_overrides(recipe, {"model.attn_implementation": "eager"})
+
+
+def _eager_what(entry) -> str:
+    first, last = entry.eager
+    return (
+        f"{entry.label}'s attention is eager (transformers {first} to {last} load it without SDPA unless attn_implementation "
+        f"is given: heads x T x T scores per layer, softmaxed in fp32; SDPA from {entry.sdpa}: {entry.source.split(';')[0]})"
+    )
+
+
+def _pinned(mapped: mapping.Mapped) -> str:
+    pin = mapped.transformers_pin
+    return f"planned under {pin} (--transformers-version)" if pin.file.startswith("--") else f"this repository pins {pin}"
+
+
+def _pinned_eager(pinned, mapped: mapping.Mapped) -> str:
+    return f"{_pinned(mapped)}, where {_eager_what(pinned[1])}"
+
+
+def _pinned_fixes(pinned, mapped: mapping.Mapped) -> str:
+    entry = pinned[1]
+    pin = mapped.transformers_pin
+    where = "" if pin.file.startswith("--") else f" in {pin.file.rsplit('/', 1)[-1]}"
+    return f'pin transformers>={entry.sdpa}{where} (SDPA by default), or load the model with attn_implementation="sdpa"'
+
+
+def _attention_readings(recipe, plan, pinned, mapped: mapping.Mapped, findings: list[Finding]) -> None:
+    """The pin decides eager: say the plan is eager where it fits (the no-fit finding above says it already). The pin
+    allows both: plan the eager reading beside the SDPA one; a warning naming both where only the eager one does not
+    fit, a note where both fit."""
+    from vramfit.planner import plan_recipe
+
+    reading, entry = pinned
+    file = mapped.primary.label
+    if reading == "eager":
+        if plan.fits:
+            findings.append(
+                Finding(
+                    "info",
+                    file,
+                    "--gpu",
+                    f"{_pinned_eager(pinned, mapped)}: planned with eager attention ({plan.per_gpu_peak_gib:.1f} GiB per GPU)",
+                    source="planner",
+                )
+            )
+        return
+    if not plan.fits:
+        return  # the SDPA reading does not fit already: the eager one holds more
+    try:
+        eager_recipe = _eager(recipe)
+        eager = _plan_with_settings(eager_recipe, mapped, []) or plan_recipe(eager_recipe)
+    except (ConfigError, ValueError, TypeError):
+        return
+    head = (
+        f"{_pinned(mapped)}, which allows releases where {_eager_what(entry)}: planned with SDPA "
+        f"(the default from {entry.sdpa}) the peak is {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU; "
+        f"with eager attention it is {eager.per_gpu_peak_gib:.1f} GiB"
+    )
+    if eager.fits:
+        findings.append(Finding("info", file, "--gpu", f"{head}: it fits either way", source="planner"))
+        return
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in eager.breakdown.items() if v >= 0.05)
+    findings.append(
+        Finding(
+            "warning",
+            file,
+            "--gpu",
+            f"{head}, which does not fit the {eager.gpu_memory_gib:.1f} GiB of each {recipe.hardware.gpu}, in {eager.peak_phase} ({parts})",
+            "; or ".join(f for f in (_pinned_fixes(pinned, mapped), _fixes(eager, mapped)) if f),
+            "planner",
+        )
+    )
 
 
 def _without_update_state(plan) -> float:
