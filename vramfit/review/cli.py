@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transformers-version",
         metavar="X.Y.Z",
-        help="judge flags under this transformers version (default: the version a requirements file / setup.py / pyproject.toml beside the script pins)",
+        help="judge flags, and the model's default attention (eager before its SDPA release), under this transformers version "
+        "(default: the version a requirements file / setup.py / pyproject.toml beside the script pins)",
     )
     parser.add_argument(
         "--torch-version",
