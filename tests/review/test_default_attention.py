@@ -10,7 +10,7 @@ import pytest
 
 from vramfit.review import default_attention
 from vramfit.review.reviewer import review
-from vramfit.review.versions import Pin
+from vramfit.review.versions import Pin, find_pin
 
 from review_support import find
 
@@ -60,6 +60,14 @@ def test_every_entry_names_its_source_and_its_releases_in_order():
 def test_the_reading_under_a_pin(model_type, op, version, expected):
     assert default_attention.reading(model_type, Pin("transformers", op, version, "requirements.txt")) == expected
     assert default_attention.reading(model_type, None) is None
+
+
+def test_an_upper_bound_beside_the_pin_is_read(tmp_path):
+    (tmp_path / "requirements.txt").write_text("torch\ntransformers>=4.31.0,<4.36\n")
+    pin = find_pin(tmp_path / "run.sh")
+    assert pin.upper == ("<", "4.36") and str(pin) == "transformers>=4.31.0,<4.36 (requirements.txt)"
+    assert default_attention.reading("llama", pin) == "eager"  # every allowed release is before Llama's SDPA (4.36)
+    assert default_attention.reading("qwen2", pin) is None  # no allowed release has Qwen2
 
 
 def test_a_vlm_is_read_by_its_text_model_and_remote_code_is_left_out():

@@ -161,9 +161,12 @@ def reading(model_type: str, pin) -> str | None:
             return "eager"
         return "sdpa" if v >= sdpa else None
     if pin.op in (">=", "~="):  # ~=X.Y: X.Y and later releases of X (major releases keep the defaults read above)
+        upper = _minor(pin.upper[1]) if getattr(pin, "upper", None) else None
+        # an upper bound (">=4.31,<4.36") allows an SDPA release only above the type's SDPA release
+        sdpa_allowed = upper is None or (sdpa < upper if pin.upper[0] == "<" else sdpa <= upper)
         if first is not None and v <= last:
-            return "both"
-        return "sdpa"
+            return "both" if sdpa_allowed else "eager"
+        return "sdpa" if sdpa_allowed else None
     if pin.op == "<=":
         if v >= sdpa:
             return "both" if first is not None else "sdpa"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PIN_FILES = ("requirements.txt", "setup.py", "pyproject.toml")
-_PIN = re.compile(r"""["'\s^,]{pkg}(?:\[[\w,]+\])?\s*(==|>=|~=|<=)\s*([0-9][\w.]*)""")
+_PIN = re.compile(r"""["'\s^,]{pkg}(?:\[[\w,]+\])?\s*(==|>=|~=|<=)\s*([0-9][\w.]*)(?:\s*,\s*(<=|<)\s*([0-9][\w.]*))?""")
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Pin:
     op: str
     version: str
     file: str  # where it was read, or "--transformers-version"
+    upper: tuple[str, str] | None = None  # an upper bound beside a lower one (">=4.31,<4.36": ("<", "4.36"))
 
     @property
     def major(self) -> int:
@@ -27,7 +28,8 @@ class Pin:
             return 0
 
     def __str__(self) -> str:
-        return f"{self.package}{self.op}{self.version}" + ("" if self.file.startswith("--") else f" ({self.file})")
+        bound = f",{self.upper[0]}{self.upper[1]}" if self.upper else ""
+        return f"{self.package}{self.op}{self.version}{bound}" + ("" if self.file.startswith("--") else f" ({self.file})")
 
 
 def find_pin(script: Path, package: str = "transformers", levels: int = 5) -> Pin | None:
@@ -49,7 +51,8 @@ def find_pin(script: Path, package: str = "transformers", levels: int = 5) -> Pi
                 continue
             found = pattern.search("\n" + text)
             if found:
-                return Pin(package, found.group(1), found.group(2), str(path.name if folder == script.resolve().parent else path))
+                upper = (found.group(3), found.group(4)) if found.group(3) and found.group(1) in (">=", "~=") else None
+                return Pin(package, found.group(1), found.group(2), str(path.name if folder == script.resolve().parent else path), upper)
         if folder.parent == folder:
             break
         folder = folder.parent
