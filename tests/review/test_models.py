@@ -119,6 +119,9 @@ CORPUS_MODEL_IDS = {
     "google/gemma-3-4b-it": "google/gemma-3-4b-it",  # axolotl examples/gemma3/gemma-3-4b-qlora.yaml
     "facebook/opt-6.7b": "facebook/opt-6.7b",  # DeepSpeed-Chat step1 training_scripts/opt/single_gpu/run_6.7b_lora.sh
     "Qwen/Qwen2-1.5B-Instruct": "Qwen/Qwen2-1.5B-Instruct",  # TRL examples/scripts/gkd.py (the teacher)
+    "OpenGVLab/InternVL2_5-4B-MPO": "OpenGVLab/InternVL2_5-4B",  # VLM-R1 run_scripts/run_grpo_rec_internvl.sh (alias: MPO of it)
+    # alignment-handbook recipes/zephyr-7b-beta/dpo/config_full.yaml (alias: the handbook's full SFT of Mistral-7B-v0.1)
+    "alignment-handbook/zephyr-7b-sft-full": "mistralai/Mistral-7B-Instruct-v0.1",
 }
 
 
