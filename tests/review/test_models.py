@@ -251,7 +251,14 @@ def test_a_model_the_planner_cannot_summarise_leaves_the_review_incomplete_not_c
 QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "method=qlora", "bf16=true", "per_device_train_batch_size=1", "seq_len=512"]
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[_id(e) for e in ENTRIES])
+# Entries the planner sizes only through the fake-tensor trace (Gated DeltaNet layers the analytic model does not size): a
+# cold-cache trace of Qwen3.5-4B takes 33 s on the 2-core CI machine, past this file's budget. The trace path on a Qwen3.5
+# text stack stays covered here by minicpm-v-4_6 (Qwen3.5-0.8B inside, 11 s cold); their parameter counts by the meta test.
+TRACE_ONLY = {"qwen3.5-4b"}
+PLANNED = [e for e in ENTRIES if _id(e) not in TRACE_ONLY]
+
+
+@pytest.mark.parametrize("entry", PLANNED, ids=[_id(e) for e in PLANNED])
 def test_plan_model_config_answers_for_every_table_entry(entry, capsys):
     """`vramfit plan --model-config FILE` on what the table resolves to: a plan (0) or an incomplete one (3) with
     its message, never bad input or a traceback. A setup almost every table model fits (QLoRA, ZeRO-3, 8 x H100,
