@@ -356,6 +356,19 @@ def test_configs_transformers_writes_are_not_bad_input(tmp_path, config_class, k
     assert data is not None and not problems, (why, problems)
 
 
+def test_a_publishers_own_config_flag_is_not_a_nested_config(tmp_path):
+    """SmolLM2-135M/360M publish `is_llama_config: true` (a flag their nanotron export writes, no sub-config llama reads):
+    not bad input. A sub-config the class reads (a VLM's text_config) written as a flag still is."""
+    llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**llama, "is_llama_config": True}))
+    data, problems = _check(path)
+    assert data is not None and not problems, problems
+    path.write_text(json.dumps({"model_type": "llava", "text_config": True}))
+    data, problems = _check(path)
+    assert data is None and any("text_config" in p and "nested config" in p for p in problems), problems
+
+
 def test_per_layer_lists_are_sizes_but_nan_and_fractions_are_not(tmp_path):
     from transformers import Gemma3nTextConfig
 

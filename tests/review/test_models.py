@@ -118,6 +118,10 @@ CORPUS_MODEL_IDS = {
     "Qwen/Qwen3-VL-30B-A3B-Instruct": "Qwen/Qwen3-VL-30B-A3B-Instruct",  # Qwen3-VL sft_30a3b_lora.sh, ms-swift dpo.sh
     "google/gemma-3-4b-it": "google/gemma-3-4b-it",  # axolotl examples/gemma3/gemma-3-4b-qlora.yaml
     "facebook/opt-6.7b": "facebook/opt-6.7b",  # DeepSpeed-Chat step1 training_scripts/opt/single_gpu/run_6.7b_lora.sh
+    "Qwen/Qwen2-1.5B-Instruct": "Qwen/Qwen2-1.5B-Instruct",  # TRL examples/scripts/gkd.py (the teacher)
+    "OpenGVLab/InternVL2_5-4B-MPO": "OpenGVLab/InternVL2_5-4B",  # VLM-R1 run_scripts/run_grpo_rec_internvl.sh (alias: MPO of it)
+    # alignment-handbook recipes/zephyr-7b-beta/dpo/config_full.yaml (alias: the handbook's full SFT of Mistral-7B-v0.1)
+    "alignment-handbook/zephyr-7b-sft-full": "mistralai/Mistral-7B-Instruct-v0.1",
 }
 
 
@@ -138,6 +142,8 @@ def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
         "google/gemma-3n-E4B-it",
         "OpenGVLab/InternVL3-38B",
         "facebook/opt-2.7b",
+        "Qwen/Qwen3-Embedding-8B",  # not Qwen3-Embedding-0.6B's entry
+        "Qwen/Qwen3-30B-A3B-Instruct-2507",  # its own entry, not Qwen3-235B-A22B-Instruct-2507's
     ],
 )
 def test_a_neighbour_size_of_a_new_entry_is_not_taken_for_it(model_id):
@@ -245,18 +251,27 @@ def test_a_model_the_planner_cannot_summarise_leaves_the_review_incomplete_not_c
 QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "method=qlora", "bf16=true", "per_device_train_batch_size=1", "seq_len=512"]
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[_id(e) for e in ENTRIES])
+# Entries the planner sizes only through the fake-tensor trace (Gated DeltaNet layers the analytic model does not size): a
+# cold-cache trace takes 33 s for Qwen3.5-4B and 39 s for Qwen3.5-35B-A3B on the 2-core CI machine (Qwen3.5-27B and
+# Qwen3-Next have the same layers), past this file's budget. The trace path on a Qwen3.5 text stack stays covered here by
+# minicpm-v-4_6 (Qwen3.5-0.8B inside, 11 s cold); their parameter counts by the meta test.
+TRACE_ONLY = {"qwen3.5-4b", "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-next-80b-a3b-instruct"}
+PLANNED = [e for e in ENTRIES if _id(e) not in TRACE_ONLY]
+
+
+@pytest.mark.parametrize("entry", PLANNED, ids=[_id(e) for e in PLANNED])
 def test_plan_model_config_answers_for_every_table_entry(entry, capsys):
     """`vramfit plan --model-config FILE` on what the table resolves to: a plan (0) or an incomplete one (3) with
     its message, never bad input or a traceback. A setup almost every table model fits (QLoRA, ZeRO-3, 8 x H100,
-    512 tokens) keeps it to the plan itself; the 671B DeepSeek-V3 / R1 do not fit one node, said as a verdict (1)."""
+    512 tokens) keeps it to the plan itself; the 671B DeepSeek-V3 / R1 and the 235B Qwen3 MoE (its fused experts stay bf16
+    under bitsandbytes, which quantizes nn.Linear only) do not fit one node, said as a verdict (1)."""
     from vramfit.cli import main
 
     code = main(["plan", "--model-config", str(entry.planner), *QLORA_ON_8_H100, "gradient_checkpointing=true"])
     out, err = capsys.readouterr()
     assert code in (0, 1, 3) and "Traceback" not in out + err, (code, err[-400:])
     assert "GPU:" in out and (code == 0 or "incomplete: not computed" in err or (code == 1 and "DOES NOT FIT" in out))
-    assert code != 1 or summary(entry.planner).total > 300e9, "only the 671B models may not fit this setup"
+    assert code != 1 or summary(entry.planner).total > 200e9, "only the 235B and 671B models may not fit this setup"
 
 
 def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceback(capsys):

@@ -116,8 +116,12 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
         )
         return None
     before = len(problems.items)
+    # A `*_config` key the class reads as a sub-config must be an object. A true/false flag the class does not read
+    # is the publisher's own (SmolLM2's `is_llama_config: true`, from its nanotron export), kept as an attribute.
+    nested = getattr(CONFIG_MAPPING[model_type], "sub_configs", {}) or {}
     for key, value in data.items():
-        if key.endswith("_config") and value is not None and not isinstance(value, dict) and key != "quantization_config":
+        flag = isinstance(value, bool) and key not in nested
+        if key.endswith("_config") and value is not None and not isinstance(value, dict) and key != "quantization_config" and not flag:
             problems.add(label, key, f"must be a JSON object (a nested config), got {type(value).__name__}", f"write {key} as published, or remove it.")
     if len(problems.items) > before:
         return None
