@@ -36,8 +36,6 @@ KNOWN_MISSED: dict[str, str] = {
     "embeddings trained, not the full training this case was caught as before; the thread's 2023 transformers ran OPT's "
     "attention eager (16 x 32 x 512^2 score matrices per layer), transformers 5 runs it with SDPA, and the repository "
     "pins only transformers>=4.31.0, so the review cannot know the run's attention",
-    "litgpt-llama-2-7b-full": "LitGPT's config format is not read (the review says so and exits 3); its README table's OOM "
-    "for llama-2-7b/full.yaml on 4xA10G is not planned",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
 }
@@ -853,10 +851,6 @@ def test_ms_swift_model_name_is_a_display_name_beside_model(tmp_path):
 @pytest.mark.parametrize(
     "text, what",
     [
-        (
-            "checkpoint_dir: checkpoints/meta-llama/Llama-2-7b-hf\nprecision: bf16-true\ndevices: 4\ntrain:\n  micro_batch_size: 4\n  max_seq_length: 512\n",
-            "a LitGPT config",
-        ),
         (
             "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n  lora_rank: 8\nbatch_size: 2\noptimizer:\n  _component_: torch.optim.AdamW\n",
             "a torchtune config",
