@@ -32,7 +32,8 @@ def test_full_finetuning_of_llama_2_7b_on_four_a10g_is_the_oom_litgpt_s_table_re
     checkpointing, pure bf16, 4 micro-batches per step: the first three under no_sync hold the unsharded gradients."""
     result = review([str(HUB / "full.yaml")], gpu="a10g", gpus=4)
     assert result.exit_code == 1
-    assert find(result, key="--gpu", severity="error", text="exceeds")
+    # one micro-batch per step keeps only the gradient shards: the fix, in LitGPT's key (no gradient_accumulation_steps key)
+    assert find(result, key="--gpu", severity="error", text="exceeds") and find(result, key="--gpu", text="Fix: train.global_batch_size: 16 (")
     s = result.plan.setup
     assert (s.method, s.engine, s.fsdp_version, s.gradient_checkpointing, s.precision) == ("full", "fsdp", 1, True, "bf16-true")
     assert (s.micro_batch, s.gradient_accumulation_steps, s.seq_len, s.optimizer) == (4, 4, 512, "adamw_torch")
@@ -51,6 +52,15 @@ def test_lora_and_qlora_configs_map_onto_the_planner_knobs():
     s = qlora.plan.setup
     assert (s.method, s.quantization, s.quant_double, s.optimizer) == ("qlora", "nf4", False, "paged_adamw_32bit")
     assert "read as: qlora of meta-llama/Llama-2-7b-hf" in qlora.summary[0]
+
+
+def test_devices_is_how_many_gpus_litgpt_uses_whatever_the_node_has(tmp_path):
+    """config_hub/finetune/README.md runs llama-2-7b/lora.yaml (devices: 1) on a 4 x A10G machine at the 1 x A10G peak."""
+    result = review([str(HUB / "lora.yaml")], gpu="a10g", gpus=4)
+    assert result.plan.setup.gpus_per_node == 1 and result.plan.setup.engine == "ddp"
+    assert find(result, key="devices", text="3 of the node's 4 GPUs")
+    fewer = review([str(HUB / "full.yaml")], gpu="a100-80g", gpus=2)
+    assert fewer.exit_code == 1 and find(fewer, key="devices", severity="error", text="refuses to start")
 
 
 def test_lora_on_several_gpus_is_fsdp2_with_checkpointing_and_defaults_are_said(tmp_path):

@@ -470,6 +470,7 @@ LITGPT_SPELLING = {
     "training.num_train_epochs": "train.epochs",
     "training.max_steps": "train.max_steps",
     "model.id": "checkpoint_dir",
+    "global_batch_size": "train.global_batch_size",
     "model.lora.r": "lora_r",
     "model.lora.alpha": "lora_alpha",
     "model.lora.dropout": "lora_dropout",
@@ -2259,6 +2260,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
 
     findings: list[Finding] = []
     hw = mapped.recipe.setdefault("hardware", {})
+    if mapped.litgpt is not None and gpus is not None and "gpus_per_node" in mapped.litgpt.hardware:
+        findings += _litgpt_devices(mapped, gpus)
+        gpus = None  # LitGPT starts `devices` processes, whatever the node has
     for key, value, flag in (
         ("gpu", gpu, "--gpu"),
         ("gpus_per_node", gpus, "--gpus"),
@@ -2308,6 +2312,21 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     mapped.recipe["name"] = f"review-{ranks}x{hw['gpu']}"
     mapped.recipe["summary"] = f"review of {mapped.primary.label}"
     return findings
+
+
+def _litgpt_devices(mapped: Mapped, gpus: int) -> list[Finding]:
+    """A LitGPT config's `devices` is how many processes Lightning Fabric starts, one per GPU, whatever the node has (--gpus):
+    the rest idle; fewer GPUs than devices and Lightning refuses to start."""
+    source = mapped.litgpt
+    devices = source.hardware["gpus_per_node"][0]
+    where = Origin(source.label, "devices", source.line_of("devices"))
+    if gpus >= devices:
+        if gpus == devices:
+            return []
+        what = f"LitGPT starts {devices} process{'es' if devices > 1 else ''}, one per GPU: {gpus - devices} of the node's {gpus} GPUs (--gpus) stay idle; reviewed on {devices}"
+        return [Finding("info", where.file, where.key, what, f"write devices: {gpus} to use them all.", line=where.line)]
+    what = f"asks for {devices} GPUs and the node has {gpus} (--gpus): Lightning refuses to start (fewer devices than requested)"
+    return [Finding("error", where.file, where.key, what, f"write devices: {gpus}.", line=where.line)]
 
 
 def litgpt_strategy(mapped: Mapped, ranks: int) -> list[Finding]:

@@ -546,8 +546,33 @@ def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding])
 
             result.fixes = search(result, replan, mode="recipe", recipe=recipe)
             result.fixes_searched = True
+            litgpt_step = _litgpt_one_micro_batch(recipe, mapped, replan)
+            if litgpt_step is not None:
+                result.fixes.insert(0, litgpt_step)
         return result
     return None  # nothing the planner can apply: the recipe's own plan, with its fixes
+
+
+def _litgpt_one_micro_batch(recipe, mapped: mapping.Mapped, replan) -> dict | None:
+    """A LitGPT run sharded with FSDP that accumulates holds the unsharded gradients through every micro-batch but a
+    step's last (no_backward_sync): one micro-batch per step (train.global_batch_size = micro-batch x GPUs) keeps
+    only their shards. The fix, where that fits; None otherwise."""
+    t = recipe.training
+    if mapped.litgpt is None or not t.get("fsdp") or t.get("gradient_accumulation_steps", 1) <= 1:
+        return None
+    step = t["per_device_train_batch_size"] * recipe.world_size
+    try:
+        plan = replan({"gradient_accumulation_steps": 1, "global_batch_size": step})
+    except ConfigError:
+        return None
+    if not plan.ok:
+        return None
+    return {
+        "overrides": {"global_batch_size": step},
+        "per_gpu_peak_gib": plan.per_gpu_peak_gib,
+        "host_ram_gib": plan.host_ram_gib,
+        "why": "one micro-batch per step: FSDP reduce-scatters every backward, no unsharded gradients kept",
+    }
 
 
 def _apply(setup, settings: dict, names: set):
