@@ -5,7 +5,8 @@ Training arguments keep their Hugging Face / TRL names; a shell script's words a
 as the upstream scripts' own parsers type them. Upstream script arguments that carry a recipe
 setting (model_max_length, max_pixels, lora_enable, tune_vision, ...) and axolotl's key names are
 translated by the tables below; arguments renamed or removed in the installed libraries are read
-under their new name and reported. Everything else is reported as unknown, with a did-you-mean.
+under their new name and reported. Everything else is reported as unknown, with a did-you-mean. A LitGPT
+config is translated as LitGPT's scripts run it (_litgpt, litgpt_strategy; the facts in vramfit.review.litgpt).
 """
 
 from __future__ import annotations
@@ -1329,7 +1330,7 @@ class _Builder:
             if kind is not None:
                 self.set("model.quantization.quant_type", kind, at["quantize"])
                 self.set("model.quantization.double_quant", double, at["quantize"])
-            self.set("model.quantization.compute_dtype", dtype if dtype != "float32" else "float32", at["quantize"])
+            self.set("model.quantization.compute_dtype", dtype, at["quantize"])  # BitsandbytesPrecision(mode, dtype of precision)
             self.note(
                 "info",
                 at["quantize"],
@@ -1349,7 +1350,7 @@ class _Builder:
             self.set("data.max_length", length, at["train.max_seq_length"])
         # the optimizer: a class name or {class_path, init_args}
         optimizer = doc.get("optimizer", "AdamW")
-        name = str(optimizer.get("class_path", "") if isinstance(optimizer, dict) else optimizer or "AdamW").rsplit(".", 1)[-1]
+        name = str((optimizer.get("class_path") if isinstance(optimizer, dict) else optimizer) or "AdamW").rsplit(".", 1)[-1]
         where = at.get("optimizer") or origin_of("optimizer", "AdamW")
         if quantize is not None:
             if "AdamW" not in name:
