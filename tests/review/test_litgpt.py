@@ -114,3 +114,15 @@ def test_unknown_keys_warn_refused_keys_are_errors_and_an_unknown_model_is_incom
     adapter.write_text("\n".join(line for line in clean.read_text().splitlines() if not line.startswith("lora_")) + "\n")
     result = review([str(adapter)], gpu="a10g", gpus=1)
     assert result.exit_code == 3 and find(result, text="finetune_adapter") and not find(result, severity="warning")
+
+
+def test_a_litgpt_pretraining_config_is_said_not_reviewed(tmp_path):
+    """config_hub/pretrain/tinyllama.yaml's keys (litgpt/pretrain.py setup()): not a fine-tuning config."""
+    path = tmp_path / "tinyllama.yaml"
+    path.write_text(
+        "model_name: tiny-llama-1.1b\nmodel_config:\nout_dir: out/pretrain/tiny-llama\nprecision: bf16-mixed\ninitial_checkpoint_dir:\n"
+        "data: TinyLlama\ntrain:\n  global_batch_size: 512\n  micro_batch_size: 4\n  max_seq_length: 2048\ndevices: auto\ntokenizer_dir: checkpoints/TinyLlama\n"
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.exit_code == 3 and find(result, key="model_name", text="LitGPT pretraining config")
+    assert not find(result, severity="warning") and not find(result, severity="error")

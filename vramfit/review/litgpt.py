@@ -121,6 +121,14 @@ def is_config(document: dict) -> bool:
     )
 
 
+def is_pretrain(document: dict) -> bool:
+    """A LitGPT pretraining config (config_hub/pretrain/*.yaml, `litgpt pretrain --config`): litgpt/pretrain.py setup()'s
+    model_name / model_config / initial_checkpoint_dir / tokenizer_dir beside a train: section of TrainArgs keys."""
+    train = document.get("train")
+    own = {"model_name", "model_config", "initial_checkpoint_dir", "tokenizer_dir"} & set(document)
+    return "checkpoint_dir" not in document and len(own) >= 2 and isinstance(train, dict) and bool(TRAIN_KEYS & set(train))
+
+
 def script(document: dict, path: Path) -> str:
     """Which fine-tuning script the config is for: `lora_*` keys are finetune_lora's only; a `quantize` key without them
     is finetune_lora's or finetune_adapter's (the file's name tells which); neither: finetune_full (which takes neither)."""

@@ -309,7 +309,7 @@ _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config
 
 def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
     """A YAML/JSON config vramfit reads but does not review: (its first telling key, what it is, the fix) - a training
-    config in a format vramfit does not read (LLaMA-Factory v1, torchtune), or an export config that trains
+    config in a format vramfit does not read (LLaMA-Factory v1, LitGPT pretraining, torchtune), or an export config that trains
     nothing."""
     keys = set(document)
     unread = "which vramfit does not read yet: not reviewed (this is no fault of the file)"
@@ -328,6 +328,14 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             f"an export config (export_dir: {export['export_dir']}): LLaMA-Factory merges and saves a model with it "
             "(`llamafactory-cli export`); nothing trains, so there is no training memory to review",
             "review the training config that produced the adapter.",
+        )
+    if litgpt.is_pretrain(document):
+        first = next(k for k in document if k in ("model_name", "model_config", "initial_checkpoint_dir", "tokenizer_dir"))
+        return (
+            first,
+            f"a LitGPT pretraining config (`litgpt pretrain`: model_name:, train:), {unread}",
+            "plan the run with vramfit plan (the model, precision, train.micro_batch_size and train.max_seq_length); LitGPT's "
+            "fine-tuning configs (checkpoint_dir:) are reviewed.",
         )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
