@@ -83,6 +83,8 @@ def test_lora_on_several_gpus_is_fsdp2_with_checkpointing_and_defaults_are_said(
         ({"micro_batch_size": "two"}, "train.micro_batch_size", "train.micro_batch_size: 1"),
         ({"global_batch_size": "2", "devices": "4"}, "train.global_batch_size", "train.global_batch_size: 8"),
         ({"train": "5"}, "train", "train:"),
+        ({"lora_dropout": "abc"}, "lora_dropout", "lora_dropout: 0.05"),
+        ({"checkpoint_dir": ""}, "checkpoint_dir", "checkpoint_dir: checkpoints/"),
     ],
 )
 def test_a_config_litgpt_would_refuse_is_bad_input(tmp_path, capsys, edits, key, fix):

@@ -147,6 +147,13 @@ def _positive(value: Any) -> bool:
 def check(document: dict, file: str) -> Problems:
     """What LitGPT's command line (jsonargparse over setup()'s types) or its setup refuses before training: exit 2."""
     problems = Problems()
+    if not isinstance(document.get("checkpoint_dir"), str) or not document["checkpoint_dir"].strip():
+        problems.add(
+            file,
+            "checkpoint_dir",
+            f"must name the model's checkpoint folder or Hub id, got {document.get('checkpoint_dir')!r} (LitGPT's fine-tuning scripts require it)",
+            "write checkpoint_dir: checkpoints/<org>/<model> (LitGPT downloads a Hub id there).",
+        )
     for section in ("train", "eval", "log"):
         if section in document and document[section] is not None and not isinstance(document[section], dict):
             problems.add(
@@ -208,6 +215,9 @@ def check(document: dict, file: str) -> Problems:
     for key in ("lora_r", "lora_alpha"):
         if key in document and not _positive(document[key]):
             problems.add(file, key, f"must be a positive integer, got {document[key]!r}", f"write {key}: {LORA_DEFAULTS[key]}.")
+    dropout = document.get("lora_dropout", 0.05)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        problems.add(file, "lora_dropout", f"must be a number from 0 up to 1, got {dropout!r}", "write lora_dropout: 0.05.")
     for key in LORA_SWITCHES:
         if key in document and not isinstance(document[key], bool):
             problems.add(file, key, f"must be true or false, got {document[key]!r}", f"write {key}: {str(LORA_DEFAULTS[key]).lower()}.")
