@@ -475,7 +475,6 @@ LITGPT_SPELLING = {
     "model.lora.r": "lora_r",
     "model.lora.alpha": "lora_alpha",
     "model.lora.dropout": "lora_dropout",
-    "model.quantization.bits": "quantize",
     "hardware.gpus_per_node": "devices",
     "hardware.nodes": "num_nodes",
     "hardware.gpu": "--gpu",
