@@ -2377,6 +2377,13 @@ def litgpt_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
         what = f"{ranks} GPUs: {how}; {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step"
         if accum > 1:
             what += ", all but the last under no_backward_sync, which keeps the unsharded gradients"
+        if which == "lora" and accum > 1:
+            # litgpt before 5ac69b06 (August 2025): finetune/lora.py FSDPStrategy(auto_wrap_policy={Block}), the frozen
+            # weights in one flat parameter with the adapters (use_orig_params): they got gradients too (LIT-13..19)
+            what += (
+                "; litgpt before 5ac69b06 (August 2025) ran LoRA in FSDP1 Block units, where the frozen weights get unsharded "
+                "gradients too: plan that with vramfit plan ... fsdp_lora_units=layer"
+            )
     else:
         what = f"one GPU: no sharding and no activation checkpointing (Fabric's strategy 'auto'); {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step"
     findings.append(Finding("info", devices.file, devices.key, f"planned as LitGPT runs it on {what}", source="planner", line=devices.line))
