@@ -18,12 +18,14 @@ examples:
   vramfit review scripts/sharegpt4v/slurm_finetune_7b.sh scripts/zero3.json --gpu a100-40g --gpus 8 --nodes 1
   vramfit review train.sh --gpu a100-80g --host-ram-gib 64 --json
   vramfit review axolotl.yaml --gpu a100-80g --gpus 8 --against axolotl-llama-3b-8xa100-80g
+  vramfit review config_hub/finetune/llama-2-7b/full.yaml --gpu a10g
 
 PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train /
 swift sft|rlhf / llamafactory-cli train, Slurm wrappers), a Python training script (its docstring's
 launch commands or its TrainingArguments(...) / SFTConfig(...) call, read with ast, never run), a
-DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments / TRL / LLaMA-Factory
-JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
+DeepSpeed JSON, an accelerate config, an axolotl YAML, a LitGPT fine-tuning config (`litgpt
+finetune_full|finetune_lora --config`, planned as LitGPT runs it) or a TrainingArguments / TRL /
+LLaMA-Factory JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
 script or in the folders above it, unless a PATH with the same file name is given.
 
 The model's config.json comes from vramfit's table (model_configs/), a local folder, the Hugging Face

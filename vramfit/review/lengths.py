@@ -91,6 +91,14 @@ PADDING: list[tuple[re.Pattern[str], bool, str]] = [
         "DeepSpeed-Chat pads every sample to max_seq_len (padding='max_length', dschat/utils/data/data_utils.py)",
     ),
 ]
+PADDING.append(
+    (
+        re.compile(r"^litgpt$"),  # `litgpt finetune_*` (a LitGPT config: vramfit.review.litgpt)
+        True,
+        "LitGPT's _sft_collate_fn pads each batch to its longest sample (torch.nn.utils.rnn.pad_sequence) and truncates it to "
+        "train.max_seq_length (litgpt/data/base.py)",
+    )
+)
 # Collators that depend on the script's arguments: (program, {argument: the value with which batches are padded to their
 # longest sample}, the fact when one of them is passed so, the fact otherwise: every sample padded to the cap).
 PADDING_IF: list[tuple[re.Pattern[str], dict[str, str], str, str]] = [

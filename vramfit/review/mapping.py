@@ -5,7 +5,8 @@ Training arguments keep their Hugging Face / TRL names; a shell script's words a
 as the upstream scripts' own parsers type them. Upstream script arguments that carry a recipe
 setting (model_max_length, max_pixels, lora_enable, tune_vision, ...) and axolotl's key names are
 translated by the tables below; arguments renamed or removed in the installed libraries are read
-under their new name and reported. Everything else is reported as unknown, with a did-you-mean.
+under their new name and reported. Everything else is reported as unknown, with a did-you-mean. A LitGPT
+config is translated as LitGPT's scripts run it (_litgpt, litgpt_strategy; the facts in vramfit.review.litgpt).
 """
 
 from __future__ import annotations
@@ -461,6 +462,7 @@ class Mapped:
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
+    litgpt: Source | None = None  # a LitGPT config: its strategy and accumulation follow the GPUs reviewed (litgpt_strategy)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
@@ -479,9 +481,29 @@ class Mapped:
         return Origin(self.settings.label, spelled(self.settings.kind, key), None)
 
 
+# recipe keys as a LitGPT config writes them (vramfit.review.litgpt); the rest have no LitGPT key
+LITGPT_SPELLING = {
+    "training.per_device_train_batch_size": "train.micro_batch_size",
+    "data.max_length": "train.max_seq_length",
+    "training.num_train_epochs": "train.epochs",
+    "training.max_steps": "train.max_steps",
+    "model.id": "checkpoint_dir",
+    "global_batch_size": "train.global_batch_size",
+    "model.lora.r": "lora_r",
+    "model.lora.alpha": "lora_alpha",
+    "model.lora.dropout": "lora_dropout",
+    "hardware.gpus_per_node": "devices",
+    "hardware.nodes": "num_nodes",
+    "hardware.gpu": "--gpu",
+    "hardware.host_ram_gib": "--host-ram-gib",
+}
+
+
 def spelled(kind: str, key: str) -> str:
     """A recipe key as the user's kind of file writes it."""
     name = key.split(".", 1)[1] if key.startswith(("training.", "data.", "model.")) else key
+    if kind == "litgpt":
+        return LITGPT_SPELLING.get(key, f"({name.split('.')[-1]}: no LitGPT key)")
     if kind == "axolotl":
         reverse = {v: k for k, v in AXOLOTL.items()}
         if key == "training.use_liger_kernel":
@@ -533,8 +555,8 @@ class _Builder:
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
-        self.primary = _first(sources, ("shell", "axolotl", "training_args", "accelerate", "deepspeed"))
-        self.settings = _first(sources, ("axolotl", "training_args", "shell", "accelerate", "deepspeed"))
+        self.primary = _first(sources, ("shell", "litgpt", "axolotl", "training_args", "accelerate", "deepspeed"))
+        self.settings = _first(sources, ("litgpt", "axolotl", "training_args", "shell", "accelerate", "deepspeed"))
         self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
@@ -565,6 +587,7 @@ class _Builder:
         self.longest_unknown: Origin | None = None
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.in_place_modules = False  # modules_to_save trained in place, not as PEFT copies (DeepSpeed-Chat without --only_optimize_lora)
+        self.litgpt_optimizer: tuple[str, Origin] | None = None  # a LitGPT optimizer class the planner has no states for
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
         """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
@@ -1182,11 +1205,14 @@ class _Builder:
             if source.kind in ("shell", "training_args", "axolotl"):
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
+            elif source.kind == "litgpt":
+                self._litgpt(source)
         self._program_defaults()
         self._model_name()
         self._liger()
         self._trl_defaults()
         self._model(model_config)
+        self._litgpt_model()
         self._method()
         self._swift_environment()
         self._data()
@@ -1224,7 +1250,8 @@ class _Builder:
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
-        mapped.optimizer_assumed = self._optimizer_not_modelled()
+        mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
+        mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.sharding_assumed = self._sharding_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
@@ -1286,6 +1313,187 @@ class _Builder:
                 line=origin.line,
             )
         )
+
+    def _litgpt(self, source: Source) -> None:
+        """A LitGPT fine-tuning config as the run its script makes of it (vramfit.review.litgpt): the keys it sets, LitGPT's
+        defaults for those it does not (said), its precision, quantization and LoRA switches; the keys that do not change
+        memory are read, not reviewed; keys LitGPT does not take are warnings. The strategy and the accumulation wait for
+        the GPU count (litgpt_strategy)."""
+        from vramfit.review import litgpt
+
+        doc, label, which = source.document, source.label, source.program.rsplit("_", 1)[-1]
+        at = {s.key: s for s in source.settings}
+        assumed: list[str] = []
+
+        def origin_of(key: str, value: Any) -> Setting:
+            """Where `key` is written; LitGPT's default (said) where it is not, or written empty for a setting whose empty
+            value means the default (precision)."""
+            if key in at and at[key].value is not None:
+                return at[key]
+            assumed.append(f"{key} {value}")
+            if key in at:
+                return at[key]
+            section = key.split(".", 1)[0] if "." in key else ""
+            return Setting(f"({key}: LitGPT's default)", value, label, source.line_of(section) if section else None)
+
+        def value_of(key: str, default: Any) -> Any:
+            section, _, leaf = key.rpartition(".")
+            holder = doc.get(section) if section else doc
+            return holder.get(leaf, default) if isinstance(holder, dict) else default
+
+        # the model: LitGPT downloads a Hub id into checkpoints/<org>/<name> and reads it from there
+        written = str(doc["checkpoint_dir"])
+        parts = [p for p in Path(written).parts if p not in ("/", ".")]
+        model_id = written
+        if not (Path(written) / "config.json").is_file() and not (source.path.parent / written / "config.json").is_file():
+            parts = parts[1:] if parts[:1] == ["checkpoints"] else parts
+            model_id = "/".join(parts[-2:]) if len(parts) >= 2 else written
+        self.set("model.id", model_id, at["checkpoint_dir"])
+        if model_id != written:
+            self.note("info", at["checkpoint_dir"], f"read as the Hugging Face model {model_id} (LitGPT downloads a Hub id into checkpoints/{model_id})")
+        # precision: Fabric's; LitGPT's default where none is written
+        precision = str(doc["precision"]) if doc.get("precision") is not None else litgpt.DEFAULT_PRECISION
+        where = origin_of("precision", f"{precision} (16-mixed on a GPU without bf16)")
+        dtype, amp = litgpt.PRECISION[precision]
+        self.recipe.setdefault("planner", {})["dtype"] = dtype
+        self.origins["planner.dtype"] = Origin(where.file, where.key, where.line)
+        if amp is not None:
+            self.set(f"training.{amp}", True, where)
+        if precision in litgpt.NOT_PLANNED_PRECISION:
+            self.note("warning", where, f"precision {precision}: {litgpt.NOT_PLANNED_PRECISION[precision]}")
+        # method: LoRA (its switches, LitGPT's defaults), quantized where quantize says
+        quantize = doc.get("quantize")
+        if which == "lora":
+            first = next((k for k in litgpt.LORA_KEYS if k in at), "quantize" if "quantize" in at else "checkpoint_dir")
+            self.method, self.method_origin = "lora", Origin(label, first, at[first].line)
+            self.set("model.lora.r", value_of("lora_r", litgpt.LORA_DEFAULTS["lora_r"]), origin_of("lora_r", litgpt.LORA_DEFAULTS["lora_r"]))
+            self.set("model.lora.alpha", value_of("lora_alpha", 16), origin_of("lora_alpha", 16))
+            self.set("model.lora.dropout", value_of("lora_dropout", 0.05), origin_of("lora_dropout", 0.05))
+            for key in litgpt.LORA_SWITCHES:
+                if key not in at:
+                    origin_of(key, str(litgpt.LORA_DEFAULTS[key]).lower())
+            self.recipe.setdefault("planner", {})["loss_kernel"] = "chunked"  # lm_head in 128-token chunks
+            self.origins["planner.loss_kernel"] = Origin(label, "(finetune_lora: lm_head_chunk_size=128)", None)
+        else:
+            self.method, self.method_origin = "full", Origin(label, "checkpoint_dir", at["checkpoint_dir"].line)
+        if quantize is not None:
+            bits, kind, double = litgpt.QUANTIZE[quantize]
+            self.set("model.quantization.bits", bits, at["quantize"])
+            if kind is not None:
+                self.set("model.quantization.quant_type", kind, at["quantize"])
+                self.set("model.quantization.double_quant", double, at["quantize"])
+            self.set("model.quantization.compute_dtype", dtype, at["quantize"])  # BitsandbytesPrecision(mode, dtype of precision)
+            self.note(
+                "info",
+                at["quantize"],
+                f"{quantize}: Lightning's BitsandbytesPrecision quantizes every nn.Linear, lm_head included; planned with lm_head in 16-bit (a little over)",
+            )
+        # the batch and its length; the accumulation follows the ranks (litgpt_strategy)
+        micro = value_of("train.micro_batch_size", litgpt.TRAIN_DEFAULTS["micro_batch_size"])
+        self.set("training.per_device_train_batch_size", micro, origin_of("train.micro_batch_size", micro))
+        origin_of("train.global_batch_size", litgpt.TRAIN_DEFAULTS["global_batch_size"])
+        epochs = value_of("train.epochs", litgpt.TRAIN_DEFAULTS["epochs"])
+        if epochs is not None:
+            self.set("training.num_train_epochs", epochs, origin_of("train.epochs", epochs))
+        if value_of("train.max_steps", None) is not None:
+            self.set("training.max_steps", doc["train"]["max_steps"], at["train.max_steps"])
+        length = value_of("train.max_seq_length", None)
+        if length is not None:
+            self.set("data.max_length", length, at["train.max_seq_length"])
+        # the optimizer: a class name or {class_path, init_args}
+        optimizer = doc.get("optimizer", "AdamW")
+        name = str((optimizer.get("class_path") if isinstance(optimizer, dict) else optimizer) or "AdamW").rsplit(".", 1)[-1]
+        where = at.get("optimizer") or origin_of("optimizer", "AdamW")
+        if quantize is not None:
+            if "AdamW" not in name:
+                self.note(
+                    "error",
+                    where,
+                    f"LitGPT quantized training takes AdamW only (utils.instantiate_bnb_optimizer: 'The chosen quantization format only supports the AdamW optimizer'), got {name}",
+                    "write optimizer: AdamW.",
+                )
+            self.set("training.optim", "paged_adamw_32bit", where)  # bitsandbytes' PagedAdamW
+        elif name in litgpt.OPTIMIZERS:
+            self.set("training.optim", litgpt.OPTIMIZERS[name], where)
+        else:
+            self.set("training.optim", "adamw_torch", where)
+            self.litgpt_optimizer = (f"the optimizer {name}", Origin(where.file, where.key, where.line))
+        # what LitGPT refuses at start (finetune/*.py validate_args)
+        train = doc.get("train") or {}
+        for key in litgpt.UNSUPPORTED:
+            if train.get(key) is not None:
+                self.note(
+                    "error",
+                    at[f"train.{key}"],
+                    f"litgpt finetune_{which} refuses it at start (validate_args: 'doesn't support the {key!r} argument')",
+                    f"leave train.{key} empty.",
+                )
+        for section, key in (("train", "epochs"), ("eval", "max_new_tokens")):
+            if isinstance(doc.get(section), dict) and key in doc[section] and doc[section][key] is None:
+                self.note(
+                    "error",
+                    at[f"{section}.{key}"],
+                    f"litgpt finetune_{which} requires it (validate_args: 'requires the {key!r} argument')",
+                    f"write {section}.{key}: {5 if key == 'epochs' else 100}.",
+                )
+        # the rest: read, not reviewed; keys LitGPT does not take: warnings
+        used = {"checkpoint_dir", "precision", "quantize", "devices", "num_nodes", "optimizer", *litgpt.LORA_KEYS}
+        used |= {"train.micro_batch_size", "train.global_batch_size", "train.epochs", "train.max_steps", "train.max_seq_length"}
+        used |= {f"train.{k}" for k in litgpt.UNSUPPORTED}
+        takes = litgpt.TOP_KEYS - (set(litgpt.LORA_KEYS) | {"quantize"} if which == "full" else set())
+        sections = {"train": litgpt.TRAIN_KEYS, "eval": litgpt.EVAL_KEYS, "log": litgpt.LOG_KEYS}
+        for setting in source.settings:
+            section, _, leaf = setting.key.rpartition(".")
+            known = sections[section] if section in sections else takes
+            if (leaf if section else setting.key) not in known:
+                self.note(
+                    "warning",
+                    setting,
+                    f"litgpt finetune_{which} takes no such key (its setup() arguments and litgpt/args.py; its command line refuses unknown keys)"
+                    + did_you_mean(leaf or setting.key, sorted(known)),
+                    f"remove {setting.key}, or correct its name.",
+                )
+            elif setting.key not in used and setting.value is not None:
+                self.not_modelled.append(setting.key)
+        self.findings.append(
+            Finding(
+                "info",
+                label,
+                "",
+                f"read as `litgpt finetune_{which} --config {source.path.name}` as {litgpt.COMMIT} runs it"
+                + (f"; LitGPT's defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""),
+                line=None,
+            )
+        )
+
+    def _litgpt_model(self) -> None:
+        """What a LitGPT config's model decides: the Hugging Face names of the linears its lora_* switches adapt, and the
+        length where train.max_seq_length is not set (samples are not truncated: the model's context)."""
+        from vramfit.review import litgpt
+
+        source = next((s for s in self.sources if s.kind == "litgpt"), None)
+        if source is None:
+            return
+        if self.method == "lora":
+            modules, over = litgpt.lora_modules(source.document, str(self.config.get("model_type", "")))
+            first = next((s for s in source.settings if s.key in litgpt.LORA_SWITCHES), None) or Setting(
+                "lora_query", True, source.label, source.line_of("lora_r")
+            )
+            self.set("model.lora.target_modules", modules, first)
+            if over:
+                self.note("info", first, f"the model's query, key and value are one fused linear: LoRA planned on all of {modules[0]}, a little over")
+        if "data.max_length" not in self.origins:
+            context = self.config.get("max_position_embeddings") or self.config.get("n_positions") or SEQUENCE_DEFAULT
+            where = next((s for s in source.settings if s.key == "train.max_seq_length"), None) or Setting(
+                "train.max_seq_length", None, source.label, source.line_of("train")
+            )
+            self.set("data.max_length", int(context), where)
+            self.note(
+                "info",
+                where,
+                f"not set: LitGPT truncates no sample, so a batch can reach the model's context of {int(context):,} tokens; planned there",
+                "set train.max_seq_length to the length you train at.",
+            )
 
     def _planner_settings(self, mapped: Mapped) -> None:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
@@ -1690,7 +1898,7 @@ class _Builder:
         pads, why = (
             (True, "padding-free batches hold their samples' own tokens")
             if flat
-            else lengths.pads_to_longest(self.primary.program if self.primary.kind == "shell" else None, settings)
+            else lengths.pads_to_longest(self.primary.program if self.primary.kind in ("shell", "litgpt") else None, settings)
         )
         if not pads:
             if self.sample_length:
@@ -1849,7 +2057,8 @@ class _Builder:
             }
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
-            if not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
+            litgpt_run = any(s.kind == "litgpt" for s in self.sources)  # Lightning Fabric's strategy: said by litgpt_strategy
+            if not litgpt_run and not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
                 self.findings.append(
                     Finding(
                         "info",
@@ -1920,7 +2129,8 @@ class _Builder:
                 stated["gpus_per_node"] = (seen.visible_gpus, "CUDA_VISIBLE_DEVICES", seen)
         for key, (count, flag, source) in stated.items():
             self.recipe.setdefault("hardware", {})[key] = count
-            self.origins[f"hardware.{key}"] = Origin(source.label, flag, source.line_of(flag, source.launch_line or 1) if flag.startswith("-") else None)
+            line = source.line_of(flag, source.launch_line or 1) if flag.startswith("-") or source.kind == "litgpt" else None
+            self.origins[f"hardware.{key}"] = Origin(source.label, flag, line)
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
@@ -2103,6 +2313,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
 
     findings: list[Finding] = []
     hw = mapped.recipe.setdefault("hardware", {})
+    if mapped.litgpt is not None and gpus is not None and "gpus_per_node" in mapped.litgpt.hardware:
+        findings += _litgpt_devices(mapped, gpus)
+        gpus = None  # LitGPT starts `devices` processes, whatever the node has
     for key, value, flag in (
         ("gpu", gpu, "--gpu"),
         ("gpus_per_node", gpus, "--gpus"),
@@ -2143,10 +2356,88 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         if t.get(key) == "auto":
             t[key] = on
     ranks = hw["gpus_per_node"] * hw["nodes"]
+    if mapped.litgpt is not None:
+        findings += litgpt_strategy(mapped, ranks)
     micro = t.get("per_device_train_batch_size", argument_default(None, "per_device_train_batch_size"))
     accum = t.get("gradient_accumulation_steps", argument_default(None, "gradient_accumulation_steps"))
     numbers = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (micro, accum))
     mapped.recipe["global_batch_size"] = micro * accum * (mapped.script_ranks or ranks) if numbers else 1
     mapped.recipe["name"] = f"review-{ranks}x{hw['gpu']}"
     mapped.recipe["summary"] = f"review of {mapped.primary.label}"
+    return findings
+
+
+def _litgpt_devices(mapped: Mapped, gpus: int) -> list[Finding]:
+    """A LitGPT config's `devices` is how many processes Lightning Fabric starts, one per GPU, whatever the node has (--gpus):
+    the rest idle; fewer GPUs than devices and Lightning refuses to start."""
+    source = mapped.litgpt
+    devices = source.hardware["gpus_per_node"][0]
+    where = Origin(source.label, "devices", source.line_of("devices"))
+    if gpus >= devices:
+        if gpus == devices:
+            return []
+        what = f"LitGPT starts {devices} process{'es' if devices > 1 else ''}, one per GPU: {gpus - devices} of the node's {gpus} GPUs (--gpus) stay idle; reviewed on {devices}"
+        return [Finding("info", where.file, where.key, what, f"write devices: {gpus} to use them all.", line=where.line)]
+    what = f"asks for {devices} GPUs and the node has {gpus} (--gpus): Lightning refuses to start (fewer devices than requested)"
+    return [Finding("error", where.file, where.key, what, f"write devices: {gpus}.", line=where.line)]
+
+
+def litgpt_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
+    """A LitGPT run on `ranks` GPUs (vramfit.review.litgpt): the accumulation TrainArgs derives from train.global_batch_size,
+    and Lightning Fabric's strategy - one GPU: none; several: FSDP full shard per Block with activation checkpointing
+    (finetune_full: FSDP1 FSDPStrategy; finetune_lora: FSDP2 through ModelParallelStrategy), every micro-batch but a step's
+    last under no_backward_sync (the unsharded gradients are kept: the planner's default, sync_each_batch off)."""
+    from vramfit.review import litgpt
+
+    source = mapped.litgpt
+    which = source.program.rsplit("_", 1)[-1]
+    t = mapped.recipe["training"]
+    micro, accum, samples = litgpt.batch(source.document, ranks, source.label)
+    written = next((s for s in source.settings if s.key == "train.global_batch_size"), None)
+    where = Origin(source.label, "train.global_batch_size", written.line if written else source.line_of("train"))
+    t["gradient_accumulation_steps"] = accum
+    mapped.origins["training.gradient_accumulation_steps"] = where
+    mapped.script_ranks = None  # the files set samples per step, not per rank: the accumulation follows the GPUs reviewed
+    global_batch = written.value if written else litgpt.TRAIN_DEFAULTS["global_batch_size"]
+    findings = []
+    if samples != global_batch:
+        findings.append(
+            Finding(
+                "info",
+                where.file,
+                where.key,
+                f"{global_batch} over {ranks} rank{'s' if ranks > 1 else ''} of {micro}: TrainArgs rounds down to {accum} micro-batches per step, "
+                f"{samples} samples per optimizer step",
+                f"write train.global_batch_size: {samples} to say what runs.",
+                line=where.line,
+            )
+        )
+    devices = Origin(source.label, "devices", source.line_of("devices"))
+    if ranks > 1:
+        t["fsdp"] = "full_shard auto_wrap"
+        t["gradient_checkpointing"] = True
+        if which == "lora":
+            t["fsdp_config"] = {"version": 2}
+        for key in ("training.fsdp", "training.gradient_checkpointing", "engine"):
+            mapped.origins[key] = devices
+        mapped.planner_settings["engine"] = "fsdp"
+        mapped.planner_origins["engine"] = devices
+        how = (
+            "FSDP2 fully_shard per Block and trainable Linear, each Block checkpointed (finetune/lora.py ModelParallelStrategy, parallelize_fn)"
+            if which == "lora"
+            else "FSDP1 full shard per Block with activation checkpointing (finetune/full.py FSDPStrategy(auto_wrap_policy={Block}, activation_checkpointing_policy={Block}))"
+        )
+        what = f"{ranks} GPUs: {how}; {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step"
+        if accum > 1:
+            what += ", all but the last under no_backward_sync, which keeps the unsharded gradients"
+        if which == "lora" and accum > 1:
+            # litgpt before 5ac69b06 (August 2025): finetune/lora.py FSDPStrategy(auto_wrap_policy={Block}), the frozen
+            # weights in one flat parameter with the adapters (use_orig_params): they got gradients too (LIT-13..19)
+            what += (
+                "; litgpt before 5ac69b06 (August 2025) ran LoRA in FSDP1 Block units, where the frozen weights get unsharded "
+                "gradients too: plan that with vramfit plan ... fsdp_lora_units=layer"
+            )
+    else:
+        what = f"one GPU: no sharding and no activation checkpointing (Fabric's strategy 'auto'); {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step"
+    findings.append(Finding("info", devices.file, devices.key, f"planned as LitGPT runs it on {what}", source="planner", line=devices.line))
     return findings

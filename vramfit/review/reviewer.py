@@ -172,7 +172,10 @@ def _review_sources(
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
             if ref is not None:
-                findings += reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
+                differences = reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
+                if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
+                    differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
+                findings += differences
         findings = ordered(findings)
         code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
@@ -318,7 +321,8 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if pinned is not None and pinned[0] == "eager":  # the planner's own fixes keep the eager attention; the pin's is said first
         over = f"{_pinned_eager(pinned, mapped)}: {over}"
         pin_fix = _pinned_fixes(pinned, mapped)
-    or_fixes = "".join(f"; or {f}" for f in (pin_fix, _fixes(plan, mapped) if plan.fixes else "") if f)
+    fixes_text = _fixes(plan, mapped) if plan.fixes else ""
+    or_fixes = "".join(f"; or {f}" for f in (pin_fix, fixes_text) if f)
     eval_only = not plan.fits and plan.peak_phase == "evaluation" and plan.phases.get("train", 0.0) <= plan.usable_gib
     if eval_only:  # training fits; the evaluation finding below names the excess and its fix (one fault, said once)
         findings.append(
@@ -652,8 +656,33 @@ def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding])
 
             result.fixes = search(result, replan, mode="recipe", recipe=recipe)
             result.fixes_searched = True
+            litgpt_step = _litgpt_one_micro_batch(recipe, mapped, replan)
+            if litgpt_step is not None:
+                result.fixes.insert(0, litgpt_step)
         return result
     return None  # nothing the planner can apply: the recipe's own plan, with its fixes
+
+
+def _litgpt_one_micro_batch(recipe, mapped: mapping.Mapped, replan) -> dict | None:
+    """A LitGPT run sharded with FSDP that accumulates holds the unsharded gradients through every micro-batch but a
+    step's last (no_backward_sync): one micro-batch per step (train.global_batch_size = micro-batch x GPUs) keeps
+    only their shards. The fix, where that fits; None otherwise."""
+    t = recipe.training
+    if mapped.litgpt is None or not t.get("fsdp") or t.get("gradient_accumulation_steps", 1) <= 1:
+        return None
+    step = t["per_device_train_batch_size"] * recipe.world_size
+    try:
+        plan = replan({"gradient_accumulation_steps": 1, "global_batch_size": step})
+    except ConfigError:
+        return None
+    if not plan.ok:
+        return None
+    return {
+        "overrides": {"global_batch_size": step},
+        "per_gpu_peak_gib": plan.per_gpu_peak_gib,
+        "host_ram_gib": plan.host_ram_gib,
+        "why": "one micro-batch per step: FSDP reduce-scatters every backward, no unsharded gradients kept",
+    }
 
 
 def _apply(setup, settings: dict, names: set):
@@ -677,7 +706,15 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
     out = []
     for fix in plan.fixes:
         edits = []
+        if mapped.litgpt is not None:
+            # a LitGPT config derives the accumulation from train.global_batch_size, which the fix keeps; a fix that needs a
+            # setting LitGPT has no key for (gradient checkpointing, DeepSpeed, Liger) is not one its user can write
+            overrides = {k: v for k, v in fix["overrides"].items() if k != "gradient_accumulation_steps"}
+            if not overrides or any(mapping.spelled("litgpt", _key(k)).startswith("(") or k.startswith("env.") for k in overrides):
+                continue
         for name, value in fix["overrides"].items():
+            if mapped.litgpt is not None and name == "gradient_accumulation_steps":
+                continue
             if name.startswith("env."):
                 edits.append(f"export {name[4:]}={value}")
             elif name == "deepspeed":
@@ -877,8 +914,12 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         else Path(r["model"]["config"]).name
     )
     named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
+    if mapped.litgpt is not None:  # Lightning Fabric starts the ranks and shards (mapping.litgpt_strategy)
+        how = f"{mapped.litgpt.program} on Lightning Fabric, " + ("FSDP full shard" if t.get("fsdp") else "no sharding")
+    else:
+        how = f"{r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})"
     lines = [
-        f"read as: {r['method']} of {named} ({config}), {r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})",
+        f"read as: {r['method']} of {named} ({config}), {how}",
         f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
         f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
         + (

@@ -2,8 +2,8 @@
 files it points to.
 
 Kinds: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train),
-a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, and a TrainingArguments-style JSON or
-YAML. A launch command is split into launcher and program arguments by the launcher's own argument
+a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, a LitGPT fine-tuning config (vramfit.review.litgpt)
+and a TrainingArguments-style JSON or YAML. A launch command is split into launcher and program arguments by the launcher's own argument
 parser (torch.distributed.run, deepspeed.launcher.runner, accelerate's `launch`), so a launcher flag
 means here what it means there. Files the script names (`--deepspeed x.json`, accelerate's
 `--config_file`, axolotl's config) are read too: a PATH given on the command line with the same file
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from vramfit.problems import ConfigError, Problems, did_you_mean
-from vramfit.review import shell
+from vramfit.review import litgpt, shell
 from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
@@ -101,7 +101,7 @@ class Reference:
 class Source:
     path: Path
     label: str  # how findings name the file
-    kind: str  # shell | deepspeed | accelerate | axolotl | training_args
+    kind: str  # shell | deepspeed | accelerate | axolotl | training_args | litgpt
     text: str
     document: Any = None  # parsed JSON / YAML
     settings: list[Setting] = field(default_factory=list)
@@ -256,6 +256,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
             "pass a launch script, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a TrainingArguments file.",
         )
         raise ConfigError(problems)
+    if kind is None and litgpt.is_config(document):
+        return _read_litgpt(path, text, document)
     kind = kind or _kind_of(document, suffix)
     skipped = _not_reviewed(document) if kind in ("axolotl", "training_args") else None
     if skipped is not None:
@@ -307,7 +309,7 @@ _LLAMAFACTORY_V1 = {"model_class", "dist_config", "kernel_config", "quant_config
 
 def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
     """A YAML/JSON config vramfit reads but does not review: (its first telling key, what it is, the fix) - a training
-    config in a format vramfit does not read (LLaMA-Factory v1, LitGPT, torchtune), or an export config that trains
+    config in a format vramfit does not read (LLaMA-Factory v1, LitGPT pretraining, torchtune), or an export config that trains
     nothing."""
     keys = set(document)
     unread = "which vramfit does not read yet: not reviewed (this is no fault of the file)"
@@ -327,13 +329,13 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             "(`llamafactory-cli export`); nothing trains, so there is no training memory to review",
             "review the training config that produced the adapter.",
         )
-    train = document.get("train")
-    # LitGPT (config_hub/finetune/*.yaml, `litgpt finetune --config`): checkpoint_dir, devices, train: {micro_batch_size, ...}
-    if "checkpoint_dir" in keys and isinstance(train, dict) and {"micro_batch_size", "global_batch_size", "max_seq_length"} & set(train):
+    if litgpt.is_pretrain(document):
+        first = next(k for k in document if k in ("model_name", "model_config", "initial_checkpoint_dir", "tokenizer_dir"))
         return (
-            "checkpoint_dir",
-            f"a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size), {unread}",
-            "plan the run with vramfit plan (the model, the method, precision, train.micro_batch_size and train.max_seq_length).",
+            first,
+            f"a LitGPT pretraining config (`litgpt pretrain`: model_name:, train:), {unread}",
+            "plan the run with vramfit plan (the model, precision, train.micro_batch_size and train.max_seq_length); LitGPT's "
+            "fine-tuning configs (checkpoint_dir:) are reviewed.",
         )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
@@ -344,6 +346,40 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             "plan the run with vramfit plan (the model, the method, batch_size and the sequence length).",
         )
     return None
+
+
+def _read_litgpt(path: Path, text: str, document: dict) -> Source:
+    """A LitGPT fine-tuning config (vramfit.review.litgpt): its keys as settings (sections' keys dotted: train.micro_batch_size),
+    the GPUs its devices / num_nodes state; what LitGPT's command line or setup refuses is bad input (exit 2)."""
+    source = Source(path, label(path), "litgpt", text, document)
+    problems = litgpt.check(document, source.label)
+    if problems:
+        raise ConfigError(problems)
+    which = litgpt.script(document, path)
+    if which == "adapter":
+        raise NotReviewed(
+            Finding(
+                "info",
+                source.label,
+                "checkpoint_dir",
+                "a LitGPT config for finetune_adapter (the file's name; it takes no lora_* keys), whose adapter method vramfit does not "
+                "plan yet: not reviewed (this is no fault of the file)",
+                "plan it with vramfit plan as LoRA (the frozen model, the micro-batch and train.max_seq_length).",
+                line=source.line_of("checkpoint_dir"),
+            )
+        )
+    source.program = f"litgpt finetune_{which}"
+    for key, value in document.items():
+        if key in ("train", "eval", "log") and isinstance(value, dict):
+            after = source.line_of(key) or 1
+            source.settings += [Setting(f"{key}.{k}", v, source.label, source.line_of(k, after)) for k, v in value.items()]
+        else:
+            source.settings.append(Setting(key, value, source.label, source.line_of(key)))
+    devices, nodes = document.get("devices", 1), document.get("num_nodes", 1)
+    if isinstance(devices, int) and devices > 0:  # -1 / auto: every GPU the node has (--gpus)
+        source.hardware["gpus_per_node"] = (devices, "devices")
+    source.hardware["nodes"] = (nodes, "num_nodes")
+    return source
 
 
 def _kind_of(document: dict, suffix: str) -> str:

@@ -1,0 +1,102 @@
+"""`vramfit review` on every row of LitGPT's own benchmark table: config_hub/finetune/README.md against the config it names.
+
+Source: Lightning-AI/litgpt at 26857050fe3ff627cd714fe92f5838f51a3d5efa, config_hub/finetune/README.md and
+config_hub/finetune/*/*.yaml, kept as published under tests/review/corpus/files/Lightning-AI+litgpt/ (three of them are
+review corpus cases: tests/review/corpus/cases/litgpt-llama-2-7b-*.yaml). The table gives each config's machine
+(1xA10G / 4xA10G) and its peak memory, or OOM. Each row is reviewed with `--gpu a10g --gpus N` (N from the machine),
+offline: a model without a config in vramfit's table is exit 3 and not compared.
+
+Prints per row: the exit code, the predicted peak (GB, as the table writes it: decimal) beside the published one,
+the errors and warnings; then the counts: OOM rows caught, fitting rows with an error or a warning, and the predicted
+peaks' error on the rows that ran. The table's "4xA10G" rows of a `devices: 1` config report the 1xA10G peak (the same
+figure and runtime): LitGPT starts `devices` processes, so those runs used one GPU of the four. Rows whose published
+peak is below the plan's weights + gradients + optimizer states (pure bf16 AdamW: 8 bytes per weight) cannot be the
+config's run on the machine named and are listed apart (the "1xA10G" full fine-tuning rows of 1B-4B models: their
+figures match the same configs with devices: 4 instead).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/litgpt_config_hub.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HUB = ROOT / "tests/review/corpus/files/Lightning-AI+litgpt/config_hub/finetune"
+GB_PER_GIB = 2**30 / 1e9
+
+
+def rows() -> list[tuple[str, int, str]]:
+    """(config as the table names it, GPUs of the machine, peak memory as published) per table row."""
+    out = []
+    for line in (HUB / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 9 and cells[0].endswith(".yaml") and "xA10G" in cells[5]:
+            out.append((cells[0], int(cells[5].split("x")[0]), cells[8]))
+    return out
+
+
+def config(named: str) -> Path | None:
+    """The config a row names; the table's spelling differs from the folder's in case, and once in a dash (gemma2b)."""
+    folder, name = named.split("/")
+    for candidate in HUB.iterdir():
+        if candidate.is_dir() and candidate.name.lower().replace("-", "") == folder.lower().replace("-", "") and (candidate / name).is_file():
+            return candidate / name
+    return None
+
+
+def main() -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from vramfit.review.reviewer import review
+
+    caught = ooms = fitting = errors = warnings = unplanned = 0
+    misses: list[float] = []
+    below: list[str] = []
+    for named, gpus, peak in rows():
+        path = config(named)
+        if path is None:
+            print(f"{named:32s} {gpus}xA10G  not in the commit's config_hub")
+            continue
+        result = review([str(path)], gpu="a10g", gpus=gpus)
+        plan = result.plan
+        predicted = plan.per_gpu_peak_gib * GB_PER_GIB if plan is not None else None
+        bad = [f"{f.severity}: {f.key}" for f in result.findings if f.severity in ("error", "warning")]
+        shown = f"{predicted:6.2f} GB" if predicted is not None else "     - "
+        print(f"{named:32s} {gpus}xA10G  published {peak:9s} predicted {shown}  exit {result.exit_code}  {'; '.join(bad)}")
+        if result.exit_code == 3:
+            unplanned += 1
+            continue
+        if peak == "OOM":
+            ooms += 1
+            caught += any(f.severity == "error" and f.key == "--gpu" and "exceeds" in f.what for f in result.findings)
+            continue
+        floor = sum(plan.breakdown.get(k, 0.0) for k in ("weights", "gradients", "optimizer_states")) * GB_PER_GIB
+        if float(peak.split()[0]) < floor:  # less than the states the config's run must hold: not a run of it on this machine
+            below.append(f"{named} {gpus}xA10G: published {peak} < {floor:.2f} GB of weights, gradients and optimizer states")
+            continue
+        fitting += 1
+        errors += any(f.severity == "error" for f in result.findings)
+        warnings += any(f.severity == "warning" for f in result.findings)
+        misses.append(predicted / float(peak.split()[0]) - 1)
+    print()
+    print(f"rows reviewed: {ooms + fitting + len(below)} (exit 3, model config not in vramfit's table: {unplanned})")
+    print(f"OOM rows caught (error, --gpu exceeds): {caught} of {ooms}")
+    print(f"rows whose published peak is below what the config's run must hold (not compared): {len(below)}")
+    for line in below:
+        print(f"  {line}")
+    print(f"rows that ran: {fitting}; with an error: {errors}; with a warning: {warnings}")
+    if misses:
+        absolute = sorted(abs(m) for m in misses)
+        p90 = absolute[min(len(absolute) - 1, int(0.9 * len(absolute)))]
+        print(
+            f"predicted vs published peak on the rows that ran: median |error| {statistics.median(absolute):.1%}, p90 {p90:.1%}, "
+            f"range {min(misses):+.1%} .. {max(misses):+.1%}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
