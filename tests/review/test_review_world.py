@@ -36,6 +36,9 @@ KNOWN_MISSED: dict[str, str] = {
     "embeddings trained, not the full training this case was caught as before; the thread's 2023 transformers ran OPT's "
     "attention eager (16 x 32 x 512^2 score matrices per layer), transformers 5 runs it with SDPA, and the repository "
     "pins only transformers>=4.31.0, so the review cannot know the run's attention",
+    "llmfoundry-mpt-7b_dolly_sft-a100-40g": "llm-foundry's Composer YAML is not read (the review says so and exits 3): "
+    "its inline MPT model (model: name mpt_causal_lm, d_model / n_layers / expansion_ratio), FSDP FULL_SHARD and "
+    "device_train_microbatch_size 8 x max_seq_len 2048 are not planned",
     "litgpt-llama-2-7b-full": "LitGPT's config format is not read (the review says so and exits 3); its README table's OOM "
     "for llama-2-7b/full.yaml on 4xA10G is not planned",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the

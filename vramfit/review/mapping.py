@@ -57,6 +57,7 @@ ALIASES = {
     "max_seq_len": "data.max_length",
     "lora_dim": "model.lora.r",  # DeepSpeed-Chat
     "model": "model.id",
+    "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
     "target_modules": "model.lora.target_modules",  # ms-swift
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",

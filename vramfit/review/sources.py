@@ -247,6 +247,10 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         return _read_shell(path, text, launch=launch)
     if kind is None and suffix == ".py":
         return _read_python(path, text, launch)
+    if kind == "deepspeed" and suffix not in (".json", ".yaml", ".yml"):
+        # DeepSpeed (hjson.load, runtime/config.py) and accelerate (json.load, HfDeepSpeedConfig) read the file they are
+        # given as JSON whatever its name: open-instruct's `stage3_no_offloading_accelerate.conf`
+        suffix = ".json"
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
         problems.add(
@@ -334,6 +338,20 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             "checkpoint_dir",
             f"a LitGPT config (checkpoint_dir:, train: micro_batch_size / global_batch_size), {unread}",
             "plan the run with vramfit plan (the model, the method, precision, train.micro_batch_size and train.max_seq_length).",
+        )
+    # llm-foundry (scripts/train/yamls/**.yaml, `composer train/train.py YAML`): Composer's trainer, a `model: {name: ...}`
+    # mapping built by llm-foundry's registry, `train_loader:`, the batch as device_train_microbatch_size / global_train_batch_size
+    model = document.get("model")
+    if (
+        isinstance(model, dict)
+        and "name" in model
+        and "train_loader" in keys
+        and keys & {"device_train_microbatch_size", "global_train_batch_size", "max_duration"}
+    ):
+        return (
+            "model",
+            f"an llm-foundry (Composer) config (model: name {model['name']}, train_loader:, device_train_microbatch_size:), {unread}",
+            "plan the run with vramfit plan (the model, FSDP sharding, device_train_microbatch_size and max_seq_len).",
         )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
@@ -665,11 +683,21 @@ def _code_settings(tree, source: Source, path: Path) -> None:
 
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
+# Environment managers whose `run` subcommand runs the command after it in their environment (`uv run accelerate launch ...`).
+_RUNNERS = {"uv", "poetry", "pipenv", "pdm", "pixi", "hatch", "conda", "mamba", "micromamba", "rye"}
 
 
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
-    if name in _WRAPPING:  # `sudo -E docker-compose run --rm trainer torchrun ...`: the first launcher among its words
+    if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
+        # a job launcher given its command after `--` (`python mason.py --cluster ... -- accelerate launch ...`,
+        # `ray job submit ... -- python train.py`): the command after it is the launch, where it is one
+        after = argv.index("--", 1) + 1
+        found = _launcher_of(argv[after:]) if after < len(argv) else None
+        if found is not None:
+            return found
+    if name in _WRAPPING or (name in _RUNNERS and argv[1:2] == ["run"]):  # `sudo -E docker-compose run --rm trainer torchrun ...`,
+        # `uv run accelerate launch ...`: the first launcher among its words
         for i in range(1, len(argv)):
             if os.path.basename(argv[i]) not in _WRAPPING and (found := _launcher_of(argv[i:])) is not None:
                 return found
