@@ -86,3 +86,32 @@ def test_an_llm_foundry_config_is_said_not_reviewed(tmp_path):
     assert result.exit_code == 3
     [said] = find(result, key="model", text="an llm-foundry (Composer) config")
     assert not find(result, text="own argument") and not find(result, text="no config.json found")
+
+
+SFT_SCRIPT = "deepspeed src/train/train_sft.py --model_id Qwen/Qwen2.5-7B-Instruct --bf16 True --per_device_train_batch_size 1\n"
+
+
+def test_a_program_named_sft_that_is_not_beside_the_script_gets_no_trl_defaults(tmp_path):
+    """2U1/Qwen2-VL-Finetune's src/train/train_sft.py parses its own TrainingArguments (max_seq_length 32768, no TRL):
+    with the program out of reach, SFTConfig's max_length 1024 and gradient_checkpointing True are not assumed."""
+    path = tmp_path / "finetune.sh"
+    path.write_text(SFT_SCRIPT)
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert find(result, key="SFTConfig", text="its name suggests TRL's SFTConfig, but whether it parses it is not known")
+    setup = result.plan.setup
+    assert setup.seq_len != 1024 and not setup.gradient_checkpointing
+    assert find(result, text="no sequence length in the files")
+
+
+def test_a_program_beside_the_script_that_parses_sftconfig_gets_its_defaults(tmp_path):
+    path = tmp_path / "finetune.sh"
+    path.write_text(SFT_SCRIPT)
+    (tmp_path / "src" / "train").mkdir(parents=True)
+    (tmp_path / "src" / "train" / "train_sft.py").write_text(
+        "from dataclasses import dataclass, field\nfrom transformers import HfArgumentParser\nfrom trl import SFTConfig\n\n\n"
+        "@dataclass\nclass ModelArguments:\n    model_id: str = field(default='Qwen/Qwen2.5-7B-Instruct')\n\n\n"
+        "parser = HfArgumentParser((ModelArguments, SFTConfig))\n"
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert not find(result, key="SFTConfig", text="is not known")
+    assert result.plan.setup.seq_len == 1024 and result.plan.setup.gradient_checkpointing
