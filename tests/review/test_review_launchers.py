@@ -115,3 +115,72 @@ def test_a_program_beside_the_script_that_parses_sftconfig_gets_its_defaults(tmp
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert not find(result, key="SFTConfig", text="is not known")
     assert result.plan.setup.seq_len == 1024 and result.plan.setup.gradient_checkpointing
+
+
+def _notebook(cells: list[tuple[str, list[str]]]) -> str:
+    """A notebook as Jupyter saves it (nbformat 4, indent 1, one JSON string per source line)."""
+    out = [{"cell_type": kind, "metadata": {}, "source": [line + "\n" for line in lines[:-1]] + lines[-1:], "outputs": []} for kind, lines in cells]
+    for cell in out:
+        if cell["cell_type"] != "code":
+            del cell["outputs"]
+    return json.dumps({"cells": out, "metadata": {}, "nbformat": 4, "nbformat_minor": 4}, indent=1) + "\n"
+
+
+def test_a_notebooks_shell_launch_is_reviewed_at_its_lines(tmp_path):
+    """QwenLM/Qwen's recipes/finetune/deepspeed/*.ipynb: `!torchrun ... \\` over several lines of one cell."""
+    path = tmp_path / "finetune_lora_multi_gpu.ipynb"
+    path.write_text(
+        _notebook(
+            [
+                ("markdown", ["# LoRA on two GPUs"]),
+                ("code", ["from modelscope.hub.snapshot_download import snapshot_download", "snapshot_download('x')"]),
+                ("code", ["!export CUDA_VISIBLE_DEVICES=7", "%env TOKENIZERS_PARALLELISM=false"]),
+                (
+                    "code",
+                    [
+                        "!torchrun --nproc_per_node 2 finetune.py \\",
+                        '    --model_name_or_path "meta-llama/Llama-3.2-3B" \\',
+                        "    --bf16 True \\",
+                        "    --per_device_train_batch_size 3 \\",
+                        "    --model_max_length 512 \\",
+                        "    --max_steps -1",
+                    ],
+                ),
+            ]
+        )
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.exit_code in (0, 1), [str(f) for f in result.findings if f.severity != "info"]
+    assert result.plan.setup.micro_batch == 3 and result.plan.setup.seq_len == 512
+    assert "2 x a100-80g" in result.summary[1]
+    lines = path.read_text().split("\n")
+    [length] = [f for f in result.findings if f.key == "--model_max_length" and f.line]
+    assert "--model_max_length 512" in lines[length.line - 1]
+
+
+def test_a_notebook_without_a_shell_launch_is_read_as_python(tmp_path):
+    path = tmp_path / "sft.ipynb"
+    path.write_text(
+        _notebook(
+            [
+                ("code", ["!pip install trl"]),
+                (
+                    "code",
+                    [
+                        "from trl import SFTConfig, SFTTrainer",
+                        "args = SFTConfig(output_dir='out', per_device_train_batch_size=2, max_length=512, bf16=True)",
+                        "trainer = SFTTrainer(model='meta-llama/Llama-3.2-3B', args=args, train_dataset=None)",
+                    ],
+                ),
+            ]
+        )
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.plan is not None and result.plan.setup.micro_batch == 2 and result.plan.setup.seq_len == 512
+
+
+def test_a_notebook_that_is_not_json_is_bad_input(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text('{"cells": [')
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 2 and find(result, text="is not a Jupyter notebook's JSON", severity="error")

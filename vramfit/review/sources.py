@@ -247,6 +247,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         return _read_shell(path, text, launch=launch)
     if kind is None and suffix == ".py":
         return _read_python(path, text, launch)
+    if kind is None and suffix == ".ipynb":
+        return _read_notebook(path, text, launch)
     if kind == "deepspeed" and suffix not in (".json", ".yaml", ".yml"):
         # DeepSpeed (hjson.load, runtime/config.py) and accelerate (json.load, HfDeepSpeedConfig) read the file they are
         # given as JSON whatever its name: open-instruct's `stage3_no_offloading_accelerate.conf`
@@ -468,6 +470,69 @@ PYTHON_CONFIGS = {
     "OnlineDPOConfig": "online_dpo",
     "BCOConfig": "bco",
 }
+
+
+def _read_notebook(path: Path, text: str, launch: int = 0) -> Source:
+    """A Jupyter notebook (nbformat 4 JSON), never run: its shell commands (IPython's `!cmd` lines, joined over a trailing
+    `\\` as IPython joins them; `%%bash` / `%%sh` cells; `%env NAME=value`) read as a launch script, else its Python
+    code read as a .py file. Each line keeps the line of the notebook file it is written on."""
+    problems = Problems()
+    try:
+        notebook = json.loads(text)
+    except json.JSONDecodeError as exc:
+        notebook = None
+        problems.add(
+            label(path),
+            "",
+            f"is not a Jupyter notebook's JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            "pass the notebook as saved by Jupyter, or its launch script.",
+        )
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if notebook is not None and not isinstance(cells, list):
+        problems.add(label(path), "cells", "is not a Jupyter notebook: no list of cells", "pass the notebook as saved by Jupyter, or its launch script.")
+    if problems:
+        raise ConfigError(problems)
+    cells = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
+    file_lines = text.split("\n")
+    at = 0  # where the search for the next source line's JSON string goes on in the file
+    shell_at: dict[int, str] = {}
+    python_at: dict[int, str] = {}
+    for cell in cells:
+        body = cell.get("source", "")
+        lines = ("".join(str(part) for part in body) if isinstance(body, list) else str(body)).split("\n")
+        where = []
+        for line in lines:  # the file line holding each source line (Jupyter writes one JSON string per line)
+            quoted = json.dumps(line)[1:-1]
+            found = next((i for i in range(at, len(file_lines)) if quoted in file_lines[i]), None)
+            at = found if found is not None else at
+            where.append((found if found is not None else at) + 1)
+        magic = lines[0].strip().split()[0] if lines and lines[0].strip() else ""
+        if magic in ("%%bash", "%%sh", "%%script") and (magic != "%%script" or lines[0].split()[1:2] in (["bash"], ["sh"])):
+            shell_at.update({n: line for n, line in zip(where[1:], lines[1:])})
+            continue
+        joined = False  # a `!` command continued over `\` lines
+        for n, line in zip(where, lines):
+            stripped = line.strip()
+            if joined:
+                shell_at[n] = line
+            elif stripped.startswith("!"):
+                command = stripped[1:]
+                # each `!` runs in a shell of its own: its `export` dies with it (`%env` is the notebook's way)
+                shell_at[n] = "" if re.match(r"\s*export\s", command) else command
+            elif re.match(r"%env\s+[A-Za-z_]\w*[=\s]", stripped):
+                name, _, value = stripped[4:].strip().partition("=") if "=" in stripped else stripped[4:].strip().partition(" ")
+                shell_at[n] = f"export {name.strip()}={value.strip()}"
+            elif not stripped.startswith(("%", "?")):
+                python_at[n] = line
+            joined = (joined or stripped.startswith("!")) and line.rstrip().endswith("\\")
+
+    def padded(at_line: dict[int, str]) -> str:
+        return "\n".join(at_line.get(n, "") for n in range(1, max(at_line, default=0) + 1)) + "\n"
+
+    script = shell.parse(padded(shell_at), script_dir=str(path.resolve().parent))
+    if any(_launcher_of(c.argv) for c in script.commands):
+        return _read_shell(path, padded(shell_at), script, launch)
+    return _read_python(path, padded(python_at), launch)
 
 
 def _read_python(path: Path, text: str, launch: int = 0) -> Source:
