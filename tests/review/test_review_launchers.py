@@ -184,3 +184,23 @@ def test_a_notebook_that_is_not_json_is_bad_input(tmp_path):
     path.write_text('{"cells": [')
     result = review([str(path)], gpu="a100-80g")
     assert result.exit_code == 2 and find(result, text="is not a Jupyter notebook's JSON", severity="error")
+
+
+def test_uv_run_of_a_python_file_is_a_python_launch(tmp_path):
+    """open-instruct's `uv run --active open_instruct/grpo_fast.py ...`: uv runs the file with the environment's python."""
+    path = tmp_path / "run.sh"
+    path.write_text("uv run --active train.py --model_name_or_path meta-llama/Llama-3.2-3B --max_seq_length 512\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert not find(result, text="has no launch command") and result.plan is not None
+
+
+def test_open_instructs_tensor_parallel_degree_makes_a_no_fit_an_upper_bound(tmp_path):
+    """open_instruct/dpo_utils.py: tensor_parallel_degree / context_parallel_degree (OLMo-core), which the planner does not model."""
+    path = tmp_path / "multi_node.sh"
+    path.write_text(
+        "torchrun --nproc_per_node=8 open_instruct/dpo.py --model_name_or_path meta-llama/Llama-3.2-3B --max_seq_length 16384 "
+        "--per_device_train_batch_size 16 --tensor_parallel_degree 2\n"
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert not find(result, severity="error")
+    assert find(result, key="--tensor_parallel_degree", severity="warning", text="without tensor parallelism")

@@ -1963,6 +1963,8 @@ SHARDING_NOT_MODELLED = {
     "tensor_parallel_size": "tensor parallelism",  # axolotl (ND parallelism), ms-swift Megatron
     "tensor_model_parallel_size": "tensor parallelism",  # Megatron / LLaMA-Factory mcore
     "tp_size": "tensor parallelism",
+    "tensor_parallel_degree": "tensor parallelism",  # open-instruct's OLMo-core DPO (open_instruct/dpo_utils.py)
+    "context_parallel_degree": "context parallelism",  # open-instruct's OLMo-core DPO
     "pipeline_model_parallel_size": "pipeline parallelism",
     "context_parallel_size": "context parallelism",  # axolotl, Megatron
     "sequence_parallel_size": "sequence parallelism",  # ms-swift (Ulysses / ring attention)

@@ -475,7 +475,10 @@ PYTHON_CONFIGS = {
 def _read_notebook(path: Path, text: str, launch: int = 0) -> Source:
     """A Jupyter notebook (nbformat 4 JSON), never run: its shell commands (IPython's `!cmd` lines, joined over a trailing
     `\\` as IPython joins them; `%%bash` / `%%sh` cells; `%env NAME=value`) read as a launch script, else its Python
-    code read as a .py file. Each line keeps the line of the notebook file it is written on."""
+    cells (those that parse) read as a .py file. Lines keep the notebook file's line numbers where Jupyter wrote one
+    source line per JSON line (its own format), else they are numbered in reading order."""
+    import ast
+
     problems = Problems()
     try:
         notebook = json.loads(text)
@@ -492,47 +495,64 @@ def _read_notebook(path: Path, text: str, launch: int = 0) -> Source:
         problems.add(label(path), "cells", "is not a Jupyter notebook: no list of cells", "pass the notebook as saved by Jupyter, or its launch script.")
     if problems:
         raise ConfigError(problems)
-    cells = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
     file_lines = text.split("\n")
-    at = 0  # where the search for the next source line's JSON string goes on in the file
-    shell_at: dict[int, str] = {}
-    python_at: dict[int, str] = {}
+    at, numbered, exact = 0, 0, True
+    shell_lines: list[tuple[int, str]] = []
+    python_cells: list[list[tuple[int, str]]] = []
     for cell in cells:
-        body = cell.get("source", "")
-        lines = ("".join(str(part) for part in body) if isinstance(body, list) else str(body)).split("\n")
-        where = []
-        for line in lines:  # the file line holding each source line (Jupyter writes one JSON string per line)
-            quoted = json.dumps(line)[1:-1]
-            found = next((i for i in range(at, len(file_lines)) if quoted in file_lines[i]), None)
-            at = found if found is not None else at
-            where.append((found if found is not None else at) + 1)
-        magic = lines[0].strip().split()[0] if lines and lines[0].strip() else ""
-        if magic in ("%%bash", "%%sh", "%%script") and (magic != "%%script" or lines[0].split()[1:2] in (["bash"], ["sh"])):
-            shell_at.update({n: line for n, line in zip(where[1:], lines[1:])})
+        if not isinstance(cell, dict):
             continue
+        body = cell.get("source", "")
+        parts = [str(part) for part in body] if isinstance(body, list) else [str(body)]
+        lines = "".join(parts).split("\n")
+        # Jupyter writes the cell's keys in order, "source" last, then one JSON string per line of a listed source
+        key = next((i for i in range(at, len(file_lines)) if re.match(r'\s*"source":\s*[\["]', file_lines[i])), None)
+        if key is not None:
+            at = key + 1
+        listed = isinstance(body, list) and key is not None and len(parts) == len(lines) - (lines[-1] == "")
+        exact = exact and listed and all(json.dumps(part)[1:-1] in file_lines[key + 1 + i] for i, part in enumerate(parts) if key + 1 + i < len(file_lines))
+        if cell.get("cell_type") != "code":
+            continue
+        where = []
+        for i in range(len(lines)):
+            numbered += 1
+            where.append(key + 2 + i if exact else numbered)
+        first = lines[0].strip().split()[0] if lines and lines[0].strip() else ""
+        if first in ("%%bash", "%%sh") or (first == "%%script" and lines[0].split()[1:2] in (["bash"], ["sh"])):
+            shell_lines += list(zip(where[1:], lines[1:]))
+            continue
+        if first.startswith("%%") and first not in ("%%capture", "%%time", "%%timeit"):
+            continue  # %%writefile, %%html, ...: the cell is not Python
+        code: list[tuple[int, str]] = []
         joined = False  # a `!` command continued over `\` lines
         for n, line in zip(where, lines):
             stripped = line.strip()
             if joined:
-                shell_at[n] = line
+                shell_lines.append((n, line))
             elif stripped.startswith("!"):
-                command = stripped[1:]
                 # each `!` runs in a shell of its own: its `export` dies with it (`%env` is the notebook's way)
-                shell_at[n] = "" if re.match(r"\s*export\s", command) else command
+                shell_lines.append((n, "" if re.match(r"!\s*export\s", stripped) else stripped[1:]))
             elif re.match(r"%env\s+[A-Za-z_]\w*[=\s]", stripped):
                 name, _, value = stripped[4:].strip().partition("=") if "=" in stripped else stripped[4:].strip().partition(" ")
-                shell_at[n] = f"export {name.strip()}={value.strip()}"
-            elif not stripped.startswith(("%", "?")):
-                python_at[n] = line
+                shell_lines.append((n, f"export {name.strip()}={value.strip()}"))
+            elif not stripped.startswith(("%", "?")) and not stripped.endswith("?"):
+                code.append((n, line))
             joined = (joined or stripped.startswith("!")) and line.rstrip().endswith("\\")
+        try:  # IPython syntax a cell may still hold (top-level await, ...): a cell Python cannot parse is not read
+            ast.parse("\n".join(line for _, line in code))
+            python_cells.append(code)
+        except (SyntaxError, ValueError):
+            pass
 
-    def padded(at_line: dict[int, str]) -> str:
+    def padded(lines: list[tuple[int, str]]) -> str:
+        at_line = dict(lines)
         return "\n".join(at_line.get(n, "") for n in range(1, max(at_line, default=0) + 1)) + "\n"
 
-    script = shell.parse(padded(shell_at), script_dir=str(path.resolve().parent))
+    shell_text = padded(shell_lines)
+    script = shell.parse(shell_text, script_dir=str(path.resolve().parent))
     if any(_launcher_of(c.argv) for c in script.commands):
-        return _read_shell(path, padded(shell_at), script, launch)
-    return _read_python(path, padded(python_at), launch)
+        return _read_shell(path, shell_text, script, launch)
+    return _read_python(path, padded([line for cell in python_cells for line in cell]), launch)
 
 
 def _read_python(path: Path, text: str, launch: int = 0) -> Source:
@@ -764,6 +784,8 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     if name in _WRAPPING or (name in _RUNNERS and argv[1:2] == ["run"]):  # `sudo -E docker-compose run --rm trainer torchrun ...`,
         # `uv run accelerate launch ...`: the first launcher among its words
         for i in range(1, len(argv)):
+            if name in _RUNNERS and argv[i].endswith(".py"):  # `uv run [options] train.py`: runs it with the environment's python
+                return _launcher_of(["python", *argv[i:]])
             if os.path.basename(argv[i]) not in _WRAPPING and (found := _launcher_of(argv[i:])) is not None:
                 return found
         return None
