@@ -210,7 +210,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         terms = training.train_peak(s, arch, counts, seq, loss)
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
-        "optimizer_step": {**resident, "optimizer_step": st.step},
+        "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes
     if st.accumulated:
@@ -344,6 +344,8 @@ def cached_train_blocks(setup: Setup, arch, st, train: dict[str, float], frag: f
     if st.step_block <= largest:
         return 0.0
     transient = (1 + frag) * (sum(train.values()) - sum(train.get(k, 0.0) for k in RESIDENT))
+    # ZeRO-1/2's reduce buckets, released at the end of backward (states.States.buffers_in_step), are cached blocks too
+    transient += 0.0 if st.buffers_in_step else st.buffers
     # the step's other tensor (the 16-bit flat copy of the gradient partition) is carved from a cached block
     # when one is large enough: that much of the cache is in use, not extra
     rest = st.step - st.step_block

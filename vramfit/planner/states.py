@@ -14,8 +14,10 @@ Bytes per parameter (DeepSpeed's own accounting, deepspeed/runtime/zero/stage_1_
 
 Offload moves master + moments (optimizer) and the 16-bit parameters (params, ZeRO-3 only) to
 host RAM (host.py). ZeRO buffers: the reduce bucket (`reduce_bucket_size` elements, twice with
-`overlap_comm`), the all-gather bucket after the step (ZeRO-1/2), the prefetch bucket and the
-persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stage_1_and_2.py.
+`overlap_comm`; ZeRO-1/2 as the transformers docs size them with the all-gather bucket), the prefetch bucket
+and the persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stage_1_and_2.py. ZeRO-1/2
+release theirs at the end of each backward (stage_1_and_2.py `_release_ipg_buffers`), so they are not held
+through the optimizer step; the caching allocator keeps them reserved (plan.py `cached_train_blocks`).
 
 Quantized frozen weights (bytes per parameter): nf4/fp4 4 bits + one absmax per 64 weights, with
 double quantization an 8-bit absmax plus one fp32 per 256 blocks (Dettmers et al. 2023, QLoRA,
@@ -99,6 +101,9 @@ class States:
     # FSDP gradient accumulation under `no_sync()`: the unsharded gradients every micro-batch but the
     # last holds in place of `gradients` (`fsdp_accumulated_gradients`); 0 when the run syncs each one.
     accumulated: float = 0.0
+    # ZeRO-1/2's reduce buckets live through backward only: stage_1_and_2.py `setup_buckets` allocates them as a
+    # backward starts and `independent_gradient_partition_epilogue` ends it with `_release_ipg_buffers`, before the step
+    buffers_in_step: bool = True
 
 
 def quant_bytes(setup) -> float:
@@ -210,7 +215,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # foreach intermediate for torch's multi-tensor AdamW).
         step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
         block = 0.0 if z.offload_optimizer else FP32_BYTES * T / dp  # `single_grad_partition`: one flat fp32 tensor
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False, block)
+        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False, block, buffers_in_step=False)
     if s.engine == "fsdp":
         dp = _fsdp_dp(s)
         offload = s.fsdp_offload or s.zero.offload_params or s.zero.offload_optimizer
