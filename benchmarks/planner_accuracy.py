@@ -34,6 +34,12 @@ beside, benchmarks/external_figures.jsonl (pytorch/torchtune's README table, pre
 the published files are under benchmarks/external/). Printed per source: rows, median and p90 |error|,
 against the targets (median <= 10%, p90 <= 25% for every source with 5 or more rows).
 
+A second held-out set (benchmarks/heldout2_figures.jsonl, session 6, same schema and loader as the
+external figures): pytorch/torchtune's docs and README tables of April-May 2024 (Llama-2 7B / 70B and
+Llama-3 8B, LoRA / QLoRA / full, single GPU and FSDP) and huggingface/peft's method comparison
+(Llama-3.2-3B on an L40S, LoRA variants and full fine-tuning). Printed as its own block and counted in
+the per-source table; its first-contact scores are in the commit that added it.
+
 Leave-one-source-out: vramfit/planner/provenance.py lists each constant taken from a measurement and
 the source it was read from; each source is predicted again with the constants read from it replaced
 by their library / paper fallbacks. External rows are also shown without the launch knobs (the keys
@@ -73,6 +79,8 @@ OOM_ROWS = [
 
 HELDOUT = REPO / "benchmarks" / "heldout_figures.jsonl"
 EXTERNAL = REPO / "benchmarks" / "external_figures.jsonl"
+# a second held-out set, collected in session 6 and scored at first contact before any planner change
+HELDOUT2 = REPO / "benchmarks" / "heldout2_figures.jsonl"
 # keys of vramfit/planner/knobs.py (and torch.compile): dropped to show what the planner could be told before
 KNOB_KEYS = (
     "packing",
@@ -273,8 +281,9 @@ def source_of(row_id: str) -> str:
     raise KeyError(row_id)
 
 
-def external() -> list[dict]:
-    return [json.loads(line) for line in EXTERNAL.read_text().splitlines() if line.strip()]
+def external(path: Path = EXTERNAL) -> list[dict]:
+    """Figures written as `vramfit plan --model-config` inputs (external_figures.jsonl, heldout2_figures.jsonl)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def predict_external(row: dict, knobs: bool = True) -> float:
@@ -397,24 +406,36 @@ def main() -> int:
     amed, ap90 = summarise(both)
     print(f"all {len(both)} published figures: median |error| {amed:.1%}, p90 |error| {ap90:.1%}")
 
-    ext = external()
-    print()
-    print(f"published peaks from sources the planner was not built beside ({EXTERNAL.relative_to(REPO)}), via Setup.from_args (`vramfit plan --model-config`):")
-    print(f"{'figure':<10} {'source':<20} {'measured':>9} {'planner':>8} {'err':>7} {'no knobs':>9} {'err':>7}")
-    ext_errors, ext_before, ext_signed = [], [], {}
-    for row in ext:
-        predicted, before = predict_external(row), predict_external(row, knobs=False)
-        e, b = (predicted - row["measured_gib"]) / row["measured_gib"], (before - row["measured_gib"]) / row["measured_gib"]
-        ext_errors.append((row["source"], abs(e)))
-        ext_signed[row["id"]] = e
-        ext_before.append((row["source"], abs(b)))
+    ext, ext_signed = [], {}
+    for path, title in (
+        (EXTERNAL, "published peaks from sources the planner was not built beside"),
+        (HELDOUT2, "a second held-out set (session 6: torchtune docs and README tables, peft's method comparison), first contact in its commit"),
+    ):
+        block = external(path)
+        ext += block
+        print()
+        print(f"{title} ({path.relative_to(REPO)}), via Setup.from_args (`vramfit plan --model-config`):")
+        print(f"{'figure':<10} {'source':<20} {'measured':>9} {'planner':>8} {'err':>7} {'no knobs':>9} {'err':>7}")
+        ext_errors, ext_before = [], []
+        for row in block:
+            predicted, before = predict_external(row), predict_external(row, knobs=False)
+            e, b = (predicted - row["measured_gib"]) / row["measured_gib"], (before - row["measured_gib"]) / row["measured_gib"]
+            ext_errors.append((row["source"], abs(e)))
+            ext_signed[row["id"]] = e
+            ext_before.append((row["source"], abs(b)))
+            print(
+                f"{row['id']:<10} {row['source'][:20]:<20} {row['measured_gib']:>9.2f} {predicted:>8.2f} {e:>+7.1%} {before:>9.2f} {b:>+7.1%}"
+                + ("  (ambiguous)" if row.get("ambiguous") else "")
+            )
+        emed2, ep902 = summarise([e for _, e in ext_errors])
+        bmed, bp90 = summarise([e for _, e in ext_before])
         print(
-            f"{row['id']:<10} {row['source'][:20]:<20} {row['measured_gib']:>9.2f} {predicted:>8.2f} {e:>+7.1%} {before:>9.2f} {b:>+7.1%}"
-            + ("  (ambiguous)" if row.get("ambiguous") else "")
+            f"{path.stem}: {len(block)} figures, median |error| {emed2:.1%}, p90 |error| {ep902:.1%} "
+            f"(without the launch knobs: median {bmed:.1%}, p90 {bp90:.1%})"
         )
-    emed2, ep902 = summarise([e for _, e in ext_errors])
-    bmed, bp90 = summarise([e for _, e in ext_before])
-    print(f"external: {len(ext)} figures, median |error| {emed2:.1%}, p90 |error| {ep902:.1%} (without the launch knobs: median {bmed:.1%}, p90 {bp90:.1%})")
+        for src in sorted({s for s, _ in ext_errors}):
+            smed, sp90 = summarise([e for s, e in ext_errors if s == src])
+            print(f"  {src}: {sum(s == src for s, _ in ext_errors)} figures, median |error| {smed:.1%}, p90 |error| {sp90:.1%}")
 
     # per source: CSV rows, held-out figures and external figures together
     figures: dict[str, list[tuple[str, float, object]]] = {}  # source -> (id, measured, predict)
@@ -436,7 +457,7 @@ def main() -> int:
     from vramfit.planner.provenance import CONSTANTS
 
     print()
-    print("per source (CSV rows + held-out + external figures): in-sample, and leave-one-source-out (LOSO): each source")
+    print("per source (CSV rows + held-out + external + second held-out figures): in-sample, and leave-one-source-out (LOSO): each source")
     print("predicted again by a planner whose constants never saw it (vramfit/planner/provenance.py; every figure recomputed)")
     print(
         f"{'source':<24} {'figures':>7} {'median':>7} {'p90':>7} {'target':<7}  {'LOSO median':>11} {'LOSO p90':>9} {'target':<7}  "
