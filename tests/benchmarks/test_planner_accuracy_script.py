@@ -75,8 +75,11 @@ def test_script_prints_headline_and_heldout_summary():
     pct = r"[\d.]+%"
     for src in sources:
         assert re.search(rf"^{re.escape(src)} +\d+ +{pct} +{pct} +(met|MISSED|-) +{pct} +{pct} +(met|MISSED|-) +\d+ ", text, re.M), src
-    external = sum(1 for line in (REPO / "benchmarks" / "external_figures.jsonl").read_text().splitlines() if line.strip())
+    external = sum(
+        1 for name in ("external_figures.jsonl", "heldout2_figures.jsonl") for line in (REPO / "benchmarks" / name).read_text().splitlines() if line.strip()
+    )
     assert re.search(rf"^overall +{103 + external} +{pct} +{pct} +{pct} +{pct}$", text, re.M)
+    assert re.search(rf"^heldout2_figures: \d+ figures, median \|error\| {pct}, p90 \|error\| {pct}", text, re.M)
     # every figure more than 25% off is listed with a reason
     off = text.split("figures off by more than 25%", 1)[1].split("alternative readings", 1)[0]
     assert "MV-r61" in off and "NOT EXPLAINED" not in off
