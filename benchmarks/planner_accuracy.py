@@ -194,6 +194,48 @@ WHY_OFF = {
         )
         for n in (1, 2)
     },
+    "TTD-2": (
+        "the reserve left by model init, which the planner (no load phase) does not model. The same tutorial table gives "
+        "this run's 'peak memory reserved, model init' as 9.13 GB (8.50 GiB), above the whole planned training reserve "
+        "(4.6 GiB: NF4 weights 3.6, activations and logits 0.6), and the training figure (9.29 GB) only 0.16 GB above it: "
+        "torchtune's utils.memory_stats_log (0914d5cf) calls torch.cuda.reset_peak_memory_stats, which resets the peak "
+        "to the memory reserved now, not to what training needs, and nothing empties the cache. Checked in "
+        "lora_finetune_single_device.py _setup_model at the commit: the model is built on the GPU in bf16 (`with "
+        "set_default_dtype(bf16), self._device: config.instantiate`), each LoRALinear quantizing its weight with torchao "
+        "to_nf4 as it is built, then load_state_dict from the checkpointer's CPU state dict (NF4 copy_ quantizes on the "
+        "GPU); what builds the 8.5 GiB of init reserve was not traced. The LoRA row of the same table (TTD-1, -8%) has "
+        "an init reserve (13.98 GB) under its training figure"
+    ),
+    "TTD-3": (
+        "the reserve left by FSDP1's init under NCCL record_stream, which the planner (no load phase) does not model. "
+        "torchtune's distributed recipes at fef3ed10 (lora_finetune_distributed.py, full_finetune_distributed.py) load "
+        "the checkpoint on rank 0's CPU and wrap with FSDP(sync_module_states=True), which broadcasts every unit from "
+        "rank 0 through dist._broadcast_coalesced; without TORCH_NCCL_AVOID_RECORD_STREAMS=1, ProcessGroupNCCL calls "
+        "record_stream on those buffers and the caching allocator cannot reuse them until the NCCL stream passes its "
+        "event: torchtune#843 (merged 2024-04-23, 'reduce GPU memory usage from 78G instead of 23G', set the variable in "
+        "lora_finetune_distributed.py only) measured it on the non-zero ranks during init; the README's figures are rank "
+        "0's (memory_stats_log runs on rank 0 only), whose broadcasts are the sending side - so this is the suspected "
+        "term, not a traced one. memory_stats_log resets the peak counters but not the reserve. Evidence in the figures: the same full-fine-tuning config published "
+        "21.33 GiB at 2 x 512 tokens (TTD-6) and 22.44 GiB at 4 x 2048 (TTD-11, -8%) - flat in the tokens, a floor; the "
+        "LoRA recipe published 19.51 GiB before #843 at 2 x 512 (TTD-3) and 15.09 GiB after it at 4 x 2048 (TTD-9). "
+        "The planner's FSDP step now holds torch AdamW's foreach intermediate (TTD-6 -30.1% -> -22.8%); the init "
+        "reserve is not modelled (its size depends on how far the CPU runs ahead of the NCCL stream)"
+    ),
+    "TTD-9": (
+        "the published setting cannot be what ran: without activation checkpointing (llama2/7B_lora.yaml at 0217d44c: "
+        "enable_activation_checkpointing False) batch 4 x 2048 tokens of Llama-2-7B needs about 57 GiB per GPU (36 GiB "
+        "of kept activations), on a 24 GB RTX 4090. Read with checkpointing, as the table's other 7B rows run, the plan "
+        "is 14.2 GiB (-5.6%); with the stated length reached but no checkpointing, no reading fits the card. The table "
+        "states neither the dataset nor the flags it ran with; the row is kept as published"
+    ),
+    "TTD-12": (
+        "the stated length cannot have been held: at batch 4 x 4096 tokens the checkpointed layer inputs of Llama-2-70B "
+        "alone are 80 x 16,384 x 8,192 x 2 B = 20 GiB, beside 16 GiB of bf16 weight shards (70 B / 8 GPUs), above the "
+        "published 26.4 GB (24.6 GiB). llama2/70B_lora.yaml at 0217d44c trains on alpaca_dataset, whose builder caps "
+        "samples at max_seq_len 512 by default and whose longest Llama-2 sample is 1304 tokens (litgpt's resource "
+        "table), so 4096 is a cap the data does not reach; at the builder's 512 the plan is +4.5%, at 1304 +32%. The "
+        "row is kept at the stated length"
+    ),
     "TT3B-9": (
         "over by about 1 GiB of a 5.7 GiB plan whose largest terms are the loss (2.7 GiB) and the NF4 weights "
         "(2.3 GiB). Suspected: the compiled CEWithChunkedOutputLoss term (activations.py plans a fp32 chunk in "

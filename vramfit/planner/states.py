@@ -254,7 +254,11 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         gradients = 0.0 if offload else (T + in_units) * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
         accumulated = fsdp_accumulated_gradients(s, T + in_units)
-        return States(weights, gradients, optimizer, optimizer * paged_share(s, c), 0.0, gathered, 0.0, False, accumulated=accumulated)
+        # The optimizer steps the local shards as any torch optimizer steps its parameters: torch.optim.AdamW's
+        # default multi-tensor path over FSDP's flat shards (FSDP1) or DTensor shards (FSDP2) keeps one
+        # moment-sized intermediate of the shard (`foreach_intermediate`); with CPU offload the step runs on the host.
+        step = 0.0 if offload else (optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0)
+        return States(weights, gradients, optimizer, optimizer * paged_share(s, c), 0.0, gathered, step, False, accumulated=accumulated)
     # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
     # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
     ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets
