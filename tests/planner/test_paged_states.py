@@ -37,6 +37,7 @@ def test_paged_full_states_stay_out_of_the_allocator_figures():
         assert m["device"] - m["reserved"] >= states - 1e-6  # nvidia-smi holds them, the allocator does not
     # what the allocator sees is the same run without the moments at all
     assert paged.measure("allocated") < plain.measure("allocated") - 10
+    assert any("max_memory_allocated / max_memory_reserved leave them out" in n for n in paged.notes)
 
 
 def test_low_rank_lora_states_are_below_the_paging_size_and_stay_in_the_allocator():

@@ -290,7 +290,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
-        notes.append("paged optimizer states are shown in the peak but can page out to host RAM; not held against the card")
+        notes.append(
+            "paged optimizer states are shown in the peak but can page out to host RAM; not held against the card, and outside "
+            "PyTorch's allocator (bitsandbytes cudaMallocManaged): torch.cuda.max_memory_allocated / max_memory_reserved leave them out"
+        )
     return Plan(
         label=s.label,
         setup=s,
