@@ -85,3 +85,17 @@ def test_script_prints_headline_and_heldout_summary():
     assert "MV-r61" in off and "NOT EXPLAINED" not in off
     for f in figures():
         assert re.search(rf"^{re.escape(f['id'])} +{f['measured_gib']:.2f} ", text, re.M), f["id"]
+
+
+def test_heldout2_figures_quote_a_file_kept_as_published():
+    """benchmarks/heldout2_figures.jsonl: every figure's `published` text is found verbatim in a file kept under
+    benchmarks/external (listed in SOURCES.md with its repository, path and commit), its URL is a commit permalink,
+    and each figure says which metric it is and what was assumed."""
+    external = REPO / "benchmarks" / "external"
+    kept = [p.read_text() for p in external.rglob("*") if p.is_file() and p.suffix in (".md", ".rst", ".json")]
+    rows = [json.loads(line) for line in (REPO / "benchmarks" / "heldout2_figures.jsonl").read_text().splitlines() if line.strip()]
+    assert len(rows) >= 20 and len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert any(r["published"] in text for text in kept), r["id"]
+        assert re.fullmatch(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/\S+", r["source_url"]), r["id"]
+        assert r["metric"] in ("allocated", "reserved", "nvidia-smi") and r["notes"] and r["measured_gib"] > 0, r["id"]
