@@ -270,6 +270,13 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb
     gradients = (fp32_trainable * train_b + loaded * compute_b) * ddp_copy
     optimizer = (fp32_trainable + loaded * per_loaded) * moments
+    if s.precision == "bf16-true" and s.adapter_fp32 and c.lora:
+        # PEFT's autocast_adapter_dtype=True on a pure 16-bit base: the adapters (and so their gradients and
+        # zeros_like moments) are fp32 while the rest trains in 16 bits
+        weights += c.lora * (FP32_BYTES - train_b)
+        gradients += c.lora * (FP32_BYTES - train_b) * ddp_copy
+        if states_follow_param_dtype(s.optimizer):
+            optimizer += c.lora * optimizer_state_bytes(s.optimizer) * (1 - moment_scale)
     step = optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0  # one of the two moments
     return States(weights, gradients, optimizer, optimizer * paged_share(s, c), 0.0, 0.0, step, False)
 
