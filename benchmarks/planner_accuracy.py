@@ -226,7 +226,7 @@ WHY_OFF = {
     ),
     "TTD-9": (
         "the published setting cannot be what ran: without activation checkpointing (llama2/7B_lora.yaml at 0217d44c: "
-        "enable_activation_checkpointing False) batch 4 x 2048 tokens of Llama-2-7B needs about 57 GiB per GPU (36 GiB "
+        "enable_activation_checkpointing False) batch 4 x 2048 tokens of Llama-2-7B needs about 54 GiB per GPU (34 GiB "
         "of kept activations), on a 24 GB RTX 4090. Read with checkpointing, as the table's other 7B rows run, the plan "
         "is 14.2 GiB (-5.6%); with the stated length reached but no checkpointing, no reading fits the card. The table "
         "states neither the dataset nor the flags it ran with; the row is kept as published"
@@ -236,7 +236,7 @@ WHY_OFF = {
         "alone are 80 x 16,384 x 8,192 x 2 B = 20 GiB, beside 16 GiB of bf16 weight shards (70 B / 8 GPUs), above the "
         "published 26.4 GB (24.6 GiB). llama2/70B_lora.yaml at 0217d44c trains on alpaca_dataset, whose builder caps "
         "samples at max_seq_len 512 by default and whose longest Llama-2 sample is 1304 tokens (litgpt's resource "
-        "table), so 4096 is a cap the data does not reach; at the builder's 512 the plan is +4.5%, at 1304 +32%. The "
+        "table), so 4096 is a cap the data does not reach; at the builder's 512 the plan is +4.4%, at 1304 +32%. The "
         "row is kept at the stated length"
     ),
     "TT3B-9": (

@@ -87,8 +87,11 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += stack.norm_saves[0 if mode.trainable else 1] * h  # measured on the model's own norm
         else:
             per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
-        if (keep_input("attn_in") or keep_input("mlp_in")) and i < sublayers:
-            per_token += a * h  # the normalised output, input of the projections
+        # the normalised output, input of the projections of the sublayer this norm feeds (the last one feeds the
+        # MLP; a parallel block's single norm feeds both)
+        feeds = ("attn_in", "mlp_in") if stack.norms_per_layer == 1 else (("mlp_in",) if i == sublayers - 1 else ("attn_in",))
+        if any(keep_input(role) for role in feeds) and i < sublayers:
+            per_token += a * h
     if stack.head_norm_elems:  # per-head q / k norms, measured like the layer's norm
         e = stack.head_norm_elems
         per_token += e * stack.norm_saves[0 if mode.trainable else 1] if stack.norm_saves[0] and a == 2 else e * (FP32 + (a if mode.trainable else 0))
