@@ -50,6 +50,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   torch_version=1.13.1 (the run's torch; before 2.0 zero_grad() keeps the gradients through the forward)
   sync_each_batch=true (accelerate: FSDP reduces every micro-batch; default: unsharded gradients under no_sync)
   fsdp_lora_units=layer (FSDP1 use_orig_params, LoRA inside its layer's unit as Lightning Fabric wraps litgpt)
+  autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)
 
 examples:
   vramfit plan vlm-r1-h20

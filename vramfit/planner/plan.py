@@ -28,7 +28,10 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
 - CUDA context: hardware.py `context_gib` (measured per card).
 - headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
-host under pressure, so they are shown in the peak but not held against the card.
+host under pressure, so they are shown in the peak but not held against the card. They are allocated
+outside PyTorch's caching allocator (bitsandbytes functional.py `get_paged`: cudaMallocManaged), so the
+allocated and reserved figures a run logs (`max_memory_allocated` / `max_memory_reserved`) leave them
+out; only the device figure (nvidia-smi) holds them.
 """
 
 from __future__ import annotations
@@ -269,7 +272,14 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             # its cached blocks and retries (`release_cached_blocks`); the 5% headroom stands for the memory
             # outside PyTorch's allocator (NCCL, cuBLAS workspaces: headroom.py)
             cached = 0.0
-        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB + cached, "device": device + cached}
+        # paged optimizer states are cudaMallocManaged memory outside PyTorch's caching allocator (states.paged_share):
+        # max_memory_allocated / max_memory_reserved never count them; nvidia-smi shows them while resident
+        torch_allocated = allocated - parts.get("paged_optimizer_states", 0.0)
+        measures[name] = {
+            "allocated": torch_allocated / GIB,
+            "reserved": (torch_allocated + frag * transient) / GIB + cached,
+            "device": device + cached,
+        }
         if cached:
             measures[name]["cached_blocks"] = cached
         phases[name] = device
@@ -280,7 +290,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
-        notes.append("paged optimizer states are shown in the peak but can page out to host RAM; not held against the card")
+        notes.append(
+            "paged optimizer states are shown in the peak but can page out to host RAM; not held against the card, and outside "
+            "PyTorch's allocator (bitsandbytes cudaMallocManaged): torch.cuda.max_memory_allocated / max_memory_reserved leave them out"
+        )
     return Plan(
         label=s.label,
         setup=s,
