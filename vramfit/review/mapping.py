@@ -1361,6 +1361,9 @@ class _Builder:
             self.set(f"training.{amp}", True, where)
         if precision in litgpt.NOT_PLANNED_PRECISION:
             self.note("warning", where, f"precision {precision}: {litgpt.NOT_PLANNED_PRECISION[precision]}")
+        # fit() binds `logits = model(input_ids, ...)`: the previous step's output lives until the next forward returns
+        self.recipe["planner"]["keeps_previous_output"] = True
+        self.origins["planner.keeps_previous_output"] = Origin(label, f"(finetune_{which}: fit's `logits = model(...)`)", None)
         # method: LoRA (its switches, LitGPT's defaults), quantized where quantize says
         quantize = doc.get("quantize")
         if which == "lora":
