@@ -1477,6 +1477,7 @@ class _Builder:
         source = next((s for s in self.sources if s.kind == "litgpt"), None)
         if source is None:
             return
+        self._litgpt_untied(source)
         if self.method == "lora":
             modules, over = litgpt.lora_modules(source.document, str(self.config.get("model_type", "")))
             first = next((s for s in source.settings if s.key in litgpt.LORA_SWITCHES), None) or Setting(
@@ -1497,6 +1498,38 @@ class _Builder:
                 f"not set: LitGPT truncates no sample, so a batch can reach the model's context of {int(context):,} tokens; planned there",
                 "set train.max_seq_length to the length you train at.",
             )
+
+    def _litgpt_untied(self, source: Source) -> None:
+        """LitGPT's GPT has its own lm_head (litgpt/model.py: `self.lm_head = nn.Linear(n_embd, padded_vocab_size)`, never
+        tied), and litgpt/scripts/convert_hf_checkpoint.py copies the embedding into it where the Hugging Face checkpoint
+        ties them (`state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`): a tied model (Gemma, Llama 3.2
+        1B / 3B) runs with two vocabulary matrices. Planned with the config's tie_word_embeddings false."""
+        config = self.config
+        tied = [c for c in (config, config.get("text_config")) if isinstance(c, dict) and c.get("tie_word_embeddings") is not False]
+        if not tied or not self.recipe["model"].get("config") or self.model_how == "stand-in":
+            return
+        from vramfit.planner.params import summary
+
+        try:
+            if not summary(Path(self.recipe["model"]["config"])).tied_embeddings:
+                return
+        except Exception:  # noqa: BLE001 - the planner reports what it cannot build; nothing to untie here
+            return
+        untied = json.loads(json.dumps(config))
+        for c in (untied, untied.get("text_config")):
+            if isinstance(c, dict):
+                c["tie_word_embeddings"] = False
+        folder = self.workdir / "litgpt"
+        folder.mkdir(exist_ok=True)
+        path = folder / "config.json"
+        path.write_text(json.dumps(untied))
+        self.recipe["model"]["config"] = str(path.resolve())
+        where = next((s for s in source.settings if s.key == "checkpoint_dir"), None)
+        self.note(
+            "info",
+            where,
+            "LitGPT's GPT keeps its own lm_head, a copy of the tied embedding (convert_hf_checkpoint.py): planned untied, two vocabulary matrices",
+        )
 
     def _planner_settings(self, mapped: Mapped) -> None:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
