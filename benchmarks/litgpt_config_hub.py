@@ -45,8 +45,11 @@ def rows() -> list[tuple[str, int, str]]:
 
 
 def config(named: str) -> Path | None:
-    """The config a row names; the table's spelling differs from the folder's in case, and once in a dash (gemma2b)."""
+    """The config a row names; the table's spelling differs from the folder's in case, and once in the folder: the row
+    "gemma2b/qlora.yaml" (Gemma 2 2B's section, 13.52 GB) came with gemma2-2b/qlora.yaml in the commit that added both
+    (2b195c7f, "Add Gemma 2 2B"), not with gemma-2b/qlora.yaml (Gemma 1, its own row above)."""
     folder, name = named.split("/")
+    folder = {"gemma2b": "gemma2-2b"}.get(folder, folder)
     for candidate in HUB.iterdir():
         if candidate.is_dir() and candidate.name.lower().replace("-", "") == folder.lower().replace("-", "") and (candidate / name).is_file():
             return candidate / name
