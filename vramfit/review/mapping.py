@@ -481,6 +481,9 @@ class Mapped:
         return Origin(self.settings.label, spelled(self.settings.kind, key), None)
 
 
+# the dropout keys of Hugging Face configs that LitGPT's GPT has no module for (litgpt/model.py)
+LITGPT_NO_DROPOUT = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "hidden_dropout_prob")
+LITGPT_NO_DROPOUT += ("attention_probs_dropout_prob", "embed_dropout", "dropout")
 # recipe keys as a LitGPT config writes them (vramfit.review.litgpt); the rest have no LitGPT key
 LITGPT_SPELLING = {
     "training.per_device_train_batch_size": "train.micro_batch_size",
@@ -1500,36 +1503,49 @@ class _Builder:
             )
 
     def _litgpt_untied(self, source: Source) -> None:
-        """LitGPT's GPT has its own lm_head (litgpt/model.py: `self.lm_head = nn.Linear(n_embd, padded_vocab_size)`, never
-        tied), and litgpt/scripts/convert_hf_checkpoint.py copies the embedding into it where the Hugging Face checkpoint
-        ties them (`state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`): a tied model (Gemma, Llama 3.2
-        1B / 3B) runs with two vocabulary matrices. Planned with the config's tie_word_embeddings false."""
+        """The Hugging Face config as LitGPT's own GPT (litgpt/model.py) builds the model, where it differs in memory:
+        - its lm_head is its own nn.Linear, never tied; litgpt/scripts/convert_hf_checkpoint.py copies the embedding into
+          it where the checkpoint ties them (`state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`): a
+          tied model (Gemma, Llama 3.2 1B / 3B) runs with two vocabulary matrices -> tie_word_embeddings false;
+        - it has no dropout module (SDPA with dropout_p=0.0; only LoRA's lora_dropout): Phi-2's resid_pdrop 0.1 keeps no
+          mask -> the config's dropouts 0;
+        - its GELU is one torch kernel, `torch.nn.functional.gelu(x, approximate=config.gelu_approximate)` (Phi-2:
+          "tanh"), not transformers' Python gelu_new whose intermediates autograd keeps -> gelu_pytorch_tanh."""
         config = self.config
-        tied = [c for c in (config, config.get("text_config")) if isinstance(c, dict) and c.get("tie_word_embeddings") is not False]
-        if not tied or not self.recipe["model"].get("config") or self.model_how == "stand-in":
+        if not self.recipe["model"].get("config") or self.model_how == "stand-in":
             return
         from vramfit.planner.params import summary
 
         try:
-            if not summary(Path(self.recipe["model"]["config"])).tied_embeddings:
-                return
-        except Exception:  # noqa: BLE001 - the planner reports what it cannot build; nothing to untie here
+            tied = summary(Path(self.recipe["model"]["config"])).tied_embeddings
+        except Exception:  # noqa: BLE001 - the planner reports what it cannot build; nothing to rewrite here
             return
-        untied = json.loads(json.dumps(config))
-        for c in (untied, untied.get("text_config")):
-            if isinstance(c, dict):
+        litgpt = json.loads(json.dumps(config))
+        said = []
+        for c in (litgpt, litgpt.get("text_config")):
+            if not isinstance(c, dict):
+                continue
+            if tied:
                 c["tie_word_embeddings"] = False
+            for key in LITGPT_NO_DROPOUT:
+                if isinstance(c.get(key), (int, float)) and not isinstance(c.get(key), bool) and c[key] > 0:
+                    said.append(f"{key} {c[key]} -> 0")
+                    c[key] = 0.0
+            for key in ("hidden_act", "hidden_activation"):
+                if c.get(key) == "gelu_new":
+                    said.append(f"{key} gelu_new -> gelu_pytorch_tanh")
+                    c[key] = "gelu_pytorch_tanh"
+        if tied:
+            said.insert(0, "its own lm_head, a copy of the tied embedding (two vocabulary matrices)")
+        if not said:
+            return
         folder = self.workdir / "litgpt"
         folder.mkdir(exist_ok=True)
         path = folder / "config.json"
-        path.write_text(json.dumps(untied))
+        path.write_text(json.dumps(litgpt))
         self.recipe["model"]["config"] = str(path.resolve())
         where = next((s for s in source.settings if s.key == "checkpoint_dir"), None)
-        self.note(
-            "info",
-            where,
-            "LitGPT's GPT keeps its own lm_head, a copy of the tied embedding (convert_hf_checkpoint.py): planned untied, two vocabulary matrices",
-        )
+        self.note("info", where, f"planned as LitGPT's GPT builds the model (litgpt/model.py): {'; '.join(said)}")
 
     def _planner_settings(self, mapped: Mapped) -> None:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and
