@@ -13,7 +13,22 @@ peaks' error on the rows that ran. The table's "4xA10G" rows of a `devices: 1` c
 figure and runtime): LitGPT starts `devices` processes, so those runs used one GPU of the four. Rows whose published
 peak is below the plan's weights + gradients + optimizer states (pure bf16 AdamW: 8 bytes per weight) cannot be the
 config's run on the machine named and are listed apart (the "1xA10G" full fine-tuning rows of 1B-4B models: their
-figures match the same configs with devices: 4 instead).
+figures match the same configs with devices: 4 instead). Per method (full / lora / qlora) the same figures follow.
+
+What the table ran, read from litgpt's code at the commits that wrote its rows (5895df10 2024-04-26 .. 00af8b0d
+2024-09-27), and how each is planned (no constant fitted to a row):
+- bitsandbytes 0.42.0 (their pyproject pin): MatMul4Bit keeps each 4-bit linear's input as `ctx.tensors = (A, B)`
+  (fixed in 0.43.2, bitsandbytes#1270) -> review(bitsandbytes_version="0.42.0"), planner knob bitsandbytes_version;
+- finetune/*.py fit() binds `logits = model(...)`: the last step's logits (and, with that bitsandbytes, the inputs its
+  graph kept as ctx attributes) live until the next forward returns -> planner knob keeps_previous_output, set by the
+  LitGPT reader;
+- litgpt/model.py's GPT: its own lm_head (a tied checkpoint's embedding copied into it), no dropout module, F.gelu for
+  Phi-2's gelu_new -> the reader plans the config as LitGPT builds it.
+Not modelled (said in the closing report): BitsandbytesPrecision quantizes lm_head too, and each 128-token chunk of it
+dequantizes the whole vocabulary matrix (fp16, then a bf16 copy) at the forward's end; Phi-3's sliding-window mask
+(an explicit float mask to SDPA for every layer); bitsandbytes' paged optimizer states are cudaMallocManaged memory,
+outside max_memory_allocated (the plan counts them). The StableEmbedding swap of quantized runs (litgpt ae798aba,
+2024-10-04) postdates the table.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/litgpt_config_hub.py
 """
