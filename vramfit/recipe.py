@@ -128,6 +128,8 @@ class Knobs(Strict):
     fsdp_lora_units: Literal["separate", "layer"] = "separate"
     # the training loop holds the last step's output into the next forward (LitGPT's fit: `logits = model(...)`)
     keeps_previous_output: bool = False
+    # the quantized base's lm_head quantized too (Lightning's BitsandbytesPrecision, LitGPT)
+    quantize_lm_head: bool = False
 
 
 class Recipe(Strict):

@@ -14,12 +14,13 @@ from planner_support import REPO
 plan = importlib.import_module("vramfit.planner.plan")
 
 LLAMA = REPO / "model_configs" / "llama-3.2-3b.json"
+UNTIED = REPO / "model_configs" / "llama-3.1-8b.json"  # its own lm_head: Llama 3.2 3B ties it to the embedding
 QLORA = ("method=qlora", "load_in_4bit=true", "bnb_4bit_quant_type=nf4", "dtype=bfloat16", "lora_target_modules=q_proj,v_proj")
 QLORA += ("per_device_train_batch_size=2", "max_length=512", "lora_r=8", "lora_dropout=0.05", "loss_kernel=chunked")
 
 
-def points(*items):
-    s = Setup.from_args(LLAMA, "a10g", 1, 1, None, list(QLORA + items))
+def points(*items, config=LLAMA):
+    s = Setup.from_args(config, "a10g", 1, 1, None, list(QLORA + items))
     arch = params.summary(s.model_config)
     counts = params.count(arch, plan.lora_targets(s, arch))
     kept = training.train_peak(s, arch, counts, 512)
@@ -42,3 +43,16 @@ def test_the_previous_steps_logits_and_old_bitsandbytes_kept_inputs_join_the_for
 def test_the_knob_is_off_unless_set():
     s, _, _, _ = points()
     assert not s.keeps_previous_output
+
+
+def test_a_quantized_lm_head_is_counted_4_bit_and_dequantized_at_the_forward_s_end():
+    """Lightning's BitsandbytesPrecision (LitGPT) swaps every nn.Linear, lm_head included; transformers keeps it 16-bit."""
+    s, arch, end, _ = points("quantize_lm_head=true", config=UNTIED)
+    plain, _, _, _ = points(config=UNTIED)
+    counts = params.count(arch, plan.lora_targets(s, arch))
+    counts_plain = params.count(arch, plan.lora_targets(plain, arch))
+    head = arch.groups["lm_head"]
+    assert s.quantize_lm_head and not plain.quantize_lm_head and not arch.tied_embeddings
+    assert counts.quantized == counts_plain.quantized + head and counts.largest_quantized == head
+    assert end["activations"] == head * 2  # the bf16 dequantized vocabulary matrix (states.dequantized_bytes)
+    assert end["logits"] == 2 * arch.vocab * 2 * 512  # this step's logits only: keeps_previous_output is off

@@ -1389,11 +1389,9 @@ class _Builder:
                 self.set("model.quantization.quant_type", kind, at["quantize"])
                 self.set("model.quantization.double_quant", double, at["quantize"])
             self.set("model.quantization.compute_dtype", dtype, at["quantize"])  # BitsandbytesPrecision(mode, dtype of precision)
-            self.note(
-                "info",
-                at["quantize"],
-                f"{quantize}: Lightning's BitsandbytesPrecision quantizes every nn.Linear, lm_head included; planned with lm_head in 16-bit (a little over)",
-            )
+            self.recipe["planner"]["quantize_lm_head"] = True
+            self.origins["planner.quantize_lm_head"] = Origin(at["quantize"].file, at["quantize"].key, at["quantize"].line)
+            self.note("info", at["quantize"], f"{quantize}: Lightning's BitsandbytesPrecision quantizes every nn.Linear, lm_head included")
         # the batch and its length; the accumulation follows the ranks (litgpt_strategy)
         micro = value_of("train.micro_batch_size", litgpt.TRAIN_DEFAULTS["micro_batch_size"])
         self.set("training.per_device_train_batch_size", micro, origin_of("train.micro_batch_size", micro))
