@@ -23,9 +23,11 @@ What the table ran, read from litgpt's code at the commits that wrote its rows (
   graph kept as ctx attributes) live until the next forward returns -> planner knob keeps_previous_output, set by the
   LitGPT reader;
 - litgpt/model.py's GPT: its own lm_head (a tied checkpoint's embedding copied into it), no dropout module, F.gelu for
-  Phi-2's gelu_new -> the reader plans the config as LitGPT builds it.
-Not modelled (said in the closing report): BitsandbytesPrecision quantizes lm_head too, and each 128-token chunk of it
-dequantizes the whole vocabulary matrix (fp16, then a bf16 copy) at the forward's end; Phi-3's sliding-window mask
+  Phi-2's gelu_new -> the reader plans the config as LitGPT builds it;
+- Lightning's BitsandbytesPrecision quantizes lm_head too, and each 128-token chunk of it dequantizes the whole
+  vocabulary matrix at the forward's end -> planner knob quantize_lm_head, set by the reader for quantize.
+Not modelled: Lightning quantizes from fp16 (`weight.to(torch.half)`), so each dequantization is an fp16 matrix and
+then its bf16 copy (the plan counts one); Phi-3's sliding-window mask
 (an explicit float mask to SDPA for every layer); bitsandbytes' paged optimizer states are cudaMallocManaged memory,
 outside max_memory_allocated (the plan counts them). The StableEmbedding swap of quantized runs (litgpt ae798aba,
 2024-10-04) postdates the table.
