@@ -25,6 +25,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
 | `fsdp_lora_units=layer` (planner; default `separate`) | FSDP1 `use_orig_params=True` with LoRA inside its layer's unit (Lightning Fabric `FSDPStrategy(auto_wrap_policy={Block})`, litgpt): the frozen weights get gradients; transformers' Trainer wraps PEFT layers apart | states.py `fsdp_unit_frozen` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
+| `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
+| `quantize_lm_head=true` (planner; the LitGPT reader sets it for `quantize`) | Lightning `BitsandbytesPrecision` swaps every `nn.Linear`, lm_head included; each lm_head call dequantizes it whole | params.py `count`, training.py `previous_output_point` |
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ Every fact below is read from litgpt at 26857050 (2026-06-29), the newest publis
 - fit() binds `logits = model(...)`: the last step's logits live until the next forward returns (planner knob
   keeps_previous_output);
 - the model is litgpt/model.py's GPT, not transformers' class: its own lm_head (convert_hf_checkpoint copies a tied
-  embedding into it), no dropout module, `F.gelu(approximate=...)` (mapping.py `_litgpt_untied` rewrites the config);
+  embedding into it), no dropout module, `F.gelu(approximate=...)` (mapping.py `_litgpt_model_config` rewrites the config);
 - not planned: a quantized run swaps the embedding for bitsandbytes' StableEmbedding after building the optimizer
   (finetune/lora.py since ae798aba, 2024-10-04): the old embedding stays referenced (`old_embedding`, and the
   optimizer's parameter list) and the new one trains outside the optimizer, its dense 16-bit gradient never freed -

@@ -1478,7 +1478,7 @@ class _Builder:
         source = next((s for s in self.sources if s.kind == "litgpt"), None)
         if source is None:
             return
-        self._litgpt_untied(source)
+        self._litgpt_model_config(source)
         if self.method == "lora":
             modules, over = litgpt.lora_modules(source.document, str(self.config.get("model_type", "")))
             first = next((s for s in source.settings if s.key in litgpt.LORA_SWITCHES), None) or Setting(
@@ -1500,7 +1500,7 @@ class _Builder:
                 "set train.max_seq_length to the length you train at.",
             )
 
-    def _litgpt_untied(self, source: Source) -> None:
+    def _litgpt_model_config(self, source: Source) -> None:
         """The Hugging Face config as LitGPT's own GPT (litgpt/model.py) builds the model, where it differs in memory:
         - its lm_head is its own nn.Linear, never tied; litgpt/scripts/convert_hf_checkpoint.py copies the embedding into
           it where the checkpoint ties them (`state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`): a
