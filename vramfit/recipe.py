@@ -126,6 +126,10 @@ class Knobs(Strict):
     # FSDP1 (use_orig_params) with LoRA inside its layer's unit, as Lightning Fabric wraps litgpt's blocks: the
     # frozen weights get gradients; "separate": PEFT's own wrap policy (transformers' Trainer) or FSDP2
     fsdp_lora_units: Literal["separate", "layer"] = "separate"
+    # the training loop holds the last step's output into the next forward (LitGPT's fit: `logits = model(...)`)
+    keeps_previous_output: bool = False
+    # the quantized base's lm_head quantized too (Lightning's BitsandbytesPrecision, LitGPT)
+    quantize_lm_head: bool = False
 
 
 class Recipe(Strict):

@@ -128,3 +128,19 @@ def test_a_litgpt_pretraining_config_is_said_not_reviewed(tmp_path):
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert result.exit_code == 3 and find(result, key="model_name", text="LitGPT pretraining config")
     assert not find(result, severity="warning") and not find(result, severity="error")
+
+
+def test_the_model_is_planned_as_litgpt_s_gpt_builds_it():
+    """litgpt/model.py has no dropout module and runs F.gelu(approximate="tanh") for Phi-2 (transformers: resid_pdrop
+    0.1, the Python gelu_new); its lm_head is never tied (convert_hf_checkpoint copies Gemma's embedding into it); its
+    fit() holds the last step's logits into the next forward."""
+    root = HUB.parent
+    phi = review([str(root / "phi-2/lora.yaml")], gpu="a10g", gpus=1)
+    assert find(phi, key="checkpoint_dir", text="resid_pdrop 0.1 -> 0; hidden_act gelu_new -> gelu_pytorch_tanh")
+    assert phi.plan.setup.keeps_previous_output
+    gemma = review([str(root / "gemma-2b/lora.yaml")], gpu="a10g", gpus=1)
+    assert find(gemma, key="checkpoint_dir", text="its own lm_head, a copy of the tied embedding")
+    # google/gemma-2b: 2,506,172,416 parameters with the embedding tied, plus LitGPT's lm_head (256000 x 2048)
+    assert gemma.plan.parameters["total"] == 2_506_172_416 + 256_000 * 2048
+    llama = review([str(HUB / "lora.yaml")], gpu="a10g", gpus=1)  # untied, no dropout, SiLU: the Hub config as read
+    assert not find(llama, key="checkpoint_dir", text="planned as LitGPT's GPT builds the model")

@@ -51,6 +51,8 @@ launch knobs (docs/planner.md "Launch knobs"):
   sync_each_batch=true (accelerate: FSDP reduces every micro-batch; default: unsharded gradients under no_sync)
   fsdp_lora_units=layer (FSDP1 use_orig_params, LoRA inside its layer's unit as Lightning Fabric wraps litgpt)
   autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)
+  keeps_previous_output=true (the loop holds the last step's logits into the next forward: LitGPT's fit)
+  quantize_lm_head=true (lm_head quantized with the base, as Lightning's BitsandbytesPrecision does for LitGPT)
 
 examples:
   vramfit plan vlm-r1-h20

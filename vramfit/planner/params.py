@@ -970,6 +970,8 @@ def count(arch: Arch, setup) -> Counts:
         if vision_from is not None:
             trained_groups.add("vision")
         sizes = [lin.in_features * lin.out_features for lin in arch.linears if lin.group not in trained_groups]
+        if getattr(setup, "quantize_lm_head", False) and not arch.tied_embeddings and not lm_head_trainable:
+            sizes.append(g["lm_head"])  # Lightning's BitsandbytesPrecision swaps every nn.Linear, lm_head included (LitGPT)
         quantized, largest_quantized = sum(sizes), max(sizes, default=0)
     grad_layers = vision_layers - vision_from if vision_from is not None else (vision_layers if vision_lora else 0)
     largest = max((max(s.layer_params) for s in arch.stacks.values()), default=0)

@@ -160,6 +160,12 @@ class Setup:
     compile_layers: bool = False  # torch.compile over the decoder layers (HF torch_compile, torchtune compile)
     compile_loss: bool = False  # ... and over the cross-entropy (HF: inside the compiled model; torchtune: chunked CE)
     optimizer_in_backward: bool = False  # torchtune optimizer_in_bwd: each gradient freed after its step
+    # the loop keeps the last step's output bound until the next forward returns (LitGPT's fit: `logits = model(...)`):
+    # its logits and, with bitsandbytes < 0.43.2, the inputs its 4-bit linears kept as ctx attributes (training.py)
+    keeps_previous_output: bool = False
+    # lm_head quantized with the other linears (Lightning's BitsandbytesPrecision, LitGPT); transformers' bitsandbytes
+    # integration keeps it in 16 bits (llm_int8_skip_modules / get_keys_to_not_convert)
+    quantize_lm_head: bool = False
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -426,6 +432,8 @@ def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], ze
     out.update(knobs.quant_fields(values, method, config, problems, file))
     out["quant_keeps_input"] = knobs.bnb_keeps_input(values, out.get("quantization"), problems, file)
     out["gradients_kept"] = knobs.torch_keeps_gradients(values, problems, file)
+    out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
+    out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer
@@ -558,6 +566,8 @@ ARG_KEYS = {
     "autocast_adapter_dtype": bool,
     # planner keys
     "fsdp_lora_units": str,
+    "keeps_previous_output": bool,
+    "quantize_lm_head": bool,
     "typical_length": int,
     "loss_kernel": str,
     "head": str,

@@ -206,7 +206,36 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     }
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
     at_tail = {"activations": tied_embedding_tail(s, arch, counts, embed_tokens), "vision_activations": vision_kept, "logits": 0.0}
-    return max((at_loss, at_layer, at_vision, at_tail), key=lambda m: sum(m.values()))
+    points = [at_loss, at_layer, at_vision, at_tail]
+    if s.keeps_previous_output or s.quantize_lm_head:
+        points.append(previous_output_point(s, arch, counts, seq, base + copies, vision_kept))
+    return max(points, key=lambda m: sum(m.values()))
+
+
+def previous_output_point(setup, arch: Arch, counts: Counts, seq: int, kept: float, vision_kept: float) -> dict[str, float]:
+    """The end of a forward whose loop still holds the previous step's output (setup.keeps_previous_output).
+
+    LitGPT's fit (finetune/lora.py, full.py, adapter.py) binds `logits = model(input_ids, ...)`: the previous step's
+    logits stay referenced until the new forward returns, so at its end both steps' logits (16-bit, vocab x tokens)
+    are alive beside this step's kept activations. Backward freed the previous graph's saved tensors, but not
+    what an autograd Function kept as a ctx attribute: bitsandbytes < 0.43.2 MatMul4Bit's `ctx.tensors = (A, B)`
+    keeps each 4-bit linear's input until the graph dies (setup.quant_keeps_input) - one more copy of those inputs.
+    Planned at the same length as this step (the longest batches set the peak). A quantized lm_head
+    (setup.quantize_lm_head) is dequantized whole for each chunk it computes: at the forward's end that weight sits
+    beside the logits (states.dequantized_bytes)."""
+    s, a, b = setup, act_bytes(setup), setup.micro_batch
+    tokens = b * text_sequences(s, arch, seq)[-1][1]
+    logits = (2 if s.keeps_previous_output else 1) * a * arch.vocab * tokens  # this step's and the previous step's
+    dequantized = dequantized_bytes(s, counts) if s.quantize_lm_head else 0.0
+    leaked = 0.0
+    if s.keeps_previous_output and s.quant_keeps_input and not s.gradient_checkpointing:
+        for name, own, cross in text_sequences(s, arch, seq):
+            st = arch.stacks[name]
+            mode = text_mode(s, arch, counts, name)
+            with_inputs = layer_bytes(st, mode, own, cross)
+            without = layer_bytes(st, dataclasses.replace(mode, quant_keeps_input=False), own, cross)
+            leaked += on_gpu_layers(s, st.layers) * ((with_inputs[0] - without[0]) * b * own + (with_inputs[1] - without[1]) * b)
+    return {"activations": kept + leaked + dequantized, "vision_activations": vision_kept, "logits": logits}
 
 
 def tied_embedding_tail(setup, arch: Arch, counts: Counts, tokens: int) -> float:

@@ -23,7 +23,15 @@ Every fact below is read from litgpt at 26857050 (2026-06-29), the newest publis
   (Lightning's BitsandbytesPrecision), one device only, with bitsandbytes' PagedAdamW (utils.instantiate_bnb_optimizer,
   AdamW only);
 - LoRA: `lora_query/key/value/projection/mlp/head` pick the linears (defaults: query and value), r 8, alpha 16,
-  dropout 0.05.
+  dropout 0.05;
+- fit() binds `logits = model(...)`: the last step's logits live until the next forward returns (planner knob
+  keeps_previous_output);
+- the model is litgpt/model.py's GPT, not transformers' class: its own lm_head (convert_hf_checkpoint copies a tied
+  embedding into it), no dropout module, `F.gelu(approximate=...)` (mapping.py `_litgpt_model_config` rewrites the config);
+- not planned: a quantized run swaps the embedding for bitsandbytes' StableEmbedding after building the optimizer
+  (finetune/lora.py since ae798aba, 2024-10-04): the old embedding stays referenced (`old_embedding`, and the
+  optimizer's parameter list) and the new one trains outside the optimizer, its dense 16-bit gradient never freed -
+  two more vocabulary matrices.
 """
 
 from __future__ import annotations

@@ -482,6 +482,9 @@ class Mapped:
         return Origin(self.settings.label, spelled(self.settings.kind, key), None)
 
 
+# the dropout keys of Hugging Face configs that LitGPT's GPT has no module for (litgpt/model.py)
+LITGPT_NO_DROPOUT = ("attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "hidden_dropout_prob")
+LITGPT_NO_DROPOUT += ("attention_probs_dropout_prob", "embed_dropout", "dropout")
 # recipe keys as a LitGPT config writes them (vramfit.review.litgpt); the rest have no LitGPT key
 LITGPT_SPELLING = {
     "training.per_device_train_batch_size": "train.micro_batch_size",
@@ -1362,6 +1365,9 @@ class _Builder:
             self.set(f"training.{amp}", True, where)
         if precision in litgpt.NOT_PLANNED_PRECISION:
             self.note("warning", where, f"precision {precision}: {litgpt.NOT_PLANNED_PRECISION[precision]}")
+        # fit() binds `logits = model(input_ids, ...)`: the previous step's output lives until the next forward returns
+        self.recipe["planner"]["keeps_previous_output"] = True
+        self.origins["planner.keeps_previous_output"] = Origin(label, f"(finetune_{which}: fit's `logits = model(...)`)", None)
         # method: LoRA (its switches, LitGPT's defaults), quantized where quantize says
         quantize = doc.get("quantize")
         if which == "lora":
@@ -1384,11 +1390,9 @@ class _Builder:
                 self.set("model.quantization.quant_type", kind, at["quantize"])
                 self.set("model.quantization.double_quant", double, at["quantize"])
             self.set("model.quantization.compute_dtype", dtype, at["quantize"])  # BitsandbytesPrecision(mode, dtype of precision)
-            self.note(
-                "info",
-                at["quantize"],
-                f"{quantize}: Lightning's BitsandbytesPrecision quantizes every nn.Linear, lm_head included; planned with lm_head in 16-bit (a little over)",
-            )
+            self.recipe["planner"]["quantize_lm_head"] = True
+            self.origins["planner.quantize_lm_head"] = Origin(at["quantize"].file, at["quantize"].key, at["quantize"].line)
+            self.note("info", at["quantize"], f"{quantize}: Lightning's BitsandbytesPrecision quantizes every nn.Linear, lm_head included")
         # the batch and its length; the accumulation follows the ranks (litgpt_strategy)
         micro = value_of("train.micro_batch_size", litgpt.TRAIN_DEFAULTS["micro_batch_size"])
         self.set("training.per_device_train_batch_size", micro, origin_of("train.micro_batch_size", micro))
@@ -1475,6 +1479,7 @@ class _Builder:
         source = next((s for s in self.sources if s.kind == "litgpt"), None)
         if source is None:
             return
+        self._litgpt_model_config(source)
         if self.method == "lora":
             modules, over = litgpt.lora_modules(source.document, str(self.config.get("model_type", "")))
             first = next((s for s in source.settings if s.key in litgpt.LORA_SWITCHES), None) or Setting(
@@ -1495,6 +1500,51 @@ class _Builder:
                 f"not set: LitGPT truncates no sample, so a batch can reach the model's context of {int(context):,} tokens; planned there",
                 "set train.max_seq_length to the length you train at.",
             )
+
+    def _litgpt_model_config(self, source: Source) -> None:
+        """The Hugging Face config as LitGPT's own GPT (litgpt/model.py) builds the model, where it differs in memory:
+        - its lm_head is its own nn.Linear, never tied; litgpt/scripts/convert_hf_checkpoint.py copies the embedding into
+          it where the checkpoint ties them (`state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`): a
+          tied model (Gemma, Llama 3.2 1B / 3B) runs with two vocabulary matrices -> tie_word_embeddings false;
+        - it has no dropout module (SDPA with dropout_p=0.0; only LoRA's lora_dropout): Phi-2's resid_pdrop 0.1 keeps no
+          mask -> the config's dropouts 0;
+        - its GELU is one torch kernel, `torch.nn.functional.gelu(x, approximate=config.gelu_approximate)` (Phi-2:
+          "tanh"), not transformers' Python gelu_new whose intermediates autograd keeps -> gelu_pytorch_tanh."""
+        config = self.config
+        if not self.recipe["model"].get("config") or self.model_how == "stand-in":
+            return
+        from vramfit.planner.params import summary
+
+        try:
+            tied = summary(Path(self.recipe["model"]["config"])).tied_embeddings
+        except Exception:  # noqa: BLE001 - the planner reports what it cannot build; nothing to rewrite here
+            return
+        litgpt = json.loads(json.dumps(config))
+        said = []
+        for c in (litgpt, litgpt.get("text_config")):
+            if not isinstance(c, dict):
+                continue
+            if tied:
+                c["tie_word_embeddings"] = False
+            for key in LITGPT_NO_DROPOUT:
+                if isinstance(c.get(key), (int, float)) and not isinstance(c.get(key), bool) and c[key] > 0:
+                    said.append(f"{key} {c[key]} -> 0")
+                    c[key] = 0.0
+            for key in ("hidden_act", "hidden_activation"):
+                if c.get(key) == "gelu_new":
+                    said.append(f"{key} gelu_new -> gelu_pytorch_tanh")
+                    c[key] = "gelu_pytorch_tanh"
+        if tied:
+            said.insert(0, "its own lm_head, a copy of the tied embedding (two vocabulary matrices)")
+        if not said:
+            return
+        folder = self.workdir / "litgpt"
+        folder.mkdir(exist_ok=True)
+        path = folder / "config.json"
+        path.write_text(json.dumps(litgpt))
+        self.recipe["model"]["config"] = str(path.resolve())
+        where = next((s for s in source.settings if s.key == "checkpoint_dir"), None)
+        self.note("info", where, f"planned as LitGPT's GPT builds the model (litgpt/model.py): {'; '.join(said)}")
 
     def _planner_settings(self, mapped: Mapped) -> None:
         """FSDP from the Trainer's --fsdp, an accelerate config or axolotl's fsdp keys (when no DeepSpeed JSON is used), and

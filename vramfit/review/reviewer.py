@@ -57,9 +57,11 @@ def review(
     image_tokens: int | None = None,
     sample_length: int | None = None,
     torch_version: str | None = None,
+    bitsandbytes_version: str | None = None,
 ) -> Review:
     flags = dict(
         torch_version=torch_version,
+        bitsandbytes_version=bitsandbytes_version,
         gpu=gpu,
         gpus=gpus,
         nodes=nodes,
@@ -131,6 +133,7 @@ def _review_sources(
     image_tokens: int | None = None,
     sample_length: int | None = None,
     torch_version: str | None = None,
+    bitsandbytes_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
@@ -151,6 +154,9 @@ def _review_sources(
                         source="planner",
                     )
                 )
+            if bitsandbytes_version:  # the run's bitsandbytes (planner knob bitsandbytes_version): what a 4-bit linear keeps
+                mapped.recipe.setdefault("planner", {})["bitsandbytes_version"] = bitsandbytes_version
+                mapped.origins["planner.bitsandbytes_version"] = mapping.Origin(mapped.primary.label, "--bitsandbytes-version")
             ref, why = reference.closest(mapped.recipe, against, gpu, model_known=not mapped.model_missing)
             findings = mapped.findings + mapping.fill_hardware(mapped, gpu, gpus, nodes, host_ram_gib, ref)
         except ConfigError as error:
