@@ -126,6 +126,12 @@ class Knobs(Strict):
     # FSDP1 (use_orig_params) with LoRA inside its layer's unit, as Lightning Fabric wraps litgpt's blocks: the
     # frozen weights get gradients; "separate": PEFT's own wrap policy (transformers' Trainer) or FSDP2
     fsdp_lora_units: Literal["separate", "layer"] = "separate"
+    # the TRL trainer the run uses (knobs.trainer_fields): DPO / ORPO / CPO / reward collate chosen + rejected (2 x the
+    # micro-batch in one forward); DPO / KTO keep a frozen reference model ("copy") unless the policy is a PEFT model or
+    # the reference log-probs are precomputed (None: as TRL decides); DPO's fused LM head (None: on for trainer=dpo)
+    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto"] = "sft"
+    ref_model: Union[Literal["copy", "none", "precomputed"], None] = None
+    fused_lm_head: Union[bool, None] = None
 
 
 class Recipe(Strict):
