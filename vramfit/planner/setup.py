@@ -415,8 +415,9 @@ def _knob_fields(
     from vramfit.planner import knobs
 
     out: dict[str, Any] = knobs.trainer_fields(values, lora or method in ("lora", "qlora"), problems, file)
-    if out.get("trainer") == "reward" and values.get("head") in (None, "lm") and values.get("task_type") is None:
-        # TRL RewardConfig / RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (a score per sequence)
+    if out.get("trainer") == "reward" and values.get("head") is None and values.get("task_type") is None:
+        # TRL RewardConfig / RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (a score per sequence);
+        # a recipe says its head itself (planner.head: the review sets it, review/mapping.py _head)
         values = {**values, "head": "seq_cls", "num_labels": values.get("num_labels") or 1}
     fsdp = knobs.fsdp_fields(values.get("fsdp"), values.get("fsdp_config"), problems, file)
     if fsdp:

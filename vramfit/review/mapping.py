@@ -1684,8 +1684,6 @@ class _Builder:
                 else "a frozen reference copy of the base, sharded like the policy"
             )
             parts.append("log-probs through TRL's fused head" if trl_own else "whole logits (a runner other than the pinned TRL's scripts)")
-        if self.trainer == "reward":
-            parts.append("a one-label score head")
         self.findings.append(
             Finding(
                 "info",
