@@ -75,10 +75,27 @@ def test_script_prints_headline_and_heldout_summary():
     pct = r"[\d.]+%"
     for src in sources:
         assert re.search(rf"^{re.escape(src)} +\d+ +{pct} +{pct} +(met|MISSED|-) +{pct} +{pct} +(met|MISSED|-) +\d+ ", text, re.M), src
-    external = sum(1 for line in (REPO / "benchmarks" / "external_figures.jsonl").read_text().splitlines() if line.strip())
+    external = sum(
+        1 for name in ("external_figures.jsonl", "heldout2_figures.jsonl") for line in (REPO / "benchmarks" / name).read_text().splitlines() if line.strip()
+    )
     assert re.search(rf"^overall +{103 + external} +{pct} +{pct} +{pct} +{pct}$", text, re.M)
+    assert re.search(rf"^heldout2_figures: \d+ figures, median \|error\| {pct}, p90 \|error\| {pct}", text, re.M)
     # every figure more than 25% off is listed with a reason
     off = text.split("figures off by more than 25%", 1)[1].split("alternative readings", 1)[0]
     assert "MV-r61" in off and "NOT EXPLAINED" not in off
     for f in figures():
         assert re.search(rf"^{re.escape(f['id'])} +{f['measured_gib']:.2f} ", text, re.M), f["id"]
+
+
+def test_heldout2_figures_quote_a_file_kept_as_published():
+    """benchmarks/heldout2_figures.jsonl: every figure's `published` text is found verbatim in a file kept under
+    benchmarks/external (listed in SOURCES.md with its repository, path and commit), its URL is a commit permalink,
+    and each figure says which metric it is and what was assumed."""
+    external = REPO / "benchmarks" / "external"
+    kept = [p.read_text() for p in external.rglob("*") if p.is_file() and p.suffix in (".md", ".rst", ".json")]
+    rows = [json.loads(line) for line in (REPO / "benchmarks" / "heldout2_figures.jsonl").read_text().splitlines() if line.strip()]
+    assert len(rows) >= 20 and len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert any(r["published"] in text for text in kept), r["id"]
+        assert re.fullmatch(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/\S+", r["source_url"]), r["id"]
+        assert r["metric"] in ("allocated", "reserved", "nvidia-smi") and r["notes"] and r["measured_gib"] > 0, r["id"]

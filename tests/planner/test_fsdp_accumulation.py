@@ -208,3 +208,16 @@ def test_a_recipe_says_both_as_transformers_and_the_planner_section_spell_them()
     assert s.engine == "fsdp" and s.fsdp_lora_units == "layer" and not s.fsdp_sync_each_batch
     synced = Setup.from_recipe(load(path, [*base, "training.accelerator_config={gradient_accumulation_kwargs: {sync_each_batch: true}}"]))
     assert synced.fsdp_sync_each_batch and synced.fsdp_lora_units == "separate"
+
+
+def test_fsdp_multi_tensor_adamw_keeps_one_moment_of_the_shard_at_the_step():
+    """torch.optim.AdamW's default foreach path (`_multi_tensor_adamw`: exp_avg_sq_sqrt = torch._foreach_sqrt(...))
+    over FSDP's local shards: one moment-sized intermediate of the shard at the step; the fused kernel and a
+    CPU-offloaded step keep none on the GPU."""
+    foreach = plan.plan(setup(*FULL, "optim=adamw_torch"))
+    fused = plan.plan(setup(*FULL, "optim=adamw_torch_fused"))
+    offload = plan.plan(setup("fsdp=full_shard auto_wrap offload", "dtype=bfloat16", "method=full", "optim=adamw_torch"))
+    states_gib = foreach.phase_breakdowns["optimizer_step"]["optimizer_states"]
+    assert foreach.phase_breakdowns["optimizer_step"]["optimizer_step"] == pytest.approx(states_gib / 2, rel=1e-6)
+    assert "optimizer_step" not in fused.phase_breakdowns["optimizer_step"]
+    assert "optimizer_step" not in offload.phase_breakdowns["optimizer_step"]

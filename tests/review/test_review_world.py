@@ -39,6 +39,9 @@ KNOWN_MISSED: dict[str, str] = {
     "weights they wrap, dschat/utils/module/lora.py, so the run is LoRA with the embeddings trained)",
     # (litgpt-llama-2-7b-full left it: LitGPT configs are read, review/litgpt.py; its 4 micro-batches under FSDP no_sync
     # hold the unsharded gradients beside the sharded states)
+    "llmfoundry-mpt-7b_dolly_sft-a100-40g": "llm-foundry's Composer YAML is not read (the review says so and exits 3): "
+    "its inline MPT model (model: name mpt_causal_lm, d_model / n_layers / expansion_ratio), FSDP FULL_SHARD and "
+    "device_train_microbatch_size 8 x max_seq_len 2048 are not planned",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
 }

@@ -15,7 +15,9 @@ a product saves both factors, dropout saves a bool mask), with
   recomputes the activation (keeps gate and up); what the activation itself keeps is measured on
   the model's own activation module (params.py `_act_saves`: 1 input-sized tensor for torch
   kernels, 4 for the Python `gelu_new`);
-- LoRA (PEFT 0.21): each adapted linear keeps its dropout output and mask, and the rank-r output;
+- LoRA (PEFT 0.21): each adapted linear keeps its dropout output and mask, and the rank-r output; with
+  PEFT's fp32 adapters on 16-bit weights it keeps its own cast of its input (`lora_copy`, 16-bit under
+  autocast, fp32 without) instead of sharing the layer's;
   a frozen base linear keeps nothing - except a bitsandbytes 4-bit linear before 0.43.2, whose
   MatMul4Bit kept its input (`quant_keeps_input`, knobs.bnb_keeps_input); MoE experts wrapped whole
   keep a merged copy of their weights (`expert_merge_bytes`);
@@ -54,6 +56,9 @@ class LayerMode:
     liger: bool = False  # Liger RMSNorm + SwiGLU patched in
     masked: bool = True  # a padding mask reaches attention (False: packing / padding-free, position_ids only)
     quant_keeps_input: bool = False  # bitsandbytes < 0.43.2 MatMul4Bit: every (4-bit) base linear keeps its input
+    # bytes per element of the input copy each adapted linear keeps for itself (0: it reads its layer's input);
+    # training.lora_input_copy_bytes
+    lora_copy: int = 0
 
 
 def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tuple[float, float]:
@@ -65,7 +70,7 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
     a = mode.act
     h, f, nh, kvh, hd = stack.hidden, stack.ffn, stack.heads, stack.kv_heads, stack.head_dim
     roles = {ad.role for ad in mode.adapted}
-    keep_input = lambda role: mode.trainable or mode.quant_keeps_input or (role in roles and not mode.lora_dropout)  # noqa: E731
+    keep_input = lambda role: mode.trainable or mode.quant_keeps_input or (role in roles and not mode.lora_dropout and not mode.lora_copy)  # noqa: E731
     per_token = 0.0
     per_sample = 0.0
 
@@ -82,8 +87,11 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
             per_token += stack.norm_saves[0 if mode.trainable else 1] * h  # measured on the model's own norm
         else:
             per_token += FP32 * h + (a * h if mode.trainable else 0)  # fp32 upcast + input of `weight * x`
-        if (keep_input("attn_in") or keep_input("mlp_in")) and i < sublayers:
-            per_token += a * h  # the normalised output, input of the projections
+        # the normalised output, input of the projections of the sublayer this norm feeds (the last one feeds the
+        # MLP; a parallel block's single norm feeds both)
+        feeds = ("attn_in", "mlp_in") if stack.norms_per_layer == 1 else (("mlp_in",) if i == sublayers - 1 else ("attn_in",))
+        if any(keep_input(role) for role in feeds) and i < sublayers:
+            per_token += a * h
     if stack.head_norm_elems:  # per-head q / k norms, measured like the layer's norm
         e = stack.head_norm_elems
         per_token += e * stack.norm_saves[0 if mode.trainable else 1] if stack.norm_saves[0] and a == 2 else e * (FP32 + (a if mode.trainable else 0))
@@ -136,11 +144,18 @@ def layer_bytes(stack: Stack, mode: LayerMode, seq: int, kv_seq: int = 0) -> tup
         if stack.ffn_dropout:
             per_token += MASK * f  # dropout inside the FFN (T5)
 
-    # LoRA branches.
+    # LoRA branches. PEFT casts each adapted linear's input to its adapters' dtype (tuners/lora/layer.py
+    # Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`), so with fp32 adapters every
+    # adapted linear keeps its own copy: the fp32 cast itself without autocast, autocast's 16-bit cast of it
+    # under AMP (`lora_copy`); a dropout in front keeps its output (in that dtype) and mask instead.
+    copy = mode.lora_copy or a
+    rank_b = FP32 if mode.lora_copy == FP32 else a
     for ad in mode.adapted:
         if mode.lora_dropout:
-            per_token += ad.per_layer * (a + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
-        per_token += ad.per_layer * a * mode.lora_rank  # lora_A output, kept by lora_B
+            per_token += ad.per_layer * (copy + MASK) * ad.in_features  # dropout output + mask, kept by lora_A
+        elif mode.lora_copy:
+            per_token += ad.per_layer * copy * ad.in_features  # the adapted linear's own cast of its input
+        per_token += ad.per_layer * rank_b * mode.lora_rank  # lora_A output, kept by lora_B
     return per_token, per_sample
 
 

@@ -50,6 +50,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   torch_version=1.13.1 (the run's torch; before 2.0 zero_grad() keeps the gradients through the forward)
   sync_each_batch=true (accelerate: FSDP reduces every micro-batch; default: unsharded gradients under no_sync)
   fsdp_lora_units=layer (FSDP1 use_orig_params, LoRA inside its layer's unit as Lightning Fabric wraps litgpt)
+  autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)
   trainer=sft|dpo|orpo|cpo|reward|kto (TRL: dpo/orpo/cpo/reward run chosen + rejected, 2 x the micro-batch)
   ref_model=copy|none|precomputed (dpo/kto; default as TRL: none with LoRA or precompute_ref_log_probs=true)
   fused_lm_head=false (a TRL before the DPO/KTO fused log-prob head: whole logits of the 2 x micro-batch)

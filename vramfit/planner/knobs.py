@@ -28,6 +28,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `ref_model=copy\|none\|precomputed` (planner), `precompute_ref_log_probs` (DPOConfig / KTOConfig) | trl/trainer/dpo_trainer.py: with no `ref_model` a second frozen copy of the base in the policy's dtype (and quantization), prepared like the policy (`prepare_deepspeed`: ZeRO-3 shards it, other stages hold it whole; `prepare_fsdp` shards it); none for a PEFT policy (adapter disabled for the reference pass) or with precomputed reference log-probs; its forward runs under no_grad | plan.py `reference_copy` |
 | `fused_lm_head=true\|false` (planner; default true for trainer=dpo and kto) | trl/trainer/utils.py `add_fused_lm_head` + trl/kernels/chunked_logprob.py: log-probs in [4096 tokens x 32768 vocab] tiles, no (batch, seq, vocab) logits; false: a TRL before the fused head (or LLaMA-Factory's own `concatenated_forward`), whose logits of the 2 x micro-batch are whole | grpo.py `fused_head_bytes` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
+| `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 """
 
 from __future__ import annotations

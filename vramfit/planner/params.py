@@ -894,6 +894,9 @@ class Counts:
     # `_expert_lora`), in the order the layer's forward reads them: each is merged with its adapter
     # into a full-size copy per forward (activations.py `expert_merge_bytes`).
     expert_merge: tuple[int, ...] = ()
+    # LoRA parameters held in A / B tensors below bitsandbytes' paging size (states.PAGED_MIN_NUMEL):
+    # a paged optimizer keeps their states in ordinary device memory (states.paged_share).
+    lora_small: int = 0
 
     @property
     def adapters(self) -> int:
@@ -946,9 +949,9 @@ def count(arch: Arch, setup) -> Counts:
     base = (g["embed"] + g["lm_head"] + g["llm"] if llm_full else 0) + (g["projector"] if setup.train_projector else 0) + vision_base
     lm_head_trainable = llm_full
 
-    lora_params, copies, adapted, vision_lora, expert_merge = 0, 0, [], False, ()
+    lora_params, copies, adapted, vision_lora, expert_merge, lora_small = 0, 0, [], False, (), 0
     if lora:
-        lora_params, adapted, vision_lora = _lora(arch, setup)
+        lora_params, adapted, vision_lora, lora_small = _lora(arch, setup)
         expert_params, expert_merge = _expert_lora(arch, setup)
         lora_params += expert_params
         for name in setup.modules_to_save:
@@ -984,6 +987,7 @@ def count(arch: Arch, setup) -> Counts:
         adapted=tuple(adapted),
         largest_layer=largest,
         expert_merge=expert_merge,
+        lora_small=lora_small,
     )
 
 
@@ -996,12 +1000,24 @@ def _vision_from(arch: Arch, train_vision) -> int | None:
     return min(int(train_vision), arch.stacks["vision"].layers)
 
 
-def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
+# bitsandbytes optim/optimizer.py `get_state_buffer` (0.39.1 .. 0.50.2): a paged optimizer pages a state only
+# when its parameter has at least 1e5 elements (`if not self.is_paged or p.numel() < 1e5: torch.zeros_like(...)`).
+PAGED_MIN_NUMEL = 100_000
+
+
+def _small(*numels: int) -> int:
+    """Elements of the given tensors that sit below bitsandbytes' paging size."""
+    return sum(n for n in numels if n < PAGED_MIN_NUMEL)
+
+
+def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool, int]:
+    """(LoRA parameters, adapted inputs, whether the vision tower is adapted, parameters in A / B tensors
+    below bitsandbytes' paging size)."""
     r = setup.lora_r
     targets = setup.lora_targets
     aliases = LLAMA_ALIASES.get(arch.text_model_type, {})
     present = {lin.name.rsplit(".", 1)[-1] for lin in arch.linears}
-    total, per_stack, vision = 0, {}, False
+    total, per_stack, vision, small = 0, {}, False, 0
     fused_groups: dict[tuple[str, int], list[Linear]] = {}
     for lin in arch.linears:
         if targets == "all-linear":
@@ -1017,8 +1033,10 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
         if setup.lora_fused_qkv and isinstance(targets, (list, tuple)) and set(hits) <= set(QKV) and len(hits) >= 1 and leaf not in QKV:
             # a real fused QKV module (BLOOM query_key_value): LoRA on the named thirds only
             params = len(hits) * r * (lin.in_features + lin.out_features // 3)
+            small += len(hits) * _small(r * lin.in_features, r * (lin.out_features // 3))
         else:
             params = r * (lin.in_features + lin.out_features)
+            small += _small(r * lin.in_features, r * lin.out_features)
         total += params
         vision = vision or lin.stack == "vision"
         if lin.stack:
@@ -1027,12 +1045,13 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool]:
     for (stack, _), group in fused_groups.items():
         lin = group[0]
         total += r * (lin.in_features + sum(x.out_features for x in group))
+        small += _small(r * lin.in_features, r * sum(x.out_features for x in group))
         if stack:
             key = (stack, "attn_in", lin.in_features)
             per_stack[key] = per_stack.get(key, 0) + 1
             vision = vision or stack == "vision"
     adapted = [Adapted(s, rl, i, n / arch.stacks[s].layers) for (s, rl, i), n in sorted(per_stack.items())]
-    return total, adapted, vision
+    return total, adapted, vision, small
 
 
 def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:

@@ -28,7 +28,10 @@ its own transient tensors; the per-GPU peak is the largest phase, as the device 
 - CUDA context: hardware.py `context_gib` (measured per card).
 - headroom (headroom.py): a plan fits when its peak is at most 95% of the card; host RAM likewise.
 Paged optimizer states (bitsandbytes paged_*) live in CUDA unified memory and are evicted to the
-host under pressure, so they are shown in the peak but not held against the card.
+host under pressure, so they are shown in the peak but not held against the card. They are allocated
+outside PyTorch's caching allocator (bitsandbytes functional.py `get_paged`: cudaMallocManaged), so the
+allocated and reserved figures a run logs (`max_memory_allocated` / `max_memory_reserved`) leave them
+out; only the device figure (nvidia-smi) holds them.
 """
 
 from __future__ import annotations
@@ -217,7 +220,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         notes.append(trainer_note(s, seq, resident["reference_model"]))
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
-        "optimizer_step": {**resident, "optimizer_step": st.step},
+        "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes
     if st.accumulated:
@@ -279,7 +282,14 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             # its cached blocks and retries (`release_cached_blocks`); the 5% headroom stands for the memory
             # outside PyTorch's allocator (NCCL, cuBLAS workspaces: headroom.py)
             cached = 0.0
-        measures[name] = {"allocated": allocated / GIB, "reserved": (allocated + frag * transient) / GIB + cached, "device": device + cached}
+        # paged optimizer states are cudaMallocManaged memory outside PyTorch's caching allocator (states.paged_share):
+        # max_memory_allocated / max_memory_reserved never count them; nvidia-smi shows them while resident
+        torch_allocated = allocated - parts.get("paged_optimizer_states", 0.0)
+        measures[name] = {
+            "allocated": torch_allocated / GIB,
+            "reserved": (torch_allocated + frag * transient) / GIB + cached,
+            "device": device + cached,
+        }
         if cached:
             measures[name]["cached_blocks"] = cached
         phases[name] = device
@@ -290,7 +300,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
-        notes.append("paged optimizer states are shown in the peak but can page out to host RAM; not held against the card")
+        notes.append(
+            "paged optimizer states are shown in the peak but can page out to host RAM; not held against the card, and outside "
+            "PyTorch's allocator (bitsandbytes cudaMallocManaged): torch.cuda.max_memory_allocated / max_memory_reserved leave them out"
+        )
     return Plan(
         label=s.label,
         setup=s,
@@ -372,6 +385,8 @@ def cached_train_blocks(setup: Setup, arch, st, train: dict[str, float], frag: f
     if st.step_block <= largest:
         return 0.0
     transient = (1 + frag) * (sum(train.values()) - sum(train.get(k, 0.0) for k in RESIDENT))
+    # ZeRO-1/2's reduce buckets, released at the end of backward (states.States.buffers_in_step), are cached blocks too
+    transient += 0.0 if st.buffers_in_step else st.buffers
     # the step's other tensor (the 16-bit flat copy of the gradient partition) is carved from a cached block
     # when one is large enough: that much of the cache is in use, not extra
     rest = st.step - st.step_block

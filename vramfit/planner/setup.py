@@ -135,6 +135,9 @@ class Setup:
     quant_double: bool = True
     quant_storage_float: bool = False  # bnb 4-bit packed in a float dtype: ZeRO-3 / FSDP can shard it
     quant_keeps_input: bool = False  # bitsandbytes < 0.43.2: each 4-bit linear keeps its input (knobs.bnb_keeps_input)
+    # PEFT's get_peft_model(autocast_adapter_dtype=True): fp32 adapters on a pure 16-bit base (bf16-true). Under AMP
+    # the planner takes PEFT's fp32 adapters anyway (states.py); torchtune / litgpt keep them in the model's dtype.
+    adapter_fp32: bool = False
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
     master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
@@ -468,6 +471,7 @@ def _knob_fields(
             )
     out.update(knobs.vllm_fields(values, problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
+    out["adapter_fp32"] = knobs._truthy(values.get("autocast_adapter_dtype", False))
     out["remote_code"] = bool(values.get("trust_remote_code", False))
     _check_target_regex(values, problems, file)  # a recipe's planner: section does not pass _launch_time_values
     from vramfit.planner.params import SAVE_GROUPS
@@ -563,6 +567,7 @@ ARG_KEYS = {
     "vllm_gpu_memory_utilization": float,
     "vllm_enable_sleep_mode": bool,
     "sync_each_batch": bool,
+    "autocast_adapter_dtype": bool,
     # planner keys
     "fsdp_lora_units": str,
     "typical_length": int,

@@ -14,8 +14,10 @@ Bytes per parameter (DeepSpeed's own accounting, deepspeed/runtime/zero/stage_1_
 
 Offload moves master + moments (optimizer) and the 16-bit parameters (params, ZeRO-3 only) to
 host RAM (host.py). ZeRO buffers: the reduce bucket (`reduce_bucket_size` elements, twice with
-`overlap_comm`), the all-gather bucket after the step (ZeRO-1/2), the prefetch bucket and the
-persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stage_1_and_2.py.
+`overlap_comm`; ZeRO-1/2 as the transformers docs size them with the all-gather bucket), the prefetch bucket
+and the persistent small parameters (ZeRO-3) - deepspeed/runtime/zero/stage3.py and stage_1_and_2.py. ZeRO-1/2
+release theirs at the end of each backward (stage_1_and_2.py `_release_ipg_buffers`), so they are not held
+through the optimizer step; the caching allocator keeps them reserved (plan.py `cached_train_blocks`).
 
 Quantized frozen weights (bytes per parameter): nf4/fp4 4 bits + one absmax per 64 weights, with
 double quantization an 8-bit absmax plus one fp32 per 256 blocks (Dettmers et al. 2023, QLoRA,
@@ -85,6 +87,19 @@ def paged(name: str) -> bool:
     return name.lower().startswith("paged_")
 
 
+def paged_share(setup, counts: Counts) -> float:
+    """Share of the optimizer states a bitsandbytes paged optimizer puts in CUDA unified memory.
+    bitsandbytes optim/optimizer.py `get_state_buffer` pages a state only for a parameter of at least
+    1e5 elements (params.PAGED_MIN_NUMEL), through functional.py `get_paged`: `lib.cget_managed_ptr`
+    (cudaMallocManaged) wrapped by `torch.frombuffer` - memory PyTorch's caching allocator never sees,
+    so `max_memory_allocated` / `max_memory_reserved` leave it out while nvidia-smi shows what is
+    resident. Smaller states (LoRA A / B of a low rank, norms) are `torch.zeros_like`: ordinary
+    device memory. Norms and biases of a fully trained model are taken as paged (a few MB)."""
+    if not paged(setup.optimizer) or counts.trainable <= 0:
+        return 0.0
+    return max(0.0, counts.trainable - counts.lora_small) / counts.trainable
+
+
 @dataclass(frozen=True)
 class States:
     weights: float
@@ -99,6 +114,9 @@ class States:
     # FSDP gradient accumulation under `no_sync()`: the unsharded gradients every micro-batch but the
     # last holds in place of `gradients` (`fsdp_accumulated_gradients`); 0 when the run syncs each one.
     accumulated: float = 0.0
+    # ZeRO-1/2's reduce buckets live through backward only: stage_1_and_2.py `setup_buckets` allocates them as a
+    # backward starts and `independent_gradient_partition_epilogue` ends it with `_release_ipg_buffers`, before the step
+    buffers_in_step: bool = True
 
 
 def quant_bytes(setup) -> float:
@@ -196,7 +214,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         sub = min(T / dp, z.sub_group_size)
         step = 0.0 if z.offload_optimizer else sub * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
         block = 0.0 if z.offload_optimizer else FP32_BYTES * sub
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, gathered, step, True, block)
+        return States(weights, gradients, optimizer, optimizer * paged_share(s, c), buffers, gathered, step, True, block)
     if ds:  # ZeRO-1 / ZeRO-2
         z = s.zero
         weights = T * train_b + F * frozen_b + Q * qb
@@ -210,7 +228,7 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         # foreach intermediate for torch's multi-tensor AdamW).
         step = 0.0 if z.offload_optimizer else T / dp * max(FP32_BYTES + train_b, FP32_BYTES * (2 if foreach_intermediate(s.optimizer) else 1))
         block = 0.0 if z.offload_optimizer else FP32_BYTES * T / dp  # `single_grad_partition`: one flat fp32 tensor
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, buffers, 0.0, step, False, block)
+        return States(weights, gradients, optimizer, optimizer * paged_share(s, c), buffers, 0.0, step, False, block, buffers_in_step=False)
     if s.engine == "fsdp":
         dp = _fsdp_dp(s)
         offload = s.fsdp_offload or s.zero.offload_params or s.zero.offload_optimizer
@@ -241,7 +259,11 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
         gradients = 0.0 if offload else (T + in_units) * train_b / dp
         optimizer = 0.0 if offload else T * moments / dp
         accumulated = fsdp_accumulated_gradients(s, T + in_units)
-        return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, gathered, 0.0, False, accumulated=accumulated)
+        # The optimizer steps the local shards as any torch optimizer steps its parameters: torch.optim.AdamW's
+        # default multi-tensor path over FSDP's flat shards (FSDP1) or DTensor shards (FSDP2) keeps one
+        # moment-sized intermediate of the shard (`foreach_intermediate`); with CPU offload the step runs on the host.
+        step = 0.0 if offload else (optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0)
+        return States(weights, gradients, optimizer, optimizer * paged_share(s, c), 0.0, gathered, step, False, accumulated=accumulated)
     # single GPU / DDP with autocast: parameters keep the dtype they were loaded in (16-bit), and so
     # do their gradients and torch AdamW moments (zeros_like); PEFT creates LoRA A/B in fp32.
     ddp_copy = 2 if s.engine == "ddp" and dp > 1 else 1  # gradient_as_bucket_view=False: grads + buckets
@@ -253,8 +275,15 @@ def _gpu_states(setup, counts: Counts, arch: Arch) -> States:
     weights = fp32_trainable * train_b + loaded * compute_b + F * frozen_b + Q * qb
     gradients = (fp32_trainable * train_b + loaded * compute_b) * ddp_copy
     optimizer = (fp32_trainable + loaded * per_loaded) * moments
+    if s.precision == "bf16-true" and s.adapter_fp32 and c.lora:
+        # PEFT's autocast_adapter_dtype=True on a pure 16-bit base: the adapters (and so their gradients and
+        # zeros_like moments) are fp32 while the rest trains in 16 bits
+        weights += c.lora * (FP32_BYTES - train_b)
+        gradients += c.lora * (FP32_BYTES - train_b) * ddp_copy
+        if states_follow_param_dtype(s.optimizer):
+            optimizer += c.lora * optimizer_state_bytes(s.optimizer) * (1 - moment_scale)
     step = optimizer / 2 if foreach_intermediate(s.optimizer) else 0.0  # one of the two moments
-    return States(weights, gradients, optimizer, optimizer if paged(s.optimizer) else 0.0, 0.0, 0.0, step, False)
+    return States(weights, gradients, optimizer, optimizer * paged_share(s, c), 0.0, 0.0, step, False)
 
 
 def fsdp_unit_frozen(setup, counts: Counts, arch: Arch) -> int:

@@ -152,6 +152,12 @@ def trace_key(setup) -> str:
         # the class the trace builds (params.auto_classes): encoder-decoder configs were built as their
         # *ForCausalLM decoder before schema 3's key; decoder-only keys are unchanged
         knobs["architecture"] = arch.architecture
+    from vramfit.planner.training import lora_input_copy_bytes
+
+    if setup.lora and lora_input_copy_bytes(setup):
+        # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
+        # before; only these keys change
+        knobs["lora_fp32_adapters"] = True
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -724,8 +730,15 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
             if name in keep:
                 p.requires_grad_(True)
         model.__dict__["_vramfit_peft"] = peft_model
-    for p in model.parameters():
+    # PEFT's adapters are fp32 on a 16-bit base (get_peft_model's autocast_adapter_dtype=True) unless DeepSpeed's
+    # engine or FSDP's mixed precision casts them (training.lora_input_copy_bytes: the same cases)
+    from vramfit.planner.training import lora_input_copy_bytes
+
+    lora_fp32 = setup.lora and lora_input_copy_bytes(setup) > 0
+    for name, p in model.named_parameters():
         want = train_dtype if p.requires_grad else frozen_dtype
+        if lora_fp32 and p.requires_grad and "lora_" in name:
+            want = torch.float32
         if p.dtype.is_floating_point and p.dtype != want:
             p.data = p.data.to(want)
 

@@ -85,6 +85,26 @@ def act_bytes(setup) -> int:
     return 2 if setup.sixteen_bit else 4
 
 
+def lora_input_copy_bytes(setup) -> int:
+    """Bytes per element of the input copy each LoRA-adapted linear keeps for itself (0: it keeps the layer's
+    own input, shared by the linears that read it). PEFT's adapters are fp32 on a 16-bit base
+    (get_peft_model's `autocast_adapter_dtype=True`, the default: states.py plans them so under AMP), and
+    tuners/lora/layer.py Linear.forward casts the input to them: `x = self._cast_input_dtype(x,
+    lora_A.weight.dtype)` - a new tensor per adapted linear. Under autocast lora_A then keeps autocast's
+    16-bit cast of it (checked on the pinned peft 0.21.2 / torch 2.13 with saved_tensors_hooks: two
+    adapted linears on one input keep two 16-bit copies, not the input); without autocast (pure 16-bit
+    weights, `autocast_adapter_dtype=true` said) it keeps the fp32 cast. DeepSpeed's engine and FSDP's
+    mixed precision cast the adapters to the compute dtype first, so the cast is a no-op there; torchtune
+    and litgpt keep adapters in the model's dtype (pure bf16 without the knob)."""
+    if not setup.lora_r or setup.engine in ("deepspeed", "fsdp"):
+        return 0
+    if setup.precision in ("bf16", "fp16"):
+        return act_bytes(setup)
+    if setup.precision == "bf16-true" and setup.adapter_fp32:
+        return FP32
+    return 0
+
+
 def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
     return LayerMode(
         act=act_bytes(setup),
@@ -101,6 +121,7 @@ def text_mode(setup, arch: Arch, counts: Counts, stack: str) -> LayerMode:
         liger=liger_active(setup, arch) or setup.compile_layers,
         masked=not (setup.packing or setup.padding_free),
         quant_keeps_input=setup.quant_keeps_input,
+        lora_copy=lora_input_copy_bytes(setup),
     )
 
 
@@ -269,6 +290,7 @@ def vision_training(setup, arch: Arch, counts: Counts) -> tuple[float, float]:
         lora_dropout=setup.lora_dropout > 0,
         attention=vision_attention(setup, arch),
         quant_keeps_input=setup.quant_keeps_input,
+        lora_copy=lora_input_copy_bytes(setup),
     )
     per_token, _ = layer_bytes(st, mode, vision_sequence(setup, arch))
     full = per_token * tokens

@@ -58,6 +58,7 @@ ALIASES = {
     "max_seq_len": "data.max_length",
     "lora_dim": "model.lora.r",  # DeepSpeed-Chat
     "model": "model.id",
+    "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
     "target_modules": "model.lora.target_modules",  # ms-swift
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
@@ -1630,12 +1631,36 @@ class _Builder:
             return
         cls = self.cls_name()
         where = Setting(f"({cls} default)", None, self.settings.label, self.settings.launch_line)
+        # a script's own program, not beside it, named like a TRL trainer (2U1/Qwen2-VL-Finetune's src/train/train_sft.py
+        # parses its own TrainingArguments subclass, max_seq_length 32768): whether it runs TRL's class is not known, so
+        # TRL's defaults (max_length, gradient_checkpointing, bf16) are not taken for its own
+        guessed = (
+            self.primary.kind == "shell"
+            and self.program is None
+            and program.endswith(".py")
+            and not _known_argument_set(program)
+            and _trainer(self.sources, set(), by_name=False) is None
+        )
+        if guessed:
+            self.findings.append(
+                Finding(
+                    "info",
+                    self.primary.label,
+                    cls,
+                    f"{program}'s source is not beside the script: its name suggests TRL's {cls}, but whether it parses it is not "
+                    f"known, so {cls}'s defaults (max_length, gradient_checkpointing, bf16) are not assumed",
+                    "pass the lengths and switches explicitly, or review the script beside its program.",
+                    line=self.primary.launch_line,
+                )
+            )
         for name, value in trainers.changed_defaults(self.trainer).items():
+            if guessed:
+                break
             if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
                 continue
             if name not in t:
                 self.set(f"training.{name}", value, where)
-        if "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
+        if not guessed and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
         origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         if self.trainer in PREFERENCE_TRAINERS:
@@ -2250,6 +2275,8 @@ SHARDING_NOT_MODELLED = {
     "tensor_parallel_size": "tensor parallelism",  # axolotl (ND parallelism), ms-swift Megatron
     "tensor_model_parallel_size": "tensor parallelism",  # Megatron / LLaMA-Factory mcore
     "tp_size": "tensor parallelism",
+    "tensor_parallel_degree": "tensor parallelism",  # open-instruct's OLMo-core DPO (open_instruct/dpo_utils.py)
+    "context_parallel_degree": "context parallelism",  # open-instruct's OLMo-core DPO
     "pipeline_model_parallel_size": "pipeline parallelism",
     "context_parallel_size": "context parallelism",  # axolotl, Megatron
     "sequence_parallel_size": "sequence parallelism",  # ms-swift (Ulysses / ring attention)
@@ -2291,8 +2318,9 @@ def _axolotl_keys() -> frozenset[str]:
         return frozenset()
 
 
-def _trainer(sources: list[Source], names: set[str]) -> str | None:
-    """The trainer the launch runs: the file's own call, its stage / rlhf_type / rl setting, the entry point's name."""
+def _trainer(sources: list[Source], names: set[str], by_name: bool = True) -> str | None:
+    """The trainer the launch runs: the file's own call, its stage / rlhf_type / rl setting, the entry point's name
+    (`by_name`: False for what the files say without it)."""
     for source in sources:
         if source.trainer:
             return source.trainer
@@ -2302,6 +2330,8 @@ def _trainer(sources: list[Source], names: set[str]) -> str | None:
             value = s.value[0] if isinstance(s.value, list) and s.value else s.value
             if key in ("stage", "rlhf_type", "rl") and isinstance(value, str) and value.lower() in trainers.STAGES:
                 return trainers.STAGES[value.lower()]
+    if not by_name:
+        return None
     for source in sources:
         if source.kind == "training_args" and not source.trainer:
             found = trainers.from_entry(str(source.path.relative_to(source.path.parents[min(3, len(source.path.parents) - 1)])))

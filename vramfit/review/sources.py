@@ -247,6 +247,12 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         return _read_shell(path, text, launch=launch)
     if kind is None and suffix == ".py":
         return _read_python(path, text, launch)
+    if kind is None and suffix == ".ipynb":
+        return _read_notebook(path, text, launch)
+    if kind == "deepspeed" and suffix not in (".json", ".yaml", ".yml"):
+        # DeepSpeed (hjson.load, runtime/config.py) and accelerate (json.load, HfDeepSpeedConfig) read the file they are
+        # given as JSON whatever its name: open-instruct's `stage3_no_offloading_accelerate.conf`
+        suffix = ".json"
     document = _parse_document(path, text, suffix)
     if not isinstance(document, dict):
         problems.add(
@@ -336,6 +342,20 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             f"a LitGPT pretraining config (`litgpt pretrain`: model_name:, train:), {unread}",
             "plan the run with vramfit plan (the model, precision, train.micro_batch_size and train.max_seq_length); LitGPT's "
             "fine-tuning configs (checkpoint_dir:) are reviewed.",
+        )
+    # llm-foundry (scripts/train/yamls/**.yaml, `composer train/train.py YAML`): Composer's trainer, a `model: {name: ...}`
+    # mapping built by llm-foundry's registry, `train_loader:`, the batch as device_train_microbatch_size / global_train_batch_size
+    model = document.get("model")
+    if (
+        isinstance(model, dict)
+        and "name" in model
+        and "train_loader" in keys
+        and keys & {"device_train_microbatch_size", "global_train_batch_size", "max_duration"}
+    ):
+        return (
+            "model",
+            f"an llm-foundry (Composer) config (model: name {model['name']}, train_loader:, device_train_microbatch_size:), {unread}",
+            "plan the run with vramfit plan (the model, FSDP sharding, device_train_microbatch_size and max_seq_len).",
         )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
@@ -486,6 +506,89 @@ PYTHON_CONFIGS = {
     "OnlineDPOConfig": "online_dpo",
     "BCOConfig": "bco",
 }
+
+
+def _read_notebook(path: Path, text: str, launch: int = 0) -> Source:
+    """A Jupyter notebook (nbformat 4 JSON), never run: its shell commands (IPython's `!cmd` lines, joined over a trailing
+    `\\` as IPython joins them; `%%bash` / `%%sh` cells; `%env NAME=value`) read as a launch script, else its Python
+    cells (those that parse) read as a .py file. Lines keep the notebook file's line numbers where Jupyter wrote one
+    source line per JSON line (its own format), else they are numbered in reading order."""
+    import ast
+
+    problems = Problems()
+    try:
+        notebook = json.loads(text)
+    except json.JSONDecodeError as exc:
+        notebook = None
+        problems.add(
+            label(path),
+            "",
+            f"is not a Jupyter notebook's JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            "pass the notebook as saved by Jupyter, or its launch script.",
+        )
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if notebook is not None and not isinstance(cells, list):
+        problems.add(label(path), "cells", "is not a Jupyter notebook: no list of cells", "pass the notebook as saved by Jupyter, or its launch script.")
+    if problems:
+        raise ConfigError(problems)
+    file_lines = text.split("\n")
+    at, numbered, exact = 0, 0, True
+    shell_lines: list[tuple[int, str]] = []
+    python_cells: list[list[tuple[int, str]]] = []
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        body = cell.get("source", "")
+        parts = [str(part) for part in body] if isinstance(body, list) else [str(body)]
+        lines = "".join(parts).split("\n")
+        # Jupyter writes the cell's keys in order, "source" last, then one JSON string per line of a listed source
+        key = next((i for i in range(at, len(file_lines)) if re.match(r'\s*"source":\s*[\["]', file_lines[i])), None)
+        if key is not None:
+            at = key + 1
+        listed = isinstance(body, list) and key is not None and len(parts) == len(lines) - (lines[-1] == "")
+        exact = exact and listed and all(json.dumps(part)[1:-1] in file_lines[key + 1 + i] for i, part in enumerate(parts) if key + 1 + i < len(file_lines))
+        if cell.get("cell_type") != "code":
+            continue
+        where = []
+        for i in range(len(lines)):
+            numbered += 1
+            where.append(key + 2 + i if exact else numbered)
+        first = lines[0].strip().split()[0] if lines and lines[0].strip() else ""
+        if first in ("%%bash", "%%sh") or (first == "%%script" and lines[0].split()[1:2] in (["bash"], ["sh"])):
+            shell_lines += list(zip(where[1:], lines[1:]))
+            continue
+        if first.startswith("%%") and first not in ("%%capture", "%%time", "%%timeit"):
+            continue  # %%writefile, %%html, ...: the cell is not Python
+        code: list[tuple[int, str]] = []
+        joined = False  # a `!` command continued over `\` lines
+        for n, line in zip(where, lines):
+            stripped = line.strip()
+            if joined:
+                shell_lines.append((n, line))
+            elif stripped.startswith("!"):
+                # each `!` runs in a shell of its own: its `export` dies with it (`%env` is the notebook's way)
+                shell_lines.append((n, "" if re.match(r"!\s*export\s", stripped) else stripped[1:]))
+            elif re.match(r"%env\s+[A-Za-z_]\w*[=\s]", stripped):
+                name, _, value = stripped[4:].strip().partition("=") if "=" in stripped else stripped[4:].strip().partition(" ")
+                shell_lines.append((n, f"export {name.strip()}={value.strip()}"))
+            elif not stripped.startswith(("%", "?")) and not stripped.endswith("?"):
+                code.append((n, line))
+            joined = (joined or stripped.startswith("!")) and line.rstrip().endswith("\\")
+        try:  # IPython syntax a cell may still hold (top-level await, ...): a cell Python cannot parse is not read
+            ast.parse("\n".join(line for _, line in code))
+            python_cells.append(code)
+        except (SyntaxError, ValueError):
+            pass
+
+    def padded(lines: list[tuple[int, str]]) -> str:
+        at_line = dict(lines)
+        return "\n".join(at_line.get(n, "") for n in range(1, max(at_line, default=0) + 1)) + "\n"
+
+    shell_text = padded(shell_lines)
+    script = shell.parse(shell_text, script_dir=str(path.resolve().parent))
+    if any(_launcher_of(c.argv) for c in script.commands):
+        return _read_shell(path, shell_text, script, launch)
+    return _read_python(path, padded([line for cell in python_cells for line in cell]), launch)
 
 
 def _read_python(path: Path, text: str, launch: int = 0) -> Source:
@@ -701,12 +804,24 @@ def _code_settings(tree, source: Source, path: Path) -> None:
 
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
+# Environment managers whose `run` subcommand runs the command after it in their environment (`uv run accelerate launch ...`).
+_RUNNERS = {"uv", "poetry", "pipenv", "pdm", "pixi", "hatch", "conda", "mamba", "micromamba", "rye"}
 
 
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
-    if name in _WRAPPING:  # `sudo -E docker-compose run --rm trainer torchrun ...`: the first launcher among its words
+    if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
+        # a job launcher given its command after `--` (`python mason.py --cluster ... -- accelerate launch ...`,
+        # `ray job submit ... -- python train.py`): the command after it is the launch, where it is one
+        after = argv.index("--", 1) + 1
+        found = _launcher_of(argv[after:]) if after < len(argv) else None
+        if found is not None:
+            return found
+    if name in _WRAPPING or (name in _RUNNERS and argv[1:2] == ["run"]):  # `sudo -E docker-compose run --rm trainer torchrun ...`,
+        # `uv run accelerate launch ...`: the first launcher among its words
         for i in range(1, len(argv)):
+            if name in _RUNNERS and argv[i].endswith(".py"):  # `uv run [options] train.py`: runs it with the environment's python
+                return _launcher_of(["python", *argv[i:]])
             if os.path.basename(argv[i]) not in _WRAPPING and (found := _launcher_of(argv[i:])) is not None:
                 return found
         return None
