@@ -5,6 +5,7 @@ as one batch of twice the micro-batch, DPO's fused log-prob head in place of who
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 
@@ -76,3 +77,13 @@ def test_what_a_trainer_does_not_have_is_refused(items, key):
     with pytest.raises(ConfigError) as err:
         planned(*items)
     assert key in str(err.value)
+
+
+def test_an_offloaded_reference_copy_lives_in_host_ram(tmp_path):
+    ds = tmp_path / "zero3_offload.json"
+    ds.write_text(
+        json.dumps({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True}})
+    )
+    p = planned("trainer=dpo", gpus=8, deepspeed=str(ds))
+    assert "reference_model" not in p.phase_breakdowns["train"]
+    assert p.host_breakdown["reference_model"] == pytest.approx(total(p) * 2 / 2**30)  # 8 ranks x 1/8 of the bf16 base

@@ -386,6 +386,22 @@ def reference_copy(setup, counts: Counts) -> float:
     return base + quantized
 
 
+def reference_copy_host(setup, counts: Counts) -> float:
+    """Bytes per rank of the reference copy's shards in host RAM: ZeRO-3 with offload_param, or FSDP CPU offload."""
+    s = setup
+    if s.ref_model != "copy":
+        return 0.0
+    ds = s.engine == "deepspeed"
+    compute_b = 2 if s.sixteen_bit else 4
+    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    base = (counts.total - counts.quantized) * b
+    if ds and s.zero.stage == 3 and s.zero.offload_params:
+        return base / s.world
+    if s.engine == "fsdp" and (s.fsdp_offload or s.zero.offload_params):
+        return base / _fsdp_dp(s)
+    return 0.0
+
+
 def full_weights(setup, counts: Counts) -> float:
     """The whole model in its compute dtype on one GPU (ZeRO-3 gather for generation)."""
     b = 2 if setup.sixteen_bit else 4
