@@ -130,6 +130,12 @@ class Knobs(Strict):
     keeps_previous_output: bool = False
     # the quantized base's lm_head quantized too (Lightning's BitsandbytesPrecision, LitGPT)
     quantize_lm_head: bool = False
+    # the TRL trainer the run uses (knobs.trainer_fields): DPO / ORPO / CPO / reward collate chosen + rejected (2 x the
+    # micro-batch in one forward); DPO / KTO keep a frozen reference model ("copy") unless the policy is a PEFT model or
+    # the reference log-probs are precomputed (None: as TRL decides); DPO's fused LM head (None: on for trainer=dpo)
+    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto"] = "sft"
+    ref_model: Union[Literal["copy", "none", "precomputed"], None] = None
+    fused_lm_head: Union[bool, None] = None
 
 
 class Recipe(Strict):

@@ -961,3 +961,17 @@ def test_an_inline_fsdp_config_with_its_own_activation_checkpointing_is_checkpoi
     result = review([str(config)], gpu="a100-80g", gpus=8)
     assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
     assert result.plan.setup.engine == "fsdp" and result.plan.setup.gradient_checkpointing
+
+
+def test_a_dpo_script_is_planned_as_dpo_and_an_unplanned_trainer_is_incomplete(tmp_path):
+    ds = write(tmp_path, "zero3.json", json.dumps({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}}))
+    launch = f"accelerate launch --num_processes 8 trl/scripts/dpo.py --model_name_or_path meta-llama/Llama-3.2-3B --per_device_train_batch_size 2 --deepspeed {ds.name}"
+    full = review([str(write(tmp_path, "dpo.sh", launch + "\n"))], gpu="a100-80g")
+    s = full.plan.setup
+    assert (s.trainer, s.ref_model, s.fused_lm_head, s.sequences_per_sample) == ("dpo", "copy", True, 2)
+    assert full.plan.phase_breakdowns["train"]["reference_model"] == pytest.approx(full.plan.parameters["total"] * 2 / 8 / 2**30)
+    assert find(full, text="planned as DPO trains") and full.exit_code == 0
+    lora = review([str(write(tmp_path, "dpo_lora.sh", launch + " --use_peft\n"))], gpu="a100-80g")
+    assert lora.plan.setup.ref_model == "none" and "reference_model" not in lora.plan.phase_breakdowns["train"]
+    gkd = review([str(write(tmp_path, "gkd.sh", launch.replace("trl/scripts/dpo.py", "examples/scripts/gkd.py") + "\n"))], gpu="a100-80g")
+    assert gkd.exit_code == 3 and find(gkd, text="teacher model and on-policy generation not planned")

@@ -30,8 +30,12 @@ def sequence(setup) -> int:
     return setup.seq_len + setup.max_completion_length
 
 
-def fused_head_bytes(setup, arch: Arch, counts: Counts) -> float:
-    tokens = setup.micro_batch * setup.max_completion_length
+def fused_head_bytes(setup, arch: Arch, counts: Counts, tokens: int | None = None) -> float:
+    """TRL's fused LM head (trainer/utils.py add_fused_lm_head, kernels/chunked_logprob.py) over `tokens` positions
+    (GRPO: the completions; DPO: chosen + rejected): one [4096 x 32768] projection tile, the fp32 gradient of the
+    hidden states and, when the head trains, of its weight."""
+    if tokens is None:
+        tokens = setup.micro_batch * setup.max_completion_length
     tile = min(tokens, TOKEN_TILE) * min(arch.vocab, VOCAB_TILE) * act_bytes(setup)
     grad_hidden = tokens * arch.text.hidden * FP32
     grad_weight = arch.vocab * arch.text.hidden * FP32 if counts.lm_head_trainable else 0

@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 from vramfit.planner.params import Arch, Counts
-from vramfit.planner.states import optimizer_state_bytes, shardable_quant_bytes
+from vramfit.planner.states import optimizer_state_bytes, reference_copy_host, shardable_quant_bytes
 
 PROCESS_BASE = 2.96e9  # bytes per rank process (peft README, see above)
 PIXEL_BYTES = 4 * 3  # fp32 pixel values, 3 channels
@@ -93,6 +93,9 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float, off
         offloaded += ranks * (T * (2 * train_b + moments) + (c.total - c.trainable_base - c.quantized) * load_b + c.quantized * shardable_quant_bytes(s)) / dp
     if offloaded:
         parts["offloaded_states"] = offloaded
+    reference = reference_copy_host(s, c)  # TRL's DPO / KTO reference copy, offloaded like the policy
+    if reference:
+        parts["reference_model"] = ranks * reference
     if pinned_bytes:
         parts["pinned_buffers"] = pinned_bytes
     if s.dataloader_workers:

@@ -24,6 +24,9 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
 | `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
 | `fsdp_lora_units=layer` (planner; default `separate`) | FSDP1 `use_orig_params=True` with LoRA inside its layer's unit (Lightning Fabric `FSDPStrategy(auto_wrap_policy={Block})`, litgpt): the frozen weights get gradients; transformers' Trainer wraps PEFT layers apart | states.py `fsdp_unit_frozen` |
+| `trainer=sft\|dpo\|orpo\|cpo\|reward\|kto` (planner) | TRL 1.16 preference trainers: DPOTrainer, RewardTrainer and experimental ORPO / CPO collate chosen + rejected into one batch of 2 x per_device_train_batch_size sequences (each up to max_length) and run one forward | plan.py `_plan` (2 x micro-batch activations) |
+| `ref_model=copy\|none\|precomputed` (planner), `precompute_ref_log_probs` (DPOConfig / KTOConfig) | trl/trainer/dpo_trainer.py: with no `ref_model` a second frozen copy of the base in the policy's dtype (and quantization), prepared like the policy (`prepare_deepspeed`: ZeRO-3 shards it, other stages hold it whole; `prepare_fsdp` shards it); none for a PEFT policy (adapter disabled for the reference pass) or with precomputed reference log-probs; its forward runs under no_grad | plan.py `reference_copy` |
+| `fused_lm_head=true\|false` (planner; default true for trainer=dpo and kto) | trl/trainer/utils.py `add_fused_lm_head` + trl/kernels/chunked_logprob.py: log-probs in [4096 tokens x 32768 vocab] tiles, no (batch, seq, vocab) logits; false: a TRL before the fused head (or LLaMA-Factory's own `concatenated_forward`), whose logits of the 2 x micro-batch are whole | grpo.py `fused_head_bytes` |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
@@ -58,6 +61,14 @@ TOKEN_CLS_DROPOUT = 0.1
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 QUANT_METHODS = ("bitsandbytes", "gptq", "awq")
 VLLM_MODES = ("colocate", "server")
+# TRL 1.16 trainers the planner plans beyond supervised training (the `trainer` knob). PAIR_TRAINERS collate chosen +
+# rejected into one batch (dpo_trainer.py / reward_trainer.py DataCollatorForPreference, experimental orpo / cpo
+# `concatenated_inputs`); REF_TRAINERS keep a frozen reference model (dpo_trainer.py; experimental kto).
+TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto")
+PAIR_TRAINERS = ("dpo", "orpo", "cpo", "reward")
+REF_TRAINERS = ("dpo", "kto")
+FUSED_HEAD_TRAINERS = ("dpo", "kto")  # trl/trainer/{dpo,kto}_trainer.py call add_fused_lm_head on policy and reference
+REF_MODELS = ("copy", "none", "precomputed")
 # TRL 1.16 grpo_config.py field defaults (tests/planner/test_knobs.py reads them from GRPOConfig).
 VLLM_DEFAULTS = {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3, "vllm_enable_sleep_mode": False}
 # transformers 5.23 BitsAndBytesConfig defaults (checked in the same test).
@@ -337,6 +348,47 @@ def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Proble
     if head == "token_cls":
         dropout = next((float(config[k]) for k in ("classifier_dropout", "hidden_dropout") if config.get(k) is not None), TOKEN_CLS_DROPOUT)
     return {"head": head, "num_labels": int(labels), "head_dropout": dropout}
+
+
+def trainer_fields(values: dict[str, Any], lora: bool, problems: Problems, file: str) -> dict[str, Any]:
+    """`trainer`, `ref_model` and `fused_lm_head`: what a TRL preference trainer holds beyond supervised training.
+
+    The reference model defaults as TRL 1.16's DPOTrainer decides it (dpo_trainer.py, "Reference model"): none for a
+    PEFT policy (the reference pass disables the adapter) or with `precompute_ref_log_probs` (under FSDP the copy is
+    loaded for the precompute and freed before training), else a frozen copy of the base."""
+    trainer = str(values.get("trainer") or "sft").lower()
+    if trainer not in TRAINERS:
+        problems.add(file, "trainer", f"{trainer!r} is not a trainer the planner models", f"use one of {', '.join(TRAINERS)}.")
+        return {}
+    ref = values.get("ref_model")
+    if ref is None:
+        if trainer not in REF_TRAINERS or lora:
+            ref = "none"
+        else:
+            ref = "precomputed" if _truthy(values.get("precompute_ref_log_probs")) else "copy"
+    ref = str(ref).lower()
+    if ref not in REF_MODELS:
+        problems.add(file, "ref_model", f"{ref!r} is not copy, none or precomputed", "write ref_model=copy (a frozen copy of the base) or ref_model=none.")
+        return {}
+    if ref != "none" and trainer not in REF_TRAINERS:
+        problems.add(
+            file,
+            "ref_model",
+            f"trainer={trainer} keeps no reference model (TRL's {trainer.upper()} trainer has none; ref_model={ref})",
+            "drop ref_model, or set trainer=dpo or trainer=kto.",
+        )
+        return {}
+    fused = values.get("fused_lm_head")
+    fused = trainer in FUSED_HEAD_TRAINERS if fused is None else _truthy(fused)
+    if fused and trainer not in FUSED_HEAD_TRAINERS:
+        problems.add(
+            file,
+            "fused_lm_head",
+            f"TRL's fused LM head is the DPO and KTO trainers' (dpo_trainer.py / kto_trainer.py add_fused_lm_head); trainer={trainer}",
+            "drop fused_lm_head, or set trainer=dpo.",
+        )
+        return {}
+    return {"trainer": trainer, "ref_model": ref, "fused_lm_head": fused, "sequences_per_sample": 2 if trainer in PAIR_TRAINERS else 1}
 
 
 def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

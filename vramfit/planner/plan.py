@@ -200,17 +200,24 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         "optimizer_states": st.optimizer - paged,
         "paged_optimizer_states": paged,
         "zero_buffers": st.buffers,
-        "reference_model": grpo.reference_weights(s, counts),
+        "reference_model": grpo.reference_weights(s, counts) if s.method == "grpo" else states.reference_copy(s, counts),
     }
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
     seq = grpo.sequence(s) if is_grpo else s.seq_len
     from vramfit.planner import trace as tracing
 
-    terms, notes, incomplete = tracing.train_terms(s, arch, counts, wanted=trace)
+    # TRL's preference trainers run chosen + rejected as one batch: the step's activations are those of twice the
+    # micro-batch (each sequence up to the cap); DPO's log-probs come from TRL's fused head, not whole logits
+    ts = s.replace(micro_batch=s.micro_batch * s.sequences_per_sample) if s.sequences_per_sample > 1 else s
+    terms, notes, incomplete = tracing.train_terms(ts, arch, counts, wanted=trace)
     if terms is None:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
-        terms = training.train_peak(s, arch, counts, seq, loss)
+        if s.fused_lm_head and not is_grpo:
+            loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * seq)
+        terms = training.train_peak(ts, arch, counts, seq, loss)
+    if s.trainer != "sft":
+        notes.append(trainer_note(s, seq, resident["reference_model"]))
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
@@ -251,10 +258,13 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     elif s.eval_enabled and not analytic:
         incomplete.append("evaluation (the analytic model cannot build this architecture)")
     elif s.eval_enabled:
-        ev, host_eval = evaluation.eval_peak(s, arch, counts)
+        es = s.replace(eval_batch=s.eval_batch * s.sequences_per_sample)  # chosen + rejected, as in training
+        ev, host_eval = evaluation.eval_peak(es, arch, counts)
+        if s.fused_lm_head:  # DPO / KTO evaluate through the fused head too (prediction_step -> compute_loss): one tile
+            ev["logits"] = float(min(es.eval_batch * seq, grpo.TOKEN_TILE) * min(arch.vocab, grpo.VOCAB_TILE) * training.act_bytes(s))
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
     frag = FRAGMENTATION_EXPANDABLE if s.expandable_segments else FRAGMENTATION
-    carried = cached_train_blocks(s, arch, st, raw["train"], frag, seq)
+    carried = cached_train_blocks(ts, arch, st, raw["train"], frag, seq)
     phase_breakdowns, measures, phases = {}, {}, {}
     for name, parts in raw.items():
         allocated = sum(parts.values())
@@ -286,7 +296,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     peak_phase = max(phases, key=phases.get)
     peak = phases[peak_phase]
     binding = max(phases[p] - phase_breakdowns[p].get("paged_optimizer_states", 0.0) for p in phases)
-    host_parts = host.host_ram(s, counts, arch, host_eval, training.offloaded_activation_bytes(s, arch, counts, seq))
+    host_parts = host.host_ram(s, counts, arch, host_eval, training.offloaded_activation_bytes(ts, arch, counts, seq))
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
@@ -322,6 +332,24 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     )
 
 
+def trainer_note(s: Setup, seq: int, reference: float) -> str:
+    """What the plan of a TRL preference trainer holds beyond supervised training (knobs.trainer_fields)."""
+    parts = []
+    if s.sequences_per_sample > 1:
+        parts.append(f"chosen + rejected in one forward: {s.sequences_per_sample} x {s.micro_batch} sequences of up to {seq} tokens")
+    if s.fused_lm_head:
+        parts.append("log-probs from TRL's fused LM head (no whole logits)")
+    if s.ref_model == "copy":
+        parts.append(f"a frozen reference copy of the base ({reference / GIB:.2f} GiB per GPU; its forward runs under no_grad)")
+    elif s.ref_model == "precomputed":
+        parts.append("no reference model (reference log-probs precomputed before training)")
+    elif s.trainer in ("dpo", "kto"):
+        parts.append("no reference model (the PEFT adapter is disabled for the reference pass)")
+    if s.trainer == "kto":
+        parts.append("KTO's KL batch (mismatched pairs) runs under no_grad through the fused head: a transient below the backward's")
+    return f"trainer={s.trainer}: " + "; ".join(parts)
+
+
 def train_block(setup: Setup, arch, seq: int) -> float:
     """Bytes of the largest single tensor the forward / backward allocates, hence of the largest block the
     caching allocator can hold cached after it: the logits in the loss dtype (none with a fused loss), a
@@ -331,7 +359,7 @@ def train_block(setup: Setup, arch, seq: int) -> float:
     own = training.text_sequences(setup, arch, seq)[-1][1]
     tokens = b * own
     # GRPO's loss runs TRL's fused head (grpo.fused_head_bytes): no whole-vocabulary tensor either
-    fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or setup.method == "grpo"
+    fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or setup.method == "grpo" or setup.fused_lm_head
     logits = 0 if fused else tokens * arch.vocab * (FP32_BYTES if training.loss_upcast(setup, arch) else a)
     module = arch.largest_module * (2 if setup.sixteen_bit else FP32_BYTES)
     widest = tokens * a * max((max(st.ffn, st.hidden) for st in arch.stacks.values()), default=0)

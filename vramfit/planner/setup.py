@@ -190,6 +190,12 @@ class Setup:
     # accelerate GradientAccumulationPlugin.sync_each_batch: reduce-scatter after every micro-batch instead of
     # accumulating unsharded gradients under no_sync (states.fsdp_accumulated_gradients)
     fsdp_sync_each_batch: bool = False
+    # TRL preference trainers (knobs.trainer_fields): chosen + rejected in one batch, a frozen reference model,
+    # DPO's fused LM head (log-probs in tiles, no whole logits)
+    trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
+    ref_model: str = "none"  # copy | none | precomputed
+    fused_lm_head: bool = False
+    sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -270,7 +276,7 @@ class Setup:
                     "bnb_4bit_quant_storage": quant.quant_storage,
                 }
             )
-        knob = _knob_fields(knob_values, recipe.method, config, zero, problems, file)
+        knob = _knob_fields(knob_values, recipe.method, config, zero, problems, file, lora=recipe.model.lora is not None)
         if problems:
             raise ConfigError(problems)
         arch = params.summary(config_path)
@@ -358,7 +364,7 @@ class Setup:
         method = values.get("method", "full")
         grpo = method == "grpo"
         lora = method in ("lora", "qlora") or "lora_r" in values
-        knob = _knob_fields(values, method, config, zero, problems, label)
+        knob = _knob_fields(values, method, config, zero, problems, label, lora=lora)
         if problems:
             raise ConfigError(problems)
         tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"), config, values.get("max_tiles"))
@@ -411,11 +417,17 @@ class Setup:
         )
 
 
-def _knob_fields(values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems, file: str) -> dict[str, Any]:
+def _knob_fields(
+    values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems, file: str, lora: bool = False
+) -> dict[str, Any]:
     """Setup fields of the launch knobs (knobs.py), shared by recipes and `--model-config`."""
     from vramfit.planner import knobs
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = knobs.trainer_fields(values, lora or method in ("lora", "qlora"), problems, file)
+    if out.get("trainer") == "reward" and values.get("head") is None and values.get("task_type") is None:
+        # TRL RewardConfig / RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (a score per sequence);
+        # a recipe says its head itself (planner.head: the review sets it, review/mapping.py _head)
+        values = {**values, "head": "seq_cls", "num_labels": values.get("num_labels") or 1}
     fsdp = knobs.fsdp_fields(values.get("fsdp"), values.get("fsdp_config"), problems, file)
     if fsdp:
         if zero.stage:
@@ -579,6 +591,10 @@ ARG_KEYS = {
     "max_tiles": int,
     "frames_per_sample": int,
     "video_max_pixels": int,
+    "trainer": str,
+    "ref_model": str,
+    "fused_lm_head": bool,
+    "precompute_ref_log_probs": bool,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = (
@@ -607,6 +623,8 @@ CHOICES = {
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls"),
+    "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto"),
+    "ref_model": ("copy", "none", "precomputed"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
     "quant_method": ("bitsandbytes", "gptq", "awq"),
     "dtype": ("auto", "bfloat16", "float16", "float32"),

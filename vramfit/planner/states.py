@@ -364,6 +364,44 @@ def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
     return st.gradients - freed + max(0.0, freed - sum(terms.values()))
 
 
+def reference_copy(setup, counts: Counts) -> float:
+    """TRL DPOTrainer's reference model (`ref_model=copy`, knobs.trainer_fields): the base built again in the policy's
+    dtype and quantization (dpo_trainer.py `ref_model_init_kwargs.setdefault("dtype", self.model.dtype)`), frozen,
+    and prepared like the policy: trl/models/utils.py `prepare_deepspeed` keeps ZeRO-3 (sharded, offloaded with
+    offload_param) and gives other stages a whole copy; `prepare_fsdp` shards it as the policy's units (offloaded with
+    the policy's CPU offload)."""
+    s = setup
+    if s.ref_model != "copy":
+        return 0.0
+    ds = s.engine == "deepspeed"
+    compute_b = 2 if s.sixteen_bit else 4
+    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    base = (counts.total - counts.quantized) * b
+    quantized = counts.quantized * quant_bytes(s)
+    if ds and s.zero.stage == 3:
+        return (0.0 if s.zero.offload_params else base / s.world) + quantized
+    if s.engine == "fsdp":
+        offload = s.fsdp_offload or s.zero.offload_params
+        return (0.0 if offload else base / _fsdp_dp(s)) + quantized
+    return base + quantized
+
+
+def reference_copy_host(setup, counts: Counts) -> float:
+    """Bytes per rank of the reference copy's shards in host RAM: ZeRO-3 with offload_param, or FSDP CPU offload."""
+    s = setup
+    if s.ref_model != "copy":
+        return 0.0
+    ds = s.engine == "deepspeed"
+    compute_b = 2 if s.sixteen_bit else 4
+    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
+    base = (counts.total - counts.quantized) * b
+    if ds and s.zero.stage == 3 and s.zero.offload_params:
+        return base / s.world
+    if s.engine == "fsdp" and (s.fsdp_offload or s.zero.offload_params):
+        return base / _fsdp_dp(s)
+    return 0.0
+
+
 def full_weights(setup, counts: Counts) -> float:
     """The whole model in its compute dtype on one GPU (ZeRO-3 gather for generation)."""
     b = 2 if setup.sixteen_bit else 4

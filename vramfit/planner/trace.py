@@ -1162,6 +1162,8 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}GRPO's generation loop and fused log-prob head cannot run under fake tensors", arch)
     if liger_active(setup, arch):
         return _fallback(gap, notes, f"{why}Liger's Triton kernels cannot run under fake tensors", arch)
+    if getattr(setup, "fused_lm_head", False):
+        return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not TRL's fused log-prob head (DPO)", arch)
     if getattr(setup, "head", "lm") != "lm":
         return _fallback(gap, notes, f"{why}the trace builds the causal-LM class, not the {setup.head} head's", arch)
     try:

@@ -70,6 +70,14 @@ ALIASES = {
     "grad_checkpoint": "training.gradient_checkpointing",
 }
 # Switches that pick the method when on.
+# TRL trainers the planner plans (planner knob `trainer`), and those whose extra terms it does not: the review of the
+# latter says so and exits 3 (incomplete), since the plan of the policy alone understates the run
+PREFERENCE_TRAINERS = ("dpo", "kto", "orpo", "cpo", "reward")
+UNPLANNED_TRAINERS = {
+    "gkd": "teacher model and on-policy generation",
+    "online_dpo": "generation and its reward / judge model",
+    "rloo": "on-policy generation",
+}
 METHOD_SWITCHES = {"lora_enable": "lora", "use_lora": "lora", "use_peft": "lora", "use_peft_lora": "lora", "q_lora": "qlora"}
 # bitsandbytes loading switches of TRL's ModelConfig (load_in_4bit / load_in_8bit) and of PEFT's examples/sft/train.py
 # ModelArguments (use_4bit_quantization / use_8bit_quantization): name -> bits when on.
@@ -434,6 +442,7 @@ class Mapped:
     deepspeed_label: str = ""  # how findings name the DeepSpeed settings' file
     stated: dict[str, str] = field(default_factory=dict)  # hardware key -> the flag that stated it
     not_modelled: list[str] = field(default_factory=list)
+    terms_missing: list[str] = field(default_factory=list)  # what the run's trainer adds that the plan leaves out: exit 3
     model_missing: str = ""  # why the memory could not be planned (no config for the model); empty when it was
     model_how: str = ""  # where the model's config came from
     # planner settings the files ask for that the recipe schema cannot say (engine fsdp, FSDP offload, activation
@@ -565,6 +574,7 @@ class _Builder:
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
         self.not_modelled: list[str] = []
+        self.terms_missing: list[str] = []  # what the trainer adds that the plan leaves out (UNPLANNED_TRAINERS)
         self.method: str | None = None
         self.method_origin: Origin | None = None
         self.lora_off = False  # a LoRA switch written false (--lora_enable False)
@@ -1233,6 +1243,7 @@ class _Builder:
             self.sources,
             self.findings,
             not_modelled=self.not_modelled,
+            terms_missing=self.terms_missing,
             model_missing=self.model_missing,
             model_how=self.model_how,
         )
@@ -1701,24 +1712,62 @@ class _Builder:
                 self.set(f"training.{name}", value, where)
         if not guessed and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
-        if self.trainer in ("dpo", "kto", "orpo", "cpo", "reward", "gkd", "online_dpo", "rloo"):
-            what = {
-                "dpo": "a frozen reference model and chosen + rejected sequences",
-                "kto": "a frozen reference model",
-                "gkd": "the teacher model and on-policy generation",
-                "online_dpo": "generation and a reward model",
-                "rloo": "generation",
-            }.get(self.trainer, "chosen + rejected sequences" if self.trainer != "reward" else "the score head")
-            origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+        origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+        if self.trainer in PREFERENCE_TRAINERS:
+            self._preference_trainer(cls, origin, trl_own)
+        elif self.trainer in UNPLANNED_TRAINERS:
+            what = UNPLANNED_TRAINERS[self.trainer]
+            self.terms_missing.append(f"{cls}'s {what}")
             self.findings.append(
                 Finding(
                     "info",
                     origin.file,
                     origin.key,
-                    f"{cls}: reviewed with the {cls} defaults and planned as supervised training of the policy; {what} not planned yet",
+                    f"{cls}: reviewed with the {cls} defaults; the plan holds the supervised training of the policy only: {what} "
+                    "not planned, so the review is incomplete (a 'fits' would understate the run)",
                     line=origin.line,
                 )
             )
+
+    def _preference_trainer(self, cls: str, origin: Origin, trl_own: bool) -> None:
+        """Plan TRL's preference trainers as they run (planner knobs `trainer`, `ref_model`, `fused_lm_head`,
+        vramfit/planner/knobs.py trainer_fields): chosen + rejected in one batch, DPO / KTO's frozen reference copy
+        (none for a PEFT policy or with precomputed reference log-probs), and, where the run uses the pinned TRL
+        (its own scripts), DPO / KTO's fused log-prob head; another runner (an older pinned TRL, LLaMA-Factory,
+        axolotl, ms-swift, OpenRLHF) is planned with the whole logits of its concatenated batch."""
+        planner = self.recipe.setdefault("planner", {})
+        planner["trainer"] = self.trainer
+        self.origins["planner.trainer"] = origin
+        ref_trainer = self.trainer in ("dpo", "kto")
+        if ref_trainer and not trl_own:
+            planner["fused_lm_head"] = False
+        flags = {st.key.lstrip("-").replace("-", "_"): st for src in self.sources for st in src.settings}
+        pre = flags.get("precompute_ref_log_probs")
+        if ref_trainer and pre is not None and self.scalar(pre) in (True, "true", "True", 1):
+            planner["ref_model"] = "precomputed"
+            self.origins["planner.ref_model"] = Origin(pre.file, pre.key, pre.line)
+        lora = self.recipe.get("method") in ("lora", "qlora") or bool(self.recipe.get("model", {}).get("lora"))
+        parts = []
+        if self.trainer != "kto":
+            parts.append("chosen + rejected in one forward (2 x the micro-batch, each sequence up to the cap)")
+        if ref_trainer:
+            parts.append(
+                "no reference model (reference log-probs precomputed)"
+                if planner.get("ref_model") == "precomputed"
+                else "no reference model (the PEFT adapter is disabled for the reference pass)"
+                if lora
+                else "a frozen reference copy of the base, sharded like the policy"
+            )
+            parts.append("log-probs through TRL's fused head" if trl_own else "whole logits (a runner other than the pinned TRL's scripts)")
+        self.findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"{cls}: reviewed with the {cls} defaults and planned as {cls.removesuffix('Config')} trains: {'; '.join(parts)}",
+                line=origin.line,
+            )
+        )
 
     def _model_name(self) -> None:
         """`model_name` names the model (Liger-Kernel's examples, many scripts' own dataclasses) where nothing else does and the

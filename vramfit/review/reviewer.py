@@ -183,7 +183,13 @@ def _review_sources(
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
                 findings += differences
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
+        code = (
+            EXIT_FAILED
+            if any(f.severity == "error" for f in findings)
+            else EXIT_INCOMPLETE
+            if mapped.model_missing or missing or mapped.terms_missing
+            else EXIT_OK
+        )
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
