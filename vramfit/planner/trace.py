@@ -442,11 +442,15 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     train_dtype, frozen_dtype, autocast = _dtypes(setup)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     out: dict[str, Any] = {"notes": []}
+    where = _Where()
     try:
-        with fake, _quiet(), _small_constants(), contextlib.ExitStack() as stack:
+        with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
+            where.stage = "building the model"
             model = _build(config, train_dtype)
             model.train()
+            where.stage = "applying LoRA with PEFT (get_peft_model)" if setup.lora else "setting the trained parameters"
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
+            where.stage = "building the optimizer states"
             amp = _CudaAutocast(autocast)
             if setup.gradient_checkpointing:
                 # transformers 5.23 TrainingArguments: non-reentrant checkpointing
@@ -461,6 +465,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
                     p.grad = torch.zeros_like(p)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
+            where.stage = "building the inputs"
             batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
             stack.enter_context(_real_vision_geometry())
             out["vision_traced"] = vision is not None
@@ -473,11 +478,14 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
             gc.collect()
             with tracker:
                 with _cuda_sdpa(unpadded=setup.attention == "flash"):
-                    with amp:  # HF Trainer: autocast around the forward and the loss only
+                    with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
+                        where.stage = "the forward pass"
                         loss = _forward(model, batch, vision, setup)
                     tracker.mark("backward")
+                    where.stage = "the backward pass"
                     loss.backward()
                 tracker.mark("step")
+                where.stage = "the optimizer step"
                 if optimizer is not None:
                     optimizer.step()
                 tracker.mark("done")
@@ -487,7 +495,8 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
         if os.environ.get("VRAMFIT_TRACE_DEBUG"):
             raise
-        raise TraceError(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+        depth = f"{text_layers} layers" + (f" + {vision_layers} vision layers" if vision_layers else "")
+        raise TraceError(f"{where.describe()} at {depth}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
     snap = tracker.peak_snap
     out["peak"] = tracker.peak
     for c in CATEGORIES:
@@ -553,6 +562,71 @@ def _small_constants(limit: int = 1 << 20):
         yield
     finally:
         fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+class _Where:
+    """Which part of the traced step is running, for the message of a trace that fails: the stage, and in the
+    forward pass the innermost module entered (the vision tower's or the language model's)."""
+
+    def __init__(self):
+        self.stage = "starting"
+        self.module = ""
+
+    @contextlib.contextmanager
+    def modules(self, model):
+        import torch
+
+        names = {id(m): n for n, m in model.named_modules()}
+        stack: list[str] = []
+
+        def enter(module, args):
+            stack.append(names.get(id(module), ""))
+            self.module = stack[-1]
+
+        def leave(module, args, output):
+            if stack:
+                stack.pop()
+            self.module = stack[-1] if stack else ""
+
+        hooks = (torch.nn.modules.module.register_module_forward_pre_hook(enter), torch.nn.modules.module.register_module_forward_hook(leave))
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def describe(self) -> str:
+        if self.stage != "the forward pass" or not self.module:
+            return self.stage
+        part = "the vision tower's" if any(params._is_vision(p) for p in self.module.split(".")) else "the language model's"
+        return f"{part} forward (module {self.module})"
+
+
+@contextlib.contextmanager
+def _grouped_mm_dtypes():
+    """MoE experts in fp32 / fp16 (transformers integrations/moe.py `_grouped_mm`): on a GPU torch's
+    `_grouped_mm` runs them through its per-group fallback (pytorch#161717, CUDA SM80+ for float32 /
+    float16 / bfloat16), but its meta registration (torch/_meta_registrations.py
+    `_meta_grouped_mm_common`) checks only the bf16 fast path's dtype and refuses them under fake
+    tensors. They are traced through transformers' own fallback op (`transformers::grouped_mm_fallback`,
+    whose fake gives the same output and whose autograd saves the same input and weight)."""
+    import torch
+
+    try:
+        from transformers.integrations import moe
+    except ImportError:
+        yield
+        return
+    saved = moe._can_use_grouped_mm
+
+    def can_use(input, weight, offs):
+        return weight.dtype == torch.bfloat16 and input.dtype in (torch.bfloat16, weight.dtype) and saved(input, weight, offs)
+
+    moe._can_use_grouped_mm = can_use
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = saved
 
 
 @contextlib.contextmanager
@@ -1172,7 +1246,15 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
 def _fallback(gap, notes, why, arch=None):
     if gap is None:
         return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
-    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (arch is not None and "text" in arch.stacks)
+    # The analytic model still sizes the language model when what it cannot build is the vision tower alone;
+    # a language model it cannot size (no stack found, layers that are not attention blocks) leaves the
+    # activations and the logits out: model states only, a lower bound, said as incomplete.
+    names = ("encoder", "decoder") if arch is not None and arch.encoder_decoder else ("text",)
+    text_ok = arch is not None and all(n in arch.stacks and not arch.stacks[n].mixers for n in names)
     if text_ok:
         return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
-    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"], [f"activations ({why})"])
+    return (
+        {"activations": 0.0, "vision_activations": 0.0, "logits": 0.0},
+        [*notes, f"activations and logits not computed (the peak below is model states only, a lower bound): {why}"],
+        [f"activations and logits ({why})"],
+    )
