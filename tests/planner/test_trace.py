@@ -483,3 +483,18 @@ def test_qwen3_next_lora_is_traced_and_a_failing_trace_says_where(tmp_path, caps
     assert code == 3 and "Traceback" not in out + err, (code, err)
     assert "the trace failed (the language model's forward (module model.layers.0.linear_attn) at 4 layers: RuntimeError" in err, err
     assert "activations and logits not computed" in out and "vision-tower" not in out + err
+
+
+def test_review_names_the_dropout_peft_refuses_in_the_users_own_flags(tmp_path):
+    """A TRL script with --use_peft on a fused-MoE model: TRL's lora_dropout default (0.05) is what PEFT refuses;
+    the review says so as an error with the fix in the script's flags, not the recipe's keys."""
+    from vramfit.review.reviewer import review
+
+    folder = tmp_path / "my-moe"
+    folder.mkdir()
+    _qwen3_next(tmp_path).rename(folder / "config.json")
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_target_modules all-linear --bf16\n")
+    result = review([str(script)], gpu="a100-80g")
+    (error,) = [f for f in result.findings if f.severity == "error"]
+    assert result.exit_code == 1 and "lora.ParamWrapper" in error.what and error.fix.startswith("--lora_dropout 0, or --lora_target_modules"), error

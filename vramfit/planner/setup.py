@@ -690,6 +690,10 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
     return values
 
 
+PEFT_DROPOUT_RULE = "peft-param-wrapper-dropout"  # the reviewer writes this problem's fix in the user's own keys
+ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj"
+
+
 def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str) -> tuple[float, str | None]:
     """(the dropout PEFT can build, a note): PEFT wraps a fused MoE model's experts with lora.ParamWrapper
     (params.peft_parameter_targets), whose __init__ raises "does not work with lora_dropout != 0" (peft
@@ -714,7 +718,8 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
             file,
             key,
             f"{what} (lora_dropout {dropout:g} != 0): the run stops in get_peft_model",
-            f"set {key} to 0, or {targets_key} to the attention projections alone (q_proj,k_proj,v_proj,o_proj).",
+            f"set {key} to 0, or {targets_key} to the attention projections alone ({ATTENTION_TARGETS}).",
+            rule=PEFT_DROPOUT_RULE,
         )
         return dropout, None
     return 0.0, f"lora_dropout 0 planned, not the default {dropout:g}: {what} (a run that sets lora_dropout > 0 stops in get_peft_model)"

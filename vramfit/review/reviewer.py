@@ -22,6 +22,7 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
+from vramfit.planner.setup import ATTENTION_TARGETS, PEFT_DROPOUT_RULE
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
@@ -248,6 +249,8 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
             f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
             f"on their {mapped.script_ranks} ranks ({what})"
         )
+    if p.rule == PEFT_DROPOUT_RULE:  # the fix in the user's own keys, not the recipe's
+        fix = f"{mapped.edit('model.lora.dropout', 0)}, or {mapped.edit('model.lora.target_modules', ATTENTION_TARGETS)}."
     if "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
