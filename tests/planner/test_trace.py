@@ -498,3 +498,32 @@ def test_review_names_the_dropout_peft_refuses_in_the_users_own_flags(tmp_path):
     result = review([str(script)], gpu="a100-80g")
     (error,) = [f for f in result.findings if f.severity == "error"]
     assert result.exit_code == 1 and "lora.ParamWrapper" in error.what and error.fix.startswith("--lora_dropout 0, or --lora_target_modules"), error
+
+
+def test_minicpm_v_4_6_vision_tower_is_fed_its_packed_patches(tmp_path):
+    """MiniCPM-V 4.6 (a Qwen3.5 text stack the analytic model cannot size): `get_image_features` takes NaViT-packed
+    patches and each image's grid (`target_sizes`); the trace feeds them, so the vision tower is traced, not dropped."""
+    import transformers
+
+    d = json.loads((transformers.MiniCPMV4_6Config()).to_json_string())
+    d["vision_config"].update(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2, image_size=224, patch_size=14)
+    d["text_config"].update(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        vocab_size=VOCAB,
+    )
+    d["text_config"].pop("layer_types", None)  # rebuilt for 2 layers (Gated DeltaNet)
+    d.update(insert_layer_id=0, image_token_id=VOCAB - 1, video_token_id=VOCAB - 2)  # the ViT merger after layer 0: in every traced depth
+    path = tmp_path / "minicpmv4_6.json"
+    path.write_text(json.dumps(d))
+    s = _setup(path, method="lora", lora_r=4, lora_targets="all-linear", train_llm=True, images_per_sample=1, image_tokens=16, vision_patches=256, seq_len=64)
+    t = trace.trace_step(s, cache=False, check_linear=False)
+    assert "vision tower" in t.traced and t.per_layer["vision"] > 0

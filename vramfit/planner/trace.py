@@ -60,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -406,7 +407,8 @@ def _set_depth(cfg, full: int, depth: int) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value == full:
             setattr(cfg, key, depth)
     for key, value in list(vars(cfg).items()):
-        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",):
+        # per-layer lists (layer_types); not a size that happens to have as many entries (window_kernel_size [2, 2])
+        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",) and not key.endswith("_size"):
             setattr(cfg, key, value[:depth])
 
 
@@ -480,7 +482,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
                 with _cuda_sdpa(unpadded=setup.attention == "flash"):
                     with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
                         where.stage = "the forward pass"
-                        loss = _forward(model, batch, vision, setup)
+                        loss = _forward(model, batch, vision, setup, where)
                     tracker.mark("backward")
                     where.stage = "the backward pass"
                     loss.backward()
@@ -596,7 +598,7 @@ class _Where:
                 hook.remove()
 
     def describe(self) -> str:
-        if self.stage != "the forward pass" or not self.module:
+        if not self.stage.endswith("forward pass") or not self.module:
             return self.stage
         part = "the vision tower's" if any(params._is_vision(p) for p in self.module.split(".")) else "the language model's"
         return f"{part} forward (module {self.module})"
@@ -859,6 +861,16 @@ def _vision_inputs(model, config, setup, arch, dtype):
         grid = torch.tensor([[1, side, side]] * n)
         pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
         return {"pixel_values": pixels, "image_grid_thw": grid}
+    if (
+        "target_sizes" in inspect.signature(model.get_image_features).parameters
+        or "target_sizes" in inspect.signature(getattr(getattr(model, "model", None), "get_image_features", model.get_image_features)).parameters
+    ):
+        # MiniCPM-V 4.6 (modeling_minicpmv4_6.py `get_image_features`): every image's patches packed NaViT-style into one
+        # (1, channels, patch, patches x patch) row, each image's grid (in patches) in `target_sizes`; the grid halves in the
+        # ViT's window merger, then in each round of the merger's 2 x 2 kernel: a side divisible by 16 takes them all.
+        side = max(16, int(round(setup.vision_patches**0.5)) // 16 * 16)
+        pixels = torch.randn(1, channels, patch, n * side * side * patch, dtype=dtype)
+        return {"pixel_values": pixels, "target_sizes": torch.tensor([[side, side]] * n, dtype=torch.int32)}
     # the tower's own input size; crops / slices (DocOwl, MiniCPM-V) are that many more images
     size = params._first_int(getattr(vc, "image_size", None), 224)
     per_crop = (size // patch) ** 2
@@ -867,8 +879,11 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
-def _forward(model, batch, vision, setup):
+def _forward(model, batch, vision, setup, where=None):
     import torch
+
+    if where is not None and vision is not None:
+        where.stage = "the vision tower's forward pass (get_image_features)"
 
     peft = model.__dict__.get("_vramfit_peft")
     runner = peft if peft is not None else model
@@ -892,6 +907,8 @@ def _forward(model, batch, vision, setup):
     if isinstance(features, (list, tuple)):
         features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
     features = features.reshape(-1, features.shape[-1])
+    if where is not None:
+        where.stage = "the forward pass"
     embeds = model.get_input_embeddings()(batch["input_ids"])
     count = min(features.shape[0], embeds.shape[0] * embeds.shape[1])
     mask = torch.zeros(embeds.shape[:2], dtype=torch.bool)
