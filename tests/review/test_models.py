@@ -278,6 +278,7 @@ def test_plan_model_config_answers_for_every_table_entry(entry, capsys):
 def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceback(capsys):
     """The table plans gpt-oss-20b from its stand-in; the file as published (MXFP4 experts) is said to be
     outside the planner, in the one problem format, exit 2."""
+    from vramfit.checks.model_config import _shown
     from vramfit.cli import main
 
     entry = models.entry_for("openai/gpt-oss-20b")
@@ -285,6 +286,20 @@ def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceb
     code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in out + err and "mxfp4" in out + err and "Fix:" in out + err
+    assert f"--model-config {_shown(entry.planner)}" in out + err  # the fix is the table's stand-in
+
+
+def test_a_published_remote_code_config_points_at_its_stand_in(capsys):
+    """InternVL3-1B as published (model_type internvl_chat, auto_map): remote code no transformers release has a class
+    for, said so (not 'a type it does not know'), with the stand-in the table plans as the fix, exit 2."""
+    from vramfit.checks.model_config import _shown
+    from vramfit.cli import main
+
+    entry = models.entry_for("OpenGVLab/InternVL3-1B")
+    assert entry is not None and entry.config != entry.planner and entry.config.is_file()
+    code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
+    out, err = capsys.readouterr()
+    assert code == 2 and "is remote code" in out + err and f"--model-config {_shown(entry.planner)}" in out + err
 
 
 def test_the_table_page_is_current():

@@ -355,6 +355,17 @@ class Setup:
         lora = method in ("lora", "qlora") or "lora_r" in values
         knob = _knob_fields(values, method, config, zero, problems, label)
         if problems:
+            from vramfit.checks.model_config import _shown
+            from vramfit.models import stand_in_for
+
+            stand_in = stand_in_for(path) if "quantization_config" in config else None
+            if stand_in is not None:  # the table plans this checkpoint's 16-bit layout: say where
+                problems.items = [
+                    dataclasses.replace(p, fix=f"plan vramfit's 16-bit stand-in of it: --model-config {_shown(stand_in)}.")
+                    if p.key == "quant_method" and p.what.startswith("the checkpoint's")
+                    else p
+                    for p in problems.items
+                ]
             raise ConfigError(problems)
         tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"), config, values.get("max_tiles"))
         images = int(values.get("images_per_sample", 1 if patches else 0)) if patches else 0
