@@ -464,13 +464,17 @@ def test_qwen3_next_lora_is_traced_and_a_failing_trace_says_where(tmp_path, caps
 
     from transformers.models.qwen3_next import modeling_qwen3_next
 
-    from vramfit.planner import cli
+    from vramfit.planner import cli, params
 
     path = _qwen3_next(tmp_path)
     s = Setup.from_args(path, "h100", 1, overrides=["method=lora", "seq_len=32", "per_device_train_batch_size=1"])
     assert s.precision != "bf16-true"  # fp32 experts: torch's meta kernel of _grouped_mm takes bf16 only
     t = trace.trace_step(s, cache=False, check_linear=False)
     assert t.train_transient > 0
+    # at full depth three Gated DeltaNet layers, then attention: traced in whole patterns of 4, not at 2, 3, 4 layers
+    deep = Setup.from_args(_qwen3_next(tmp_path, layers=48), "h100", 1, overrides=["method=lora"])
+    arch = params.summary(deep.model_config)
+    assert trace._mixer_period(deep, arch) == 4 and trace._depth_plan(arch, True, 4)[0] == [(4, 0), (8, 0)]
 
     def boom(self, *args, **kwargs):
         raise RuntimeError("not under fake tensors")

@@ -70,7 +70,7 @@ from typing import Any
 
 from vramfit.planner import params
 
-SCHEMA = 3  # bump when what a trace measures changes: part of the cache key
+SCHEMA = 4  # bump when what a trace measures changes: part of the cache key
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 # Relative tolerance of the linearity check: the middle depth's bytes against the line through
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
@@ -269,8 +269,10 @@ def step_flops(setup, arch=None) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]], int, int]:
-    """The (text layers, vision layers) to trace, and the full depths."""
+def _depth_plan(arch, check_linear: bool = True, period: int = 1) -> tuple[list[tuple[int, int]], int, int]:
+    """The (text layers, vision layers) to trace, and the full depths. `period`: the text layers repeat a pattern
+    of that many layers of different kinds (`_mixer_period`); traced in whole periods (one and two), so the
+    extrapolation adds whole periods."""
     if arch.encoder_decoder:
         full_text = max((arch.stacks[s].layers for s in ("encoder", "decoder") if s in arch.stacks), default=0)
     else:
@@ -278,6 +280,8 @@ def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]],
     full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
     if full_text <= 4:
         text = [full_text]
+    elif period > 1 and 2 * period <= full_text:
+        text = [period, 2 * period]
     else:
         text = [2, 3, 4] if check_linear else [2, 3]
     v0 = min(full_vision, 1)
@@ -287,16 +291,40 @@ def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]],
     return plan, full_text, full_vision
 
 
+def _mixer_period(setup, arch) -> int:
+    """The period of the text stack's `layer_types` when its layers mix the sequence in more than one way (Qwen3-Next /
+    Qwen3.5: three Gated DeltaNet layers, then one attention layer): traced at 2, 3, 4 layers such a stack is not
+    linear in depth (one attention layer in four). 1 for a stack of one kind of layer."""
+    stack = arch.stacks.get("text")
+    if stack is None or not stack.mixers:
+        return 1
+    cfg = params.read_config(setup.model_config)
+    for section in (cfg.get("text_config"), cfg.get("llm_config"), cfg):
+        types = section.get("layer_types") if isinstance(section, dict) else None
+        if isinstance(types, list) and len(types) == stack.layers and len(set(map(str, types))) > 1:
+            for p in range(2, len(types) // 2 + 1):
+                if all(types[i] == types[i % p] for i in range(len(types))):
+                    return p
+            return 1
+    return 1
+
+
 def _trace(setup, arch, check_linear: bool = True) -> Trace:
     import torch
 
     if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
         pass  # traced all the same, at full depth below (no stack to extrapolate)
     started = time.perf_counter()
-    plan, full_text, full_vision = _depth_plan(arch, check_linear)
+    period = _mixer_period(setup, arch)
+    plan, full_text, full_vision = _depth_plan(arch, check_linear, period)
     if not full_text:
         plan = [(0, 0)]
     notes: list[str] = []
+    if period > 1 and plan[0][0] == period:
+        notes.append(
+            f"the text layers repeat a pattern of {period} layers (layer_types: sequence mixers that are not attention, and attention): "
+            f"traced at {period} and {2 * period} layers, whole patterns, and extrapolated by whole patterns"
+        )
     runs = {}
     torch.manual_seed(0)
     for depth in plan:
