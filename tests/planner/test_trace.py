@@ -531,3 +531,24 @@ def test_minicpm_v_4_6_vision_tower_is_fed_its_packed_patches(tmp_path):
     s = _setup(path, method="lora", lora_r=4, lora_targets="all-linear", train_llm=True, images_per_sample=1, image_tokens=16, vision_patches=256, seq_len=64)
     t = trace.trace_step(s, cache=False, check_linear=False)
     assert "vision tower" in t.traced and t.per_layer["vision"] > 0
+
+
+def test_review_of_a_model_whose_trace_fails_is_incomplete_not_fits(tmp_path, monkeypatch):
+    """The review plans a Gated DeltaNet model through the trace; when the trace fails the plan lacks its activations,
+    and the review says which and why and exits 3, not 'fits' on model states alone."""
+    from transformers.models.qwen3_next import modeling_qwen3_next
+
+    from vramfit.review.reviewer import review
+
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("not under fake tensors")
+
+    monkeypatch.setattr(modeling_qwen3_next.Qwen3NextGatedDeltaNet, "forward", boom)
+    folder = tmp_path / "my-moe"
+    folder.mkdir()
+    _qwen3_next(tmp_path).rename(folder / "config.json")
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_dropout 0 --bf16 --max_length 64\n")
+    result = review([str(script)], gpu="a100-80g")
+    said = [f.what for f in result.findings if f.what.startswith("memory plan incomplete")]
+    assert result.exit_code == 3 and said and "the language model's forward (module model.layers.0.linear_attn)" in said[0], [str(f) for f in result.findings]

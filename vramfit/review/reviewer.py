@@ -178,7 +178,8 @@ def _review_sources(
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
                 findings += differences
         findings = ordered(findings)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
+        incomplete = mapped.model_missing or missing or (plan is not None and plan.incomplete)
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if incomplete else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
@@ -313,6 +314,17 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if not host_known:
         plan.host_ram_available_gib, plan.host_ram_fits = None, True
     file = mapped.primary.label
+    if plan.incomplete:  # a term neither modelled nor traced: said, and the review exits 3 (incomplete)
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "",
+                f"memory plan incomplete, not computed: {'; '.join(plan.incomplete)}; the peak below leaves it out (a lower bound)",
+                "report it (vramfit plan --model-config with this model's config.json reproduces it).",
+                "planner",
+            )
+        )
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
     # what does not fit, and the planner's fixes after a verdict's own edit: one wording for every finding below
