@@ -177,9 +177,10 @@ def _review_sources(
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
                 findings += differences
+        if plan is not None and plan.incomplete:  # a plan term not computed (said in its finding): incomplete, exit 3
+            missing = [*missing, *plan.incomplete]
         findings = ordered(findings)
-        incomplete = mapped.model_missing or missing or (plan is not None and plan.incomplete)
-        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if incomplete else EXIT_OK
+        code = EXIT_FAILED if any(f.severity == "error" for f in findings) else EXIT_INCOMPLETE if mapped.model_missing or missing else EXIT_OK
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         return Review(findings, code, plan, ref.name if ref else None, summary)
 
