@@ -140,6 +140,18 @@ def table_names() -> dict[str, Path]:
     return out
 
 
+def stand_in_for(path) -> Path | None:
+    """The stand-in the table plans for this published config file (a remote-code or quantized checkpoint), or None."""
+    try:
+        target = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return None
+    for entry in entries():
+        if entry.planner != entry.config and entry.config.resolve() == target:
+            return entry.planner
+    return None
+
+
 def entry_for(model_id: str) -> Entry | None:
     """The table entry of a model id or local path: its Hub id or an alias exactly; else the repository name
     exactly (a local folder named like the model); else the longest table name it starts with followed by

@@ -391,3 +391,164 @@ def test_opt_relu_keeps_one_tensor_and_its_residual_dropout(tmp_path):
     assert abs(_analytic_per_layer(s) - traced) <= 0.03 * traced, (_analytic_per_layer(s), traced)
     distil = _config(tmp_path, "DistilBertConfig", dim=64, hidden_dim=256, n_layers=2, n_heads=4, vocab_size=512)
     assert not params.summary(distil).stacks["text"].ffn_dropout
+
+
+# ----------------------------------------------------------------------------------------------
+# Models only the trace sizes (layers that are not attention blocks), with LoRA as PEFT builds it
+
+
+def _qwen3_next(tmp_path, layers=4):
+    """Qwen3-Next at toy widths: Gated DeltaNet + full attention every 4th layer, fused MoE experts."""
+    return _config(
+        tmp_path,
+        "Qwen3NextConfig",
+        hidden_size=64,
+        intermediate_size=128,
+        head_dim=16,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        linear_key_head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_value_head_dim=16,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        num_experts=8,
+        num_experts_per_tok=2,
+        num_hidden_layers=layers,
+        vocab_size=VOCAB,
+    )
+
+
+def test_lora_dropout_peft_refuses_on_fused_experts_is_bad_input_not_a_trace_failure(tmp_path):
+    """PEFT 0.21 turns `all-linear` (or gate_proj / up_proj / down_proj) on a fused-MoE model into
+    `target_parameters`, wrapped by lora.ParamWrapper, which raises on lora_dropout != 0: a dropout the
+    user sets is bad input naming the key and the fix; the planner's own default is planned as 0 (a note);
+    attention projections alone keep their dropout. PEFT itself, on the same tiny model, agrees."""
+    import pytest
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from vramfit.planner import params
+    from vramfit.problems import ConfigError
+
+    path = _qwen3_next(tmp_path)
+    common = dict(gpu="h100", gpus=1)
+    with pytest.raises(ConfigError) as refused:
+        Setup.from_args(path, **common, overrides=["method=lora", "lora_dropout=0.05"])
+    (problem,) = refused.value.problems.items
+    assert problem.key == "lora_dropout" and "lora.ParamWrapper" in problem.what and "lora_dropout to 0" in problem.fix
+    planned = Setup.from_args(path, **common, overrides=["method=lora"])
+    assert planned.lora_dropout == 0.0 and any("lora_dropout 0 planned" in n for n in planned.notes)
+    kept = Setup.from_args(path, **common, overrides=["method=lora", "lora_dropout=0.05", "lora_target_modules=q_proj,v_proj"])
+    assert kept.lora_dropout == 0.05
+    arch = params.summary(path)
+    model = AutoModelForCausalLM.from_config(params.config_object(params.read_config(path)), dtype=torch.float32)
+    for targets in ("all-linear", ["q_proj", "v_proj"], ["gate_proj", "up_proj", "down_proj"]):
+        wrapped = params.peft_parameter_targets(arch, targets)
+        if wrapped:
+            with pytest.raises(ValueError, match="lora_dropout != 0"):
+                get_peft_model(model, LoraConfig(r=4, lora_dropout=0.05, target_modules=targets))
+        else:
+            get_peft_model(AutoModelForCausalLM.from_config(model.config), LoraConfig(r=4, lora_dropout=0.05, target_modules=targets))
+        assert bool(wrapped) == (targets != ["q_proj", "v_proj"]), (targets, wrapped)
+
+
+def test_qwen3_next_lora_is_traced_and_a_failing_trace_says_where(tmp_path, capsys, monkeypatch):
+    """The Gated DeltaNet model the analytic model cannot size is traced with LoRA as PEFT builds it (the
+    fused experts in fp32 through transformers' grouped_mm fallback, as CUDA runs them); when the trace fails,
+    the plan says what failed (the language model's forward, in which module), leaves out the activations it
+    could not compute, and exits 3, not 1 and not a traceback."""
+    import argparse
+
+    from transformers.models.qwen3_next import modeling_qwen3_next
+
+    from vramfit.planner import cli, params
+
+    path = _qwen3_next(tmp_path)
+    s = Setup.from_args(path, "h100", 1, overrides=["method=lora", "seq_len=32", "per_device_train_batch_size=1"])
+    assert s.precision != "bf16-true"  # fp32 experts: torch's meta kernel of _grouped_mm takes bf16 only
+    t = trace.trace_step(s, cache=False, check_linear=False)
+    assert t.train_transient > 0
+    # at full depth three Gated DeltaNet layers, then attention: traced in whole patterns of 4, not at 2, 3, 4 layers
+    deep = Setup.from_args(_qwen3_next(tmp_path, layers=48), "h100", 1, overrides=["method=lora"])
+    arch = params.summary(deep.model_config)
+    assert trace._mixer_period(deep, arch) == 4 and trace._depth_plan(arch, True, 4)[0] == [(4, 0), (8, 0)]
+
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("not under fake tensors")
+
+    monkeypatch.setattr(modeling_qwen3_next.Qwen3NextGatedDeltaNet, "forward", boom)
+    parser = argparse.ArgumentParser(prog="vramfit plan")
+    cli.add_arguments(parser)
+    code = cli.run(parser.parse_args(["--model-config", str(path), "--gpu", "h100", "--gpus", "1", "method=lora", "seq_len=32", "bf16=true"]))
+    out, err = capsys.readouterr()
+    assert code == 3 and "Traceback" not in out + err, (code, err)
+    assert "the trace failed (the language model's forward (module model.layers.0.linear_attn) at 4 layers: RuntimeError" in err, err
+    assert "activations and logits not computed" in out and "vision-tower" not in out + err
+
+
+def test_review_names_the_dropout_peft_refuses_in_the_users_own_flags(tmp_path):
+    """A TRL script with --use_peft on a fused-MoE model: TRL's lora_dropout default (0.05) is what PEFT refuses;
+    the review says so as an error with the fix in the script's flags, not the recipe's keys."""
+    from vramfit.review.reviewer import review
+
+    folder = tmp_path / "my-moe"
+    folder.mkdir()
+    _qwen3_next(tmp_path).rename(folder / "config.json")
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_target_modules all-linear --bf16\n")
+    result = review([str(script)], gpu="a100-80g")
+    (error,) = [f for f in result.findings if f.severity == "error"]
+    assert result.exit_code == 1 and "lora.ParamWrapper" in error.what and error.fix.startswith("--lora_dropout 0, or --lora_target_modules"), error
+
+
+def test_minicpm_v_4_6_vision_tower_is_fed_its_packed_patches(tmp_path):
+    """MiniCPM-V 4.6 (a Qwen3.5 text stack the analytic model cannot size): `get_image_features` takes NaViT-packed
+    patches and each image's grid (`target_sizes`); the trace feeds them, so the vision tower is traced, not dropped."""
+    import transformers
+
+    d = json.loads((transformers.MiniCPMV4_6Config()).to_json_string())
+    d["vision_config"].update(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2, image_size=224, patch_size=14)
+    d["text_config"].update(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        vocab_size=VOCAB,
+    )
+    d["text_config"].pop("layer_types", None)  # rebuilt for 2 layers (Gated DeltaNet)
+    d.update(insert_layer_id=0, image_token_id=VOCAB - 1, video_token_id=VOCAB - 2)  # the ViT merger after layer 0: in every traced depth
+    path = tmp_path / "minicpmv4_6.json"
+    path.write_text(json.dumps(d))
+    s = _setup(path, method="lora", lora_r=4, lora_targets="all-linear", train_llm=True, images_per_sample=1, image_tokens=16, vision_patches=256, seq_len=64)
+    t = trace.trace_step(s, cache=False, check_linear=False)
+    assert "vision tower" in t.traced and t.per_layer["vision"] > 0
+
+
+def test_review_of_a_model_whose_trace_fails_is_incomplete_not_fits(tmp_path, monkeypatch):
+    """The review plans a Gated DeltaNet model through the trace; when the trace fails the plan lacks its activations,
+    and the review says which and why and exits 3, not 'fits' on model states alone."""
+    from transformers.models.qwen3_next import modeling_qwen3_next
+
+    from vramfit.review.reviewer import review
+
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("not under fake tensors")
+
+    monkeypatch.setattr(modeling_qwen3_next.Qwen3NextGatedDeltaNet, "forward", boom)
+    folder = tmp_path / "my-moe"
+    folder.mkdir()
+    _qwen3_next(tmp_path).rename(folder / "config.json")
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_dropout 0 --bf16 --max_length 64\n")
+    result = review([str(script)], gpu="a100-80g")
+    said = [f.what for f in result.findings if f.what.startswith("memory plan incomplete")]
+    assert result.exit_code == 3 and said and "the language model's forward (module model.layers.0.linear_attn)" in said[0], [str(f) for f in result.findings]

@@ -210,13 +210,14 @@ FAMILIES = [  # issue 16's list: one script per family the table gained in this 
 @pytest.mark.parametrize("model_id, stem, architecture", FAMILIES, ids=[f[1] for f in FAMILIES])
 def test_a_review_of_a_script_naming_the_model_plans_it_from_the_table(tmp_path, model_id, stem, architecture):
     """A launch script as people write it (torchrun + a Trainer script, the model by its Hub id): the review finds the
-    config in the table (no network: HF_HUB_OFFLINE), plans the model it names, never 'memory not planned'."""
+    config in the table (no network: HF_HUB_OFFLINE), plans the model it names, never 'memory not planned'. lora_dropout 0:
+    PEFT refuses dropout on the fused MoE experts (tests/planner/test_trace.py), a finding that stops the plan."""
     from vramfit.review.reviewer import review
 
     path = tmp_path / "run.sh"
     path.write_text(
         "torchrun --nproc_per_node 8 train.py --model_name_or_path "
-        f"{model_id} --lora_enable True --bf16 True --gradient_checkpointing True --model_max_length 1024 "
+        f"{model_id} --lora_enable True --lora_dropout 0 --bf16 True --gradient_checkpointing True --model_max_length 1024 "
         "--per_device_train_batch_size 1 --deepspeed zero3.json\n"
     )
     (tmp_path / "zero3.json").write_text('{"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto"}')
@@ -254,7 +255,7 @@ QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "meth
 # Entries the planner sizes only through the fake-tensor trace (Gated DeltaNet layers the analytic model does not size): a
 # cold-cache trace takes 33 s for Qwen3.5-4B and 39 s for Qwen3.5-35B-A3B on the 2-core CI machine (Qwen3.5-27B and
 # Qwen3-Next have the same layers), past this file's budget. The trace path on a Qwen3.5 text stack stays covered here by
-# minicpm-v-4_6 (Qwen3.5-0.8B inside, 11 s cold); their parameter counts by the meta test.
+# minicpm-v-4_6 (Qwen3.5-0.8B inside, its vision tower traced too: 13 s cold); their parameter counts by the meta test.
 TRACE_ONLY = {"qwen3.5-4b", "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-next-80b-a3b-instruct"}
 PLANNED = [e for e in ENTRIES if _id(e) not in TRACE_ONLY]
 
@@ -277,6 +278,7 @@ def test_plan_model_config_answers_for_every_table_entry(entry, capsys):
 def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceback(capsys):
     """The table plans gpt-oss-20b from its stand-in; the file as published (MXFP4 experts) is said to be
     outside the planner, in the one problem format, exit 2."""
+    from vramfit.checks.model_config import _shown
     from vramfit.cli import main
 
     entry = models.entry_for("openai/gpt-oss-20b")
@@ -284,6 +286,20 @@ def test_the_published_file_of_a_stand_in_is_refused_with_a_message_not_a_traceb
     code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in out + err and "mxfp4" in out + err and "Fix:" in out + err
+    assert f"--model-config {_shown(entry.planner)}" in out + err  # the fix is the table's stand-in
+
+
+def test_a_published_remote_code_config_points_at_its_stand_in(capsys):
+    """InternVL3-1B as published (model_type internvl_chat, auto_map): remote code no transformers release has a class
+    for, said so (not 'a type it does not know'), with the stand-in the table plans as the fix, exit 2."""
+    from vramfit.checks.model_config import _shown
+    from vramfit.cli import main
+
+    entry = models.entry_for("OpenGVLab/InternVL3-1B")
+    assert entry is not None and entry.config != entry.planner and entry.config.is_file()
+    code = main(["plan", "--model-config", str(entry.config), *QLORA_ON_8_H100])
+    out, err = capsys.readouterr()
+    assert code == 2 and "is remote code" in out + err and f"--model-config {_shown(entry.planner)}" in out + err
 
 
 def test_the_table_page_is_current():

@@ -108,12 +108,21 @@ def check(path: Path | str, problems: Problems) -> dict[str, Any] | None:
     from transformers import CONFIG_MAPPING, __version__ as transformers_version
 
     if model_type not in CONFIG_MAPPING:
-        problems.add(
-            label,
-            "model_type",
-            f"transformers {transformers_version} builds no config for model_type {model_type!r} (a type it does not know)",
-            "copy the model's config.json as published; a model newer than this transformers needs a newer one.",
-        )
+        from vramfit.models import stand_in_for
+
+        stand_in = stand_in_for(path)
+        if stand_in is not None or data.get("auto_map"):
+            # remote code (auto_map: the model's own .py files): no transformers release has its class
+            what = f"model_type {model_type!r} is remote code (auto_map: the model's own modeling files), which transformers {transformers_version} has no class for"
+            fix = (
+                f"plan vramfit's stand-in with the same shapes in a native class: --model-config {_shown(stand_in)}."
+                if stand_in is not None
+                else "plan a config of the same shapes in a native transformers class (the model's -hf conversion where there is one)."
+            )
+        else:
+            what = f"transformers {transformers_version} builds no config for model_type {model_type!r} (a type it does not know)"
+            fix = "copy the model's config.json as published; a model newer than this transformers needs a newer one."
+        problems.add(label, "model_type", what, fix)
         return None
     before = len(problems.items)
     # A `*_config` key the class reads as a sub-config must be an object. A true/false flag the class does not read
@@ -186,3 +195,11 @@ def _reason(exc: BaseException) -> str:
     if not line.startswith(type(exc).__name__):
         line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
     return line if len(line) <= 300 else line[:300] + " ..."
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory where it lies under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

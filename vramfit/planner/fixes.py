@@ -163,7 +163,7 @@ def search(p, replan, mode: str, recipe=None) -> list[dict[str, Any]]:
     for family, overrides, why in candidates(p, mode, recipe):
         if family in done:
             continue
-        q = _try(replan, overrides)
+        q = _try(replan, overrides, p)
         if q is None:
             continue  # an override the recipe's schema refuses: not a fix
         if q.ok:
@@ -182,7 +182,7 @@ def search(p, replan, mode: str, recipe=None) -> list[dict[str, Any]]:
     for variants in helpful.values():
         pick = None
         for overrides, why in variants:
-            q = _try(replan, {**combined, **overrides})
+            q = _try(replan, {**combined, **overrides}, p)
             if q is None:
                 continue
             if q.ok:
@@ -195,11 +195,15 @@ def search(p, replan, mode: str, recipe=None) -> list[dict[str, Any]]:
     return []
 
 
-def _try(replan, overrides):
+def _try(replan, overrides, p):
+    """The re-plan, or None: an override the schema refuses, or one whose plan leaves out a term the plan
+    it would fix computed (Liger on a model only the trace sizes: its kernels cannot be traced), which
+    would verify the fix against a lower bound."""
     try:
-        return replan(overrides)
+        q = replan(overrides)
     except ConfigError:
         return None
+    return None if set(q.incomplete) - set(p.incomplete) else q
 
 
 def _entry(overrides: dict[str, Any], q, why: str) -> dict[str, Any]:

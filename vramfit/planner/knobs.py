@@ -213,6 +213,16 @@ def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], pr
     out: dict[str, Any] = {}
     if method_q is not None:
         method_q = str(method_q).lower()
+        if method_q not in QUANT_METHODS and not values.get("quant_method"):
+            # the checkpoint's own format (DeepSeek-V3's fp8 blocks, gpt-oss's mxfp4 experts): nothing to choose in a key
+            problems.add(
+                file,
+                "quant_method",
+                f"the checkpoint's quantization_config.quant_method {method_q!r} is not a quantization the planner models",
+                f"plan its 16-bit layout (a copy of the config without quantization_config), or a 4-bit base with quant_method=bitsandbytes load_in_4bit=true "
+                f"(one of {', '.join(QUANT_METHODS)}).",
+            )
+            return {}
         if method_q not in QUANT_METHODS:
             problems.add(file, "quant_method", f"{method_q!r} is not a quantization the planner models", f"use one of {', '.join(QUANT_METHODS)}.")
             return {}

@@ -1056,6 +1056,40 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool, int]:
     return total, adapted, vision, small
 
 
+def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
+    """The parameters PEFT adapts through lora.ParamWrapper for these `target_modules`, as PEFT itself decides.
+
+    PEFT 0.21 tuners_utils.py `inject_adapter` -> utils/transformers_weight_conversion.py
+    `convert_peft_config_for_transformers`: for a model whose `config.model_type` transformers v5 converts
+    (`get_checkpoint_conversion_mapping`) and whose pattern has fused MoE targets (`_MODEL_TO_CONVERSION_PATTERN`
+    -> `_MOE_TARGET_MODULE_MAPPING` / `_MOE_FUSED_TARGETS`), the v4 names (`all-linear` resolves to every one,
+    a list entry matches when equal or ending in `.name`) become `target_parameters` (the experts' fused
+    `gate_up_proj` / `down_proj`, the router's `gate.weight`). Empty when none; None for a regex, which PEFT
+    probes against the built model (the trace meets PEFT's own answer)."""
+    try:
+        from peft.utils.transformers_weight_conversion import (
+            _MODEL_TO_CONVERSION_PATTERN,
+            _MOE_FUSED_TARGETS,
+            _MOE_TARGET_MODULE_MAPPING,
+            get_checkpoint_conversion_mapping,
+        )
+    except ImportError:  # an older PEFT or transformers: no conversion
+        return ()
+    if targets is None or get_checkpoint_conversion_mapping(arch.model_type) is None:
+        return ()
+    base = _MODEL_TO_CONVERSION_PATTERN.get(arch.model_type)
+    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "")
+    if not mapping or not _MOE_FUSED_TARGETS.get(base):
+        return ()
+    if isinstance(targets, str) and targets.lower() == "all-linear":
+        old = set(mapping)
+    elif isinstance(targets, (list, tuple)):
+        old = {o for o in mapping for t in targets if str(t) == o or str(t).endswith(f".{o}")}
+    else:
+        return None
+    return tuple(sorted({mapping[o] for o in old}))
+
+
 def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
     """(LoRA parameters, elements per layer of each wrapped parameter) of the MoE experts and router.
 

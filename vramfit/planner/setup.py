@@ -287,6 +287,10 @@ class Setup:
             # TRL 1.16 does not truncate prompts: image tokens count in full even past data.max_length.
             seq = max(seq, images * tokens)
         lora = recipe.model.lora
+        if lora:
+            _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
+            if problems:
+                raise ConfigError(problems)
         eval_on = str(t.get("eval_strategy", _get({}, "eval_strategy"))) != "no" or bool(t.get("do_eval"))
         eval_samples, notes = None, []
         if eval_on:
@@ -366,6 +370,17 @@ class Setup:
         lora = method in ("lora", "qlora") or "lora_r" in values
         knob = _knob_fields(values, method, config, zero, problems, label, lora=lora)
         if problems:
+            from vramfit.checks.model_config import _shown
+            from vramfit.models import stand_in_for
+
+            stand_in = stand_in_for(path) if "quantization_config" in config else None
+            if stand_in is not None:  # the table plans this checkpoint's 16-bit layout: say where
+                problems.items = [
+                    dataclasses.replace(p, fix=f"plan vramfit's 16-bit stand-in of it: --model-config {_shown(stand_in)}.")
+                    if p.key == "quant_method" and p.what.startswith("the checkpoint's")
+                    else p
+                    for p in problems.items
+                ]
             raise ConfigError(problems)
         tokens, patches = image_geometry(arch, values.get("max_pixels"), values.get("max_slice_nums"), config, values.get("max_tiles"))
         images = int(values.get("images_per_sample", 1 if patches else 0)) if patches else 0
@@ -389,6 +404,13 @@ class Setup:
         world = gpus * nodes
         engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else ("ddp" if world > 1 else "single"))
         modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
+        targets = _targets(values.get("lora_target_modules", "all-linear")) if lora else None
+        dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
+        if lora:
+            dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "")
+            if problems:
+                raise ConfigError(problems)
+            notes += [note] if note else []
         return cls(
             **{"zero": zero, **_training_fields(values, zero, grpo), **knob},
             label=path.stem,
@@ -402,8 +424,8 @@ class Setup:
             train_projector=bool(values.get("train_projector", not lora)),
             train_vision=bool(values.get("train_vision", False)),
             lora_r=int(values.get("lora_r", 16)) if lora else None,
-            lora_targets=_targets(values.get("lora_target_modules", "all-linear")) if lora else None,
-            lora_dropout=float(values.get("lora_dropout", 0.05)) if lora else 0.0,
+            lora_targets=targets,
+            lora_dropout=dropout,
             modules_to_save=modules,
             attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
             seq_len=seq,
@@ -414,6 +436,7 @@ class Setup:
             eval_enabled=any(k in values for k in ("per_device_eval_batch_size", "eval_samples")) or str(values.get("eval_strategy", "no")) != "no",
             eval_samples=int(values.get("eval_samples", ASSUMED_EVAL_SAMPLES)),
             expandable_segments=bool(values.get("expandable_segments", False)),
+            notes=tuple(notes),
         )
 
 
@@ -709,6 +732,41 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
             continue
         values[key] = value
     return values
+
+
+PEFT_DROPOUT_RULE = "peft-param-wrapper-dropout"  # the reviewer writes this problem's fix in the user's own keys
+ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj"
+
+
+def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str) -> tuple[float, str | None]:
+    """(the dropout PEFT can build, a note): PEFT wraps a fused MoE model's experts with lora.ParamWrapper
+    (params.peft_parameter_targets), whose __init__ raises "does not work with lora_dropout != 0" (peft
+    tuners/lora/layer.py): a dropout the run sets is bad input (the run stops in get_peft_model); the
+    planner's own default is planned as 0, said in a note."""
+    from vramfit.planner import params
+
+    wrapped = params.peft_parameter_targets(arch, targets) if dropout else ()
+    if not wrapped:
+        return dropout, None
+    import peft
+
+    key = f"{prefix}.dropout" if prefix else "lora_dropout"
+    spelt = ",".join(targets) if isinstance(targets, (list, tuple)) else targets
+    what = (
+        f"PEFT {peft.__version__} adapts the fused MoE experts of {arch.architecture} (target_modules {spelt} -> target_parameters "
+        f"{', '.join(wrapped)}) through lora.ParamWrapper, which refuses dropout"
+    )
+    if given:
+        targets_key = f"{prefix}.target_modules" if prefix else "lora_target_modules"
+        problems.add(
+            file,
+            key,
+            f"{what} (lora_dropout {dropout:g} != 0): the run stops in get_peft_model",
+            f"set {key} to 0, or {targets_key} to the attention projections alone ({ATTENTION_TARGETS}).",
+            rule=PEFT_DROPOUT_RULE,
+        )
+        return dropout, None
+    return 0.0, f"lora_dropout 0 planned, not the default {dropout:g}: {what} (a run that sets lora_dropout > 0 stops in get_peft_model)"
 
 
 def _targets(value: str):

@@ -60,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -69,7 +70,7 @@ from typing import Any
 
 from vramfit.planner import params
 
-SCHEMA = 3  # bump when what a trace measures changes: part of the cache key
+SCHEMA = 4  # bump when what a trace measures changes: part of the cache key
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 # Relative tolerance of the linearity check: the middle depth's bytes against the line through
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
@@ -274,8 +275,10 @@ def step_flops(setup, arch=None) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]], int, int]:
-    """The (text layers, vision layers) to trace, and the full depths."""
+def _depth_plan(arch, check_linear: bool = True, period: int = 1) -> tuple[list[tuple[int, int]], int, int]:
+    """The (text layers, vision layers) to trace, and the full depths. `period`: the text layers repeat a pattern
+    of that many layers of different kinds (`_mixer_period`); traced in whole periods (one and two), so the
+    extrapolation adds whole periods."""
     if arch.encoder_decoder:
         full_text = max((arch.stacks[s].layers for s in ("encoder", "decoder") if s in arch.stacks), default=0)
     else:
@@ -283,6 +286,8 @@ def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]],
     full_vision = arch.stacks["vision"].layers if "vision" in arch.stacks else 0
     if full_text <= 4:
         text = [full_text]
+    elif period > 1 and 2 * period <= full_text:
+        text = [period, 2 * period]
     else:
         text = [2, 3, 4] if check_linear else [2, 3]
     v0 = min(full_vision, 1)
@@ -292,16 +297,40 @@ def _depth_plan(arch, check_linear: bool = True) -> tuple[list[tuple[int, int]],
     return plan, full_text, full_vision
 
 
+def _mixer_period(setup, arch) -> int:
+    """The period of the text stack's `layer_types` when its layers mix the sequence in more than one way (Qwen3-Next /
+    Qwen3.5: three Gated DeltaNet layers, then one attention layer): traced at 2, 3, 4 layers such a stack is not
+    linear in depth (one attention layer in four). 1 for a stack of one kind of layer."""
+    stack = arch.stacks.get("text")
+    if stack is None or not stack.mixers:
+        return 1
+    cfg = params.read_config(setup.model_config)
+    for section in (cfg.get("text_config"), cfg.get("llm_config"), cfg):
+        types = section.get("layer_types") if isinstance(section, dict) else None
+        if isinstance(types, list) and len(types) == stack.layers and len(set(map(str, types))) > 1:
+            for p in range(2, len(types) // 2 + 1):
+                if all(types[i] == types[i % p] for i in range(len(types))):
+                    return p
+            return 1
+    return 1
+
+
 def _trace(setup, arch, check_linear: bool = True) -> Trace:
     import torch
 
     if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
         pass  # traced all the same, at full depth below (no stack to extrapolate)
     started = time.perf_counter()
-    plan, full_text, full_vision = _depth_plan(arch, check_linear)
+    period = _mixer_period(setup, arch)
+    plan, full_text, full_vision = _depth_plan(arch, check_linear, period)
     if not full_text:
         plan = [(0, 0)]
     notes: list[str] = []
+    if period > 1 and plan[0][0] == period:
+        notes.append(
+            f"the text layers repeat a pattern of {period} layers (layer_types: sequence mixers that are not attention, and attention): "
+            f"traced at {period} and {2 * period} layers, whole patterns, and extrapolated by whole patterns"
+        )
     runs = {}
     torch.manual_seed(0)
     for depth in plan:
@@ -412,7 +441,8 @@ def _set_depth(cfg, full: int, depth: int) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value == full:
             setattr(cfg, key, depth)
     for key, value in list(vars(cfg).items()):
-        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",):
+        # per-layer lists (layer_types); not a size that happens to have as many entries (window_kernel_size [2, 2])
+        if isinstance(value, list) and len(value) == full and full and key not in ("architectures",) and not key.endswith("_size"):
             setattr(cfg, key, value[:depth])
 
 
@@ -448,11 +478,15 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     train_dtype, frozen_dtype, autocast = _dtypes(setup)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     out: dict[str, Any] = {"notes": []}
+    where = _Where()
     try:
-        with fake, _quiet(), _small_constants(), contextlib.ExitStack() as stack:
+        with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
+            where.stage = "building the model"
             model = _build(config, train_dtype)
             model.train()
+            where.stage = "applying LoRA with PEFT (get_peft_model)" if setup.lora else "setting the trained parameters"
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
+            where.stage = "building the optimizer states"
             amp = _CudaAutocast(autocast)
             if setup.gradient_checkpointing:
                 # transformers 5.23 TrainingArguments: non-reentrant checkpointing
@@ -467,6 +501,7 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
                     p.grad = torch.zeros_like(p)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
+            where.stage = "building the inputs"
             batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
             stack.enter_context(_real_vision_geometry())
             out["vision_traced"] = vision is not None
@@ -479,11 +514,14 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
             gc.collect()
             with tracker:
                 with _cuda_sdpa(unpadded=setup.attention == "flash"):
-                    with amp:  # HF Trainer: autocast around the forward and the loss only
-                        loss = _forward(model, batch, vision, setup)
+                    with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
+                        where.stage = "the forward pass"
+                        loss = _forward(model, batch, vision, setup, where)
                     tracker.mark("backward")
+                    where.stage = "the backward pass"
                     loss.backward()
                 tracker.mark("step")
+                where.stage = "the optimizer step"
                 if optimizer is not None:
                     optimizer.step()
                 tracker.mark("done")
@@ -493,7 +531,8 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
         if os.environ.get("VRAMFIT_TRACE_DEBUG"):
             raise
-        raise TraceError(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
+        depth = f"{text_layers} layers" + (f" + {vision_layers} vision layers" if vision_layers else "")
+        raise TraceError(f"{where.describe()} at {depth}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
     snap = tracker.peak_snap
     out["peak"] = tracker.peak
     for c in CATEGORIES:
@@ -559,6 +598,71 @@ def _small_constants(limit: int = 1 << 20):
         yield
     finally:
         fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+class _Where:
+    """Which part of the traced step is running, for the message of a trace that fails: the stage, and in the
+    forward pass the innermost module entered (the vision tower's or the language model's)."""
+
+    def __init__(self):
+        self.stage = "starting"
+        self.module = ""
+
+    @contextlib.contextmanager
+    def modules(self, model):
+        import torch
+
+        names = {id(m): n for n, m in model.named_modules()}
+        stack: list[str] = []
+
+        def enter(module, args):
+            stack.append(names.get(id(module), ""))
+            self.module = stack[-1]
+
+        def leave(module, args, output):
+            if stack:
+                stack.pop()
+            self.module = stack[-1] if stack else ""
+
+        hooks = (torch.nn.modules.module.register_module_forward_pre_hook(enter), torch.nn.modules.module.register_module_forward_hook(leave))
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def describe(self) -> str:
+        if not self.stage.endswith("forward pass") or not self.module:
+            return self.stage
+        part = "the vision tower's" if any(params._is_vision(p) for p in self.module.split(".")) else "the language model's"
+        return f"{part} forward (module {self.module})"
+
+
+@contextlib.contextmanager
+def _grouped_mm_dtypes():
+    """MoE experts in fp32 / fp16 (transformers integrations/moe.py `_grouped_mm`): on a GPU torch's
+    `_grouped_mm` runs them through its per-group fallback (pytorch#161717, CUDA SM80+ for float32 /
+    float16 / bfloat16), but its meta registration (torch/_meta_registrations.py
+    `_meta_grouped_mm_common`) checks only the bf16 fast path's dtype and refuses them under fake
+    tensors. They are traced through transformers' own fallback op (`transformers::grouped_mm_fallback`,
+    whose fake gives the same output and whose autograd saves the same input and weight)."""
+    import torch
+
+    try:
+        from transformers.integrations import moe
+    except ImportError:
+        yield
+        return
+    saved = moe._can_use_grouped_mm
+
+    def can_use(input, weight, offs):
+        return weight.dtype == torch.bfloat16 and input.dtype in (torch.bfloat16, weight.dtype) and saved(input, weight, offs)
+
+    moe._can_use_grouped_mm = can_use
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = saved
 
 
 @contextlib.contextmanager
@@ -798,6 +902,16 @@ def _vision_inputs(model, config, setup, arch, dtype):
         grid = torch.tensor([[1, side, side]] * n)
         pixels = torch.randn(n * side * side, channels * t * patch * patch, dtype=dtype)
         return {"pixel_values": pixels, "image_grid_thw": grid}
+    if (
+        "target_sizes" in inspect.signature(model.get_image_features).parameters
+        or "target_sizes" in inspect.signature(getattr(getattr(model, "model", None), "get_image_features", model.get_image_features)).parameters
+    ):
+        # MiniCPM-V 4.6 (modeling_minicpmv4_6.py `get_image_features`): every image's patches packed NaViT-style into one
+        # (1, channels, patch, patches x patch) row, each image's grid (in patches) in `target_sizes`; the grid halves in the
+        # ViT's window merger, then in each round of the merger's 2 x 2 kernel: a side divisible by 16 takes them all.
+        side = max(16, int(round(setup.vision_patches**0.5)) // 16 * 16)
+        pixels = torch.randn(1, channels, patch, n * side * side * patch, dtype=dtype)
+        return {"pixel_values": pixels, "target_sizes": torch.tensor([[side, side]] * n, dtype=torch.int32)}
     # the tower's own input size; crops / slices (DocOwl, MiniCPM-V) are that many more images
     size = params._first_int(getattr(vc, "image_size", None), 224)
     per_crop = (size // patch) ** 2
@@ -806,8 +920,11 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
-def _forward(model, batch, vision, setup):
+def _forward(model, batch, vision, setup, where=None):
     import torch
+
+    if where is not None and vision is not None:
+        where.stage = "the vision tower's forward pass (get_image_features)"
 
     peft = model.__dict__.get("_vramfit_peft")
     runner = peft if peft is not None else model
@@ -831,6 +948,8 @@ def _forward(model, batch, vision, setup):
     if isinstance(features, (list, tuple)):
         features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
     features = features.reshape(-1, features.shape[-1])
+    if where is not None:
+        where.stage = "the forward pass"
     embeds = model.get_input_embeddings()(batch["input_ids"])
     count = min(features.shape[0], embeds.shape[0] * embeds.shape[1])
     mask = torch.zeros(embeds.shape[:2], dtype=torch.bool)
@@ -1187,7 +1306,15 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
 def _fallback(gap, notes, why, arch=None):
     if gap is None:
         return None, [*notes, f"trace: not used, activations modelled analytically ({why})"], []
-    text_ok = {"encoder", "decoder"} <= set(arch.stacks) if arch is not None and arch.encoder_decoder else (arch is not None and "text" in arch.stacks)
+    # The analytic model still sizes the language model when what it cannot build is the vision tower alone;
+    # a language model it cannot size (no stack found, layers that are not attention blocks) leaves the
+    # activations and the logits out: model states only, a lower bound, said as incomplete.
+    names = ("encoder", "decoder") if arch is not None and arch.encoder_decoder else ("text",)
+    text_ok = arch is not None and all(n in arch.stacks and not arch.stacks[n].mixers for n in names)
     if text_ok:
         return None, [*notes, f"vision-tower activations not computed: {why}"], [f"vision-tower activations ({why})"]
-    return ({"activations": 0.0, "vision_activations": 0.0, "logits": 0.0}, [*notes, f"activations not computed: {why}"], [f"activations ({why})"])
+    return (
+        {"activations": 0.0, "vision_activations": 0.0, "logits": 0.0},
+        [*notes, f"activations and logits not computed (the peak below is model states only, a lower bound): {why}"],
+        [f"activations and logits ({why})"],
+    )

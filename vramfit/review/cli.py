@@ -1,7 +1,7 @@
 """`vramfit review PATH... [--gpu NAME --gpus N --nodes N --host-ram-gib N] [--against RECIPE] [--json]`.
 
 Exit codes: 0 nothing found blocks the run, 1 a finding would fail or OOM it, 2 the input cannot be read,
-3 incomplete (no config for the model: memory not planned, everything else checked).
+3 incomplete (no config for the model, or a term of the memory plan not computed: said in the findings; everything else checked).
 Heavy libraries load inside `run`, so `vramfit --help` stays fast.
 """
 

@@ -529,6 +529,7 @@ def spelled(kind: str, key: str) -> str:
         "model.id": "model_name_or_path",
         "model.lora.r": "lora_r",
         "model.lora.alpha": "lora_alpha",
+        "model.lora.dropout": "lora_dropout",
         "model.lora.target_modules": "lora_target_modules",
         "model.attn_implementation": "attn_implementation",
         "hardware.gpus_per_node": "gpus",

@@ -10,7 +10,7 @@ VERDICT = {
     0: "exit 0: nothing found would fail or OOM the run.",
     1: "exit 1: an error above would fail or OOM the run.",
     2: "exit 2: the input could not be read or reviewed.",
-    3: "exit 3: incomplete: nothing found would fail the run, but the memory could not be planned (see info).",
+    3: "exit 3: incomplete: nothing found would fail the run, but the memory could not be planned in full (see info).",
 }
 
 

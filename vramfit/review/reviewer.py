@@ -22,6 +22,7 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
+from vramfit.planner.setup import ATTENTION_TARGETS, PEFT_DROPOUT_RULE
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
@@ -182,6 +183,8 @@ def _review_sources(
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
                 findings += differences
+        if plan is not None and plan.incomplete:  # a plan term not computed (said in its finding): incomplete, exit 3
+            missing = [*missing, *plan.incomplete]
         findings = ordered(findings)
         code = (
             EXIT_FAILED
@@ -260,6 +263,8 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
             f"the global batch changes from the {mapped.recipe['global_batch_size']} sequences per optimizer step the files give "
             f"on their {mapped.script_ranks} ranks ({what})"
         )
+    if p.rule == PEFT_DROPOUT_RULE:  # the fix in the user's own keys, not the recipe's
+        fix = f"{mapped.edit('model.lora.dropout', 0)}, or {mapped.edit('model.lora.target_modules', ATTENTION_TARGETS)}."
     if "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
@@ -322,6 +327,17 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     if not host_known:
         plan.host_ram_available_gib, plan.host_ram_fits = None, True
     file = mapped.primary.label
+    if plan.incomplete:  # a term neither modelled nor traced: said, and the review exits 3 (incomplete)
+        findings.append(
+            Finding(
+                "info",
+                file,
+                "",
+                f"memory plan incomplete, not computed: {'; '.join(plan.incomplete)}; the peak below leaves it out (a lower bound)",
+                "report it (vramfit plan --model-config with this model's config.json reproduces it).",
+                "planner",
+            )
+        )
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
     # what does not fit, and the planner's fixes after a verdict's own edit: one wording for every finding below
