@@ -265,11 +265,31 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         )
     if p.rule == PEFT_DROPOUT_RULE:  # the fix in the user's own keys, not the recipe's
         fix = f"{mapped.edit('model.lora.dropout', 0)}, or {mapped.edit('model.lora.target_modules', ATTENTION_TARGETS)}."
+        severity, what = _fused_experts_reading(mapped, what)
+        fix = fix if severity != "info" else ""
     if "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
         what = f"{what} - ms-swift checks its own arguments, not with TRL's class: not reviewed"
     return Finding(severity, file, key, what, fix, "validation", line)
+
+
+def _fused_experts_reading(mapped: mapping.Mapped, what: str) -> tuple[str, str]:
+    """(severity, what) of PEFT refusing dropout on fused MoE experts. transformers 5 fuses the experts into one
+    parameter per projection, which PEFT adapts through lora.ParamWrapper when it resolves the targets itself
+    (`all-linear`, or expert projection names); transformers 4 keeps one nn.Linear per expert, which LoRA wraps with its
+    dropout; axolotl (lora_target_linear) and ms-swift resolve `all-linear` to module names themselves. A warning where
+    the repository pins transformers 5 and PEFT resolves the targets; otherwise a note: which modules the run's stack
+    adapts is not in the files."""
+    pin = mapped.transformers_pin
+    origin = mapped.origins.get("model.lora.target_modules")
+    own_resolution = (origin is not None and "target_linear" in origin.key) or (mapped.primary.program or "").startswith("swift ")
+    decides_5 = pin is not None and pin.major >= 5 and pin.op in ("==", "~=", ">=")
+    if decides_5 and not own_resolution:
+        return "warning", f"this repository pins {pin}, whose MoE experts are fused: {what}"
+    said = f"this repository pins {pin}" if pin is not None else "nothing beside the files pins transformers"
+    how = "; the framework resolves the target modules itself" if own_resolution else ""
+    return "info", f"{what} - under transformers 5 with PEFT resolving the targets only ({said}{how})"
 
 
 def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
@@ -284,6 +304,7 @@ def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
 
 def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Finding]):
     from vramfit.planner import plan_recipe
+    from vramfit.planner.plan import with_overrides
 
     pinned = _pinned_attention(recipe, mapped)
     if pinned is not None and pinned[0] == "eager":  # the pinned release runs the model's attention eager: so is the plan
@@ -292,7 +313,15 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         except ConfigError:  # a recipe the override cannot be applied to: planned as the files say
             pinned = None
     try:
-        plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
+        try:
+            plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
+        except ConfigError as error:
+            if not all(p.rule == PEFT_DROPOUT_RULE for p in error.problems.items):
+                raise
+            # PEFT's lora.ParamWrapper on fused MoE experts (transformers 5) refuses dropout: said, and planned as it builds them
+            findings += [_finding(p, mapped) for p in error.problems.items]
+            recipe = with_overrides(recipe, {"model.lora.dropout": 0})
+            plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
     except ConfigError as error:
         findings += [_finding(p, mapped) for p in error.problems.items]
         return None
