@@ -107,6 +107,23 @@ def test_a_lower_bound_pin_plans_both_readings_and_no_pin_plans_as_before(tmp_pa
     assert not [f for f in free.findings if "eager" in f.what]
 
 
+def test_a_torch_older_than_2_1_1_runs_every_release_eager(tmp_path):
+    """transformers' is_torch_sdpa_available needs torch >= 2.1.1: the run's torch (--torch-version) decides eager even
+    where the pin allows SDPA releases; torch 2.1.1 and later leave the pin's reading."""
+    from vramfit.review import default_attention
+
+    assert default_attention.torch_without_sdpa("1.12.1") and default_attention.torch_without_sdpa("2.1.0+cu121")
+    assert not default_attention.torch_without_sdpa("2.1.1") and not default_attention.torch_without_sdpa(None)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = review([script(tmp_path / "old", ">=4.31.0")], gpu="a100-40g", gpus=1, torch_version="1.12.1")
+    [error] = find(old, key="--gpu", severity="error", text="planned under torch 1.12.1 (--torch-version), where OPT's attention is eager")
+    assert old.exit_code == 1 and old.plan is None or old.plan.setup.attention == "eager"
+    assert "with torch >= 2.1.1 and transformers >= 4.46" in error.fix
+    new = review([script(tmp_path / "new", ">=4.31.0")], gpu="a100-40g", gpus=1, torch_version="2.4.0")
+    assert new.plan.setup.attention == "sdpa" and find(new, key="--gpu", severity="warning")
+
+
 def test_the_files_choice_of_attention_wins_over_the_pin(tmp_path):
     for name, command, eager in [
         ("explicit", OPT + " --attn_implementation sdpa", False),

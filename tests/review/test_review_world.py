@@ -31,12 +31,8 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
 KNOWN_MISSED: dict[str, str] = {
-    "dschat-step1-single_gpu-run_1.3b-a100-40g": "named at warning severity, not the error the case expects: the "
-    "repository pins transformers>=4.31.0, which allows both the releases where OPT's attention is eager (4.31-4.45; the "
-    "thread's 2023 run, 16 x 32 x 512^2 fp32 scores per layer) and those where it is SDPA (4.46 on, huggingface/"
-    "transformers#33298), so the review plans both (review/default_attention.py) and warns: 35.8 GiB with SDPA fits the "
-    "A100-40G, 57.3 GiB with eager does not; which release ran is not in the files (main.py's LoRA layers freeze the "
-    "weights they wrap, dschat/utils/module/lora.py, so the run is LoRA with the embeddings trained)",
+    # (dschat-step1-single_gpu-run_1.3b-a100-40g left it: the thread's torch 1.12.1, given as --torch-version, has no SDPA
+    # for any transformers release (is_torch_sdpa_available: torch >= 2.1.1), so OPT's attention is planned eager)
     # (litgpt-llama-2-7b-full left it: LitGPT configs are read, review/litgpt.py; its 4 micro-batches under FSDP no_sync
     # hold the unsharded gradients beside the sharded states)
     "llmfoundry-mpt-7b_dolly_sft-a100-40g": "llm-foundry's Composer YAML is not read (the review says so and exits 3): "

@@ -135,6 +135,26 @@ TABLE: dict[str, Default] = {
 }
 
 
+# transformers 4.36-4.48 utils/import_utils.py `is_torch_sdpa_available`: SDPA needs torch >= 2.1.1 on CUDA ("the
+# `scale` argument ... memory-efficient attention with an arbitrary mask ... pytorch#112577"); below it every model loads
+# eager (torch.nn.functional.scaled_dot_product_attention itself arrived in torch 2.0).
+SDPA_TORCH = (2, 1, 1)
+SDPA_TORCH_SOURCE = "transformers 4.36-4.48 utils/import_utils.py is_torch_sdpa_available: torch >= 2.1.1"
+
+
+def torch_without_sdpa(version: str | None) -> bool:
+    """True where the run's torch is older than any transformers accepts for SDPA."""
+    if not version:
+        return False
+    parts = []
+    for part in str(version).split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return bool(parts) and tuple(parts + [0] * (3 - len(parts))) < SDPA_TORCH
+
+
 def _minor(version: str) -> tuple[int, int] | None:
     parts = version.split(".")
     try:

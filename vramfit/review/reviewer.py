@@ -307,7 +307,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     from vramfit.planner.plan import with_overrides
 
     pinned = _pinned_attention(recipe, mapped)
-    if pinned is not None and pinned[0] == "eager":  # the pinned release runs the model's attention eager: so is the plan
+    if pinned is not None and pinned[0] in ("eager", "torch"):  # the pinned release (or torch) runs it eager: so is the plan
         try:
             recipe = _eager(recipe)
         except ConfigError:  # a recipe the override cannot be applied to: planned as the files say
@@ -375,7 +375,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         f"{recipe.hardware.gpu}, in {plan.peak_phase} ({parts})"
     )
     pin_fix = ""
-    if pinned is not None and pinned[0] == "eager":  # the planner's own fixes keep the eager attention; the pin's is said first
+    if pinned is not None and pinned[0] in ("eager", "torch"):  # the planner's own fixes keep the eager attention; the pin's is said first
         over = f"{_pinned_eager(pinned, mapped)}: {over}"
         pin_fix = _pinned_fixes(pinned, mapped)
     fixes_text = _fixes(plan, mapped) if plan.fixes else ""
@@ -555,7 +555,8 @@ def _pinned_attention(recipe, mapped: mapping.Mapped):
     from vramfit.review import default_attention
 
     pin = mapped.transformers_pin
-    if pin is None or recipe.model.attn_implementation != "sdpa":
+    torch_eager = default_attention.torch_without_sdpa(recipe.planner.torch_version)
+    if (pin is None and not torch_eager) or recipe.model.attn_implementation != "sdpa":
         return None
     if mapping._remote_code_only(str(recipe.model.id or "")):  # its repository's own code picks its attention
         return None
@@ -564,6 +565,8 @@ def _pinned_attention(recipe, mapped: mapping.Mapped):
         return None
     if mapped.attention_chosen is not None and (mapped.attention_chosen_for is None or model_type in mapped.attention_chosen_for):
         return None
+    if torch_eager and model_type in default_attention.TABLE:  # no transformers release runs SDPA on this torch
+        return "torch", default_attention.TABLE[model_type]
     reading = default_attention.reading(model_type, pin)
     return (reading, default_attention.TABLE[model_type]) if reading in ("eager", "both") else None
 
@@ -588,11 +591,21 @@ def _pinned(mapped: mapping.Mapped) -> str:
 
 
 def _pinned_eager(pinned, mapped: mapping.Mapped) -> str:
+    if pinned[0] == "torch":
+        from vramfit.review import default_attention
+
+        return (
+            f"planned under torch {mapped.recipe['planner']['torch_version']} (--torch-version), where {pinned[1].label}'s attention "
+            f"is eager whatever the transformers release ({default_attention.SDPA_TORCH_SOURCE}; heads x T x T scores per layer, "
+            "softmaxed in fp32)"
+        )
     return f"{_pinned(mapped)}, where {_eager_what(pinned[1])}"
 
 
 def _pinned_fixes(pinned, mapped: mapping.Mapped) -> str:
     entry = pinned[1]
+    if pinned[0] == "torch":
+        return f"with torch >= 2.1.1 and transformers >= {entry.sdpa}, attention runs SDPA by default"
     pin = mapped.transformers_pin
     where = "" if pin.file.startswith("--") else f" in {pin.file.rsplit('/', 1)[-1]}"
     return f'pin transformers>={entry.sdpa}{where} (SDPA by default), or load the model with attn_implementation="sdpa"'
@@ -606,7 +619,7 @@ def _attention_readings(recipe, plan, pinned, mapped: mapping.Mapped, findings: 
 
     reading, entry = pinned
     file = mapped.primary.label
-    if reading == "eager":
+    if reading in ("eager", "torch"):
         if plan.fits:
             findings.append(
                 Finding(
