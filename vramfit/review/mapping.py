@@ -2738,8 +2738,14 @@ def llmfoundry_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
         mapped.planner_origins["engine"] = mapped.origins["training.fsdp"]
         if fsdp.get("cpu_offload") is True:
             mapped.planner_settings["offload"] = True
+        # Composer 0.14 trainer/dist_strategy.py ddp_sync_context: no_sync only where the model is DDP; under FSDP every
+        # micro-batch reduce-scatters its gradients, no unsharded ones are kept across the accumulation
+        mapped.planner_settings["fsdp_sync_each_batch"] = True
+        mapped.planner_origins["fsdp_sync_each_batch"] = mapped.origins["training.fsdp"]
         how = f"Composer's FSDP {strategy} over {ranks} GPU{'s' if ranks > 1 else ''}, each block its own unit"
         how += ", checkpointed" if t.get("gradient_checkpointing") else ", no activation checkpointing"
+        if accum > 1:
+            how += ", every micro-batch's gradients reduce-scattered (Composer syncs each one under FSDP)"
     else:
         how = f"{'Composer DDP' if ranks > 1 else 'one GPU'}: no sharding" + (" (fsdp_config NO_SHARD)" if strategy == "NO_SHARD" else "")
     what = f"planned as llm-foundry runs it on {how}; {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step ({device} samples per GPU)"
