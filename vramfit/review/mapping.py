@@ -1563,7 +1563,7 @@ class _Builder:
                 "info",
                 where("device_train_microbatch_size", "auto"),
                 "'auto': Composer picks the micro-batch, starting from the whole device batch and halving it after each CUDA OOM; "
-                "planned at the device batch (global_train_batch_size / GPUs), an upper bound",
+                "planned at 1, the last it tries: the run fails only where that does not fit",
                 "write device_train_microbatch_size: N to review a micro-batch of your choice.",
             )
         else:
@@ -2707,9 +2707,9 @@ def llmfoundry_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
     where = Origin(source.label, "global_train_batch_size", written.line)
     mapped.script_ranks = None  # the file sets samples per step over every GPU: the accumulation follows the GPUs reviewed
     findings = []
-    if micro is None:  # 'auto': planned at the whole device batch (said in _llmfoundry)
-        micro, accum = device, 1
-        t["per_device_train_batch_size"] = device
+    if micro is None:  # 'auto': planned at 1, the smallest micro-batch Composer's search tries (said in _llmfoundry)
+        micro, accum = 1, device
+        t["per_device_train_batch_size"] = 1
         mapped.origins["training.per_device_train_batch_size"] = Origin(
             source.label, "device_train_microbatch_size", source.line_of("device_train_microbatch_size")
         )
