@@ -2,7 +2,8 @@
 files it points to.
 
 Kinds: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train),
-a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, a LitGPT fine-tuning config (vramfit.review.litgpt)
+a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, a LitGPT fine-tuning config (vramfit.review.litgpt),
+an llm-foundry (Composer) training YAML (vramfit.review.llmfoundry)
 and a TrainingArguments-style JSON or YAML. A launch command is split into launcher and program arguments by the launcher's own argument
 parser (torch.distributed.run, deepspeed.launcher.runner, accelerate's `launch`), so a launcher flag
 means here what it means there. Files the script names (`--deepspeed x.json`, accelerate's
