@@ -12,10 +12,13 @@ Every fact below is read from mosaicml/llm-foundry at 8bcf6446 (2023-05-05; setu
   ceil(device batch / micro-batch); device_train_microbatch_size 'auto': Composer searches the largest micro-batch
   that fits (halving on OOM);
 - precision: Composer's Precision - amp_bf16 / amp_fp16 (fp32 weights, autocast), fp32 (amp_fp8 later versions);
-- FSDP: Composer's fsdp_config (composer/trainer/dist_strategy.py): sharding_strategy FULL_SHARD (default) /
-  SHARD_GRAD_OP / NO_SHARD; mixed_precision PURE (default; bf16 params, reduce and buffers), DEFAULT (fp32 reduce),
-  FULL (fp32 everything); activation_checkpointing (default false) wraps each MPTBlock; activation_cpu_offload moves
-  the checkpoints to the host; cpu_offload (not supported by Composer 0.14: planned as the planner's offload);
+- FSDP: Composer's fsdp_config (composer/trainer/dist_strategy.py at v0.14.1): sharding_strategy FULL_SHARD (default) /
+  SHARD_GRAD_OP / NO_SHARD (HYBRID_SHARD in later versions); mixed_precision DEFAULT (default: bf16 params, fp32
+  reduce), PURE (bf16 params, reduce and buffers), FULL (fp32: refused with sharding under torch 1.13);
+  activation_checkpointing (default false) wraps each block; activation_cpu_offload moves the checkpoints to the host;
+  cpu_offload: Composer 0.14 raises 'FSDP CPU Offload not supported yet.' (mosaic_fsdp.get_cpu_offload), later
+  versions offload the parameters (planned so); every micro-batch of a step syncs its gradients under FSDP
+  (dist_strategy.ddp_sync_context uses no_sync for DDP only);
 - the optimizer: llmfoundry/utils/builders.py build_optimizer - decoupled_adamw (AdamW's two states), decoupled_lionw,
   clip_lion, adalr_lion (Lion's one state).
 """

@@ -1594,6 +1594,14 @@ class _Builder:
                 )
             checkpointing = fsdp.get("activation_checkpointing", False) is True
             self.set("training.gradient_checkpointing", checkpointing, where("fsdp_config.activation_checkpointing", False))
+            if fsdp.get("cpu_offload") is True:
+                self.note(
+                    "warning",
+                    at["fsdp_config.cpu_offload"],
+                    "Composer 0.14 (llm-foundry of May 2023) refuses it at start ('FSDP CPU Offload not supported yet.'); later "
+                    "Composer versions offload the parameters to the host, as planned here",
+                    "check your Composer version, or write cpu_offload: false.",
+                )
             if fsdp.get("activation_cpu_offload") is True:
                 self.recipe.setdefault("planner", {})["activation_offloading"] = True
                 s = at["fsdp_config.activation_cpu_offload"]
