@@ -1538,7 +1538,11 @@ class _Builder:
             self.inline_model = str(path.resolve())
             self.set("model.id", "mpt (inline)", at["model.name"])
             shape = ", ".join(f"{k} {args[k]}" for k in ("d_model", "n_heads", "n_layers", "expansion_ratio", "vocab_size"))
-            self.note("info", at["model.name"], f"an MPT written inline ({shape}): planned as transformers' MptConfig builds it")
+            said = f"an MPT written inline ({shape}): planned as transformers' MptConfig builds it"
+            if args["learned_pos_emb"] and not args["attn_config"].get("alibi"):
+                # llm-foundry's MPT: a learned position embedding unless alibi; transformers' MptModel always uses ALiBi
+                said += f" (its learned position embedding, {args['max_seq_len']:,} x {args['d_model']:,} weights, left out: transformers' MPT has none)"
+            self.note("info", at["model.name"], said)
             impl = args["attn_config"]["attn_impl"]
             self.set("model.attn_implementation", llmfoundry.ATTENTION[impl], where("model.attn_config.attn_impl", impl))
             used |= {f"model.{k}" for k in (*llmfoundry.MPT_DEFAULTS, "attn_config.attn_impl", "attn_config.alibi", "attn_config.attn_pdrop")}
