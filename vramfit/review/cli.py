@@ -24,7 +24,9 @@ PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python /
 swift sft|rlhf / llamafactory-cli train, Slurm wrappers), a Python training script (its docstring's
 launch commands or its TrainingArguments(...) / SFTConfig(...) call, read with ast, never run), a
 DeepSpeed JSON, an accelerate config, an axolotl YAML, a LitGPT fine-tuning config (`litgpt
-finetune_full|finetune_lora --config`, planned as LitGPT runs it) or a TrainingArguments / TRL /
+finetune_full|finetune_lora --config`, planned as LitGPT runs it), an llm-foundry (Composer) training YAML
+(`composer scripts/train/train.py YAML`: an inline MPT or hf_causal_lm, fsdp_config, the global batch over the
+GPUs) or a TrainingArguments / TRL /
 LLaMA-Factory JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
 script or in the folders above it, unless a PATH with the same file name is given.
 

@@ -473,11 +473,12 @@ class Mapped:
     padding_free_worst_case: Origin | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
     litgpt: Source | None = None  # a LitGPT config: its strategy and accumulation follow the GPUs reviewed (litgpt_strategy)
+    llmfoundry: Source | None = None  # an llm-foundry YAML: its accumulation and sharding follow the GPUs (llmfoundry_strategy)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
         o = self.origins.get(key)
-        source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args")), None)
+        source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args", "llmfoundry")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
         written = edit((source or self.settings).kind, key, value, o.key if own else None)
@@ -511,12 +512,28 @@ LITGPT_SPELLING = {
     "hardware.host_ram_gib": "--host-ram-gib",
 }
 
+# recipe keys as an llm-foundry YAML writes them (vramfit.review.llmfoundry)
+LLMFOUNDRY_SPELLING = {
+    "training.per_device_train_batch_size": "device_train_microbatch_size",
+    "data.max_length": "max_seq_len",
+    "training.gradient_checkpointing": "fsdp_config.activation_checkpointing",
+    "model.id": "model.pretrained_model_name_or_path",
+    "global_batch_size": "global_train_batch_size",
+    "training.per_device_eval_batch_size": "device_eval_batch_size",
+    "hardware.gpu": "--gpu",
+    "hardware.gpus_per_node": "--gpus",
+    "hardware.nodes": "--nodes",
+    "hardware.host_ram_gib": "--host-ram-gib",
+}
+
 
 def spelled(kind: str, key: str) -> str:
     """A recipe key as the user's kind of file writes it."""
     name = key.split(".", 1)[1] if key.startswith(("training.", "data.", "model.")) else key
     if kind == "litgpt":
         return LITGPT_SPELLING.get(key, f"({name.split('.')[-1]}: no LitGPT key)")
+    if kind == "llmfoundry":
+        return LLMFOUNDRY_SPELLING.get(key, f"({name.split('.')[-1]}: no llm-foundry key)")
     if kind == "axolotl":
         reverse = {v: k for k, v in AXOLOTL.items()}
         if key == "training.use_liger_kernel":
@@ -569,8 +586,8 @@ class _Builder:
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
-        self.primary = _first(sources, ("shell", "litgpt", "axolotl", "training_args", "accelerate", "deepspeed"))
-        self.settings = _first(sources, ("litgpt", "axolotl", "training_args", "shell", "accelerate", "deepspeed"))
+        self.primary = _first(sources, ("shell", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed"))
+        self.settings = _first(sources, ("litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed"))
         self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
@@ -603,6 +620,7 @@ class _Builder:
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.in_place_modules = False  # modules_to_save trained in place, not as PEFT copies (DeepSpeed-Chat without --only_optimize_lora)
         self.litgpt_optimizer: tuple[str, Origin] | None = None  # a LitGPT optimizer class the planner has no states for
+        self.inline_model: str | None = None  # an llm-foundry YAML's inline MPT, written as a config.json (_llmfoundry)
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
         """A switch or optimizer name for an update scheme that keeps less than AdamW's states for every trainable
@@ -1222,11 +1240,15 @@ class _Builder:
                     self.read(setting, source.kind == "axolotl")
             elif source.kind == "litgpt":
                 self._litgpt(source)
+            elif source.kind == "llmfoundry":
+                self._llmfoundry(source)
         self._program_defaults()
         self._model_name()
         self._liger()
         self._trl_defaults()
-        self._model(model_config)
+        self._model(model_config or self.inline_model)
+        if self.inline_model and not model_config:
+            self.model_how = "llm-foundry's inline MPT"
         self._litgpt_model()
         self._method()
         self._swift_environment()
@@ -1268,6 +1290,7 @@ class _Builder:
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
+        mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
         mapped.sharding_assumed = self._sharding_not_modelled()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
@@ -1479,6 +1502,162 @@ class _Builder:
                 "",
                 f"read as `litgpt finetune_{which} --config {source.path.name}` as {litgpt.COMMIT} runs it"
                 + (f"; LitGPT's defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""),
+                line=None,
+            )
+        )
+
+    def _llmfoundry(self, source: Source) -> None:
+        """An llm-foundry (Composer) YAML as the run train.py makes of it (vramfit.review.llmfoundry): the model (an MPT
+        written inline, built as transformers' MptConfig, or a Hub id), the precision, FSDP's sharding and checkpointing,
+        the micro-batch, the length and the optimizer, llm-foundry's / Composer's defaults for what it leaves out (said);
+        the rest read, not reviewed (a note each). The accumulation and the sharding wait for the GPUs (llmfoundry_strategy)."""
+        from transformers import MptConfig
+
+        from vramfit.review import llmfoundry
+
+        doc, label = source.document, source.label
+        at = {s.key: s for s in source.settings}
+        assumed: list[str] = []
+
+        def where(key: str, default: Any = None) -> Setting:
+            """Where `key` is written; else the default llm-foundry / Composer takes (said), pointed at its section."""
+            if key in at:
+                return at[key]
+            assumed.append(f"{key} {default}")
+            section = key.split(".", 1)[0] if "." in key else ""
+            return Setting(f"({key}: llm-foundry's default)", default, label, source.line_of(section) if section else None)
+
+        used = {"model.name", "max_seq_len", "precision", "device_train_microbatch_size", "global_train_batch_size", "optimizer.name"}
+        model = doc["model"]
+        # the model: an inline MPT as transformers' MptConfig (the same names), or the Hugging Face model named
+        if model["name"] == "mpt_causal_lm":
+            args, defaults = llmfoundry.mpt_config(model)
+            assumed += [f"model.{d}" for d in defaults]
+            folder = self.workdir / "llmfoundry"
+            folder.mkdir(exist_ok=True)
+            path = folder / "config.json"
+            try:
+                path.write_text(MptConfig(**args).to_json_string())
+            except (TypeError, ValueError) as exc:  # transformers' strict fields: a value of the wrong type
+                problems = Problems()
+                problems.add(
+                    label,
+                    "model",
+                    f"transformers' MptConfig refuses the inline MPT ({str(exc).splitlines()[0]})",
+                    "write each model key as a number of its type (d_model: 4096).",
+                )
+                raise ConfigError(problems) from None
+            self.inline_model = str(path.resolve())
+            self.set("model.id", "mpt (inline)", at["model.name"])
+            shape = ", ".join(f"{k} {args[k]}" for k in ("d_model", "n_heads", "n_layers", "expansion_ratio", "vocab_size"))
+            said = f"an MPT written inline ({shape}): planned as transformers' MptConfig builds it"
+            if args["learned_pos_emb"] and not args["attn_config"].get("alibi"):
+                # llm-foundry's MPT: a learned position embedding unless alibi; transformers' MptModel always uses ALiBi
+                said += f" (its learned position embedding, {args['max_seq_len']:,} x {args['d_model']:,} weights, left out: transformers' MPT has none)"
+            self.note("info", at["model.name"], said)
+            impl = args["attn_config"]["attn_impl"]
+            self.set("model.attn_implementation", llmfoundry.ATTENTION[impl], where("model.attn_config.attn_impl", impl))
+            used |= {f"model.{k}" for k in (*llmfoundry.MPT_DEFAULTS, "attn_config.attn_impl", "attn_config.alibi", "attn_config.attn_pdrop")}
+        else:
+            self.set("model.id", model["pretrained_model_name_or_path"], at["model.pretrained_model_name_or_path"])
+            used.add("model.pretrained_model_name_or_path")
+        self.method, self.method_origin = "full", Origin(label, "model.name", at["model.name"].line)
+        # precision: Composer's; fp32 weights and optimizer states under autocast for amp_*
+        precision = doc.get("precision", "amp_bf16")
+        dtype, amp = llmfoundry.PRECISION[precision]
+        origin = where("precision", precision)
+        self.recipe.setdefault("planner", {})["dtype"] = dtype
+        self.origins["planner.dtype"] = Origin(origin.file, origin.key, origin.line)
+        if amp is not None:
+            self.set(f"training.{amp}", True, origin)
+        if precision == "amp_fp8":
+            self.note("info", origin, "amp_fp8: TransformerEngine's FP8 matmuls planned as amp_bf16, an upper bound")
+        # the batch and its length
+        micro = doc.get("device_train_microbatch_size", "auto")
+        if micro == "auto":
+            self.note(
+                "info",
+                where("device_train_microbatch_size", "auto"),
+                "'auto': Composer picks the micro-batch, starting from the whole device batch and halving it after each CUDA OOM; "
+                "planned at 1, the last it tries: the run fails only where that does not fit",
+                "write device_train_microbatch_size: N to review a micro-batch of your choice.",
+            )
+        else:
+            self.set("training.per_device_train_batch_size", micro, at["device_train_microbatch_size"])
+        self.origins["global_batch_size"] = Origin(label, "global_train_batch_size", at["global_train_batch_size"].line)
+        length = doc.get("max_seq_len")
+        loader = doc.get("train_loader") if isinstance(doc.get("train_loader"), dict) else {}
+        dataset = loader.get("dataset") if isinstance(loader.get("dataset"), dict) else {}
+        length = dataset.get("max_seq_len", length)
+        if isinstance(length, int) and length > 0:
+            self.set("data.max_length", length, at.get("max_seq_len") or Setting("train_loader", length, label, source.line_of("train_loader")))
+        elif model["name"] == "mpt_causal_lm":
+            self.set("data.max_length", llmfoundry.MPT_DEFAULTS["max_seq_len"], where("max_seq_len", llmfoundry.MPT_DEFAULTS["max_seq_len"]))
+        # FSDP: Composer's fsdp_config (the sharding itself follows the GPUs: llmfoundry_strategy)
+        fsdp = doc.get("fsdp_config")
+        if isinstance(fsdp, dict):
+            used |= {f"fsdp_config.{k}" for k in ("sharding_strategy", "mixed_precision", "activation_checkpointing", "activation_cpu_offload", "cpu_offload")}
+            strategy = fsdp.get("sharding_strategy", "FULL_SHARD")
+            where("fsdp_config.sharding_strategy", strategy)
+            mixed = fsdp.get("mixed_precision", "DEFAULT")
+            mp = where("fsdp_config.mixed_precision", mixed)
+            if mixed == "FULL" or isinstance(mixed, dict):
+                self.note(
+                    "info",
+                    mp,
+                    f"mixed_precision {'FULL' if mixed == 'FULL' else 'given as a mapping'}: planned as PURE (bf16 parameters gathered and "
+                    "reduced); fp32 ones take twice the gathered weights and gradients, so the plan is a lower bound",
+                )
+            checkpointing = fsdp.get("activation_checkpointing", False) is True
+            self.set("training.gradient_checkpointing", checkpointing, where("fsdp_config.activation_checkpointing", False))
+            if fsdp.get("cpu_offload") is True:
+                self.note(
+                    "warning",
+                    at["fsdp_config.cpu_offload"],
+                    "Composer 0.14 (llm-foundry of May 2023) refuses it at start ('FSDP CPU Offload not supported yet.'); later "
+                    "Composer versions offload the parameters to the host, as planned here",
+                    "check your Composer version, or write cpu_offload: false.",
+                )
+            if fsdp.get("activation_cpu_offload") is True:
+                self.recipe.setdefault("planner", {})["activation_offloading"] = True
+                s = at["fsdp_config.activation_cpu_offload"]
+                self.origins["planner.activation_offloading"] = Origin(s.file, s.key, s.line)
+        else:
+            self.set("training.gradient_checkpointing", False, Setting("(fsdp_config: none)", None, label, None))
+            assumed.append("no fsdp_config (Composer's DDP, no activation checkpointing)")
+        # the optimizer
+        optimizer = doc.get("optimizer") if isinstance(doc.get("optimizer"), dict) else {"name": "decoupled_adamw"}
+        self.set("training.optim", llmfoundry.OPTIMIZERS[optimizer["name"]], at.get("optimizer.name") or where("optimizer.name", "decoupled_adamw"))
+        # evaluation: Composer's evaluators compute the loss and metrics per batch and keep no logits
+        if isinstance(doc.get("eval_loader"), dict):
+            eval_batch = doc.get("device_eval_batch_size", micro if micro != "auto" else 1)
+            if isinstance(eval_batch, int) and eval_batch > 0:
+                self.set("training.per_device_eval_batch_size", eval_batch, where("device_eval_batch_size", eval_batch))
+                self.set("training.eval_strategy", "steps", Setting("eval_loader", None, label, source.line_of("eval_loader")))
+                self.set("training.prediction_loss_only", True, Setting("eval_loader", None, label, source.line_of("eval_loader")))
+                used.add("device_eval_batch_size")
+        # the rest: read, not reviewed; keys train.py does not read: a note
+        sections = {"fsdp_config": llmfoundry.FSDP_KEYS, "model": llmfoundry.MPT_KEYS}
+        for setting in source.settings:
+            section, _, leaf = setting.key.partition(".")
+            known = sections.get(section) if section in sections and leaf else None
+            if (known is not None and leaf.split(".")[0] not in known and model["name"] == "mpt_causal_lm") or (
+                not leaf and setting.key not in llmfoundry.TOP_KEYS
+            ):
+                self.note(
+                    "info",
+                    setting,
+                    f"not a key {llmfoundry.COMMIT} reads for the run's memory" + did_you_mean(leaf or setting.key, sorted(known or llmfoundry.TOP_KEYS)),
+                )
+            elif setting.key not in used and setting.value is not None and setting.key in ("fsdp_config.limit_all_gathers", "fsdp_config.forward_prefetch"):
+                self.not_modelled.append(setting.key)
+        self.findings.append(
+            Finding(
+                "info",
+                label,
+                "",
+                f"read as `composer scripts/train/train.py {source.path.name}` as {llmfoundry.COMMIT} runs it"
+                + (f"; llm-foundry's defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""),
                 line=None,
             )
         )
@@ -2182,7 +2361,8 @@ class _Builder:
             }
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
-            litgpt_run = any(s.kind == "litgpt" for s in self.sources)  # Lightning Fabric's strategy: said by litgpt_strategy
+            # Lightning Fabric's / Composer's strategy: said by litgpt_strategy / llmfoundry_strategy
+            litgpt_run = any(s.kind in ("litgpt", "llmfoundry") for s in self.sources)
             if not litgpt_run and not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
                 self.findings.append(
                     Finding(
@@ -2488,6 +2668,8 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     ranks = hw["gpus_per_node"] * hw["nodes"]
     if mapped.litgpt is not None:
         findings += litgpt_strategy(mapped, ranks)
+    if mapped.llmfoundry is not None:
+        findings += llmfoundry_strategy(mapped, ranks)
     micro = t.get("per_device_train_batch_size", argument_default(None, "per_device_train_batch_size"))
     accum = t.get("gradient_accumulation_steps", argument_default(None, "gradient_accumulation_steps"))
     numbers = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (micro, accum))
@@ -2570,4 +2752,64 @@ def litgpt_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
     else:
         what = f"one GPU: no sharding and no activation checkpointing (Fabric's strategy 'auto'); {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step"
     findings.append(Finding("info", devices.file, devices.key, f"planned as LitGPT runs it on {what}", source="planner", line=devices.line))
+    return findings
+
+
+def llmfoundry_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
+    """An llm-foundry run on `ranks` GPUs (vramfit.review.llmfoundry): the micro-batch and accumulation
+    calculate_batch_size_info derives from global_train_batch_size, and Composer's FSDP (fsdp_config: every MPTBlock / HF
+    decoder layer its own unit) or DDP."""
+    from vramfit.review import llmfoundry
+
+    source = mapped.llmfoundry
+    doc = source.document
+    t = mapped.recipe["training"]
+    micro, accum, device = llmfoundry.batch(doc, ranks, source.label)
+    written = next(s for s in source.settings if s.key == "global_train_batch_size")
+    where = Origin(source.label, "global_train_batch_size", written.line)
+    mapped.script_ranks = None  # the file sets samples per step over every GPU: the accumulation follows the GPUs reviewed
+    findings = []
+    if micro is None:  # 'auto': planned at 1, the smallest micro-batch Composer's search tries (said in _llmfoundry)
+        micro, accum = 1, device
+        t["per_device_train_batch_size"] = 1
+        mapped.origins["training.per_device_train_batch_size"] = Origin(
+            source.label, "device_train_microbatch_size", source.line_of("device_train_microbatch_size")
+        )
+    elif micro != doc["device_train_microbatch_size"]:
+        t["per_device_train_batch_size"] = micro
+        findings.append(
+            Finding(
+                "info",
+                where.file,
+                "device_train_microbatch_size",
+                f"{doc['device_train_microbatch_size']} is more than the {device} samples per GPU ({doc['global_train_batch_size']} over {ranks}): "
+                f"llm-foundry cuts it to {micro}",
+                f"write device_train_microbatch_size: {micro}.",
+                line=source.line_of("device_train_microbatch_size"),
+            )
+        )
+    t["gradient_accumulation_steps"] = accum
+    mapped.origins["training.gradient_accumulation_steps"] = where
+    fsdp = doc.get("fsdp_config")
+    strategy = fsdp.get("sharding_strategy", "FULL_SHARD") if isinstance(fsdp, dict) else None
+    line = source.line_of("fsdp_config")
+    if strategy is not None and llmfoundry.SHARDING[strategy] is not None:
+        t["fsdp"] = llmfoundry.SHARDING[strategy]
+        mapped.origins["training.fsdp"] = Origin(source.label, "fsdp_config.sharding_strategy", source.line_of("sharding_strategy", line or 1) or line)
+        mapped.planner_settings["engine"] = "fsdp"
+        mapped.planner_origins["engine"] = mapped.origins["training.fsdp"]
+        if fsdp.get("cpu_offload") is True:
+            mapped.planner_settings["offload"] = True
+        # Composer 0.14 trainer/dist_strategy.py ddp_sync_context: no_sync only where the model is DDP; under FSDP every
+        # micro-batch reduce-scatters its gradients, no unsharded ones are kept across the accumulation
+        mapped.planner_settings["fsdp_sync_each_batch"] = True
+        mapped.planner_origins["fsdp_sync_each_batch"] = mapped.origins["training.fsdp"]
+        how = f"Composer's FSDP {strategy} over {ranks} GPU{'s' if ranks > 1 else ''}, each block its own unit"
+        how += ", checkpointed" if t.get("gradient_checkpointing") else ", no activation checkpointing"
+        if accum > 1:
+            how += ", every micro-batch's gradients reduce-scattered (Composer syncs each one under FSDP)"
+    else:
+        how = f"{'Composer DDP' if ranks > 1 else 'one GPU'}: no sharding" + (" (fsdp_config NO_SHARD)" if strategy == "NO_SHARD" else "")
+    what = f"planned as llm-foundry runs it on {how}; {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step ({device} samples per GPU)"
+    findings.append(Finding("info", source.label, "fsdp_config" if strategy else "global_train_batch_size", what, source="planner", line=line or where.line))
     return findings

@@ -182,6 +182,9 @@ def _review_sources(
                 differences = reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
+                if mapped.llmfoundry is not None:  # only what an llm-foundry YAML can say, in its own terms
+                    own = ("max_seq_len", "device_train_microbatch_size", "fsdp_config.activation_checkpointing", "device_eval_batch_size")
+                    differences = [f for f in differences if f.key in own and "global_train_batch_size" not in f"{f.what} {f.fix}"]
                 findings += differences
         if plan is not None and plan.incomplete:  # a plan term not computed (said in its finding): incomplete, exit 3
             missing = [*missing, *plan.incomplete]
@@ -776,14 +779,15 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
     out = []
     for fix in plan.fixes:
         edits = []
-        if mapped.litgpt is not None:
-            # a LitGPT config derives the accumulation from train.global_batch_size, which the fix keeps; a fix that needs a
-            # setting LitGPT has no key for (gradient checkpointing, DeepSpeed, Liger) is not one its user can write
+        derived = "litgpt" if mapped.litgpt is not None else "llmfoundry" if mapped.llmfoundry is not None else None
+        if derived is not None:
+            # a LitGPT config / an llm-foundry YAML derives the accumulation from its global batch, which the fix keeps; a
+            # fix that needs a setting the format has no key for (DeepSpeed, Liger) is not one its user can write
             overrides = {k: v for k, v in fix["overrides"].items() if k != "gradient_accumulation_steps"}
-            if not overrides or any(mapping.spelled("litgpt", _key(k)).startswith("(") or k.startswith("env.") for k in overrides):
+            if not overrides or any(mapping.spelled(derived, _key(k)).startswith("(") or k.startswith("env.") for k in overrides):
                 continue
         for name, value in fix["overrides"].items():
-            if mapped.litgpt is not None and name == "gradient_accumulation_steps":
+            if derived is not None and name == "gradient_accumulation_steps":
                 continue
             if name.startswith("env."):
                 edits.append(f"export {name[4:]}={value}")
@@ -986,6 +990,8 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
     if mapped.litgpt is not None:  # Lightning Fabric starts the ranks and shards (mapping.litgpt_strategy)
         how = f"{mapped.litgpt.program} on Lightning Fabric, " + ("FSDP full shard" if t.get("fsdp") else "no sharding")
+    elif mapped.llmfoundry is not None:  # Composer starts the ranks and shards (mapping.llmfoundry_strategy)
+        how = f"{mapped.llmfoundry.program} on Composer, " + (f"FSDP {t['fsdp'].split()[0]}" if t.get("fsdp") else "no sharding")
     else:
         how = f"{r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})"
     lines = [

@@ -2,7 +2,8 @@
 files it points to.
 
 Kinds: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train),
-a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, a LitGPT fine-tuning config (vramfit.review.litgpt)
+a DeepSpeed JSON, an accelerate config YAML, an axolotl YAML, a LitGPT fine-tuning config (vramfit.review.litgpt),
+an llm-foundry (Composer) training YAML (vramfit.review.llmfoundry)
 and a TrainingArguments-style JSON or YAML. A launch command is split into launcher and program arguments by the launcher's own argument
 parser (torch.distributed.run, deepspeed.launcher.runner, accelerate's `launch`), so a launcher flag
 means here what it means there. Files the script names (`--deepspeed x.json`, accelerate's
@@ -26,7 +27,7 @@ from typing import Any
 import yaml
 
 from vramfit.problems import ConfigError, Problems, did_you_mean
-from vramfit.review import litgpt, shell
+from vramfit.review import litgpt, llmfoundry, shell
 from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
@@ -101,7 +102,7 @@ class Reference:
 class Source:
     path: Path
     label: str  # how findings name the file
-    kind: str  # shell | deepspeed | accelerate | axolotl | training_args | litgpt
+    kind: str  # shell | deepspeed | accelerate | axolotl | training_args | litgpt | llmfoundry
     text: str
     document: Any = None  # parsed JSON / YAML
     settings: list[Setting] = field(default_factory=list)
@@ -264,6 +265,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         raise ConfigError(problems)
     if kind is None and litgpt.is_config(document):
         return _read_litgpt(path, text, document)
+    if kind is None and llmfoundry.is_config(document):
+        return _read_llmfoundry(path, text, document)
     kind = kind or _kind_of(document, suffix)
     skipped = _not_reviewed(document) if kind in ("axolotl", "training_args") else None
     if skipped is not None:
@@ -343,20 +346,6 @@ def _not_reviewed(document: dict) -> tuple[str, str, str] | None:
             "plan the run with vramfit plan (the model, precision, train.micro_batch_size and train.max_seq_length); LitGPT's "
             "fine-tuning configs (checkpoint_dir:) are reviewed.",
         )
-    # llm-foundry (scripts/train/yamls/**.yaml, `composer train/train.py YAML`): Composer's trainer, a `model: {name: ...}`
-    # mapping built by llm-foundry's registry, `train_loader:`, the batch as device_train_microbatch_size / global_train_batch_size
-    model = document.get("model")
-    if (
-        isinstance(model, dict)
-        and "name" in model
-        and "train_loader" in keys
-        and keys & {"device_train_microbatch_size", "global_train_batch_size", "max_duration"}
-    ):
-        return (
-            "model",
-            f"an llm-foundry (Composer) config (model: name {model['name']}, train_loader:, device_train_microbatch_size:), {unread}",
-            "plan the run with vramfit plan (the model, FSDP sharding, device_train_microbatch_size and max_seq_len).",
-        )
     # torchtune (recipes/configs/*.yaml, `tune run RECIPE --config`): components named by `_component_`
     components = [k for k, v in document.items() if isinstance(v, dict) and "_component_" in v]
     if components:
@@ -399,6 +388,30 @@ def _read_litgpt(path: Path, text: str, document: dict) -> Source:
     if isinstance(devices, int) and devices > 0:  # -1 / auto: every GPU the node has (--gpus)
         source.hardware["gpus_per_node"] = (devices, "devices")
     source.hardware["nodes"] = (nodes, "num_nodes")
+    return source
+
+
+def _read_llmfoundry(path: Path, text: str, document: dict) -> Source:
+    """An llm-foundry (Composer) training YAML (vramfit.review.llmfoundry): its `${...}` interpolations resolved, its keys as
+    settings (model:, fsdp_config: and optimizer: keys dotted: fsdp_config.sharding_strategy); what llm-foundry or Composer
+    refuses at start is bad input (exit 2)."""
+    resolved = llmfoundry.resolve(document)
+    source = Source(path, label(path), "llmfoundry", text, resolved)
+    problems = llmfoundry.check(resolved, source.label)
+    if problems:
+        raise ConfigError(problems)
+    source.program = "composer scripts/train/train.py"
+    for key, value in resolved.items():
+        if key in ("model", "fsdp_config", "optimizer") and isinstance(value, dict):
+            after = source.line_of(key) or 1
+            for k, v in value.items():
+                if key == "model" and k == "attn_config" and isinstance(v, dict):
+                    inner = source.line_of(k, after) or after
+                    source.settings += [Setting(f"model.attn_config.{a}", b, source.label, source.line_of(a, inner)) for a, b in v.items()]
+                else:
+                    source.settings.append(Setting(f"{key}.{k}", v, source.label, source.line_of(k, after)))
+        else:
+            source.settings.append(Setting(key, value, source.label, source.line_of(key)))
     return source
 
 
