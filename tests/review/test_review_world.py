@@ -31,7 +31,6 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "compute_metrics without --predict_with_generate, so the Trainer keeps none",
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML (model_name_or_path:~/... has no space after "
     "the colon): not yet named as the thread's problem",
-    "issue-swift2559-qwen2.5-32b-full-1xa800": "`nohup swift sft ...`: the launch behind nohup is not found",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -53,9 +52,8 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
     "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
     "issue-lf6999-r1-distill-qwen-32b-full-ds3-7xa800": "DeepSeek-R1-Distill-Qwen-32B is not in vramfit's table and the review runs offline: incomplete",
-    "issue-swift1860-qwen2vl-7b-lora-2xa40": "ms-swift 2's --model_id_or_path / --model_type are not read as the model: incomplete",
-    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "ms-swift 2's --model_id_or_path / --model_type are not read as the model: incomplete",
-    "issue-swift2559-qwen2.5-32b-full-1xa800": "`nohup swift sft ...`: the launch behind nohup is not found",
+    "issue-swift1860-qwen2vl-7b-lora-2xa40": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned",
+    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned",
     "issue-swift3405-qwen2vl-7b-lora-4x4090": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned; "
     "the table's Qwen2-VL config carries no image-token bounds, so the plan takes transformers' processor default",
 }
@@ -989,3 +987,29 @@ def test_a_dpo_script_is_planned_as_dpo_and_an_unplanned_trainer_is_incomplete(t
     assert lora.plan.setup.ref_model == "none" and "reference_model" not in lora.plan.phase_breakdowns["train"]
     gkd = review([str(write(tmp_path, "gkd.sh", launch.replace("trl/scripts/dpo.py", "examples/scripts/gkd.py") + "\n"))], gpu="a100-80g")
     assert gkd.exit_code == 3 and find(gkd, text="teacher model and on-policy generation not planned")
+
+
+def test_a_launch_behind_nohup_is_found(tmp_path):
+    """`nohup swift sft ...` (modelscope/ms-swift#2559), `nice -n 10 torchrun ...`: the utility runs the command after it."""
+    for line in (
+        "nohup swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type full",
+        "nice -n 10 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type full",
+    ):
+        result = review([str(write(tmp_path, "run.sh", line + "\n"))], gpu="a100-80g", gpus=1)
+        assert result.exit_code in (0, 1), [str(f) for f in result.findings]
+        assert result.plan.setup.method == "full"
+
+
+def test_ms_swift_2_arguments_name_the_model_method_and_batch(tmp_path):
+    """ms-swift 2.x's SftArguments spell the model --model_id_or_path, the method --sft_type and the per-device batch
+    --batch_size (swift/llm/utils/argument.py): the review plans them, not an unnamed model."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "CUDA_VISIBLE_DEVICES=0 swift sft --model_type qwen2_5-7b-instruct --model_id_or_path /models/Qwen2.5-7B-Instruct "
+        "--sft_type full --batch_size 2 --max_length 1024\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.exit_code in (0, 1), [str(f) for f in result.findings]
+    assert result.plan.setup.method == "full"
+    assert result.plan.setup.micro_batch == 2
