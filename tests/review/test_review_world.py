@@ -27,8 +27,7 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # review cannot read makes a cap that does not fit a warning naming the length that fits, review/lengths.py;
     # dschat-step1-single_gpu-run_6.7b_lora left it: DeepSpeed-Chat's LoRA layers freeze the weights they wrap,
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained)
-    "issue-lf1053-qwen-7b-lora-rtx3090": "evaluation planned as keeping every step's logits: LLaMA-Factory's sft passes no "
-    "compute_metrics without --predict_with_generate, so the Trainer keeps none",
+    "issue-lf1053-qwen-7b-lora-rtx3090": "evaluation at the Trainer's default per_device_eval_batch_size 8 (8 x 1024 tokens, Qwen's 151,936-entry vocabulary: no logits kept, LLaMA-Factory passes no compute_metrics without --predict_with_generate) peaks at 30.2 GiB against the 3090's 23.6: by arithmetic a second OOM the thread never reached, since training OOMed first; the thread names only the training one",
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML (model_name_or_path:~/... has no space after "
     "the colon): not yet named as the thread's problem",
 }
@@ -52,10 +51,6 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
     "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
     "issue-lf6999-r1-distill-qwen-32b-full-ds3-7xa800": "DeepSeek-R1-Distill-Qwen-32B is not in vramfit's table and the review runs offline: incomplete",
-    "issue-swift1860-qwen2vl-7b-lora-2xa40": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned",
-    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned",
-    "issue-swift3405-qwen2vl-7b-lora-4x4090": "no MAX_PIXELS: ms-swift's own default (16384 x 28 x 28 px) is not planned; "
-    "the table's Qwen2-VL config carries no image-token bounds, so the plan takes transformers' processor default",
 }
 
 
@@ -1013,3 +1008,25 @@ def test_ms_swift_2_arguments_name_the_model_method_and_batch(tmp_path):
     assert result.exit_code in (0, 1), [str(f) for f in result.findings]
     assert result.plan.setup.method == "full"
     assert result.plan.setup.micro_batch == 2
+
+
+def test_ms_swift_plans_its_own_max_pixels_default_for_a_stock_qwen2_vl_config(tmp_path):
+    """Without MAX_PIXELS, ms-swift gives a Qwen2-VL image up to 16384 x 28 x 28 px (its documented default), not the image
+    processor class's 1,280 tokens (modelscope/ms-swift#1860, #2529, #3405: the maintainers' fix is MAX_PIXELS)."""
+    line = "swift sft --model Qwen/Qwen2-VL-7B-Instruct --train_type lora --max_length 1024\n"
+    result = review([str(write(tmp_path, "run.sh", line))], gpu="rtx4090", gpus=1)
+    [unset] = find(result, key="--max_pixels", severity="info", text="ms-swift's MAX_PIXELS default 12,845,056 px")
+    assert "MAX_PIXELS=1003520" in unset.fix
+    assert find(result, key="--image-tokens", text="at the maximum the files allow (16,384 per image)")
+    bounded = review([str(write(tmp_path, "run.sh", "MAX_PIXELS=1003520 " + line))], gpu="rtx4090", gpus=1)
+    assert not find(bounded, text="ms-swift's MAX_PIXELS default")
+
+
+def test_an_evaluation_that_keeps_no_logits_is_not_told_to_keep_none(monkeypatch):
+    """hiyouga/LlamaFactory#1053 as pasted: evaluation at the Trainer's default 8 per device peaks above training with no
+    logits kept (no compute_metrics), so the fix is the eval batch, not --prediction_loss_only."""
+    monkeypatch.chdir(review_corpus.CORPUS)
+    result = review(["files/hiyouga+LLaMA-Factory/issue-1053/run.sh"], gpu="rtx3090", gpus=1)
+    [peak] = find(result, key="--eval_steps", text="evaluation peaks above training")
+    assert "kept eval logits" not in peak.what
+    assert "prediction_loss_only" not in peak.fix and "--per_device_eval_batch_size 1" in peak.fix

@@ -217,6 +217,7 @@ SWIFT2 = {
     "batch_size": "training.per_device_train_batch_size",
     "eval_batch_size": "training.per_device_eval_batch_size",
 }
+SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
     "dtype",
@@ -2136,6 +2137,16 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
+        if (
+            vision
+            and "default_max_pixels" not in images
+            and self.primary.launcher == "swift"
+            and (self.config.get("vision_config") or {}).get("spatial_merge_size")
+        ):
+            # a stock Qwen2-VL-family config under ms-swift: where the launch sets no MAX_PIXELS, ms-swift's own default
+            # applies (docs/source_en/Instruction/Command-line-parameters.md: "MAX_PIXELS: Default is 16384 * 28 * 28"),
+            # not the image processor class's
+            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
         if vision and self.image_tokens:
             if dynamic:
@@ -2184,9 +2195,10 @@ class _Builder:
                     "info",  # an assumption of the plan; the memory verdict says what it costs
                     where.file,
                     where.key,
-                    f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
+                    f"not set: {images.get('default_of', 'the processor' + chr(39) + 's default')} {images['default_max_pixels']:,} px allows up to "
                     f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
-                    f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
+                    f"set {'MAX_PIXELS=1003520 in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1003520)} "
+                    "(1,280 tokens per image) unless the images need more.",
                     line=where.line,
                 )
             )

@@ -517,7 +517,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
                 f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point",
-                "; or ".join(mapped.edit(_key(k), v) for k, v in {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()),
+                # prediction_loss_only helps only where logits are kept; the eval batch always
+                "; or ".join(
+                    mapped.edit(_key(k), v)
+                    for k, v in {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()
+                    if k != "prediction_loss_only" or ev.get("eval_logits")
+                ),
                 "planner",
                 origin.line,
             )
