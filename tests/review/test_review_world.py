@@ -27,6 +27,8 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # review cannot read makes a cap that does not fit a warning naming the length that fits, review/lengths.py;
     # dschat-step1-single_gpu-run_6.7b_lora left it: DeepSpeed-Chat's LoRA layers freeze the weights they wrap,
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained)
+    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML (model_name_or_path:~/... has no space after "
+    "the colon): not yet named as the thread's problem",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -43,6 +45,10 @@ KNOWN_MISSED: dict[str, str] = {
     "the step's memory. The maintainer's 'might not be enough with 40GBs' was a guess; the case stays missed",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
+    "issue-lf4133-qwen1.5-7b-full-ds2-8xa100-40g": "the model (a local qwen-1.5-7B folder) is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML, so nothing is planned",
+    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
 }
 
 
@@ -974,3 +980,55 @@ def test_a_dpo_script_is_planned_as_dpo_and_an_unplanned_trainer_is_incomplete(t
     assert lora.plan.setup.ref_model == "none" and "reference_model" not in lora.plan.phase_breakdowns["train"]
     gkd = review([str(write(tmp_path, "gkd.sh", launch.replace("trl/scripts/dpo.py", "examples/scripts/gkd.py") + "\n"))], gpu="a100-80g")
     assert gkd.exit_code == 3 and find(gkd, text="teacher model and on-policy generation not planned")
+
+
+def test_a_launch_behind_nohup_is_found(tmp_path):
+    """`nohup swift sft ...` (modelscope/ms-swift#2559), `nice -n 10 torchrun ...`: the utility runs the command after it."""
+    for line in (
+        "nohup swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type full",
+        "nice -n 10 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type full",
+    ):
+        result = review([str(write(tmp_path, "run.sh", line + "\n"))], gpu="a100-80g", gpus=1)
+        assert result.exit_code in (0, 1), [str(f) for f in result.findings]
+        assert result.plan.setup.method == "full"
+
+
+def test_ms_swift_2_arguments_name_the_model_method_and_batch(tmp_path):
+    """ms-swift 2.x's SftArguments spell the model --model_id_or_path, the method --sft_type and the per-device batch
+    --batch_size (swift/llm/utils/argument.py): the review plans them, not an unnamed model."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "CUDA_VISIBLE_DEVICES=0 swift sft --model_type qwen2_5-7b-instruct --model_id_or_path /models/Qwen2.5-7B-Instruct "
+        "--sft_type full --batch_size 2 --max_length 1024\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.exit_code in (0, 1), [str(f) for f in result.findings]
+    assert result.plan.setup.method == "full"
+    assert result.plan.setup.micro_batch == 2
+
+
+def test_ms_swift_plans_its_own_max_pixels_default_for_a_stock_qwen2_vl_config(tmp_path):
+    """Without MAX_PIXELS, ms-swift gives a Qwen2-VL image up to 16384 x 28 x 28 px (its documented default), not the image
+    processor class's 1,280 tokens (modelscope/ms-swift#1860, #2529, #3405: the maintainers' fix is MAX_PIXELS)."""
+    line = "swift sft --model Qwen/Qwen2-VL-7B-Instruct --train_type lora --max_length 1024\n"
+    result = review([str(write(tmp_path, "run.sh", line))], gpu="rtx4090", gpus=1)
+    [unset] = find(result, key="--max_pixels", severity="info", text="ms-swift's MAX_PIXELS default 12,845,056 px")
+    assert "MAX_PIXELS=1003520" in unset.fix
+    assert find(result, key="--image-tokens", text="at the maximum the files allow (16,384 per image)")
+    bounded = review([str(write(tmp_path, "run.sh", "MAX_PIXELS=1003520 " + line))], gpu="rtx4090", gpus=1)
+    assert not find(bounded, text="ms-swift's MAX_PIXELS default")
+
+
+def test_an_evaluation_that_keeps_no_logits_is_not_told_to_keep_none(monkeypatch):
+    """hiyouga/LlamaFactory#1053 as pasted: evaluation at the Trainer's default 8 per device peaks above training with no
+    logits kept (no compute_metrics), so the fix is the eval batch, not --prediction_loss_only; and training itself does
+    not fit, so the evaluation is the next fault, not a second error."""
+    monkeypatch.chdir(review_corpus.CORPUS)
+    result = review(["files/hiyouga+LLaMA-Factory/issue-1053/run.sh"], gpu="rtx3090", gpus=1)
+    [peak] = find(result, key="--eval_steps", text="evaluation peaks above training")
+    assert "kept eval logits" not in peak.what
+    # training does not fit (the thread's OOM, an error): the run stops there first, so the evaluation is said, not a second error
+    assert peak.severity == "info" and "training does not fit first" in peak.what
+    assert find(result, key="--gpu", severity="error", text="exceeds")
+    assert "prediction_loss_only" not in peak.fix and "--per_device_eval_batch_size 1" in peak.fix

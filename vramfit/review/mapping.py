@@ -210,6 +210,14 @@ GRPO_KEEP = {
     "num_iterations",
     "max_prompt_length",
 }
+# ms-swift 2.x's SftArguments (swift/llm/utils/argument.py, 2.x): its names for fields ms-swift 3 calls --model and the
+# Trainer's per-device batch sizes (handle_compatibility: per_device_train_batch_size -> batch_size); read for `swift sft|rlhf`
+SWIFT2 = {
+    "model_id_or_path": "model.id",
+    "batch_size": "training.per_device_train_batch_size",
+    "eval_batch_size": "training.per_device_eval_batch_size",
+}
+SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
     "dtype",
@@ -219,6 +227,7 @@ UPSTREAM_SPECIAL = {
     "tune_vit_from_layer",
     "tuner_type",
     "train_type",
+    "sft_type",  # ms-swift 2.x's name of train_type
     "quant_bits",
     "quantization_bit",
     "use_llm_lora",  # InternVL: LoRA rank on the LLM (0: none)
@@ -886,6 +895,8 @@ class _Builder:
             self.training(name if name in fields else name[3:], setting if name in fields else Setting(setting.key, ["false"], setting.file, setting.line))
         elif name in RENAMED:
             self.renamed(name, setting)
+        elif name in SWIFT2 and (self.primary.program or "").startswith("swift "):
+            self.alias(SWIFT2[name].split(".", 1), setting)
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
             self.upstream(name, setting)
         elif name in NOT_MODELLED:
@@ -1025,13 +1036,13 @@ class _Builder:
             self.set("model.lora.r", value, setting)
         elif name == "use_backbone_lora" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             self.not_modelled.append(setting.key)  # LoRA on the vision tower: not planned yet
-        elif name in ("tuner_type", "train_type") and value == "lora_llm":  # ms-swift: LoRA on the LLM, the ViT and aligner in full
+        elif name in ("tuner_type", "train_type", "sft_type") and value == "lora_llm":  # ms-swift: LoRA on the LLM, the ViT and aligner in full
             self.method, self.method_origin = "lora", Origin(setting.file, setting.key, setting.line)
             self.set("model.train.vision_tower", True, setting)
             self.set("model.train.projector", True, setting)
             self.recipe.setdefault("planner", {})["lora_vision_tower"] = False
             self.origins["planner.lora_vision_tower"] = Origin(setting.file, setting.key, setting.line)
-        elif name in ("tuner_type", "train_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
+        elif name in ("tuner_type", "train_type", "sft_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
                 Origin(setting.file, setting.key, setting.line),
@@ -2126,6 +2137,16 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
+        if (
+            vision
+            and "default_max_pixels" not in images
+            and self.primary.launcher == "swift"
+            and (self.config.get("vision_config") or {}).get("spatial_merge_size")
+        ):
+            # a stock Qwen2-VL-family config under ms-swift: where the launch sets no MAX_PIXELS, ms-swift's own default
+            # applies (docs/source_en/Instruction/Command-line-parameters.md: "MAX_PIXELS: Default is 16384 * 28 * 28"),
+            # not the image processor class's
+            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
         if vision and self.image_tokens:
             if dynamic:
@@ -2174,9 +2195,10 @@ class _Builder:
                     "info",  # an assumption of the plan; the memory verdict says what it costs
                     where.file,
                     where.key,
-                    f"not set: the processor's default {images['default_max_pixels']:,} px allows up to "
+                    f"not set: {images.get('default_of', 'the processor' + chr(39) + 's default')} {images['default_max_pixels']:,} px allows up to "
                     f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
-                    f"set {edit(self.settings.kind, 'data.max_pixels', 1003520)} (1,280 tokens per image) unless the images need more.",
+                    f"set {'MAX_PIXELS=1003520 in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1003520)} "
+                    "(1,280 tokens per image) unless the images need more.",
                     line=where.line,
                 )
             )

@@ -510,14 +510,23 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         kept = f", {ev['eval_logits']:.1f} GiB of it kept eval logits" if ev.get("eval_logits") else ""
         origin = mapped.origin("training.eval_steps" if "training.eval_steps" in mapped.origins else "training.eval_strategy")
         over = plan.phases["evaluation"] > plan.usable_gib
+        # where training itself does not fit, the run stops at its first step, before any evaluation: the training
+        # verdict is the fault, and this the next one its fixes must also clear - said, not raised as a second error
+        first = plan.phases.get("train", 0.0) > plan.usable_gib
         findings.append(
             Finding(
-                "error" if over else "info",  # within the card it costs nothing: said, not warned
+                "error" if over and not first else "info",  # within the card it costs nothing: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
-                f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point",
-                "; or ".join(mapped.edit(_key(k), v) for k, v in {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()),
+                f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point"
+                + ("; training does not fit first, so fix that, then this" if over and first else ""),
+                # prediction_loss_only helps only where logits are kept; the eval batch always
+                "; or ".join(
+                    mapped.edit(_key(k), v)
+                    for k, v in {"prediction_loss_only": True, "per_device_eval_batch_size": 1}.items()
+                    if k != "prediction_loss_only" or ev.get("eval_logits")
+                ),
                 "planner",
                 origin.line,
             )

@@ -817,6 +817,9 @@ def _code_settings(tree, source: Source, path: Path) -> None:
 
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
+# POSIX / util-linux utilities that run the command after them unchanged (`nohup swift sft ...`, `nice -n 10 torchrun ...`,
+# `numactl --interleave=all deepspeed ...`): looked through the same way
+_WRAPPING |= {"nohup", "nice", "setsid", "stdbuf", "taskset", "numactl", "timeout", "time"}
 # Environment managers whose `run` subcommand runs the command after it in their environment (`uv run accelerate launch ...`).
 _RUNNERS = {"uv", "poetry", "pipenv", "pdm", "pixi", "hatch", "conda", "mamba", "micromamba", "rye"}
 
