@@ -27,6 +27,13 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # review cannot read makes a cap that does not fit a warning naming the length that fits, review/lengths.py;
     # dschat-step1-single_gpu-run_6.7b_lora left it: DeepSpeed-Chat's LoRA layers freeze the weights they wrap,
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained)
+    "ho3-cogvlm2-peft-lora": "a Python script with its own argparse and no launch command is an exit-2 error",
+    "ho3-philschmid-dpo-llama31-8b-qlora": "a TrlParser script given beside its --config YAML is an exit-2 error",
+    "ho3-philschmid-grpo-qwen25-3b": "a TrlParser script given beside its --config YAML is an exit-2 error",
+    "ho3-philschmid-llama31-8b-qlora": "a TrlParser script given beside its --config YAML is an exit-2 error",
+    "ho3-philschmid-llama31-8b-spectrum": "a TrlParser script given beside its --config YAML is an exit-2 error",
+    "ho3-xtuner-deepseek-moe-16b-qlora": "an XTuner (mmengine) Python config is an exit-2 error",
+    "ho3-xtuner-llama2-7b-qlora": "an XTuner (mmengine) Python config is an exit-2 error",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
