@@ -2047,7 +2047,10 @@ class _Builder:
 
     def _method(self) -> None:
         rank = self.get("model.lora.r")
-        if self.method is None and not self.lora_off and "model.lora.r" in self.origins and not (isinstance(rank, int) and rank <= 0):
+        # a rank the launch passes means LoRA; the program's own default rank (MiniCPM-o's LoraArguments.lora_r 64 beside
+        # its use_lora False) is only the shape LoRA would take
+        default = self.program is not None and "model.lora.r" in self.origins and self.origins["model.lora.r"].file == self.program.label
+        if self.method is None and not self.lora_off and "model.lora.r" in self.origins and not default and not (isinstance(rank, int) and rank <= 0):
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
         elif isinstance(rank, int) and rank <= 0 and self.method in (None, "full"):
             self.recipe["model"].pop("lora", None)  # rank 0 (DeepSpeed-Chat's --lora_dim default): no LoRA
