@@ -1072,3 +1072,21 @@ def test_a_program_s_default_lora_rank_is_not_a_lora_switch(tmp_path):
         )
         result = review([str(script)], gpu="a100-80g")
         assert result.plan.setup.method == method, passed
+
+
+@pytest.mark.parametrize("test, method", [("args.use_bnb", "lora"), ("USE_QLORA or USE_LORA", "qlora"), ("not USE_QLORA", "lora")])
+def test_a_quantization_switch_under_an_if_holds_only_where_the_file_fixes_the_branch(tmp_path, test, method):
+    """SmolLM's train.py quantizes under `if args.use_bnb:` (off by default): LoRA; SmolVLM's notebook under
+    `if USE_QLORA or USE_LORA:` with USE_QLORA = True: QLoRA."""
+    script = write(
+        tmp_path,
+        "train.py",
+        "from peft import LoraConfig\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig, TrainingArguments\n"
+        "USE_QLORA = True\nUSE_LORA = False\nbnb = None\n"
+        f"if {test}:\n    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype='bfloat16')\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.2-3B', quantization_config=bnb)\n"
+        "lora = LoraConfig(r=16, lora_alpha=32, target_modules=['q_proj', 'v_proj'])\n"
+        "args = TrainingArguments(output_dir='o', per_device_train_batch_size=1, bf16=True)\n",
+    )
+    result = review([str(script)], gpu="a100-80g")
+    assert result.plan.setup.method == method

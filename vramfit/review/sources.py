@@ -699,12 +699,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
         )
     source = Source(path, label(path), "program", text, program=path.name)
     source.trainer = trainers.from_classes(program_mod._parsed_classes(tree)) or ""
-    # a call under an `if` runs when the arguments say (`if model_args.load_in_4bit: BitsAndBytesConfig(load_in_4bit=True,
-    # ...)`): its switches are the arguments', not the program's; its other fields hold when the switch is on
-    branches = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, ast.If)]
-    settings = _python_setup(tree, _python_literals(tree), source, set())
-    switches = ("load_in_4bit", "load_in_8bit", "use_peft")
-    source.settings = [s for s in settings if not (s.key in switches and any(a <= s.line <= b for a, b in branches))]
+    source.settings = _python_setup(tree, _python_literals(tree), source, set())
     for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
         if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
             for kw in node.keywords:
@@ -783,7 +778,51 @@ _BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_us
 _TRAINER_KEYS = {"max_seq_length", "packing"}
 
 
+def _truth(node, literals: dict[str, Any]) -> bool | None:
+    """An `if` test's value where the file fixes it (`USE_QLORA = True`, `USE_QLORA or USE_LORA`, `not SMOL`); None otherwise."""
+    import ast
+
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(v, literals) for v in node.values]
+        if isinstance(node.op, ast.Or):
+            return True if True in values else False if all(v is False for v in values) else None
+        return False if False in values else True if all(v is True for v in values) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        value = _truth(node.operand, literals)
+        return None if value is None else not value
+    try:
+        return bool(_literal(node, literals))
+    except (ValueError, SyntaxError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def _unreached(tree, literals: dict[str, Any]) -> list[tuple[int, int]]:
+    """Line ranges of branches the file does not fix as taken: `if args.use_bnb:` runs when the arguments say."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            taken = _truth(node.test, literals)
+            if taken is not True:
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+            if taken is not False and node.orelse:
+                out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno))
+    return out
+
+
+# switches a call sets only where it runs: under an `if` the arguments decide (`if model_args.load_in_4bit:
+# BitsAndBytesConfig(load_in_4bit=True, ...)`) they are the arguments', not the script's; its other fields hold when it runs
+_BRANCH_SWITCHES = ("load_in_4bit", "load_in_8bit", "use_peft")
+
+
 def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
+    out = _python_calls(tree, literals, source, taken)
+    unreached = _unreached(tree, literals)
+    return [s for s in out if not (s.key in _BRANCH_SWITCHES and any(a <= (s.line or 0) <= b for a, b in unreached))]
+
+
+def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
     import ast
 
     out: list[Setting] = []
