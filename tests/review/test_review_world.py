@@ -1032,3 +1032,119 @@ def test_an_evaluation_that_keeps_no_logits_is_not_told_to_keep_none(monkeypatch
     assert peak.severity == "info" and "training does not fit first" in peak.what
     assert find(result, key="--gpu", severity="error", text="exceeds")
     assert "prediction_loss_only" not in peak.fix and "--per_device_eval_batch_size 1" in peak.fix
+
+
+PROGRAM = """from dataclasses import dataclass
+import torch
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+from trl import DPOConfig, ModelConfig, TrlParser
+
+
+@dataclass
+class ScriptArguments:
+    dataset_id_or_path: str = None
+
+
+def main():
+    model_args, script_args, training_args = TrlParser((ModelConfig, ScriptArguments, DPOConfig)).parse_args_and_config()
+    model_kwargs = dict(torch_dtype=getattr(torch, model_args.torch_dtype))
+    if model_args.load_in_4bit:
+        model_kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_compute_dtype=model_kwargs["torch_dtype"], bnb_4bit_quant_storage=model_kwargs["torch_dtype"]
+        )
+    AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, **model_kwargs)
+"""
+ZERO3 = "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\nmixed_precision: bf16\nnum_processes: 8\n"
+
+
+@pytest.mark.parametrize("quantized", [True, False])
+def test_a_program_given_beside_its_config_file_is_its_program(tmp_path, quantized):
+    """philschmid's run_dpo.py + its --config YAML + a ZeRO-3 accelerate config: the program's TrlParser classes pick DPO,
+    its BitsAndBytesConfig stores the 4-bit weights in the YAML's torch_dtype (ZeRO-3 shards them), and only when the
+    YAML's load_in_4bit asks (the call is under `if model_args.load_in_4bit`)."""
+    program = write(tmp_path, "run_dpo.py", PROGRAM)
+    config = write(
+        tmp_path,
+        "dpo.yaml",
+        "model_name_or_path: meta-llama/Llama-3.2-3B\ntorch_dtype: bfloat16\nbf16: true\nuse_peft: true\n"
+        f"load_in_4bit: {str(quantized).lower()}\ndataset_id_or_path: x.json\nmax_length: 1024\nper_device_train_batch_size: 1\n",
+    )
+    accelerate = write(tmp_path, "zero3.yaml", ZERO3)
+    result = review([str(config), str(accelerate), str(program)], gpu="a100-80g", gpus=8)
+    assert result.exit_code in (0, 1, 3) and not find(result, severity="error")
+    assert find(result, text="DPOConfig") and not find(result, key="dataset_id_or_path", severity="warning")
+    assert result.plan.setup.method == ("qlora" if quantized else "lora")
+
+
+def test_a_program_or_a_python_config_alone_is_not_reviewed(tmp_path):
+    program = write(tmp_path, "run_dpo.py", PROGRAM)
+    deepspeed = write(tmp_path, "ds_config.yaml", "train_micro_batch_size_per_gpu: 1\nzero_optimization:\n  stage: 2\nbf16:\n  enabled: true\n")
+    mmengine = write(tmp_path, "qlora_e3.py", "from mmengine.optim import AmpOptimWrapper\nmodel = dict(type='SupervisedFinetune')\n")
+    for paths in ([program], [program, deepspeed], [mmengine]):
+        result = review([str(p) for p in paths], gpu="a100-80g")
+        assert result.exit_code == 3 and find(result, severity="info", text="not reviewed"), paths
+
+
+def test_spectrum_is_an_upper_bound_not_an_error(tmp_path):
+    """Spectrum (spectrum_config_path) and axolotl's unfrozen_parameters train only the weights they list: a plan with
+    AdamW states for every weight is an upper bound, a warning naming it."""
+    config = write(
+        tmp_path,
+        "spectrum.yaml",
+        "model_name_or_path: meta-llama/Llama-3.1-8B\nbf16: true\nspectrum_config_path: snr.yaml\nmax_seq_length: 1024\n"
+        "per_device_train_batch_size: 1\ngradient_checkpointing: true\n",
+    )
+    result = review([str(config)], gpu="l4", gpus=1)
+    assert not find(result, severity="error")
+    assert find(result, key="spectrum_config_path", severity="warning", text="the rest frozen")
+
+
+def test_a_conditional_model_name_takes_its_literal_branch(tmp_path):
+    script = write(
+        tmp_path,
+        "train.py",
+        "from transformers import AutoModelForCausalLM, TrainingArguments\nSMALL = True\n"
+        'model_id = "meta-llama/Llama-3.2-3B" if SMALL else "meta-llama/Llama-3.1-8B"\n'
+        "model = AutoModelForCausalLM.from_pretrained(model_id)\n"
+        "args = TrainingArguments(output_dir='o', per_device_train_batch_size=1, bf16=True)\n",
+    )
+    result = review([str(script)], gpu="a100-80g")
+    assert "Llama-3.2-3B" in result.summary[0]
+
+
+def test_a_program_s_default_lora_rank_is_not_a_lora_switch(tmp_path):
+    """MiniCPM-o's finetune.py declares LoraArguments.lora_r = 64 beside use_lora = False: its finetune_ds.sh, which passes
+    no LoRA flag, trains without LoRA; a rank the script passes is LoRA."""
+    write(
+        tmp_path,
+        "finetune.py",
+        "from dataclasses import dataclass, field\nimport transformers\n\n\n@dataclass\nclass TrainingArguments(transformers.TrainingArguments):\n"
+        "    use_lora: bool = field(default=False)\n\n\n@dataclass\nclass LoraArguments:\n    lora_r: int = 64\n    lora_alpha: int = 64\n\n\n"
+        "parser = transformers.HfArgumentParser((TrainingArguments, LoraArguments))\n",
+    )
+    for passed, method in (("", "full"), (" --lora_r 16", "lora")):
+        script = write(
+            tmp_path,
+            "run.sh",
+            f"torchrun --nproc_per_node 8 finetune.py --model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 true{passed}\n",
+        )
+        result = review([str(script)], gpu="a100-80g")
+        assert result.plan.setup.method == method, passed
+
+
+@pytest.mark.parametrize("test, method", [("args.use_bnb", "lora"), ("USE_QLORA or USE_LORA", "qlora"), ("not USE_QLORA", "lora")])
+def test_a_quantization_switch_under_an_if_holds_only_where_the_file_fixes_the_branch(tmp_path, test, method):
+    """SmolLM's train.py quantizes under `if args.use_bnb:` (off by default): LoRA; SmolVLM's notebook under
+    `if USE_QLORA or USE_LORA:` with USE_QLORA = True: QLoRA."""
+    script = write(
+        tmp_path,
+        "train.py",
+        "from peft import LoraConfig\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig, TrainingArguments\n"
+        "USE_QLORA = True\nUSE_LORA = False\nbnb = None\n"
+        f"if {test}:\n    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype='bfloat16')\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.2-3B', quantization_config=bnb)\n"
+        "lora = LoraConfig(r=16, lora_alpha=32, target_modules=['q_proj', 'v_proj'])\n"
+        "args = TrainingArguments(output_dir='o', per_device_train_batch_size=1, bf16=True)\n",
+    )
+    result = review([str(script)], gpu="a100-80g")
+    assert result.plan.setup.method == method

@@ -27,7 +27,7 @@ from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
 from vramfit.review import program as program_mod, shell, trainers
 from vramfit.review.findings import Finding
-from vramfit.review.sources import Setting, Source, launcher_options, locate
+from vramfit.review.sources import LOADING_DTYPE, Setting, Source, launcher_options, locate
 
 MODEL_CONFIGS = PACKAGE_ROOT / "model_configs"
 STAND_IN = MODEL_CONFIGS / "llama-3.2-3b.json"  # for the checks that need no model, when the model's config is not found
@@ -595,8 +595,8 @@ class _Builder:
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
-        self.primary = _first(sources, ("shell", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed"))
-        self.settings = _first(sources, ("litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed"))
+        self.primary = _first(sources, ("shell", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed", "program"))
+        self.settings = _first(sources, ("litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed", "program"))
         self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
@@ -614,6 +614,9 @@ class _Builder:
         self.program = None
         if self.primary.kind == "shell" and not _known_argument_set(self.primary.program or ""):
             self.program = program_mod.find(self.primary.program, self.primary.path, self.primary.cwd)
+        given = next((s for s in sources if s.kind == "program"), None)  # the program given beside its config file
+        if self.program is None and given is not None:
+            self.program = program_mod.find(given.path.name, given.path)
         self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:
@@ -643,6 +646,9 @@ class _Builder:
                 on = value is True or (isinstance(value, str) and value.lower() in ("true", "1")) or setting.value == []
                 if name in NOT_MODELLED_SWITCHES and on:
                     return NOT_MODELLED_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
+                if name in ("spectrum_config_path", "unfrozen_parameters") and setting.value not in (None, "", []):
+                    # Spectrum (its YAML lists the weights to train) / axolotl's unfrozen_parameters: the others frozen
+                    return "training only the weights it lists (the rest frozen)", Origin(setting.file, setting.key, setting.line)
                 if name == "lisa_activated_layers" and str(value).isdigit() and int(value) > 0:
                     return "LISA (a few layers trained at a time)", Origin(setting.file, setting.key, setting.line)
                 if name in ("optim", "optimizer") and isinstance(value, str) and re.match(r"(galore|apollo|lomo|adalomo)", value.lower()):
@@ -1133,6 +1139,8 @@ class _Builder:
     def _quant_setting(self, name: str, value: Any, setting: Setting) -> bool:
         """A BitsAndBytesConfig field (planned only when the model is quantized); True when it was taken."""
         key, allowed = QUANT_SETTINGS[name]
+        if value == LOADING_DTYPE:  # the program sets it to the dtype the model loads in: the files' torch_dtype
+            value = next((s.value for src in self.sources for s in src.settings if s.key.lstrip("-") in ("torch_dtype", "dtype")), None)
         if isinstance(value, str):
             value = value.removeprefix("torch.")
         if value in allowed and not (isinstance(value, int) and not isinstance(value, bool) and key != "double_quant"):
@@ -1246,7 +1254,7 @@ class _Builder:
     # ---- the whole recipe
     def build(self, model_config: str | None) -> Mapped:
         for source in self.sources:
-            if source.kind in ("shell", "training_args", "axolotl"):
+            if source.kind in ("shell", "training_args", "axolotl", "program"):
                 for setting in source.settings:
                     self.read(setting, source.kind == "axolotl")
             elif source.kind == "litgpt":
@@ -2050,7 +2058,10 @@ class _Builder:
 
     def _method(self) -> None:
         rank = self.get("model.lora.r")
-        if self.method is None and not self.lora_off and "model.lora.r" in self.origins and not (isinstance(rank, int) and rank <= 0):
+        # a rank the launch passes means LoRA; the program's own default rank (MiniCPM-o's LoraArguments.lora_r 64 beside
+        # its use_lora False) is only the shape LoRA would take
+        default = self.program is not None and "model.lora.r" in self.origins and self.origins["model.lora.r"].file == self.program.label
+        if self.method is None and not self.lora_off and "model.lora.r" in self.origins and not default and not (isinstance(rank, int) and rank <= 0):
             self.method, self.method_origin = "lora", self.origins["model.lora.r"]  # a LoRA rank with no switch: LoRA
         elif isinstance(rank, int) and rank <= 0 and self.method in (None, "full"):
             self.recipe["model"].pop("lora", None)  # rank 0 (DeepSpeed-Chat's --lora_dim default): no LoRA
@@ -2302,7 +2313,7 @@ class _Builder:
             unread = any("settings) not found" in m or "set when the script runs" in m for src in self.sources for m in src.missing)
             self.findings.append(
                 Finding(
-                    "info" if own or unread else "warning",
+                    "info" if own or unread or self.model_missing else "warning",  # no model: nothing is planned at it
                     self.settings.label,
                     spelled(self.settings.kind, "data.max_length"),
                     f"no sequence length in the files: reviewed at {SEQUENCE_DEFAULT} tokens",
@@ -2330,6 +2341,8 @@ class _Builder:
             chosen = refs[0].source if refs else given[0]
             mapped.deepspeed, mapped.deepspeed_label = chosen, chosen.label
             text, name = chosen.text, chosen.path.name
+            if chosen.path.suffix.lower() in (".yaml", ".yml") and isinstance(chosen.document, dict):
+                text = json.dumps(chosen.document, indent=2)  # a DeepSpeed config kept as YAML, written as the JSON DeepSpeed takes
             origin = Origin(refs[0].setting.file, refs[0].setting.key, refs[0].setting.line) if refs else Origin(chosen.label, "")
             for other in given:
                 if other is not chosen:

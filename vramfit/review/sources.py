@@ -159,6 +159,19 @@ def read_all(paths: list[str], launch: int = 0) -> list[Source]:
         _follow(source, sources, problems)
     if problems:
         raise ConfigError(problems)
+    program = next((s for s in sources if s.kind == "program"), None)
+    if program is not None and not any(s.kind in ("shell", "axolotl", "training_args", "litgpt", "llmfoundry") for s in sources):
+        # a program given without the command line or config file that gives its arguments: nothing says how it runs
+        raise NotReviewed(
+            Finding(
+                "info",
+                program.label,
+                "",
+                "has no launch command in its docstring and takes its arguments from the command line or a config file "
+                "(its argument parser), and no launch script or config file was given with it: not reviewed",
+                f"pass the launch script, or the config file it is given: vramfit review {program.label} path/to/config.yaml.",
+            )
+        )
     return sources
 
 
@@ -419,6 +432,8 @@ def _kind_of(document: dict, suffix: str) -> str:
     keys = set(document)
     if suffix == ".json" and (keys & _DEEPSPEED_KEYS or {"fp16", "bf16"} & keys and isinstance(document.get("bf16", document.get("fp16")), dict)):
         return "deepspeed"
+    if suffix in (".yaml", ".yml") and isinstance(document.get("zero_optimization"), dict):
+        return "deepspeed"  # a DeepSpeed config kept as YAML, which the program loads and hands to DeepSpeed as a dict
     if keys & _ACCELERATE_KEYS:
         return "accelerate"
     if keys & _AXOLOTL_KEYS:
@@ -646,13 +661,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             return source
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and called(node) in PYTHON_CONFIGS]
     if not calls:
-        problems.add(
-            label(path),
-            "",
-            "has no launch command in its docstring and no TrainingArguments(...) / SFTConfig(...) call",
-            "pass the shell script or command that starts training.",
-        )
-        raise ConfigError(problems)
+        return _program_source(path, text, tree)
     call = calls[0]
     name = called(call)
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
@@ -666,6 +675,41 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     if len(calls) > 1:
         source.notes.append(Finding("info", source.label, "", f"{len(calls)} argument calls; reviewed the first (line {call.lineno})", line=call.lineno))
     return source
+
+
+def _program_source(path: Path, text: str, tree) -> Source:
+    """A training program whose arguments come from its command line or the config file it is given (`TrlParser((ModelConfig,
+    ScriptArguments, SFTConfig))` with `--config recipe.yaml`, argparse): kind "program", read beside the files that
+    give its arguments - the trainer of the config class it parses into, what its own code fixes (its BitsAndBytesConfig,
+    LoraConfig). A Python file with no parser either (an mmengine / XTuner config, a module) is not reviewed."""
+    import ast
+
+    from vramfit.review import program as program_mod, trainers
+
+    if not any(isinstance(n, ast.Call) and called(n) in _PARSERS for n in ast.walk(tree)):
+        raise NotReviewed(
+            Finding(
+                "info",
+                label(path),
+                "",
+                "has no launch command in its docstring, no TrainingArguments(...) / SFTConfig(...) call and no argument "
+                "parser: not a training script vramfit reads (an mmengine / XTuner config, a module); not reviewed",
+                "pass the shell script or command that starts training.",
+            )
+        )
+    source = Source(path, label(path), "program", text, program=path.name)
+    source.trainer = trainers.from_classes(program_mod._parsed_classes(tree)) or ""
+    source.settings = _python_setup(tree, _python_literals(tree), source, set())
+    for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
+        if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
+            for kw in node.keywords:
+                if kw.arg in ("bnb_4bit_compute_dtype", "bnb_4bit_quant_storage") and "torch_dtype" in (ast.get_source_segment(text, kw.value) or ""):
+                    if not any(s.key == kw.arg for s in source.settings):
+                        source.settings.append(Setting(kw.arg, LOADING_DTYPE, source.label, kw.value.lineno))
+    return source
+
+
+LOADING_DTYPE = "<torch_dtype>"  # a BitsAndBytesConfig dtype the program sets to the dtype the model loads in (its torch_dtype argument)
 
 
 def _python_literals(tree) -> dict[str, Any]:
@@ -689,6 +733,8 @@ def _literal(node, literals: dict[str, Any]) -> Any:
 
     if isinstance(node, ast.Name) and node.id in literals:
         node = literals[node.id]
+    if isinstance(node, ast.IfExp):  # `"HuggingFaceTB/SmolVLM-Base" if SMOL else "..."` with SMOL = True: the branch taken
+        return _literal(node.body if _literal(node.test, literals) else node.orelse, literals)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
         return node.attr
     if isinstance(node, ast.Dict):
@@ -732,7 +778,51 @@ _BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_us
 _TRAINER_KEYS = {"max_seq_length", "packing"}
 
 
+def _truth(node, literals: dict[str, Any]) -> bool | None:
+    """An `if` test's value where the file fixes it (`USE_QLORA = True`, `USE_QLORA or USE_LORA`, `not SMOL`); None otherwise."""
+    import ast
+
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(v, literals) for v in node.values]
+        if isinstance(node.op, ast.Or):
+            return True if True in values else False if all(v is False for v in values) else None
+        return False if False in values else True if all(v is True for v in values) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        value = _truth(node.operand, literals)
+        return None if value is None else not value
+    try:
+        return bool(_literal(node, literals))
+    except (ValueError, SyntaxError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def _unreached(tree, literals: dict[str, Any]) -> list[tuple[int, int]]:
+    """Line ranges of branches the file does not fix as taken: `if args.use_bnb:` runs when the arguments say."""
+    import ast
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            taken = _truth(node.test, literals)
+            if taken is not True:
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+            if taken is not False and node.orelse:
+                out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno))
+    return out
+
+
+# switches a call sets only where it runs: under an `if` the arguments decide (`if model_args.load_in_4bit:
+# BitsAndBytesConfig(load_in_4bit=True, ...)`) they are the arguments', not the script's; its other fields hold when it runs
+_BRANCH_SWITCHES = ("load_in_4bit", "load_in_8bit", "use_peft")
+
+
 def _python_setup(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
+    out = _python_calls(tree, literals, source, taken)
+    unreached = _unreached(tree, literals)
+    return [s for s in out if not (s.key in _BRANCH_SWITCHES and any(a <= (s.line or 0) <= b for a, b in unreached))]
+
+
+def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str]) -> list[Setting]:
     import ast
 
     out: list[Setting] = []
