@@ -364,6 +364,14 @@ def gradients_in_forward(setup, st: States, terms: dict[str, float]) -> float:
     return st.gradients - freed + max(0.0, freed - sum(terms.values()))
 
 
+def _reference_16bit(s, counts: Counts) -> float:
+    """Bytes of the reference copy's unquantized weights: the policy's compute dtype (fp32 where the policy's weights are
+    fp32 outside DeepSpeed, whose engine casts the module)."""
+    compute_b = 2 if s.sixteen_bit else 4
+    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and s.engine != "deepspeed" else compute_b
+    return (counts.total - counts.quantized) * b
+
+
 def reference_copy(setup, counts: Counts) -> float:
     """TRL DPOTrainer's reference model (`ref_model=copy`, knobs.trainer_fields): the base built again in the policy's
     dtype and quantization (dpo_trainer.py `ref_model_init_kwargs.setdefault("dtype", self.model.dtype)`), frozen,
@@ -373,10 +381,7 @@ def reference_copy(setup, counts: Counts) -> float:
     s = setup
     if s.ref_model != "copy":
         return 0.0
-    ds = s.engine == "deepspeed"
-    compute_b = 2 if s.sixteen_bit else 4
-    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
-    base = (counts.total - counts.quantized) * b
+    ds, base = s.engine == "deepspeed", _reference_16bit(s, counts)
     quantized = counts.quantized * quant_bytes(s)
     if ds and s.zero.stage == 3:
         return (0.0 if s.zero.offload_params else base / s.world) + quantized
@@ -391,10 +396,7 @@ def reference_copy_host(setup, counts: Counts) -> float:
     s = setup
     if s.ref_model != "copy":
         return 0.0
-    ds = s.engine == "deepspeed"
-    compute_b = 2 if s.sixteen_bit else 4
-    b = 4 if (s.precision == "fp32" or s.frozen_fp32) and not ds else compute_b
-    base = (counts.total - counts.quantized) * b
+    ds, base = s.engine == "deepspeed", _reference_16bit(s, counts)
     if ds and s.zero.stage == 3 and s.zero.offload_params:
         return base / s.world
     if s.engine == "fsdp" and (s.fsdp_offload or s.zero.offload_params):
