@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramfit.review.sources import called, label, locate
+from vramfit.review.sources import called, label, locate, parsed_classes
 
 
 @dataclass
@@ -54,7 +54,7 @@ def find(program: str, script: Path, cwd: Path | None = None) -> Program | None:
     except (ConfigError, OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     defaults = _defaults(tree)
-    return Program(path, label(path), text, defaults, frozenset(_switches(tree)), frozenset(_parsed_classes(tree)), frozenset(_declared(tree)))
+    return Program(path, label(path), text, defaults, frozenset(_switches(tree)), frozenset(parsed_classes(tree)), frozenset(_declared(tree)))
 
 
 def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:
@@ -120,20 +120,6 @@ def _declared(tree: ast.AST) -> set[str]:
     return out
 
 
-def _parsed_classes(tree: ast.AST) -> set[str]:
-    """The class names given to an `HfArgumentParser(...)` / `TrlParser(...)` call (alone or in a tuple or list)."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and called(node) in ("HfArgumentParser", "TrlParser"):
-            for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "dataclass_types")]:
-                for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
-                    if isinstance(item, ast.Name):
-                        out.add(item.id)
-                    elif isinstance(item, ast.Attribute):
-                        out.add(item.attr)
-    return out
-
-
 _NONE = object()
 
 
@@ -191,6 +177,6 @@ def _parser_fields(text: str) -> tuple[frozenset[str], str | None]:
             if dataclasses.is_dataclass(cls):
                 out.update(f.name for f in dataclasses.fields(cls))
 
-    for name in sorted(_parsed_classes(tree)):
+    for name in sorted(parsed_classes(tree)):
         add(name)
     return frozenset(out), (missing[0] if missing else None)

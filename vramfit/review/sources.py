@@ -13,6 +13,7 @@ name first, then next to the script and in the folders above it, then in the cur
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import io
@@ -677,6 +678,20 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     return source
 
 
+def parsed_classes(tree: ast.AST) -> set[str]:
+    """The class names given to an `HfArgumentParser(...)` / `TrlParser(...)` call (alone or in a tuple or list)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and called(node) in ("HfArgumentParser", "TrlParser"):
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "dataclass_types")]:
+                for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
+                    if isinstance(item, ast.Name):
+                        out.add(item.id)
+                    elif isinstance(item, ast.Attribute):
+                        out.add(item.attr)
+    return out
+
+
 def _program_source(path: Path, text: str, tree) -> Source:
     """A training program whose arguments come from its command line or the config file it is given (`TrlParser((ModelConfig,
     ScriptArguments, SFTConfig))` with `--config recipe.yaml`, argparse): kind "program", read beside the files that
@@ -684,7 +699,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
     LoraConfig). A Python file with no parser either (an mmengine / XTuner config, a module) is not reviewed."""
     import ast
 
-    from vramfit.review import program as program_mod, trainers
+    from vramfit.review import trainers
 
     if not any(isinstance(n, ast.Call) and called(n) in _PARSERS for n in ast.walk(tree)):
         raise NotReviewed(
@@ -698,7 +713,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
             )
         )
     source = Source(path, label(path), "program", text, program=path.name)
-    source.trainer = trainers.from_classes(program_mod._parsed_classes(tree)) or ""
+    source.trainer = trainers.from_classes(parsed_classes(tree)) or ""
     source.settings = _python_setup(tree, _python_literals(tree), source, set())
     for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
         if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
