@@ -1514,16 +1514,7 @@ class _Builder:
                 )
             elif setting.key not in used and setting.value is not None:
                 self.not_modelled.append(setting.key)
-        self.findings.append(
-            Finding(
-                "info",
-                label,
-                "",
-                f"read as `litgpt finetune_{which} --config {source.path.name}` as {litgpt.COMMIT} runs it"
-                + (f"; LitGPT's defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""),
-                line=None,
-            )
-        )
+        self._read_as(label, f"litgpt finetune_{which} --config {source.path.name}", litgpt.COMMIT, "LitGPT", assumed)
 
     def _llmfoundry(self, source: Source) -> None:
         """An llm-foundry (Composer) YAML as the run train.py makes of it (vramfit.review.llmfoundry): the model (an MPT
@@ -1670,16 +1661,12 @@ class _Builder:
                 )
             elif setting.key not in used and setting.value is not None and setting.key in ("fsdp_config.limit_all_gathers", "fsdp_config.forward_prefetch"):
                 self.not_modelled.append(setting.key)
-        self.findings.append(
-            Finding(
-                "info",
-                label,
-                "",
-                f"read as `composer scripts/train/train.py {source.path.name}` as {llmfoundry.COMMIT} runs it"
-                + (f"; llm-foundry's defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""),
-                line=None,
-            )
-        )
+        self._read_as(label, f"composer scripts/train/train.py {source.path.name}", llmfoundry.COMMIT, "llm-foundry", assumed)
+
+    def _read_as(self, label: str, command: str, commit: str, library: str, assumed: list[str]) -> None:
+        """The note saying how a framework's config file was read, and which of its defaults were taken."""
+        taken = f"; {library}'s defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""
+        self.findings.append(Finding("info", label, "", f"read as `{command}` as {commit} runs it{taken}", line=None))
 
     def _litgpt_model(self) -> None:
         """What a LitGPT config's model decides: the Hugging Face names of the linears its lora_* switches adapt, and the
