@@ -347,3 +347,18 @@ def test_llamafactory_cli_runs_on_the_gpus_it_sees_and_its_data_arguments_are_no
     result = review([str(path)], gpu="a100-80g", host_ram_gib=512)
     assert any("1 node x 1 x a100-80g" in line for line in result.summary), result.summary
     assert not [f for f in result.findings if f.severity in ("error", "warning")], result.findings
+
+
+def test_another_model_s_recipe_is_named_but_its_settings_are_not_offered_as_fixes(tmp_path):
+    """A GPT-2 script shares no model or architecture with any recipe: the closest recipe's length, batch and
+    checkpointing were chosen for another model, so no recipe-diff finding; `--against` still compares them."""
+    path = write(
+        tmp_path,
+        "train.sh",
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path gpt2 --per_device_train_batch_size 16 --bf16 True --max_seq_length 512 --output_dir out\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.closest_recipe and not find(result, source="recipe-diff")
+    assert "another model, so its settings are not compared" in result.summary[-1]
+    named = review([str(path)], gpu="a100-80g", gpus=8, against=result.closest_recipe)
+    assert find(named, source="recipe-diff")

@@ -105,6 +105,13 @@ def closest(recipe: dict[str, Any], against: str | None, gpu: str | None, model_
     return best, best_why
 
 
+def comparable(why: str) -> bool:
+    """Whether a recipe's settings are worth comparing with the reviewed ones, judged by `closest`'s reasons: one
+    named with --against, or one of the same model or architecture. Another model's length, batch or checkpointing
+    were chosen for that model; a difference from them is no advice."""
+    return why == "named with --against" or "same model" in why or "same architecture" in why
+
+
 def zero_label(document: dict[str, Any]) -> str:
     zero = document.get("zero_optimization") or {}
     offload = [part for part in ("optimizer", "param") if (zero.get(f"offload_{part}") or {}).get("device", "none") not in (None, "none")]

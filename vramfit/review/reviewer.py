@@ -178,7 +178,7 @@ def _review_sources(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 plan = _plan(recipe, mapped, host_ram_gib is not None, findings)
-            if ref is not None:
+            if ref is not None and reference.comparable(why):
                 differences = reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
@@ -1014,5 +1014,8 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         ),
     ]
     if ref is not None:
-        lines.append(f"closest recipe: {ref.name} ({why})")
+        lines.append(
+            f"closest recipe: {ref.name} ({why})"
+            + ("" if reference.comparable(why) else "; another model, so its settings are not compared (--against NAME compares them)")
+        )
     return lines
