@@ -122,6 +122,10 @@ CORPUS_MODEL_IDS = {
     "OpenGVLab/InternVL2_5-4B-MPO": "OpenGVLab/InternVL2_5-4B",  # VLM-R1 run_scripts/run_grpo_rec_internvl.sh (alias: MPO of it)
     # alignment-handbook recipes/zephyr-7b-beta/dpo/config_full.yaml (alias: the handbook's full SFT of Mistral-7B-v0.1)
     "alignment-handbook/zephyr-7b-sft-full": "mistralai/Mistral-7B-Instruct-v0.1",
+    "Qwen/Qwen2-VL-72B-Instruct": "Qwen/Qwen2-VL-72B-Instruct",  # LLaMA-Factory#6270 (a local /qwen/Qwen2-VL-72B-Instruct folder)
+    "openchat/openchat-3.6-8b-20240522": "meta-llama/Meta-Llama-3-8B",  # LLaMA-Factory#5077 (alias: a Llama-3-8B fine-tune)
+    "Qwen/Qwen2-72B-Instruct": "Qwen/Qwen2-72B-Instruct",  # LLaMA-Factory#4311 (a local ~/Qwen2-72B-Instruct folder)
+    "Qwen/Qwen1.5-7B": "Qwen/Qwen1.5-7B-Chat",  # LLaMA-Factory#4133 (a local qwen-1.5-7B folder; alias: the base of the same shapes)
 }
 
 
@@ -315,4 +319,4 @@ def test_a_base_model_found_nowhere_else_takes_its_instruction_tuned_siblings_sh
     assert "instruction-tuned sibling" in found.how
     exact = models.resolve("Qwen/Qwen2-VL-2B-Instruct")
     assert exact.path == found.path and "sibling" not in exact.how
-    assert models.resolve("Qwen/Qwen2-VL-72B").path is None  # another size: no sibling in the table
+    assert models.resolve("Qwen/Qwen2-VL-32B").path is None  # another size: no sibling in the table
