@@ -126,6 +126,14 @@ CORPUS_MODEL_IDS = {
     "openchat/openchat-3.6-8b-20240522": "meta-llama/Meta-Llama-3-8B",  # LLaMA-Factory#5077 (alias: a Llama-3-8B fine-tune)
     "Qwen/Qwen2-72B-Instruct": "Qwen/Qwen2-72B-Instruct",  # LLaMA-Factory#4311 (a local ~/Qwen2-72B-Instruct folder)
     "Qwen/Qwen1.5-7B": "Qwen/Qwen1.5-7B-Chat",  # LLaMA-Factory#4133 (a local qwen-1.5-7B folder; alias: the base of the same shapes)
+    "google/gemma-7b": "google/gemma-7b",  # alignment-handbook recipes/zephyr-7b-gemma/sft/config_full.yaml
+    "google/gemma-7b-it": "google/gemma-7b",  # Liger-Kernel examples/huggingface/run_gemma.sh (alias: instruction-tuned, same shapes)
+    "HuggingFaceH4/zephyr-7b-gemma-sft-v0.1": "google/gemma-7b",  # alignment-handbook zephyr-7b-gemma dpo (alias: its full SFT)
+    "mistral-community/Mixtral-8x22B-v0.1": "mistral-community/Mixtral-8x22B-v0.1",  # alignment-handbook zephyr-141b-A35b orpo
+    "bigcode/starcoder2-15b": "bigcode/starcoder2-15b",  # alignment-handbook recipes/starchat2-15b/sft/config_v0.1.yaml
+    "OpenRLHF/Llama-3-8b-sft-mixture": "meta-llama/Meta-Llama-3-8B",  # OpenRLHF train_dpo_llama.sh / train_rm.sh (alias: its SFT)
+    # philschmid dpo-llama-3-1-8b-qlora.yaml (alias: the Spectrum fine-tune the repository's own recipe pushes)
+    "philschmid/llama-3-1-8b-math-orca-spectrum-10k-ep1": "meta-llama/Llama-3.1-8B",
 }
 
 
