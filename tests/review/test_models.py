@@ -134,6 +134,8 @@ CORPUS_MODEL_IDS = {
     "OpenRLHF/Llama-3-8b-sft-mixture": "meta-llama/Meta-Llama-3-8B",  # OpenRLHF train_dpo_llama.sh / train_rm.sh (alias: its SFT)
     # philschmid dpo-llama-3-1-8b-qlora.yaml (alias: the Spectrum fine-tune the repository's own recipe pushes)
     "philschmid/llama-3-1-8b-math-orca-spectrum-10k-ep1": "meta-llama/Llama-3.1-8B",
+    "trl-lib/qwen1.5-1.8b-sft": "Qwen/Qwen1.5-1.8B",  # TRL examples/scripts/kto.py (alias: TRL's SFT of Qwen1.5-1.8B)
+    "EleutherAI/pythia-14m": "EleutherAI/pythia-14m",  # open-instruct scripts/train/debug/reward_modeling.sh
 }
 
 
