@@ -136,6 +136,8 @@ CORPUS_MODEL_IDS = {
     "philschmid/llama-3-1-8b-math-orca-spectrum-10k-ep1": "meta-llama/Llama-3.1-8B",
     "trl-lib/qwen1.5-1.8b-sft": "Qwen/Qwen1.5-1.8B",  # TRL examples/scripts/kto.py (alias: TRL's SFT of Qwen1.5-1.8B)
     "EleutherAI/pythia-14m": "EleutherAI/pythia-14m",  # open-instruct scripts/train/debug/reward_modeling.sh
+    "Qwen/Qwen2-7B": "Qwen/Qwen2-7B-Instruct",  # Liger-Kernel examples/huggingface/run_qwen.sh (alias: the base, same shapes)
+    "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",  # LLaVA-NeXT scripts/train/pretrain_siglip.sh (its language model)
 }
 
 
