@@ -138,6 +138,8 @@ CORPUS_MODEL_IDS = {
     "EleutherAI/pythia-14m": "EleutherAI/pythia-14m",  # open-instruct scripts/train/debug/reward_modeling.sh
     "Qwen/Qwen2-7B": "Qwen/Qwen2-7B-Instruct",  # Liger-Kernel examples/huggingface/run_qwen.sh (alias: the base, same shapes)
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",  # LLaVA-NeXT scripts/train/pretrain_siglip.sh (its language model)
+    # open-r1 recipes/OpenR1-Distill-7B/sft/config_distill.yaml (alias: Qwen2.5-Math-7B's weights, only rope_theta changed)
+    "open-r1/Qwen2.5-Math-7B-RoPE-300k": "Qwen/Qwen2.5-Math-7B",
 }
 
 
