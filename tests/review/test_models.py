@@ -206,7 +206,7 @@ def test_model_found_in_the_table_by_its_id(model_id, file):
         "openai-community/gpt2-medium",
         "Qwen/Qwen2.5-VL-72B-Instruct",
         "meta-llama/Llama-2-7b-70b-merge",
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",  # a distillation into Qwen, not the 671B DeepSeek-R1
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",  # a distillation into Qwen (its own entry), not the 671B DeepSeek-R1
         "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",  # likewise: a size further on names another model
     ],
 )
