@@ -122,6 +122,24 @@ CORPUS_MODEL_IDS = {
     "OpenGVLab/InternVL2_5-4B-MPO": "OpenGVLab/InternVL2_5-4B",  # VLM-R1 run_scripts/run_grpo_rec_internvl.sh (alias: MPO of it)
     # alignment-handbook recipes/zephyr-7b-beta/dpo/config_full.yaml (alias: the handbook's full SFT of Mistral-7B-v0.1)
     "alignment-handbook/zephyr-7b-sft-full": "mistralai/Mistral-7B-Instruct-v0.1",
+    "Qwen/Qwen2-VL-72B-Instruct": "Qwen/Qwen2-VL-72B-Instruct",  # LLaMA-Factory#6270 (a local /qwen/Qwen2-VL-72B-Instruct folder)
+    "openchat/openchat-3.6-8b-20240522": "meta-llama/Meta-Llama-3-8B",  # LLaMA-Factory#5077 (alias: a Llama-3-8B fine-tune)
+    "Qwen/Qwen2-72B-Instruct": "Qwen/Qwen2-72B-Instruct",  # LLaMA-Factory#4311 (a local ~/Qwen2-72B-Instruct folder)
+    "Qwen/Qwen1.5-7B": "Qwen/Qwen1.5-7B-Chat",  # LLaMA-Factory#4133 (a local qwen-1.5-7B folder; alias: the base of the same shapes)
+    "google/gemma-7b": "google/gemma-7b",  # alignment-handbook recipes/zephyr-7b-gemma/sft/config_full.yaml
+    "google/gemma-7b-it": "google/gemma-7b",  # Liger-Kernel examples/huggingface/run_gemma.sh (alias: instruction-tuned, same shapes)
+    "HuggingFaceH4/zephyr-7b-gemma-sft-v0.1": "google/gemma-7b",  # alignment-handbook zephyr-7b-gemma dpo (alias: its full SFT)
+    "mistral-community/Mixtral-8x22B-v0.1": "mistral-community/Mixtral-8x22B-v0.1",  # alignment-handbook zephyr-141b-A35b orpo
+    "bigcode/starcoder2-15b": "bigcode/starcoder2-15b",  # alignment-handbook recipes/starchat2-15b/sft/config_v0.1.yaml
+    "OpenRLHF/Llama-3-8b-sft-mixture": "meta-llama/Meta-Llama-3-8B",  # OpenRLHF train_dpo_llama.sh / train_rm.sh (alias: its SFT)
+    # philschmid dpo-llama-3-1-8b-qlora.yaml (alias: the Spectrum fine-tune the repository's own recipe pushes)
+    "philschmid/llama-3-1-8b-math-orca-spectrum-10k-ep1": "meta-llama/Llama-3.1-8B",
+    "trl-lib/qwen1.5-1.8b-sft": "Qwen/Qwen1.5-1.8B",  # TRL examples/scripts/kto.py (alias: TRL's SFT of Qwen1.5-1.8B)
+    "EleutherAI/pythia-14m": "EleutherAI/pythia-14m",  # open-instruct scripts/train/debug/reward_modeling.sh
+    "Qwen/Qwen2-7B": "Qwen/Qwen2-7B-Instruct",  # Liger-Kernel examples/huggingface/run_qwen.sh (alias: the base, same shapes)
+    "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",  # LLaVA-NeXT scripts/train/pretrain_siglip.sh (its language model)
+    # open-r1 recipes/OpenR1-Distill-7B/sft/config_distill.yaml (alias: Qwen2.5-Math-7B's weights, only rope_theta changed)
+    "open-r1/Qwen2.5-Math-7B-RoPE-300k": "Qwen/Qwen2.5-Math-7B",
 }
 
 
@@ -188,7 +206,7 @@ def test_model_found_in_the_table_by_its_id(model_id, file):
         "openai-community/gpt2-medium",
         "Qwen/Qwen2.5-VL-72B-Instruct",
         "meta-llama/Llama-2-7b-70b-merge",
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",  # a distillation into Qwen, not the 671B DeepSeek-R1
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",  # a distillation into Qwen (its own entry), not the 671B DeepSeek-R1
         "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B",  # likewise: a size further on names another model
     ],
 )
@@ -315,4 +333,4 @@ def test_a_base_model_found_nowhere_else_takes_its_instruction_tuned_siblings_sh
     assert "instruction-tuned sibling" in found.how
     exact = models.resolve("Qwen/Qwen2-VL-2B-Instruct")
     assert exact.path == found.path and "sibling" not in exact.how
-    assert models.resolve("Qwen/Qwen2-VL-72B").path is None  # another size: no sibling in the table
+    assert models.resolve("Qwen/Qwen2-VL-32B").path is None  # another size: no sibling in the table

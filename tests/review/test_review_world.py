@@ -45,10 +45,15 @@ KNOWN_MISSED: dict[str, str] = {
     "the step's memory. The maintainer's 'might not be enough with 40GBs' was a guess; the case stays missed",
     # (llamafactory-llama3-full-sft-ds3-rtx3090 left it: under the thread's torch 2.5.1 the Trainer's default is the
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
-    "issue-lf4133-qwen1.5-7b-full-ds2-8xa100-40g": "the model (a local qwen-1.5-7B folder) is not in vramfit's table and the review runs offline: incomplete",
+    "issue-lf4133-qwen1.5-7b-full-ds2-8xa100-40g": "the model is a local folder named qwen-1.5-7B, which no table name matches "
+    "(the table holds Qwen/Qwen1.5-7B, spelled without the hyphen), and the review runs offline: incomplete. Given the "
+    "config (--model-config model_configs/hub/qwen1.5-7b-chat.json) the plan says it fits: 34.3 of 39.6 GiB per A100-40G",
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML, so nothing is planned",
-    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
-    "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
+    # (issue-lf6270-qwen2vl-72b-full-ds3-4xa800 left it: Qwen2-VL-72B-Instruct is in the table, model_configs/hub/)
+    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "the model resolves now (openchat-3.6-8b-20240522: an alias of Meta-Llama-3-8B), "
+    "but the config names its DeepSpeed JSON by an absolute Kaggle path (/kaggle/working/LLaMA-Factory/examples/deepspeed/"
+    "ds_z2_config.json) the review does not find beside the corpus's copy of the repository: memory not planned, incomplete. "
+    "Given that file as a second PATH, the OOM is found (25.0 GiB per GPU > 14.6 GiB of a T4)",
 }
 
 
