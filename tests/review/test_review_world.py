@@ -50,10 +50,8 @@ KNOWN_MISSED: dict[str, str] = {
     "config (--model-config model_configs/hub/qwen1.5-7b-chat.json) the plan says it fits: 34.3 of 39.6 GiB per A100-40G",
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML, so nothing is planned",
     # (issue-lf6270-qwen2vl-72b-full-ds3-4xa800 left it: Qwen2-VL-72B-Instruct is in the table, model_configs/hub/)
-    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "the model resolves now (openchat-3.6-8b-20240522: an alias of Meta-Llama-3-8B), "
-    "but the config names its DeepSpeed JSON by an absolute Kaggle path (/kaggle/working/LLaMA-Factory/examples/deepspeed/"
-    "ds_z2_config.json) the review does not find beside the corpus's copy of the repository: memory not planned, incomplete. "
-    "Given that file as a second PATH, the OOM is found (25.0 GiB per GPU > 14.6 GiB of a T4)",
+    # (issue-lf5077-openchat-8b-rm-qlora-2xt4 left it: openchat-3.6-8b-20240522 resolves as an alias of Meta-Llama-3-8B, and
+    # its DeepSpeed JSON, named by an absolute Kaggle path, is read from the same place in the repository, sources.locate)
 }
 
 
@@ -1153,3 +1151,25 @@ def test_a_quantization_switch_under_an_if_holds_only_where_the_file_fixes_the_b
     )
     result = review([str(script)], gpu="a100-80g")
     assert result.plan.setup.method == method
+
+
+def test_an_absolute_path_from_another_machine_is_read_from_the_same_place_in_this_checkout(tmp_path):
+    """hiyouga/LlamaFactory#5077: a Kaggle cell names /kaggle/working/LLaMA-Factory/examples/deepspeed/ds_z2_config.json;
+    the repository's examples/deepspeed/ds_z2_config.json is read, and the review says which file it read."""
+    from vramfit.review.sources import locate
+
+    ds = write(tmp_path, "examples/deepspeed/ds_z2_config.json", json.dumps({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto"}))
+    config = write(
+        tmp_path,
+        "runs/config.yaml",
+        "model_name_or_path: meta-llama/Llama-3.2-3B\nper_device_train_batch_size: 1\nbf16: true\nmax_seq_length: 1024\n"
+        "deepspeed: /kaggle/working/LLaMA-Factory/examples/deepspeed/ds_z2_config.json\n",
+    )
+    assert (
+        locate("/kaggle/working/LLaMA-Factory/examples/deepspeed/ds_z2_config.json", config) == ds.parent.parent.parent / "examples/deepspeed/ds_z2_config.json"
+    )
+    assert locate("/kaggle/working/ds_z3_config.json", config) is None  # a tail of two parts at least: never a bare name
+    result = review([str(config)], gpu="a100-80g", gpus=8)
+    assert result.plan is not None and result.plan.setup.zero.stage == 2
+    [note] = find(result, key="deepspeed", text="which is not on this machine")
+    assert "examples/deepspeed/ds_z2_config.json" in note.what

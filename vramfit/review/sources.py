@@ -211,6 +211,17 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
             except ConfigError as error:
                 problems.extend(error.problems)
                 continue
+            if moved(ref.written, candidate):
+                source.notes.append(
+                    Finding(
+                        "info",
+                        source.label,
+                        ref.setting.key,
+                        f"names {ref.written}, which is not on this machine: read {label(candidate)}, the file at the same place in this checkout",
+                        f"if the run used another file, pass it as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                        line=ref.setting.line,
+                    )
+                )
             sources.append(found)
             _follow(found, sources, problems)
         ref.source = found
@@ -224,13 +235,27 @@ def _exists(path: Path) -> bool:
 
 
 def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
+    """The file a script names: an absolute path as written; a relative one from the working directory the script
+    names, beside it, in the folders above it, then here. An absolute path that is not on this machine (another
+    machine's checkout: /kaggle/working/LLaMA-Factory/examples/deepspeed/ds_z2_config.json) is looked for by its tail
+    of two or more parts the same way, longest first (`moved`)."""
     path = Path(os.path.expanduser(written))
+    folders = [*([cwd] if cwd is not None else []), beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]
     if path.is_absolute():
-        return path if path.is_file() else None
-    for folder in [*([cwd] if cwd is not None else []), beside.parent, *list(beside.parent.resolve().parents)[:3], Path.cwd()]:
+        if path.is_file():
+            return path
+        tails = [Path(*path.parts[i:]) for i in range(1, len(path.parts) - 1)]
+        return next((folder / tail for tail in tails for folder in folders if (folder / tail).is_file()), None)
+    for folder in folders:
         if (folder / path).is_file():
             return folder / path
     return None
+
+
+def moved(written: str, found: Path) -> bool:
+    """Whether `locate` found an absolute path's file by its tail, somewhere else than written."""
+    path = Path(os.path.expanduser(written))
+    return path.is_absolute() and not path.is_file() and found != path
 
 
 def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
