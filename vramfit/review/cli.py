@@ -28,7 +28,9 @@ finetune_full|finetune_lora --config`, planned as LitGPT runs it), an llm-foundr
 (`composer scripts/train/train.py YAML`: an inline MPT or hf_causal_lm, fsdp_config, the global batch over the
 GPUs) or a TrainingArguments / TRL /
 LLaMA-Factory JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
-script or in the folders above it, unless a PATH with the same file name is given.
+script or in the folders above it, unless a PATH with the same file name is given; an absolute path from
+another machine's checkout (/kaggle/working/LLaMA-Factory/examples/...) is read from the same place here, and
+the review says so.
 
 The model's config.json comes from vramfit's table (model_configs/), a local folder, the Hugging Face
 cache or the Hub (config.json only). Without one the review still checks everything else and exits 3.
