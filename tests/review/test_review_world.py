@@ -47,7 +47,11 @@ KNOWN_MISSED: dict[str, str] = {
     # multi-tensor adamw_torch, whose intermediate in ZeRO-3's optimizer step the planner had left out)
     "issue-lf4133-qwen1.5-7b-full-ds2-8xa100-40g": "the model is a local folder (/home/.../qwen-1.5-7B/) whose name names no "
     "model of vramfit's table (Qwen1.5-7B is not in it; models.folder_entry matches a folder's name to one table model only) "
-    "and the review runs offline: incomplete",
+    "and the review runs offline: incomplete. Given Qwen1.5-7B's published config.json by --model-config, the plan is 34.3 of "
+    "37.6 usable GiB (fits): fp16 weights whole 14.4, the fp16 gradient partition 1.8 (stage_1_and_2.py grads_in_partition), "
+    "fp32 master + Adam moments over 8 10.8, the step's fp32 gradient partition; DeepSpeed's own "
+    "estimate_zero2_model_states_mem_needs (2P + 18P/N) gives 30.5 GiB. The thread's OOM also came on 64 x 32G Ascend, where "
+    "those states are 16 GiB: not the ZeRO-2 states' size; no modelling error found, the case stays missed",
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the missing space is now named (an error on its line) and the rest read, but the "
     "model (~/Qwen2-72B-Instruct) is not in vramfit's table and the review runs offline: incomplete. Given the shape-equal "
     "Qwen2.5-72B-Instruct config (--model-config), the plan is 75.1 of 75.2 usable GiB: the OOM would still be missed",
