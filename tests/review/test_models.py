@@ -384,14 +384,18 @@ def test_a_review_says_the_plan_rests_on_the_folders_name(tmp_path):
         "--model_max_length 1024 --per_device_train_batch_size 1 --gradient_checkpointing True\n"
     )
     result = review([str(path)], gpu="a100-80g", gpus=8)
-    [said] = [f for f in result.findings if "its folder's name names" in f.what]
+    [said] = [f for f in result.findings if "planned by its name" in f.what]
     assert said.severity == "info" and said.key == "--model_name_or_path" and said.line == 1
-    assert "'/nowhere/Qwen2___5-7B-Instruct/' is a local folder this machine does not have: planned as Qwen/Qwen2.5-7B-Instruct" in said.what
+    assert said.what.startswith(
+        "'/nowhere/Qwen2___5-7B-Instruct/' is a local folder this machine does not have: planned by its name, 'Qwen2___5-7B-Instruct', "
+        "with the config of Qwen/Qwen2.5-7B-Instruct (vramfit's table, model_configs/hub/qwen2.5-7b-instruct.json)"
+    )
     assert "--model-config path/to/config.json" in said.fix
     assert result.exit_code in (0, 1) and result.plan is not None
     assert result.to_json()["model_assumed"] == {"path": "/nowhere/Qwen2___5-7B-Instruct/", "planned_as": QWEN25_7B}
+    verdict = render(result, [str(path)]).splitlines()[-1]
     assert (
-        "if /nowhere/Qwen2___5-7B-Instruct/ holds Qwen/Qwen2.5-7B-Instruct: it was planned by the folder's name" in render(result, [str(path)]).splitlines()[-1]
+        "if /nowhere/Qwen2___5-7B-Instruct/ holds the model its name names: planned by the folder's name with the config of Qwen/Qwen2.5-7B-Instruct" in verdict
     )
     path.write_text(path.read_text().replace("Qwen2___5-7B-Instruct", "Qwen2-Instruct"))
     vague = review([str(path)], gpu="a100-80g", gpus=8)

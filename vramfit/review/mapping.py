@@ -2060,14 +2060,14 @@ class _Builder:
         except OSError:
             there = False
         where = "a local folder without a config.json" if there else "a local folder this machine does not have"
+        name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
         self.findings.append(
             Finding(
                 "info",
                 origin.file,
                 origin.key,
-                f"'{model_id}' is {where}: planned as {resolved.by_name} "
-                f"(vramfit's table, {table}), the model its folder's name names; every figure below assumes the folder holds "
-                f"{resolved.by_name}",
+                f"'{model_id}' is {where}: planned by its name, '{name}', with the config of {resolved.by_name} (vramfit's table, "
+                f"{table}); every figure below assumes the folder holds the model its name names",
                 "if the folder holds another model (another size, a merged or extended checkpoint), pass --model-config "
                 "path/to/config.json (the folder's own config.json).",
                 "planner",

@@ -32,6 +32,6 @@ def render(result: Review, paths: list[str]) -> str:
     verdict = VERDICT[result.exit_code]
     if result.model_assumed is not None and result.exit_code in (0, 1):  # the memory verdict rests on a folder's name
         path, planned = result.model_assumed
-        verdict = verdict[:-1] + f", if {path} holds {planned}: it was planned by the folder's name (see info)."
+        verdict = verdict[:-1] + f", if {path} holds the model its name names: planned by the folder's name with the config of {planned} (see info)."
     lines += ["", verdict]
     return "\n".join(lines)
