@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -2056,8 +2057,8 @@ class _Builder:
         table = resolved.path.relative_to(PACKAGE_ROOT).as_posix()
         self.model_by_name = (model_id, resolved.by_name)
         try:
-            there = Path(model_id).expanduser().is_dir()
-        except OSError:
+            there = Path(os.path.expanduser(model_id)).is_dir()  # os.path: a ~user that does not exist stays as written
+        except (OSError, ValueError):  # a name too long, a NUL byte: not there
             there = False
         where = "a local folder without a config.json" if there else "a local folder this machine does not have"
         name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]

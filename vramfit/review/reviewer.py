@@ -122,7 +122,8 @@ def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
     codes = [r.exit_code for r in reviews]
     code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
     first = reviews[0]
-    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary)
+    assumed = next((r.model_assumed for r in reviews if r.model_assumed is not None), None)  # a verdict resting on a name says so
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed)
 
 
 def _review_sources(
