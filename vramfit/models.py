@@ -194,7 +194,7 @@ def is_path(model_id: str) -> bool:
 # A folder's name, compared with the table's names after a conservative normalisation: lowercased, split into its runs
 # of letters and of digits (so '-', '_', '.' and their absence do not count: qwen-1.5-7B = Qwen1.5-7B, and ModelScope's
 # Qwen2___5-7B = Qwen2.5-7B, while Qwen2-57B stays another model than Qwen2.5-7B: its digits run 57), a trailing
-# -hf dropped, and an organisation prefix (HF cache folders `models--Qwen--Qwen2-72B`, `Qwen--Qwen2-72B`) dropped.
+# -hf dropped, and the model's own organisation in front (HF cache folders `models--Qwen--Qwen2-72B`, `Qwen_Qwen2-72B`) dropped.
 SIZE_IN_NAME = re.compile(r"\d+(?:\.\d+)?[bmk](?![a-z])", re.I)  # 7B, 1.5b, 135M, 8x7b; 7b_instruct too
 
 
@@ -215,8 +215,10 @@ def folder_entry(model_id: str) -> Entry | None:
     found: dict[str, Entry] = {}
     for entry in entries():
         for candidate in entry.names:
-            short = candidate.rsplit("/", 1)[-1]
-            if _tokens(short) == wanted and (SIZE_IN_NAME.search(name) or not SIZE_IN_NAME.search(short)):
+            org, _, short = candidate.rpartition("/")
+            # the name alone, or written after its own organisation (Qwen_Qwen2.5-7B-Instruct, meta-llama-Llama-2-7b-hf)
+            forms = (_tokens(short), _tokens(org) + _tokens(short)) if org else (_tokens(short),)
+            if wanted in forms and (SIZE_IN_NAME.search(name) or not SIZE_IN_NAME.search(short)):
                 found.setdefault((entry.hub_id or str(entry.planner)).lower(), entry)
     if len({e.planner.resolve() for e in found.values()}) != 1:
         return None
@@ -368,8 +370,8 @@ def table_markdown() -> str:
             "script is looked up here by its Hub id or an alias first (then a local folder, the Hugging Face cache, the",
             "Hub; last, for a base model found nowhere, its instruction-tuned sibling here, whose shapes it shares).",
             "A local path is read from its folder where that holds a config.json; a folder this machine does not have is",
-            "planned as the one model here its name names (case, '-', '_', '.', a trailing -hf and a cache folder's",
-            "organisation aside; `models.folder_entry`), and the review says the plan rests on that name.",
+            "planned as the one model here its name names (case, '-', '_', '.', a trailing -hf and the model's own",
+            "organisation in front aside; `models.folder_entry`), and the review says the plan rests on that name.",
             "Each `model_configs/hub/NAME.json` is a config.json as published, with `NAME.source.json` beside it:",
             "the Hub id, the page it was read from, any edit, and the published parameter count with its source.",
             "`tests/review/test_models.py` builds every entry on the meta device and checks that count (3%).",

@@ -329,6 +329,7 @@ QWEN25_7B = "Qwen/Qwen2.5-7B-Instruct"
         "/nowhere/Qwen2___5-7B-Instruct",  # ModelScope's snapshot folder: '.' written '___'
         "~/models--Qwen--Qwen2.5-7B-Instruct",  # the Hugging Face cache's folder, its organisation prefix
         "/nowhere/qwen2_5_7b_instruct",  # separators
+        "/nowhere/Qwen_Qwen2.5-7B-Instruct",  # its organisation in front
     ],
 )
 def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(path):
@@ -344,6 +345,7 @@ def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(pa
         "/nowhere/qwen-1.5-7B/",  # Qwen1.5-7B, not in the table: never Qwen-7B (Qwen 1) or Qwen2.5-7B
         "/nowhere/Qwen2-57B-A14B",  # not Qwen2.5-7B: the digits run 57
         "/nowhere/llama-7b-merged-v3",  # a table name (llama-2-7b) is not in it
+        "/nowhere/mistralai_Qwen2.5-7B-Instruct",  # another organisation than the model's
     ],
 )
 def test_a_folder_name_that_names_no_table_model_exactly_is_not_matched(path):
