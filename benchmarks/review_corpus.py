@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     parser.add_argument("-v", action="store_true", help="print every case's errors and warnings")
     args = parser.parse_args(argv)
     os.chdir(CORPUS)  # findings name files relative to here
-    totals = dict(cases=0, finished=0, incomplete=0, stopped=0, tracebacks=0, problems=0, caught=0, fp_errors=0, fp_warnings=0)
+    totals = dict(cases=0, finished=0, incomplete=0, stopped=0, tracebacks=0, problems=0, caught=0, fp_errors=0, fp_warnings=0, by_name=0)
     for name, case in cases(args.k):
         totals["cases"] += 1
         problems = case.get("problems") or []
@@ -154,6 +154,7 @@ def main(argv=None) -> int:
         fw = [f for f in false if f.severity == "warning"]
         totals["fp_errors"] += len(fe)
         totals["fp_warnings"] += len(fw)
+        totals["by_name"] += result.model_assumed is not None
         if args.v:
             print(f"{name}: exit {result.exit_code}, {len(caught)}/{len(problems)} caught, {len(fe)} false errors, {len(fw)} false warnings ({seconds:.1f} s)")
             for p in problems:
@@ -161,6 +162,8 @@ def main(argv=None) -> int:
                     print(f"    MISSED: {p['what']}")
             for f in fe + fw:
                 print(f"    {f.severity.upper()}: {str(f)[:400]}")
+            if result.model_assumed is not None:
+                print(f"    PLANNED BY THE FOLDER'S NAME: {result.model_assumed[0]} as {result.model_assumed[1]}")
     t = totals
     print(f"cases: {t['cases']}")
     print(
@@ -169,6 +172,7 @@ def main(argv=None) -> int:
     print(f"documented problems caught: {t['caught']} of {t['problems']}")
     print(f"false-positive errors: {t['fp_errors']}")
     print(f"false-positive warnings: {t['fp_warnings']} ({t['fp_warnings'] / max(t['cases'], 1):.2f} per case)")
+    print(f"models planned by a local folder's name (vramfit.models.folder_entry; said in each review): {t['by_name']}")
     return 0
 
 

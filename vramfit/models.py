@@ -47,6 +47,9 @@ class Resolved:
     path: Path | None  # a config.json (or a table file in its format)
     how: str  # "vramfit's table (model_configs/x.json)", "local folder", "Hugging Face cache", "Hugging Face Hub"
     looked: list[str] = field(default_factory=list)  # where it looked, for the message when nothing was found
+    # a local path not on this machine, planned as the table model its folder's name names: that model's id (the plan
+    # rests on the folder holding it); empty when the config was found by id, in a folder, the cache or the Hub
+    by_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,12 @@ def entry_for(model_id: str) -> Entry | None:
     """The table entry of a model id or local path: its Hub id or an alias exactly; else the repository name
     exactly (a local folder named like the model); else the longest table name it starts with followed by
     a separator (-Instruct, -hf, -chat, -sft, ...)."""
+    found = _ranked(model_id)
+    return found[1] if found else None
+
+
+def _ranked(model_id: str) -> tuple[int, Entry] | None:
+    """(3: the id or an alias exactly, 2: the repository name, 1: a table name and a suffix; the entry) for entry_for."""
     wanted = model_id.strip().rstrip("/").lower()
     name = wanted.rsplit("/", 1)[-1]
     best: tuple[int, int, Entry] | None = None
@@ -172,7 +181,48 @@ def entry_for(model_id: str) -> Entry | None:
                 continue
             if best is None or rank > best[:2]:
                 best = (*rank, entry)
-    return best[2] if best else None
+    return (best[0], best[2]) if best else None
+
+
+def is_path(model_id: str) -> bool:
+    """A model named by a local path (`/data/qwen-1.5-7B/`, `~/Qwen2-72B-Instruct`, `./ckpt/x`, `C:\\models\\x`), not
+    a Hub id (`org/name`) or a bare name (`gpt2`), which the Hub or the table answer for by id."""
+    text = model_id.strip()
+    return text.startswith(("/", "~", ".")) or "\\" in text or ("/" in text.rstrip("/") and not HUB_ID.match(text.rstrip("/")))
+
+
+# A folder's name, compared with the table's names after a conservative normalisation: lowercased, split into its runs
+# of letters and of digits (so '-', '_', '.' and their absence do not count: qwen-1.5-7B = Qwen1.5-7B, and ModelScope's
+# Qwen2___5-7B = Qwen2.5-7B, while Qwen2-57B stays another model than Qwen2.5-7B: its digits run 57), a trailing
+# -hf dropped, and the model's own organisation in front (HF cache folders `models--Qwen--Qwen2-72B`, `Qwen_Qwen2-72B`) dropped.
+SIZE_IN_NAME = re.compile(r"\d+(?:\.\d+)?[bmk](?![a-z])", re.I)  # 7B, 1.5b, 135M, 8x7b; 7b_instruct too
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    words = tuple(re.findall(r"[a-z]+|\d+", name.lower()))
+    return words[:-1] if words[-1:] == ("hf",) else words
+
+
+def folder_entry(model_id: str) -> Entry | None:
+    """The one table entry a local folder's name names after the normalisation above, or None: no name equal, or names
+    of several models equal (ambiguous), or a folder name without a size where the table name has one (Qwen2-Instruct
+    names no one model). Only for paths (`is_path`): a Hub id is found by id, never by a normalised name."""
+    name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    name = name.rsplit("--", 1)[-1]  # models--Qwen--Qwen2-72B: the Hugging Face cache's folder of Qwen/Qwen2-72B
+    wanted = _tokens(name)
+    if not wanted:
+        return None
+    found: dict[str, Entry] = {}
+    for entry in entries():
+        for candidate in entry.names:
+            org, _, short = candidate.rpartition("/")
+            # the name alone, or written after its own organisation (Qwen_Qwen2.5-7B-Instruct, meta-llama-Llama-2-7b-hf)
+            forms = (_tokens(short), _tokens(org) + _tokens(short)) if org else (_tokens(short),)
+            if wanted in forms and (SIZE_IN_NAME.search(name) or not SIZE_IN_NAME.search(short)):
+                found.setdefault((entry.hub_id or str(entry.planner)).lower(), entry)
+    if len({e.planner.resolve() for e in found.values()}) != 1:
+        return None
+    return next(iter(found.values()))
 
 
 # The instruction-tuned siblings a table entry may be named after; the base model's config has the same shapes
@@ -207,17 +257,27 @@ def resolve(model_id: str | None, beside: Path | None = None) -> Resolved:
     if not model_id:
         return Resolved(None, "", ["the files name no model"])
     model_id = str(model_id)
-    found = in_table(model_id)
+    path = is_path(model_id)
+    if path:  # a local folder that is there is what the run loads (transformers looks there first), whatever its name
+        found = _folder(model_id, beside)
+        if found is not None:
+            return found
+    ranked = _ranked(model_id)
     looked.append("vramfit's table (model_configs/, model_configs/hub/)")
-    if found is not None:
-        return Resolved(found, f"vramfit's table ({found.relative_to(PACKAGE_ROOT).as_posix()})", looked)
-    folder = Path(os.path.expanduser(model_id))
-    for candidate in [folder] + ([beside / folder] if beside is not None and not folder.is_absolute() else []):
-        if (candidate / "config.json").is_file():
-            return Resolved(candidate / "config.json", f"local folder {candidate}", looked)
+    if ranked is not None:
+        found = ranked[1].planner
+        return Resolved(found, _table_how(found), looked, by_name=_id(ranked[1]) if path or ranked[0] < 3 and not HUB_ID.match(model_id) else "")
+    if not path:
+        found = _folder(model_id, beside)
+        if found is not None:
+            return found
     looked.append("a local folder of that name")
+    if path:
+        entry = folder_entry(model_id)
+        if entry is not None:
+            return Resolved(entry.planner, _table_how(entry.planner), looked, by_name=_id(entry))
     if not HUB_ID.match(model_id):
-        return _sibling(model_id, looked)
+        return _sibling(model_id, looked, by_name=path)
     try:
         from huggingface_hub import try_to_load_from_cache
 
@@ -242,7 +302,27 @@ def resolve(model_id: str | None, beside: Path | None = None) -> Resolved:
         return _sibling(model_id, looked)
 
 
-def _sibling(model_id: str, looked: list[str]) -> Resolved:
+def _id(entry: Entry) -> str:
+    return entry.hub_id or entry.names[0]
+
+
+def _table_how(found: Path) -> str:
+    return f"vramfit's table ({found.relative_to(PACKAGE_ROOT).as_posix()})"
+
+
+def _folder(model_id: str, beside: Path | None) -> Resolved | None:
+    """A local folder holding config.json: the id as a path, or beside the files that name it."""
+    folder = Path(os.path.expanduser(model_id))
+    for candidate in [folder] + ([beside / folder] if beside is not None and not folder.is_absolute() else []):
+        try:
+            if (candidate / "config.json").is_file():
+                return Resolved(candidate / "config.json", f"local folder {candidate}", [])
+        except OSError:  # a name too long for the file system, a folder it may not read: not there
+            continue
+    return None
+
+
+def _sibling(model_id: str, looked: list[str], by_name: bool = False) -> Resolved:
     """Last: the table's instruction-tuned sibling of a base model found nowhere else (said as such)."""
     entry = sibling_for(model_id)
     if entry is None:
@@ -252,6 +332,7 @@ def _sibling(model_id: str, looked: list[str]) -> Resolved:
         f"vramfit's table ({entry.planner.relative_to(PACKAGE_ROOT).as_posix()}): the config of {entry.hub_id or entry.names[0]}, "
         "its instruction-tuned sibling, whose shapes it shares",
         looked,
+        by_name=_id(entry) if by_name else "",
     )
 
 
@@ -288,6 +369,9 @@ def table_markdown() -> str:
             "Generated by `python -m vramfit.models` from `model_configs/` (do not edit by hand). A model named in a",
             "script is looked up here by its Hub id or an alias first (then a local folder, the Hugging Face cache, the",
             "Hub; last, for a base model found nowhere, its instruction-tuned sibling here, whose shapes it shares).",
+            "A local path is read from its folder where that holds a config.json; a folder this machine does not have is",
+            "planned as the one model here its name names (case, '-', '_', '.', a trailing -hf and the model's own",
+            "organisation in front aside; `models.folder_entry`), and the review says the plan rests on that name.",
             "Each `model_configs/hub/NAME.json` is a config.json as published, with `NAME.source.json` beside it:",
             "the Hub id, the page it was read from, any edit, and the published parameter count with its source.",
             "`tests/review/test_models.py` builds every entry on the meta device and checks that count (3%).",

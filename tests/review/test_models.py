@@ -334,3 +334,88 @@ def test_a_base_model_found_nowhere_else_takes_its_instruction_tuned_siblings_sh
     exact = models.resolve("Qwen/Qwen2-VL-2B-Instruct")
     assert exact.path == found.path and "sibling" not in exact.how
     assert models.resolve("Qwen/Qwen2-VL-32B").path is None  # another size: no sibling in the table
+
+
+QWEN25_7B = "Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nowhere/LLM/Qwen2.5-7B-Instruct/",  # the table's name exactly (the ms-swift threads' /models/Qwen2.5-7B-Instruct)
+        "/nowhere/qwen2.5-7b-instruct",  # case
+        "/nowhere/Qwen2___5-7B-Instruct",  # ModelScope's snapshot folder: '.' written '___'
+        "~/models--Qwen--Qwen2.5-7B-Instruct",  # the Hugging Face cache's folder, its organisation prefix
+        "/nowhere/qwen2_5_7b_instruct",  # separators
+        "/nowhere/Qwen_Qwen2.5-7B-Instruct",  # its organisation in front
+    ],
+)
+def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(path):
+    found = models.resolve(path)
+    assert found.path == models.entry_for(QWEN25_7B).planner and found.by_name == QWEN25_7B
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nowhere/Qwen2-Instruct",  # no size: names no one model
+        "/nowhere/qwen2.5",
+        "/nowhere/Qwen2-57B-A14B",  # not Qwen2.5-7B: the digits run 57
+        "/nowhere/llama-7b-merged-v3",  # a table name (llama-2-7b) is not in it
+        "/nowhere/mistralai_Qwen2.5-7B-Instruct",  # another organisation than the model's
+    ],
+)
+def test_a_folder_name_that_names_no_table_model_exactly_is_not_matched(path):
+    found = models.resolve(path)
+    assert found.path is None and found.by_name == "", found.how
+
+
+def test_a_folder_name_two_table_models_answer_to_is_not_matched(monkeypatch, tmp_path):
+    """Two models whose names differ only in separators and case: the folder's name does not say which."""
+    entries = []
+    for org, name in (("org-a", "Foo-7B"), ("org-b", "foo_7b")):
+        config = tmp_path / f"{org}.json"
+        config.write_text(json.dumps({"model_type": "llama"}))
+        entries.append(models.Entry(f"{org}/{name}", (f"{org}/{name}".lower(),), config, config, None, None, "", 0.03))
+    monkeypatch.setattr(models, "entries", lambda: tuple(entries))
+    assert models.folder_entry("/nowhere/foo-7b") is None and models.resolve("/nowhere/FOO.7B").path is None
+    assert models.folder_entry("/nowhere/models--org-a--Foo-7B") is None  # the organisation prefix is dropped, not used
+    monkeypatch.setattr(models, "entries", lambda: tuple(entries[:1]))
+    assert models.folder_entry("/nowhere/foo-7b") == entries[0]
+
+
+def test_a_local_folder_that_is_there_wins_over_the_table(tmp_path):
+    folder = tmp_path / "Qwen2.5-7B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    found = models.resolve(str(folder))
+    assert found.path == folder / "config.json" and found.how.startswith("local folder") and not found.by_name
+    assert not models.resolve(QWEN25_7B).by_name  # a Hub id is found by id: no assumption to say
+
+
+def test_a_review_says_the_plan_rests_on_the_folders_name(tmp_path):
+    from vramfit.review.report import render
+    from vramfit.review.reviewer import review
+
+    path = tmp_path / "run.sh"
+    path.write_text(
+        "torchrun --nproc_per_node 8 train.py --model_name_or_path /nowhere/Qwen2___5-7B-Instruct/ --bf16 True "
+        "--model_max_length 1024 --per_device_train_batch_size 1 --gradient_checkpointing True\n"
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    [said] = [f for f in result.findings if "planned by its name" in f.what]
+    assert said.severity == "info" and said.key == "--model_name_or_path" and said.line == 1
+    assert said.what.startswith(
+        "'/nowhere/Qwen2___5-7B-Instruct/' is a local folder this machine does not have: planned by its name, 'Qwen2___5-7B-Instruct', "
+        "with the config of Qwen/Qwen2.5-7B-Instruct (vramfit's table, model_configs/hub/qwen2.5-7b-instruct.json)"
+    )
+    assert "--model-config path/to/config.json" in said.fix
+    assert result.exit_code in (0, 1) and result.plan is not None
+    assert result.to_json()["model_assumed"] == {"path": "/nowhere/Qwen2___5-7B-Instruct/", "planned_as": QWEN25_7B}
+    verdict = render(result, [str(path)]).splitlines()[-1]
+    assert (
+        "if /nowhere/Qwen2___5-7B-Instruct/ holds the model its name names: planned by the folder's name with the config of Qwen/Qwen2.5-7B-Instruct" in verdict
+    )
+    path.write_text(path.read_text().replace("Qwen2___5-7B-Instruct", "Qwen2-Instruct"))
+    vague = review([str(path)], gpu="a100-80g", gpus=8)
+    assert vague.exit_code == 3 and vague.plan is None and vague.to_json()["model_assumed"] is None

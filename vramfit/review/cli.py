@@ -34,6 +34,11 @@ the review says so.
 
 The model's config.json comes from vramfit's table (model_configs/), a local folder, the Hugging Face
 cache or the Hub (config.json only). Without one the review still checks everything else and exits 3.
+A local path this machine does not have is planned as the one table model its folder's name names
+(case, '-', '_', '.', a trailing -hf and the model's organisation in front aside: /data/qwen2___5-7b-instruct
+is Qwen/Qwen2.5-7B-Instruct), said in an info finding and on the verdict line; an ambiguous name is not.
+A known key written without its space (`model_name_or_path:x` in a YAML) is an error on its line (the
+file does not load), and the rest is reviewed as meant.
 """
 
 

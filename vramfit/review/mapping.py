@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -454,6 +455,8 @@ class Mapped:
     terms_missing: list[str] = field(default_factory=list)  # what the run's trainer adds that the plan leaves out: exit 3
     model_missing: str = ""  # why the memory could not be planned (no config for the model); empty when it was
     model_how: str = ""  # where the model's config came from
+    # (the local path the files name, the table model its folder's name was matched to): the plan rests on that name
+    model_by_name: tuple[str, str] | None = None
     # planner settings the files ask for that the recipe schema cannot say (engine fsdp, FSDP offload, activation
     # offloading, ...): the reviewer applies those planner.Setup has and names the rest as not planned yet
     planner_settings: dict[str, Any] = field(default_factory=dict)
@@ -625,6 +628,7 @@ class _Builder:
         self.model_missing: str = ""
         self.model_missing_origin: Origin | None = None
         self.model_how = ""
+        self.model_by_name: tuple[str, str] | None = None
         self.image_assumed = False
         self.length_cap: int | None = None
         self.length_bound = False
@@ -1288,6 +1292,7 @@ class _Builder:
             terms_missing=self.terms_missing,
             model_missing=self.model_missing,
             model_how=self.model_how,
+            model_by_name=self.model_by_name,
         )
         if self.model_missing:
             o = self.model_missing_origin
@@ -2015,6 +2020,8 @@ class _Builder:
         else:
             resolved = models.resolve(None if model_id is None else str(model_id), self.primary.path.parent)
             path, how = resolved.path, resolved.how
+            if resolved.by_name:
+                self._model_by_name(str(model_id), resolved)
             if model_id is not None and self.get("model.trust_remote_code") is None and _remote_code_only(str(model_id)):
                 self.recipe.setdefault("model", {})["trust_remote_code"] = True  # no transformers class: its own code runs
             if path is None:
@@ -2042,6 +2049,32 @@ class _Builder:
         model.setdefault("id", str(config.get("_model", Path(path).stem)).split(" ", 1)[0])
         model["architecture"] = (config.get("architectures") or ["?"])[0]
         model["config"] = str(Path(path).resolve())
+
+    def _model_by_name(self, model_id: str, resolved) -> None:
+        """A local path this machine does not have (or without a config.json), planned as the table model its folder's
+        name names (vramfit.models.folder_entry): an assumption, said where the path is written, and on the verdict."""
+        origin = self.origins.get("model.id") or Origin(self.primary.label, "", self.primary.launch_line)
+        table = resolved.path.relative_to(PACKAGE_ROOT).as_posix()
+        self.model_by_name = (model_id, resolved.by_name)
+        try:
+            there = Path(os.path.expanduser(model_id)).is_dir()  # os.path: a ~user that does not exist stays as written
+        except (OSError, ValueError):  # a name too long, a NUL byte: not there
+            there = False
+        where = "a local folder without a config.json" if there else "a local folder this machine does not have"
+        name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+        self.findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"'{model_id}' is {where}: planned by its name, '{name}', with the config of {resolved.by_name} (vramfit's table, "
+                f"{table}); every figure below assumes the folder holds the model its name names",
+                "if the folder holds another model (another size, a merged or extended checkpoint), pass --model-config "
+                "path/to/config.json (the folder's own config.json).",
+                "planner",
+                origin.line,
+            )
+        )
 
     def _method(self) -> None:
         rank = self.get("model.lora.r")
@@ -2835,3 +2868,27 @@ def llmfoundry_strategy(mapped: Mapped, ranks: int) -> list[Finding]:
     what = f"planned as llm-foundry runs it on {how}; {accum} micro-batch{'es' if accum > 1 else ''} of {micro} per step ({device} samples per GPU)"
     findings.append(Finding("info", source.label, "fsdp_config" if strategy else "global_train_batch_size", what, source="planner", line=line or where.line))
     return findings
+
+
+@functools.lru_cache(maxsize=None)
+def _known_keys() -> frozenset[str]:
+    """Every argument name a config file's reader takes that the review knows: the fields of transformers'
+    TrainingArguments and of the installed TRL's configs, TRL's ScriptArguments and ModelConfig, axolotl's schema, and the
+    upstream arguments (LLaVA, LLaMA-Factory, ms-swift, OpenRLHF, ...) the review maps, reads or names as not modelled."""
+    names: set[str] = set()
+    for trainer in (None, *trainers.CLASSES):
+        try:
+            names.update(trainers.fields(trainer))
+        except Exception:  # a TRL config this TRL release does not have: its fields are not known
+            continue
+    names |= trl_script_fields() | axolotl_schema()
+    for table in (ALIASES, METHOD_SWITCHES, QUANT_SWITCHES, QUANT_SETTINGS, TRAIN_SWITCHES, OPENRLHF, SWIFT2, RENAMED, AXOLOTL):
+        names.update(table)
+    names |= NOT_MODELLED | UPSTREAM_SPECIAL | GRPO_KEEP | AXOLOTL_SPECIAL | AXOLOTL_NOT_MODELLED | set(PLANNER_SWITCHES)
+    names |= set(SHARDING_NOT_MODELLED) | set(NOT_MODELLED_SWITCHES) | FLASH_SWITCHES
+    return frozenset(n for n in names if "." not in n)
+
+
+def known_key(name: str) -> bool:
+    """A key a training config's reader takes (for sources.read_all's `known`: a YAML key written without its space)."""
+    return name in _known_keys()

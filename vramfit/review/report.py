@@ -29,5 +29,9 @@ def render(result: Review, paths: list[str]) -> str:
     if result.plan is not None:
         lines += ["", "memory plan (vramfit plan):"]
         lines += [f"  {line}" if line else "" for line in result.plan.render().splitlines()]
-    lines += ["", VERDICT[result.exit_code]]
+    verdict = VERDICT[result.exit_code]
+    if result.model_assumed is not None and result.exit_code in (0, 1):  # the memory verdict rests on a folder's name
+        path, planned = result.model_assumed
+        verdict = verdict[:-1] + f", if {path} holds the model its name names: planned by the folder's name with the config of {planned} (see info)."
+    lines += ["", verdict]
     return "\n".join(lines)

@@ -36,6 +36,8 @@ class Review:
     plan: Any = None  # vramfit.planner.Plan for the stated hardware
     closest_recipe: str | None = None
     summary: list[str] = field(default_factory=list)  # how the files were read, for the human report
+    # (the local path the files name, the table model planned for it by its folder's name): the verdict rests on it
+    model_assumed: tuple[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +45,7 @@ class Review:
             "plan": self.plan.to_json() if self.plan is not None else None,
             "closest_recipe": self.closest_recipe,
             "exit_code": self.exit_code,
+            "model_assumed": None if self.model_assumed is None else {"path": self.model_assumed[0], "planned_as": self.model_assumed[1]},
         }
 
 
@@ -85,7 +88,7 @@ def review(
 def _read_and_review(paths: list[str], flags: dict, launch: int | None = None) -> tuple[list | None, Review]:
     """(the sources read, or None; the review of launch `launch` of a script - the first when None)."""
     try:
-        sources = read_all(paths) if launch is None else read_all(paths, launch=launch)
+        sources = read_all(paths, launch=launch or 0, known=mapping.known_key)
     except ConfigError as error:
         return None, _unreadable(error)
     except NotReviewed as said:
@@ -119,7 +122,8 @@ def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
     codes = [r.exit_code for r in reviews]
     code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
     first = reviews[0]
-    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary)
+    assumed = next((r.model_assumed for r in reviews if r.model_assumed is not None), None)  # a verdict resting on a name says so
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed)
 
 
 def _review_sources(
@@ -197,7 +201,7 @@ def _review_sources(
             else EXIT_OK
         )
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
-        return Review(findings, code, plan, ref.name if ref else None, summary)
+        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name)
 
 
 def _unreadable(error: ConfigError) -> Review:
@@ -996,6 +1000,8 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         if mapped.model_missing and mapped.recipe["model"]["config"].endswith(str(mapping.STAND_IN.name)) and mapped.model_how == "stand-in"
         else Path(r["model"]["config"]).name
     )
+    if mapped.model_by_name is not None:  # a local folder not here, planned as the table model its name names
+        config = f"{config}: {mapped.model_by_name[1]}, by the folder's name"
     named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
     if mapped.litgpt is not None:  # Lightning Fabric starts the ranks and shards (mapping.litgpt_strategy)
         how = f"{mapped.litgpt.program} on Lightning Fabric, " + ("FSDP full shard" if t.get("fsdp") else "no sharding")

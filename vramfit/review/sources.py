@@ -23,7 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -145,19 +145,20 @@ def label(path: Path) -> str:
         return str(path)
 
 
-def read_all(paths: list[str], launch: int = 0) -> list[Source]:
-    """Every PATH and every file they name, read; ConfigError (exit 2) when one cannot be read."""
+def read_all(paths: list[str], launch: int = 0, known: Callable[[str], bool] | None = None) -> list[Source]:
+    """Every PATH and every file they name, read; ConfigError (exit 2) when one cannot be read. `known`: the argument
+    names the review reads (vramfit.review.mapping.known_key), for a YAML key written without its space (see NO_SPACE)."""
     problems = Problems()
     sources = []
     for n, given in enumerate(paths):
         try:
-            sources.append(read(Path(given), launch=launch if n == 0 else 0))
+            sources.append(read(Path(given), launch=launch if n == 0 else 0, known=known))
         except ConfigError as error:
             problems.extend(error.problems)
     if problems:
         raise ConfigError(problems)
     for source in list(sources):
-        _follow(source, sources, problems)
+        _follow(source, sources, problems, known)
     if problems:
         raise ConfigError(problems)
     program = next((s for s in sources if s.kind == "program"), None)
@@ -176,7 +177,7 @@ def read_all(paths: list[str], launch: int = 0) -> list[Source]:
     return sources
 
 
-def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
+def _follow(source: Source, sources: list[Source], problems: Problems, known: Callable[[str], bool] | None = None) -> None:
     for ref in source.references:
         given = [s for s in sources if s.path.name == Path(ref.written).name and s is not source]
         found = given[0] if given else None
@@ -207,7 +208,7 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
                 )
                 continue
             try:
-                found = read(candidate, kind=ref.role)
+                found = read(candidate, kind=ref.role, known=known)
             except ConfigError as error:
                 problems.extend(error.problems)
                 continue
@@ -223,7 +224,7 @@ def _follow(source: Source, sources: list[Source], problems: Problems) -> None:
                     )
                 )
             sources.append(found)
-            _follow(found, sources, problems)
+            _follow(found, sources, problems, known)
         ref.source = found
 
 
@@ -258,8 +259,9 @@ def moved(written: str, found: Path) -> bool:
     return path.is_absolute() and not path.is_file() and found != path
 
 
-def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
-    """One file; `launch`: which of a script's launch commands (0: the first) its settings are read from."""
+def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[str], bool] | None = None) -> Source:
+    """One file; `launch`: which of a script's launch commands (0: the first) its settings are read from; `known`: see
+    read_all."""
     problems = Problems()
     try:
         exists, is_dir = path.exists(), path.is_dir()
@@ -293,7 +295,11 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         # DeepSpeed (hjson.load, runtime/config.py) and accelerate (json.load, HfDeepSpeedConfig) read the file they are
         # given as JSON whatever its name: open-instruct's `stage3_no_offloading_accelerate.conf`
         suffix = ".json"
-    document = _parse_document(path, text, suffix)
+    repaired: list[Finding] = []
+    try:
+        document = _parse_document(path, text, suffix)
+    except ConfigError as error:
+        document, repaired = _without_the_space(path, text, suffix, error, known)
     if not isinstance(document, dict):
         problems.add(
             label(path),
@@ -311,7 +317,7 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
     if skipped is not None:
         first, what, fix = skipped
         raise NotReviewed(Finding("info", label(path), first, what, fix, line=Source(path, label(path), kind, text, document).line_of(first)))
-    source = Source(path, label(path), kind, text, document)
+    source = Source(path, label(path), kind, text, document, notes=repaired)
     if kind == "accelerate":
         _read_accelerate(source)
     elif kind in ("axolotl", "training_args"):
@@ -319,6 +325,55 @@ def read(path: Path, kind: str | None = None, launch: int = 0) -> Source:
         if isinstance(document.get("deepspeed"), str):
             source.references.append(Reference("deepspeed", document["deepspeed"], source.settings[list(document).index("deepspeed")]))
     return source
+
+
+# A YAML line `key:value`: a key written without the space YAML needs after its colon. YAML reads the line as one plain
+# string, not a key (`model_name_or_path:~/Qwen2-72B-Instruct`, hiyouga/LlamaFactory#4311 as pasted), and a file with a
+# mapping around it does not parse: the run stops when it loads the file. What the line means is clear where the key is
+# one the file's reader takes, and the review goes on with the space added, saying so (an error: the file as written
+# does not load).
+NO_SPACE = re.compile(r"^(?P<indent>[ \t]*)(?P<key>[A-Za-z_][\w\-]*):(?P<value>[^\s#].*?)\s*$")
+
+
+def _without_the_space(path: Path, text: str, suffix: str, error: ConfigError, known: Callable[[str], bool] | None) -> tuple[Any, list[Finding]]:
+    """(the document read with a space added after each `known` key written `key:value`, an error finding per line) for
+    a YAML file that does not parse; `error` raised again where that is not the cause (another syntax error, an unknown
+    key, a value that is a URL or a time, no YAML)."""
+    first = error.problems.items[0] if error.problems.items else None
+    if suffix not in (".yaml", ".yml") or known is None or first is None or not first.what.startswith("is not valid YAML"):
+        raise error
+    lines = text.splitlines(keepends=True)
+    fixed: list[tuple[int, str, str]] = []
+    for number, line in enumerate(lines, start=1):
+        match = NO_SPACE.match(line.rstrip("\r\n"))
+        if match is None or not known(match["key"]):
+            continue
+        fixed.append((number, match["key"], match["value"]))
+        lines[number - 1] = f"{match['indent']}{match['key']}: {match['value']}" + line[len(line.rstrip("\r\n")) :]
+    if not fixed:
+        raise error
+    try:
+        from vramfit import inputs
+
+        document = inputs.parse_yaml("".join(lines), label(path))
+    except ConfigError:
+        raise error from None
+    said = re.fullmatch(r"is not valid YAML(?: at (?P<at>line \d+, column \d+))? \((?P<why>.*)\)", first.what, re.S)
+    stops = f"YAML: {said['why']}" + (f", at {said['at']}" if said["at"] else "") if said else first.what
+    findings = [
+        Finding(
+            "error",
+            label(path),
+            key,
+            f"'{key}:{value}' has no space after the colon, so YAML reads the line as one string, not the key {key}, and the "
+            f"file does not load ({stops}): the run fails when it reads its config, before training starts; "
+            f"the rest of this review reads the line as '{key}: {value}'",
+            f"add a space after the colon: {key}: {value}.",
+            line=number,
+        )
+        for number, key, value in fixed
+    ]
+    return document, findings
 
 
 def _parse_document(path: Path, text: str, suffix: str) -> Any:
