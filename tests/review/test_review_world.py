@@ -1198,3 +1198,22 @@ def test_a_yaml_key_without_its_space_is_an_error_on_its_line_and_the_rest_is_re
     for broken in (text.replace("model_name_or_path:", "my_own_key:"), text + "lora_rank: [8\n"):
         stopped = review([str(write(tmp_path, "config.yaml", broken))], gpu="a100-80g", gpus=2)
         assert stopped.exit_code == 2 and [f.what for f in stopped.findings if "is not valid YAML" in f.what], broken
+
+
+@pytest.mark.parametrize(
+    ("lora_target", "adapted"),
+    [("q_proj,v_proj", {"q_proj", "v_proj"}), ("all", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})],
+)
+def test_llamafactory_lora_target_is_a_comma_list_and_all_is_every_linear(tmp_path, lora_target, adapted):
+    """LLaMA-Factory splits lora_target on commas and reads `all` as every linear layer (FinetuningArguments split_arg,
+    find_all_linear_modules): one string is not PEFT's regex here (hiyouga/LlamaFactory#4311's q_proj,v_proj planned no
+    adapter at all before)."""
+    text = (
+        "model_name_or_path: meta-llama/Llama-3.2-3B\nstage: sft\ndo_train: true\nfinetuning_type: lora\n"
+        f"lora_target: {lora_target}\ncutoff_len: 1024\nper_device_train_batch_size: 1\nbf16: true\n"
+    )
+    result = review([str(write(tmp_path, "config.yaml", text))], gpu="a100-80g", gpus=1)
+    hidden, r = 3072, 8
+    per_layer = {"q_proj": hidden + 3072, "k_proj": hidden + 1024, "v_proj": hidden + 1024, "o_proj": 3072 + hidden}
+    per_layer |= {"gate_proj": hidden + 8192, "up_proj": hidden + 8192, "down_proj": 8192 + hidden}
+    assert result.plan.parameters["lora_and_copies"] == 28 * r * sum(per_layer[m] for m in adapted)

@@ -717,6 +717,10 @@ class _Builder:
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
+        if key == "model.lora.target_modules" and isinstance(value, str):
+            # the trainers' comma lists and 'all' (LLaMA-Factory's FinetuningArguments split_arg / find_all_linear_modules,
+            # ms-swift 2.x's ALL): PEFT would read one string as a regex matching nothing
+            value = "all-linear" if value.strip().lower() == "all" else [m.strip() for m in value.split(",") if m.strip()] if "," in value else value
         if key == "model.attn_implementation" and isinstance(value, str):
             planned = attention_class(value)
             if planned != value:

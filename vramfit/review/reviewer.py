@@ -22,6 +22,7 @@ import yaml
 
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
+from vramfit.planner.headroom import HEADROOM
 from vramfit.planner.setup import ATTENTION_TARGETS, PEFT_DROPOUT_RULE
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
@@ -377,9 +378,11 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in plan.breakdown.items() if v >= 0.05)
     where = f"{recipe.world_size} x {recipe.hardware.gpu}"
     # what does not fit, and the planner's fixes after a verdict's own edit: one wording for every finding below
-    over = (
-        f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each "
+    over = f"predicted peak {plan.per_gpu_peak_gib:.1f} GiB per GPU exceeds the {plan.gpu_memory_gib:.1f} GiB of each " + (
         f"{recipe.hardware.gpu}, in {plan.peak_phase} ({parts})"
+        if plan.per_gpu_peak_gib > plan.gpu_memory_gib
+        else f"{recipe.hardware.gpu} less the {HEADROOM:.0%} the planner keeps for memory outside PyTorch's allocator "
+        f"(NCCL, cuBLAS workspaces: {plan.usable_gib:.1f} GiB usable), in {plan.peak_phase} ({parts})"
     )
     pin_fix = ""
     if pinned is not None and pinned[0] in ("eager", "torch"):  # the planner's own fixes keep the eager attention; the pin's is said first
