@@ -51,9 +51,9 @@ KNOWN_MISSED: dict[str, str] = {
     "over 8 10.8, the step's fp32 gradient partition; DeepSpeed's own estimate_zero2_model_states_mem_needs (2P + 18P/N) "
     "gives 30.5 GiB. The thread's OOM also came on 64 x 32G Ascend, where those states are 16 GiB: not the ZeRO-2 states' "
     "size; no modelling error found, the case stays missed",
-    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the missing space is now named (an error on its line) and the rest read; the "
-    "model (~/Qwen2-72B-Instruct) is planned by its folder's name as Qwen/Qwen2-72B-Instruct: about 75.1 of 75.2 usable "
-    "GiB per A800-80G, a fit by a hair, so the OOM is still missed; no modelling error found",
+    # (issue-lf4311-qwen2-72b-lora-ds3-2xa800 left it: the missing space is named, the folder ~/Qwen2-72B-Instruct planned
+    # as Qwen/Qwen2-72B-Instruct by its name, and LLaMA-Factory's lora_target q_proj,v_proj read as a comma list: 75.3 of
+    # 75.2 usable GiB per A800-80G, by a hair)
     # (issue-lf6270-qwen2vl-72b-full-ds3-4xa800 left it: Qwen2-VL-72B-Instruct is in the table, model_configs/hub/)
     # (issue-lf5077-openchat-8b-rm-qlora-2xt4 left it: openchat-3.6-8b-20240522 resolves as an alias of Meta-Llama-3-8B, and
     # its DeepSpeed JSON, named by an absolute Kaggle path, is read from the same place in the repository, sources.locate)
