@@ -29,7 +29,9 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained)
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML (model_name_or_path:~/... has no space after "
     "the colon): not yet named as the thread's problem",
-    "issue-alpaca86-llama-13b-full-fsdp-2xa100-80g": "batch E first contact: the one-line command ending in an unclosed quote is read as no launch",
+    "issue-alpaca86-llama-13b-full-fsdp-2xa100-80g": "the command as pasted ends in a quote never closed ('LlamaDecoderLayer): bash "
+    "refuses it, and the review says so (error, with the fix) and reviews the launch as if it closed: true of the pasted text, "
+    "not the thread's problem (the run's own script must have had the quote)",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -1157,3 +1159,15 @@ def test_a_quantization_switch_under_an_if_holds_only_where_the_file_fixes_the_b
     )
     result = review([str(script)], gpu="a100-80g")
     assert result.plan.setup.method == method
+
+
+def test_a_quote_never_closed_is_an_error_with_its_fix_and_the_launch_is_still_reviewed(tmp_path):
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node=2 train.py --model_name_or_path meta-llama/Llama-3.2-3B --fsdp_transformer_layer_cls_to_wrap 'LlamaDecoderLayer\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [quote] = find(result, key="--fsdp_transformer_layer_cls_to_wrap", severity="error", text="never closed")
+    assert quote.fix == "close the quote: end the value with '." and result.exit_code == 1
+    assert not find(result, text="has no launch command") and "Llama-3.2-3B" in result.summary[0]
