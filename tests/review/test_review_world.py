@@ -52,14 +52,14 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the YAML as pasted is not valid YAML, so nothing is planned",
     "issue-lf5077-openchat-8b-rm-qlora-2xt4": "openchat/openchat-3.6-8b-20240522 is not in vramfit's table and the review runs offline: incomplete",
     "issue-lf6270-qwen2vl-72b-full-ds3-4xa800": "Qwen2-VL-72B-Instruct is not in vramfit's table and the review runs offline: incomplete",
-    "issue-alpaca86-llama-13b-full-fsdp-2xa100-80g": "batch E first contact: not yet analysed",
-    "issue-alpaca223-llama-7b-full-fsdp-fp16-5xv100-32g": "batch E first contact: not yet analysed",
-    "issue-fastchat367-llama-13b-full-fsdp-1xa100-80g": "batch E first contact: not yet analysed",
-    "issue-fastchat2681-llama-7b-full-fp32-1xv100-32g": "batch E first contact: not yet analysed",
-    "issue-llava68-llava-13b-v0-full-fsdp-1xa100-80g": "batch E first contact: not yet analysed",
-    "issue-trl3168-dpo-quickstart-qwen2.5-0.5b-1xa100-80g": "batch E first contact: not yet analysed",
-    "issue-lf9075-qwen2.5vl-3b-lora-24k-ds3offload-4xh100": "batch E first contact: not yet analysed",
-    "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "batch E first contact: not yet analysed",
+    "issue-alpaca86-llama-13b-full-fsdp-2xa100-80g": "the model is a local LLaMA-1 folder (../llama-13b/) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 13B has Llama-2-13B's dimensions) the OOM is found: 105.8 GiB per GPU exceeds 79.2",
+    "issue-alpaca223-llama-7b-full-fsdp-fp16-5xv100-32g": "the model is a local LLaMA-1 folder (/data/alpaca/stanford_alpaca/llama_hf) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 7B has Llama-2-7B's dimensions) the OOM is found: 33.6 GiB per GPU exceeds 31.7",
+    "issue-fastchat367-llama-13b-full-fsdp-1xa100-80g": "the model is a local LLaMA-1 folder (models/llama-13b-hf/) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 13B has Llama-2-13B's dimensions) the OOM is found: 194.6 GiB per GPU exceeds 79.2",
+    "issue-fastchat2681-llama-7b-full-fp32-1xv100-32g": "the model is a local LLaMA-1 folder (~/model_weights/llama-7b) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 7B has Llama-2-7B's dimensions) the OOM is found: 106.5 GiB per GPU exceeds 31.7",
+    "issue-llava68-llava-13b-v0-full-fsdp-1xa100-80g": "the model is a local LLaMA-1 folder ('/path to /LLaVA_13B_v0/', a placeholder with spaces) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 13B has Llama-2-13B's dimensions) the OOM is found: 220.1 GiB per GPU exceeds 79.2",
+    "issue-trl3168-dpo-quickstart-qwen2.5-0.5b-1xa100-80g": "planned with the installed TRL 1.16's DPOConfig defaults (gradient_checkpointing and bf16 on: 40.0 of 79.2 GiB, fits); the thread ran TRL of March 2025, before gradient_checkpointing=True became the default (TRL 0.22, huggingface/trl#3510; bf16=True from 0.19, #3515): with checkpointing off the plan is 95.0 GiB and the OOM is found. The thread states no TRL version and nothing pins one beside the script",
+    "issue-lf9075-qwen2.5vl-3b-lora-24k-ds3offload-4xh100": "found as a warning, not an error: 91.3 GiB per GPU exceeds 79.2 if the images reach the files' maximum (85,598 tokens per image), which the review cannot know without the data (review/lengths.py: a cap that does not fit the data's unknown size is a warning naming the figures)",
+    "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
 }
 
 
