@@ -1171,3 +1171,42 @@ def test_a_quote_never_closed_is_an_error_with_its_fix_and_the_launch_is_still_r
     [quote] = find(result, key="--fsdp_transformer_layer_cls_to_wrap", severity="error", text="never closed")
     assert quote.fix == "close the quote: end the value with '." and result.exit_code == 1
     assert not find(result, text="has no launch command") and "Llama-3.2-3B" in result.summary[0]
+
+
+@pytest.mark.parametrize(
+    "op, version, upper, older",
+    [
+        ("==", "0.16.0", None, {"bf16", "gradient_checkpointing"}),
+        ("==", "0.19.1", None, {"gradient_checkpointing"}),
+        ("==", "0.22.0", None, set()),
+        ("<", "0.22", None, {"gradient_checkpointing"}),
+        (">=", "0.12", None, set()),  # allows releases on both sides: decides nothing
+        (">=", "0.12", ("<", "0.19"), {"bf16", "gradient_checkpointing"}),
+        ("~=", "0.16", None, set()),  # ~=0.16 allows every 0.x from 0.16
+    ],
+)
+def test_trl_pins_that_predate_its_new_defaults(op, version, upper, older):
+    from vramfit.review import trainers
+    from vramfit.review.versions import Pin
+
+    pin = Pin("trl", op, version, "requirements.txt", upper)
+    assert {name for name in trainers.DEFAULT_SINCE if trainers.before_default(name, pin)} == older
+
+
+def test_a_trl_release_before_its_checkpointing_default_plans_the_run_without_it(tmp_path):
+    """huggingface/trl#3168: TRL's DPO quick start, OOM on an A100-80G under the TRL of March 2025, whose DPOConfig did not
+    checkpoint by default (gradient_checkpointing=True from TRL 0.22, huggingface/trl#3510)."""
+    path = write(
+        tmp_path,
+        "run_dpo.py",
+        'from transformers import AutoModelForCausalLM\nfrom trl import DPOConfig, DPOTrainer\n\nmodel = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")\n'
+        'trainer = DPOTrainer(model=model, args=DPOConfig(output_dir="out"), train_dataset=None)\ntrainer.train()\n',
+    )
+    today = review([str(path)], gpu="a100-80g", gpus=1)
+    assert today.plan.setup.gradient_checkpointing and today.exit_code == 0
+    write(tmp_path, "requirements.txt", "trl==0.16.0\n")
+    pinned = review([str(path)], gpu="a100-80g", gpus=1)
+    assert not pinned.plan.setup.gradient_checkpointing and pinned.exit_code == 1
+    [said] = find(pinned, severity="info", text="keeps TrainingArguments' gradient_checkpointing=False")
+    assert "trl==0.16.0 (requirements.txt)" in said.what and "0.22" in said.what
+    assert find(pinned, key="--gpu", severity="error", text="exceeds")

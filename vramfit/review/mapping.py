@@ -589,9 +589,11 @@ class _Builder:
         transformers_version: str | None = None,
         image_tokens: int | None = None,
         sample_length: int | None = None,
+        trl_version: str | None = None,
     ):
         self.sample_length = sample_length
         self.transformers_version = transformers_version
+        self.trl_version = trl_version
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
@@ -1889,13 +1891,36 @@ class _Builder:
                     line=self.primary.launch_line,
                 )
             )
+        trl_pin = None
+        if self.trl_version:
+            from vramfit.review.versions import Pin
+
+            trl_pin = Pin("trl", "==", self.trl_version, "--trl-version")
+        elif self.trainer:
+            trl_pin = self.find_pin(self.primary, "trl")
         for name, value in trainers.changed_defaults(self.trainer).items():
             if guessed:
                 break
             if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
                 continue
-            if name not in t:
-                self.set(f"training.{name}", value, where)
+            if name in t:
+                continue
+            if trainers.before_default(name, trl_pin):  # the run's TRL predates the new default: TrainingArguments' holds
+                since, change = trainers.DEFAULT_SINCE[name]
+                said = f"planned under {trl_pin} (--trl-version)" if trl_pin.file.startswith("--") else f"this repository pins {trl_pin}"
+                self.findings.append(
+                    Finding(
+                        "info",
+                        where.file,
+                        where.key,
+                        f"{said}, whose {cls} keeps TrainingArguments' {name}=False (TRL sets {name}=True from "
+                        f"{since[0]}.{since[1]}, {change}): planned with {name} off",
+                        f"set {name}=True explicitly to have it on every TRL release.",
+                        line=where.line,
+                    )
+                )
+                continue
+            self.set(f"training.{name}", value, where)
         if not guessed and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
         origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
@@ -2632,9 +2657,10 @@ def build(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    trl_version: str | None = None,
 ) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
-    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length).build(model_config)
+    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length, trl_version).build(model_config)
 
 
 def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None, reference) -> list[Finding]:

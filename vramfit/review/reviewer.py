@@ -59,8 +59,10 @@ def review(
     sample_length: int | None = None,
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
+    trl_version: str | None = None,
 ) -> Review:
     flags = dict(
+        trl_version=trl_version,
         torch_version=torch_version,
         bitsandbytes_version=bitsandbytes_version,
         gpu=gpu,
@@ -135,12 +137,13 @@ def _review_sources(
     sample_length: int | None = None,
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
+    trl_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length, trl_version)
             if torch_version:  # the run's torch (planner knob torch_version): its Trainer defaults and zero_grad
                 mapped.recipe.setdefault("planner", {})["torch_version"] = torch_version
                 mapped.origins["planner.torch_version"] = mapping.Origin(mapped.primary.label, "--torch-version")
