@@ -1184,9 +1184,10 @@ class _Builder:
                 f"move {setting.key} before {source.program}.",
             )
             return
-        known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *UPSTREAM_SPECIAL, *NOT_MODELLED, *RENAMED]
+        # sets sorted: equally close names are offered in one order on every run (a set's order changes with the hash seed)
+        known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *sorted(UPSTREAM_SPECIAL), *sorted(NOT_MODELLED), *RENAMED]
         if axolotl:
-            known += [*AXOLOTL, *AXOLOTL_SPECIAL, *AXOLOTL_NOT_MODELLED]
+            known += [*AXOLOTL, *sorted(AXOLOTL_SPECIAL), *sorted(AXOLOTL_NOT_MODELLED)]
         hint = did_you_mean(setting.key if dashed else f"--{name}", [f"--{k}" for k in known])
         if not dashed:
             hint = hint.replace("'--", "'")
