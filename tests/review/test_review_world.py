@@ -1210,3 +1210,18 @@ def test_a_trl_release_before_its_checkpointing_default_plans_the_run_without_it
     [said] = find(pinned, severity="info", text="keeps TrainingArguments' gradient_checkpointing=False")
     assert "trl==0.16.0 (requirements.txt)" in said.what and "0.22" in said.what
     assert find(pinned, key="--gpu", severity="error", text="exceeds")
+
+
+def test_an_axolotl_key_of_earlier_releases_is_a_note_not_an_unknown_key(tmp_path):
+    """axolotl-ai-cloud/axolotl#708's examples/mistral/qlora.yml (2023): eval_table_max_new_tokens, read by axolotl up to
+    v0.4.0, is gone from today's schema; a key no release had stays a warning."""
+    path = write(
+        tmp_path,
+        "qlora.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nadapter: qlora\nload_in_4bit: true\nsequence_len: 1024\nmicro_batch_size: 1\n"
+        "eval_table_max_new_tokens: 128\nrandom_init: true\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [old] = find(result, key="eval_table_max_new_tokens", severity="info", text="an axolotl key up to v0.4.0")
+    assert old.fix == "drop eval_table_max_new_tokens when you move to a current axolotl."
+    assert find(result, key="random_init", severity="warning", text="unknown key")

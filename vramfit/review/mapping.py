@@ -1225,6 +1225,15 @@ class _Builder:
         if axolotl and name in axolotl_schema():
             self.not_modelled.append(setting.key)
             return
+        if axolotl and name in axolotl_removed():  # a key of earlier releases: the config dates from one of them
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} is an axolotl key up to {axolotl_removed()[name]}, gone from the schema of today's axolotl: "
+                "read as written for that release, not reviewed",
+                f"drop {setting.key} when you move to a current axolotl.",
+            )
+            return
         plugins = (source.document or {}).get("plugins") if axolotl and isinstance(source.document, dict) else None
         if plugins and isinstance(plugins, list):
             # axolotl's plugins add config keys of their own (BasePlugin.get_input_args), which its schema does not list
@@ -2586,6 +2595,16 @@ def _optimizer_names() -> frozenset[str]:
 def axolotl_schema() -> frozenset[str]:
     """Every key of axolotl's config schema (read from its pydantic models; the list ships with its source commit)."""
     return _axolotl_keys()
+
+
+@functools.lru_cache(maxsize=None)
+def axolotl_removed() -> dict[str, str]:
+    """Keys earlier axolotl releases read that its current schema no longer has, with the last release that had each
+    (axolotl_schema.json "removed", read from the repository's history)."""
+    try:
+        return dict(json.loads(Path(__file__).with_name("axolotl_schema.json").read_text()).get("removed", {}))
+    except (OSError, ValueError):
+        return {}
 
 
 @functools.lru_cache(maxsize=None)
