@@ -1225,3 +1225,20 @@ def test_an_axolotl_key_of_earlier_releases_is_a_note_not_an_unknown_key(tmp_pat
     [old] = find(result, key="eval_table_max_new_tokens", severity="info", text="an axolotl key up to v0.4.0")
     assert old.fix == "drop eval_table_max_new_tokens when you move to a current axolotl."
     assert find(result, key="random_init", severity="warning", text="unknown key")
+
+
+def test_openrlhf_flags_named_like_the_trainers_are_its_own_and_its_zero_fix_is_its_flags(tmp_path):
+    """OpenRLHF#597: `--save_steps -1` is OpenRLHF's 'never' (its own argparse, no TrainingArguments); the fix for a ZeRO
+    stage the launch names by flag is written in that launch's flags, not as a DeepSpeed JSON path."""
+    path = write(
+        tmp_path,
+        "train_sft.sh",
+        "deepspeed --module openrlhf.cli.train_sft --max_len 2048 --train_batch_size 1 --micro_train_batch_size 1 "
+        "--pretrain meta-llama/Meta-Llama-3-8B --save_steps -1 --eval_steps -1 --zero_stage 2 --bf16 --flash_attn "
+        "--learning_rate 5e-6 --gradient_checkpointing\n",
+    )
+    result = review([str(path)], gpu="rtx3090", gpus=1)
+    assert not find(result, text="must not be negative")
+    [oom] = find(result, key="--gpu", severity="error", text="exceeds")
+    assert "Fix: --zero_stage 2 --adam_offload (predicted" in str(oom) and "deepspeed_configs/" not in oom.fix
+    assert not find(result, text="learning_rate: 5e-05 here")  # its --learning_rate 5e-6 is read as the rate

@@ -188,6 +188,10 @@ OPENRLHF = {
     "ds.lora.target_modules": "model.lora.target_modules",
     "ds.lora.dropout": "model.lora.dropout",
 }
+# OpenRLHF flags named like TrainingArguments fields that mean what the Trainer's do (bf16 / fp16 training, gradient
+# checkpointing, the learning rate, the seed); its other such names are its own settings (save_steps, eval_steps,
+# logging_steps: -1 means never, openrlhf/cli/train_sft.py).
+OPENRLHF_AS_TRAINER = frozenset({"bf16", "fp16", "gradient_checkpointing", "learning_rate", "seed"})
 # TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
 FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
@@ -873,6 +877,10 @@ class _Builder:
             return  # the ZeRO stage a flag names (_named_zero)
         if self._openrlhf() and (name in OPENRLHF or name in ("ds.param_dtype", "param_dtype", "lora_rank")):
             return self._openrlhf_argument(name, setting)
+        if self._openrlhf() and name in self.fields and name not in OPENRLHF_AS_TRAINER:
+            # OpenRLHF parses its own arguments (no TrainingArguments): a name they share means OpenRLHF's own
+            # (`--save_steps -1`: never save, its default), read but not judged by the Trainer's rules
+            return self.not_modelled.append(setting.key)
         if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
