@@ -1242,3 +1242,4 @@ def test_openrlhf_flags_named_like_the_trainers_are_its_own_and_its_zero_fix_is_
     [oom] = find(result, key="--gpu", severity="error", text="exceeds")
     assert "Fix: --zero_stage 2 --adam_offload (predicted" in str(oom) and "deepspeed_configs/" not in oom.fix
     assert not find(result, text="learning_rate: 5e-05 here")  # its --learning_rate 5e-6 is read as the rate
+    assert not find(result, key="--tf32") and not find(result, key="--num_train_epochs")  # no Trainer flags it does not take
