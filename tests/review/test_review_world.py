@@ -1243,3 +1243,14 @@ def test_openrlhf_flags_named_like_the_trainers_are_its_own_and_its_zero_fix_is_
     assert "Fix: --zero_stage 2 --adam_offload (predicted" in str(oom) and "deepspeed_configs/" not in oom.fix
     assert not find(result, text="learning_rate: 5e-05 here")  # its --learning_rate 5e-6 is read as the rate
     assert not find(result, key="--tf32") and not find(result, key="--num_train_epochs")  # no Trainer flags it does not take
+
+
+def test_a_zero_fix_for_an_ms_swift_preset_is_the_preset_name(tmp_path):
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type full --deepspeed zero2 "
+        "--per_device_train_batch_size 1 --max_length 2048 --torch_dtype bfloat16\n",
+    )
+    [oom] = find(review([str(path)], gpu="a100-80g", gpus=1), key="--gpu", severity="error", text="exceeds")
+    assert oom.fix.startswith("--deepspeed zero2_offload (predicted") and "deepspeed_configs/" not in oom.fix

@@ -807,10 +807,10 @@ def _deepspeed_edit(mapped: mapping.Mapped, value: str) -> str | None:
     if origin is None or match is None or origin.key not in ("--zero_stage", "--ds.zero_stage", "--deepspeed"):
         return f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
     stage, optimizer, params = int(match.group(1)), bool(match.group(2)), bool(match.group(3))
-    if origin.key == "--deepspeed":  # ms-swift: a preset name, or a JSON path it reads as well
+    if origin.key == "--deepspeed":  # a JSON path; ms-swift's preset name where the launch names its ZeRO by one
         name = _SWIFT_PRESETS.get(Path(str(value)).name)
-        written = mapped.edit("deepspeed", value)
-        return f"--deepspeed {name}" if name and " " in written and not written.split(" ", 1)[1].endswith(".json") else f"{written} (vramfit's preset)"
+        named = "(ms-swift preset " in (mapped.deepspeed_label or "")
+        return f"--deepspeed {name}" if name and named else f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
     words = [f"{origin.key} {stage}"]
     if (mapped.primary.program or "").replace("/", ".").startswith("openrlhf."):
         if params:
