@@ -59,6 +59,7 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-llava68-llava-13b-v0-full-fsdp-1xa100-80g": "the model is a local LLaMA-1 folder ('/path to /LLaVA_13B_v0/', a placeholder with spaces) that vramfit's offline table cannot resolve (local folder names: branch s7-review; LLaMA-1 configs: s7-models): incomplete. Given the model's config (--model-config, LLaMA-1 13B has Llama-2-13B's dimensions) the OOM is found: 220.1 GiB per GPU exceeds 79.2",
     "issue-trl3168-dpo-quickstart-qwen2.5-0.5b-1xa100-80g": "planned with the installed TRL 1.16's DPOConfig defaults (gradient_checkpointing and bf16 on: 40.0 of 79.2 GiB, fits); the thread ran TRL of March 2025, before gradient_checkpointing=True became the default (TRL 0.22, huggingface/trl#3510; bf16=True from 0.19, #3515): with checkpointing off the plan is 95.0 GiB and the OOM is found. The thread states no TRL version and nothing pins one beside the script; given --trl-version 0.16.0 (or a pin), the review plans it so and finds the OOM",
     "issue-lf9075-qwen2.5vl-3b-lora-24k-ds3offload-4xh100": "found as a warning, not an error: 91.3 GiB per GPU exceeds 79.2 if the images reach the files' maximum (85,598 tokens per image), which the review cannot know without the data (review/lengths.py: a cap that does not fit the data's unknown size is a warning naming the figures)",
+    "issue-swift3399-qwen2.5vl-7b-lora-zero2-2x80g": "the plan fits (31.2 of 79.2 GiB per GPU, images at ms-swift's default maximum, 16,384 tokens each, since MAX_PIXEL is not read: said as a warning). With max_length 1024 and truncation_strategy delete, samples longer than 1,024 tokens are dropped before the model, so the images that reach it are small: the OOM is not explained by the files, and the thread has no diagnosis. The label is doubtful; the case stays missed rather than relabelled",
     "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
 }
 
@@ -1254,3 +1255,15 @@ def test_a_zero_fix_for_an_ms_swift_preset_is_the_preset_name(tmp_path):
     )
     [oom] = find(review([str(path)], gpu="a100-80g", gpus=1), key="--gpu", severity="error", text="exceeds")
     assert oom.fix.startswith("--deepspeed zero2_offload (predicted") and "deepspeed_configs/" not in oom.fix
+
+
+def test_a_near_miss_of_an_ms_swift_size_variable_is_said_not_read(tmp_path):
+    """modelscope/ms-swift#3399: MAX_PIXEL=191296 is not ms-swift's MAX_PIXELS, so the images keep ms-swift's default cap."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "CUDA_VISIBLE_DEVICES=0,1 NPROC_PER_NODE=2 MAX_PIXEL=191296 swift sft --model Qwen/Qwen2.5-VL-7B-Instruct --train_type lora --max_length 1024\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    [typo] = find(result, key="MAX_PIXEL", severity="warning", text="not a variable ms-swift reads (it reads MAX_PIXELS)")
+    assert typo.fix == "rename it MAX_PIXELS=191296." and not find(result, key="NPROC_PER_NODE", severity="warning")

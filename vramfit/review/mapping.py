@@ -221,6 +221,27 @@ SWIFT2 = {
     "batch_size": "training.per_device_train_batch_size",
     "eval_batch_size": "training.per_device_eval_batch_size",
 }
+# the image / video size variables ms-swift reads from the launch environment (docs/source_en/Instruction/
+# Command-line-parameters.md; swift/llm/template/vision_utils.py logs each: "You can adjust this hyperparameter through the
+# environment variable")
+SWIFT_SIZE_VARIABLES = (
+    "MAX_PIXELS",
+    "MIN_PIXELS",
+    "IMAGE_FACTOR",
+    "MAX_RATIO",
+    "VIDEO_MIN_PIXELS",
+    "VIDEO_MAX_PIXELS",
+    "VIDEO_TOTAL_PIXELS",
+    "FRAME_FACTOR",
+    "FPS_MIN_FRAMES",
+    "FPS_MAX_FRAMES",
+    "SIZE_FACTOR",
+    "NFRAMES",
+    "RESIZED_HEIGHT",
+    "RESIZED_WIDTH",
+    "IMAGE_MAX_TOKEN_NUM",
+    "VIDEO_MAX_TOKEN_NUM",
+)
 SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
@@ -672,6 +693,17 @@ class _Builder:
         it to IMAGE_MAX_TOKEN_NUM, swift/model/models/qwen.py). A --max_pixels on the command line wins."""
         if self.primary.launcher != "swift" or "data.max_pixels" in self.origins:
             return
+        for name in self.primary.env:  # a near miss of a size variable is not read: ms-swift's default applies
+            close = difflib.get_close_matches(name, SWIFT_SIZE_VARIABLES, n=1, cutoff=0.85)
+            if close and name not in SWIFT_SIZE_VARIABLES and close[0] not in self.primary.env:
+                self.note(
+                    "warning",
+                    Setting(name, [self.primary.env[name]], self.primary.label, self.primary.launch_line),
+                    f"{name} is not a variable ms-swift reads (it reads {close[0]}): the setting is ignored and ms-swift's "
+                    f"default applies"
+                    + (f" (MAX_PIXELS: {SWIFT_MAX_PIXELS:,} px, {SWIFT_MAX_PIXELS // 784:,} tokens per image)" if close[0] == "MAX_PIXELS" else ""),
+                    f"rename it {close[0]}={self.primary.env[name]}.",
+                )
         value = self.primary.env.get("MAX_PIXELS", "").strip()
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
