@@ -148,3 +148,11 @@ def test_read_d_heredoc_stores_the_document_in_the_variable():
         "--model.model_name_or_path",
         "meta-llama/Meta-Llama-3-8B",
     ]
+
+
+def test_a_quote_never_closed_is_said_and_the_command_read_as_if_it_closed():
+    script = shell.parse('torchrun --nproc_per_node=2 train.py --fsdp "full_shard auto_wrap" --wrap \'LlamaDecoderLayer\n')
+    [command] = script.commands
+    assert command.argv[-2:] == ["--wrap", "LlamaDecoderLayer"]
+    assert script.unclosed == [(1, "'", "--wrap")] and not script.stray
+    assert shell.parse('torchrun t.py --a "x\n').unclosed == [(1, '"', "--a")]

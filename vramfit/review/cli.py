@@ -71,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the version a requirements file / setup.py / pyproject.toml beside the script pins)",
     )
     parser.add_argument(
+        "--trl-version",
+        metavar="X.Y.Z",
+        help="the TRL the run uses (default: the version pinned beside the script, else the installed one): before 0.22 its "
+        "configs keep gradient checkpointing off by default, before 0.19 bf16 off; both are planned",
+    )
+    parser.add_argument(
         "--torch-version",
         metavar="X.Y.Z",
         help="the torch the run uses (default: the installed one): before 2.8 the Trainer's default optimizer is the "
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         image_tokens=getattr(args, "image_tokens", None),
         sample_length=getattr(args, "sample_length", None),
         torch_version=getattr(args, "torch_version", None),
+        trl_version=getattr(args, "trl_version", None),
     )
     if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, as_dicts, report

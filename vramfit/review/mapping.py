@@ -189,6 +189,10 @@ OPENRLHF = {
     "ds.lora.target_modules": "model.lora.target_modules",
     "ds.lora.dropout": "model.lora.dropout",
 }
+# OpenRLHF flags named like TrainingArguments fields that mean what the Trainer's do (bf16 / fp16 training, gradient
+# checkpointing, the learning rate, the seed); its other such names are its own settings (save_steps, eval_steps,
+# logging_steps: -1 means never, openrlhf/cli/train_sft.py).
+OPENRLHF_AS_TRAINER = frozenset({"bf16", "fp16", "gradient_checkpointing", "learning_rate", "seed"})
 # TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
 FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
@@ -218,6 +222,27 @@ SWIFT2 = {
     "batch_size": "training.per_device_train_batch_size",
     "eval_batch_size": "training.per_device_eval_batch_size",
 }
+# the image / video size variables ms-swift reads from the launch environment (docs/source_en/Instruction/
+# Command-line-parameters.md; swift/llm/template/vision_utils.py logs each: "You can adjust this hyperparameter through the
+# environment variable")
+SWIFT_SIZE_VARIABLES = (
+    "MAX_PIXELS",
+    "MIN_PIXELS",
+    "IMAGE_FACTOR",
+    "MAX_RATIO",
+    "VIDEO_MIN_PIXELS",
+    "VIDEO_MAX_PIXELS",
+    "VIDEO_TOTAL_PIXELS",
+    "FRAME_FACTOR",
+    "FPS_MIN_FRAMES",
+    "FPS_MAX_FRAMES",
+    "SIZE_FACTOR",
+    "NFRAMES",
+    "RESIZED_HEIGHT",
+    "RESIZED_WIDTH",
+    "IMAGE_MAX_TOKEN_NUM",
+    "VIDEO_MAX_TOKEN_NUM",
+)
 SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
@@ -592,9 +617,11 @@ class _Builder:
         transformers_version: str | None = None,
         image_tokens: int | None = None,
         sample_length: int | None = None,
+        trl_version: str | None = None,
     ):
         self.sample_length = sample_length
         self.transformers_version = transformers_version
+        self.trl_version = trl_version
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
@@ -670,6 +697,17 @@ class _Builder:
         it to IMAGE_MAX_TOKEN_NUM, swift/model/models/qwen.py). A --max_pixels on the command line wins."""
         if self.primary.launcher != "swift" or "data.max_pixels" in self.origins:
             return
+        for name in self.primary.env:  # a near miss of a size variable is not read: ms-swift's default applies
+            close = difflib.get_close_matches(name, SWIFT_SIZE_VARIABLES, n=1, cutoff=0.85)
+            if close and name not in SWIFT_SIZE_VARIABLES and close[0] not in self.primary.env:
+                self.note(
+                    "warning",
+                    Setting(name, [self.primary.env[name]], self.primary.label, self.primary.launch_line),
+                    f"{name} is not a variable ms-swift reads (it reads {close[0]}): the setting is ignored and ms-swift's "
+                    f"default applies"
+                    + (f" (MAX_PIXELS: {SWIFT_MAX_PIXELS:,} px, {SWIFT_MAX_PIXELS // 784:,} tokens per image)" if close[0] == "MAX_PIXELS" else ""),
+                    f"rename it {close[0]}={self.primary.env[name]}.",
+                )
         value = self.primary.env.get("MAX_PIXELS", "").strip()
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
@@ -879,6 +917,10 @@ class _Builder:
             return  # the ZeRO stage a flag names (_named_zero)
         if self._openrlhf() and (name in OPENRLHF or name in ("ds.param_dtype", "param_dtype", "lora_rank")):
             return self._openrlhf_argument(name, setting)
+        if self._openrlhf() and name in self.fields and name not in OPENRLHF_AS_TRAINER:
+            # OpenRLHF parses its own arguments (no TrainingArguments): a name they share means OpenRLHF's own
+            # (`--save_steps -1`: never save, its default), read but not judged by the Trainer's rules
+            return self.not_modelled.append(setting.key)
         if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
@@ -1190,9 +1232,10 @@ class _Builder:
                 f"move {setting.key} before {source.program}.",
             )
             return
-        known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *UPSTREAM_SPECIAL, *NOT_MODELLED, *RENAMED]
+        # sets sorted: equally close names are offered in one order on every run (a set's order changes with the hash seed)
+        known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *sorted(UPSTREAM_SPECIAL), *sorted(NOT_MODELLED), *RENAMED]
         if axolotl:
-            known += [*AXOLOTL, *AXOLOTL_SPECIAL, *AXOLOTL_NOT_MODELLED]
+            known += [*AXOLOTL, *sorted(AXOLOTL_SPECIAL), *sorted(AXOLOTL_NOT_MODELLED)]
         hint = did_you_mean(setting.key if dashed else f"--{name}", [f"--{k}" for k in known])
         if not dashed:
             hint = hint.replace("'--", "'")
@@ -1229,6 +1272,15 @@ class _Builder:
             return
         if axolotl and name in axolotl_schema():
             self.not_modelled.append(setting.key)
+            return
+        if axolotl and name in axolotl_removed():  # a key of earlier releases: the config dates from one of them
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} is an axolotl key up to {axolotl_removed()[name]}, gone from the schema of today's axolotl: "
+                "read as written for that release, not reviewed",
+                f"drop {setting.key} when you move to a current axolotl.",
+            )
             return
         plugins = (source.document or {}).get("plugins") if axolotl and isinstance(source.document, dict) else None
         if plugins and isinstance(plugins, list):
@@ -1898,13 +1950,36 @@ class _Builder:
                     line=self.primary.launch_line,
                 )
             )
+        trl_pin = None
+        if self.trl_version:
+            from vramfit.review.versions import Pin
+
+            trl_pin = Pin("trl", "==", self.trl_version, "--trl-version")
+        elif self.trainer:
+            trl_pin = self.find_pin(self.primary, "trl")
         for name, value in trainers.changed_defaults(self.trainer).items():
             if guessed:
                 break
             if name == "bf16" and (t.get("fp16") is True or "bf16" in t):
                 continue
-            if name not in t:
-                self.set(f"training.{name}", value, where)
+            if name in t:
+                continue
+            if trainers.before_default(name, trl_pin):  # the run's TRL predates the new default: TrainingArguments' holds
+                since, change = trainers.DEFAULT_SINCE[name]
+                said = f"planned under {trl_pin} (--trl-version)" if trl_pin.file.startswith("--") else f"this repository pins {trl_pin}"
+                self.findings.append(
+                    Finding(
+                        "info",
+                        where.file,
+                        where.key,
+                        f"{said}, whose {cls} keeps TrainingArguments' {name}=False (TRL sets {name}=True from "
+                        f"{since[0]}.{since[1]}, {change}): planned with {name} off",
+                        f"set {name}=True explicitly to have it on every TRL release.",
+                        line=where.line,
+                    )
+                )
+                continue
+            self.set(f"training.{name}", value, where)
         if not guessed and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
         origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
@@ -2600,6 +2675,16 @@ def axolotl_schema() -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def axolotl_removed() -> dict[str, str]:
+    """Keys earlier axolotl releases read that its current schema no longer has, with the last release that had each
+    (axolotl_schema.json "removed", read from the repository's history)."""
+    try:
+        return dict(json.loads(Path(__file__).with_name("axolotl_schema.json").read_text()).get("removed", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+@functools.lru_cache(maxsize=None)
 def _axolotl_keys() -> frozenset[str]:
     path = Path(__file__).with_name("axolotl_schema.json")
     try:
@@ -2669,9 +2754,10 @@ def build(
     transformers_version: str | None = None,
     image_tokens: int | None = None,
     sample_length: int | None = None,
+    trl_version: str | None = None,
 ) -> Mapped:
     """The recipe dict the files describe (hardware: only what the files state); an unknown model is said, not raised."""
-    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length).build(model_config)
+    return _Builder(sources, workdir, transformers_version, image_tokens, sample_length, trl_version).build(model_config)
 
 
 def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int | None, host_ram_gib: float | None, reference) -> list[Finding]:

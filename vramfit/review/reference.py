@@ -180,8 +180,13 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
     ]  # what the files (or flags) set, not what was assumed
     keys += [f"training.{k}" for k in ref.training if k not in BOOKKEEPING]
     findings = []
+    # a program with its own argument parser and no TrainingArguments (OpenRLHF's openrlhf.cli.*): a Trainer setting
+    # its files do not write has no value "here", and its flag would not exist there
+    own_parser = (mapped.primary.program or "").replace("/", ".").startswith("openrlhf.")
     for key in keys:
         a, b = _get(mine, key), _get(theirs, key)
+        if own_parser and key.startswith("training.") and key not in mapped.origins:
+            continue
         if key.startswith("training.") and a is None:
             a = defaults.get(key.split(".", 1)[1])
         if a is None and b is None or _same(a, b):

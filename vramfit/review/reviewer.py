@@ -63,8 +63,10 @@ def review(
     sample_length: int | None = None,
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
+    trl_version: str | None = None,
 ) -> Review:
     flags = dict(
+        trl_version=trl_version,
         torch_version=torch_version,
         bitsandbytes_version=bitsandbytes_version,
         gpu=gpu,
@@ -140,12 +142,13 @@ def _review_sources(
     sample_length: int | None = None,
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
+    trl_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
         shutil.copytree(PACKAGE_ROOT / CONFIG_DIR, workdir / CONFIG_DIR)
         try:
-            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length)
+            mapped = mapping.build(sources, workdir, model_config, transformers_version, image_tokens, sample_length, trl_version)
             if torch_version:  # the run's torch (planner knob torch_version): its Trainer defaults and zero_grad
                 mapped.recipe.setdefault("planner", {})["torch_version"] = torch_version
                 mapped.origins["planner.torch_version"] = mapping.Origin(mapped.primary.label, "--torch-version")
@@ -791,10 +794,49 @@ def _key(name: str) -> str:
     return f"training.{name}"
 
 
+# ms-swift's --deepspeed presets (swift/llm/ds_config/) by the vramfit preset that holds the same ZeRO settings
+_SWIFT_PRESETS = {
+    "zero2.json": "zero2",
+    "zero3.json": "zero3",
+    "zero2_offload_optimizer.json": "zero2_offload",
+    "zero3_offload_optimizer_params.json": "zero3_offload",
+}
+
+
+def _deepspeed_edit(mapped: mapping.Mapped, value: str) -> str | None:
+    """A vramfit DeepSpeed preset written as the launch names its ZeRO: the JSON path where the files name one, the flags
+    of a launch that names a stage instead (DeepSpeed-Chat / OpenRLHF `--zero_stage N` with their offload switches, an
+    ms-swift preset name); None where those flags cannot say the preset's settings."""
+    import re
+
+    origin = mapped.origins.get("deepspeed")
+    match = re.search(r"zero(\d)(_offload_optimizer)?(_params)?\.json$", str(value))
+    if origin is None or match is None or origin.key not in ("--zero_stage", "--ds.zero_stage", "--deepspeed"):
+        return f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
+    stage, optimizer, params = int(match.group(1)), bool(match.group(2)), bool(match.group(3))
+    if origin.key == "--deepspeed":  # a JSON path; ms-swift's preset name where the launch names its ZeRO by one
+        name = _SWIFT_PRESETS.get(Path(str(value)).name)
+        named = "(ms-swift preset " in (mapped.deepspeed_label or "")
+        return f"--deepspeed {name}" if name and named else f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
+    words = [f"{origin.key} {stage}"]
+    if (mapped.primary.program or "").replace("/", ".").startswith("openrlhf."):
+        if params:
+            return None  # OpenRLHF offloads the optimizer only (--adam_offload)
+        if optimizer:
+            words.append("--ds.adam_offload" if origin.key.startswith("--ds.") else "--adam_offload")
+    elif optimizer or params:
+        if stage == 3 and not params:
+            return None  # DeepSpeed-Chat's --offload moves the parameters too
+        words.append("--offload")
+    return " ".join(words)
+
+
 def _fixes(plan, mapped: mapping.Mapped) -> str:
     out = []
     for fix in plan.fixes:
         edits = []
+        if "deepspeed" in fix["overrides"] and _deepspeed_edit(mapped, fix["overrides"]["deepspeed"]) is None:
+            continue
         derived = "litgpt" if mapped.litgpt is not None else "llmfoundry" if mapped.llmfoundry is not None else None
         if derived is not None:
             # a LitGPT config / an llm-foundry YAML derives the accumulation from its global batch, which the fix keeps; a
@@ -808,7 +850,7 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
             if name.startswith("env."):
                 edits.append(f"export {name[4:]}={value}")
             elif name == "deepspeed":
-                edits.append(f"{mapped.edit('deepspeed', value)} (vramfit's preset)")
+                edits.append(_deepspeed_edit(mapped, value))
             else:
                 edits.append(mapped.edit(_key(name), value))
         out.append(

@@ -76,6 +76,7 @@ class Script:
     sbatch: dict[str, str]  # `#SBATCH --key=value` directives, long names
     stray: list[tuple[int, list[str]]]  # (line, words): arguments cut off from their command
     bad: list[tuple[int, str, str | None]] = field(default_factory=list)  # (line, `${...}`, variable assigned): bash's "bad substitution"
+    unclosed: list[tuple[int, str, str]] = field(default_factory=list)  # (line, quote, flag before it): a quote never closed
     cwd: str | None = None  # after the last `cd` whose target is known (absolute, or relative to where the script runs)
 
 
@@ -228,15 +229,19 @@ def _run_line(body: str, line_no: int, script: Script) -> None:
         return
     expanded = expand(body, script.variables)
     try:
-        lexer = shlex.shlex(expanded, posix=True, punctuation_chars=";&|")
-        lexer.whitespace_split = True
-        # comments are gone already (_logical_lines, bash's rule: `#` opens one only at a word's start); shlex would
-        # also cut at a `#` inside a word (ms-swift's `--dataset AI-MO/NuminaMath-TIR#5000`: the rest of the command lost)
-        lexer.commenters = ""
-        words = list(lexer)
-    except ValueError:  # an unbalanced quote: the shell would refuse the line too
-        script.stray.append((line_no, [body.strip()]))
-        return
+        words = _words(expanded)
+    except ValueError:  # a quote never closed: bash refuses the script ("unexpected EOF while looking for matching")
+        for quote in ("'", '"'):  # read as if it closed where the text ends, and said so (a paste cut before its quote)
+            try:
+                words = _words(expanded.rstrip() + quote)
+            except ValueError:
+                continue
+            flag = next((w for w in reversed(words[:-1]) if w.startswith("-")), words[0] if words else "")
+            script.unclosed.append((line_no, quote, flag))
+            break
+        else:
+            script.stray.append((line_no, [body.strip()]))
+            return
     command: list[str] = []
     for word in [*words, ";"]:
         if word in (";", "&", "&&", "||", "|", ";;", "|&"):
@@ -245,6 +250,15 @@ def _run_line(body: str, line_no: int, script: Script) -> None:
             command = []
         else:
             command.append(word)
+
+
+def _words(text: str) -> list[str]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    # comments are gone already (_logical_lines, bash's rule: `#` opens one only at a word's start); shlex would
+    # also cut at a `#` inside a word (ms-swift's `--dataset AI-MO/NuminaMath-TIR#5000`: the rest of the command lost)
+    lexer.commenters = ""
+    return list(lexer)
 
 
 def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[str, str]) -> None:
@@ -298,6 +312,7 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
             command.srun = {**srun, **command.srun}
         script.commands += inner.commands
         script.stray += inner.stray
+        script.unclosed += inner.unclosed
         return
     if words:
         exported = {k: v for k, v in script.variables.items() if k in script.exported}

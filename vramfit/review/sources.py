@@ -540,6 +540,18 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
                 line=line,
             )
         )
+    for line, quote, flag in script.unclosed:
+        source.notes.append(
+            Finding(
+                "error",
+                source.label,
+                flag,
+                f'the quote {quote} opened here is never closed: bash stops with "unexpected EOF while looking for matching '
+                f"`{quote}'\" and runs nothing (reviewed as if it closed at the end of the command)",
+                f"close the quote: end the value with {quote}.",
+                line=line,
+            )
+        )
     for line, text, name in script.bad:
         arithmetic = re.fullmatch(r"\$\{([A-Za-z_]\w*\s*[-+*/%][^}]*)\}", text)
         source.notes.append(

@@ -128,6 +128,37 @@ def changed_defaults(trainer: str | None) -> dict[str, Any]:
     return out
 
 
+# TrainingArguments defaults every TRL trainer config changed, and the TRL release that changed them (read in TRL's history:
+# the commits that set them in trl/trainer/*_config.py, and the first tag that contains each).
+DEFAULT_SINCE: dict[str, tuple[tuple[int, int], str]] = {
+    "bf16": ((0, 19), "huggingface/trl#3515"),
+    "gradient_checkpointing": ((0, 22), "huggingface/trl#3510"),
+}
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def before_default(name: str, pin) -> bool:
+    """True where every TRL release the pin (vramfit.review.versions.Pin) allows predates TRL's change of `name`'s
+    default: the run keeps TrainingArguments' default. A pin that allows releases on both sides decides nothing."""
+    if name not in DEFAULT_SINCE or pin is None:
+        return False
+    since, version = DEFAULT_SINCE[name][0], _minor(pin.version)
+    if version is None:
+        return False
+    if pin.op in ("==", "~=", "<="):  # ~=0.16.1 allows 0.16.x only; ~=0.16 allows 0.x from 0.16: both decide only below
+        return version < since and (pin.op != "~=" or pin.version.count(".") >= 2)
+    if pin.op == "<":
+        return version <= since
+    if pin.op in (">=", ">") and getattr(pin, "upper", None):
+        upper = _minor(pin.upper[1])
+        return upper is not None and (upper <= since if pin.upper[0] == "<" else upper < since)
+    return False
+
+
 def default(trainer: str | None, name: str) -> Any:
     for f in dataclasses.fields(config_class(trainer)):
         if f.name == name:

@@ -1,0 +1,25 @@
+torchrun --nproc_per_node=1 --master_port=20001 fastchat/train/train_xformers.py \
+    --model_name_or_path ~/model_weights/llama-7b  \
+    --data_path ~/datasets/sharegpt_20230422_clean_lang_split_identity.json \
+    --bf16 False \
+    --output_dir output_vicuna_7b \
+    --num_train_epochs 1 \
+    --per_device_train_batch_size 1 \
+    --per_device_eval_batch_size 1 \
+    --gradient_accumulation_steps 2 \
+    --evaluation_strategy "no" \
+    --eval_steps 1500 \
+    --save_strategy "no" \
+    --save_steps 1500 \
+    --save_total_limit 8 \
+    --learning_rate 2e-5 \
+    --weight_decay 0. \
+    --warmup_ratio 0.04 \
+    --lr_scheduler_type "cosine" \
+    --logging_steps 1 \
+    --fsdp "full_shard auto_wrap" \
+    --fsdp_transformer_layer_cls_to_wrap 'LlamaDecoderLayer' \
+    --tf32 False \
+    --model_max_length 2048 \
+    --gradient_checkpointing True \
+    --lazy_preprocess True

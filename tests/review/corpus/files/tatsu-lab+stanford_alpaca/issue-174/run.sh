@@ -1,0 +1,22 @@
+CUDA_VISIBLE_DEVICES=4,5,6,7 torchrun --nproc_per_node=4 --master_port=2024 train.py \
+   --model_name_or_path llama_7B_hf/llama-7b \
+   --data_path alpaca_data.json \
+   --bf16 True \
+   --output_dir alpaca-7B \
+   --num_train_epochs 3 \
+   --model_max_length 1024 \
+   --per_device_train_batch_size 1 \
+   --per_device_eval_batch_size 1 \
+   --gradient_accumulation_steps 16 \
+   --evaluation_strategy "no" \
+   --save_strategy "steps" \
+   --save_steps 2000 \
+   --save_total_limit 1 \
+   --learning_rate 2e-5 \
+   --weight_decay 0. \
+   --warmup_ratio 0.03 \
+   --lr_scheduler_type "cosine" \
+   --logging_steps 1 \
+   --fsdp "full_shard auto_wrap" \
+   --fsdp_transformer_layer_cls_to_wrap 'LlamaDecoderLayer' \
+   --tf32 True
