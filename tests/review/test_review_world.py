@@ -28,10 +28,9 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # dschat-step1-single_gpu-run_6.7b_lora left it: DeepSpeed-Chat's LoRA layers freeze the weights they wrap,
     # dschat/utils/module/lora.py, so --lora_dim without --only_optimize_lora is LoRA with the embeddings trained;
     # issue-lf4311-qwen2-72b-lora-ds3-2xa800 left it: a known key written `key:value` is an error on its line, and the rest
-    # of the file is reviewed as meant, review/sources.py NO_SPACE; the case's sidecar names that problem since session 7)
-    "issue-alpaca86-llama-13b-full-fsdp-2xa100-80g": "the command as pasted ends in a quote never closed ('LlamaDecoderLayer): bash "
-    "refuses it, and the review says so (error, with the fix) and reviews the launch as if it closed: true of the pasted text, "
-    "not the thread's problem (the run's own script must have had the quote)",
+    # of the file is reviewed as meant, review/sources.py NO_SPACE; the case's sidecar names that problem since session 7;
+    # issue-alpaca86-llama-13b-full-fsdp-2xa100-80g left it: a quote never closed is an error with its fix, and the launch
+    # is reviewed as if it closed, review/shell.py; the case's sidecar names that problem since session 7)
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
