@@ -140,6 +140,7 @@ CORPUS_MODEL_IDS = {
     "Qwen/Qwen2-7B-Instruct": "Qwen/Qwen2-7B-Instruct",  # LLaVA-NeXT scripts/train/pretrain_siglip.sh (its language model)
     # open-r1 recipes/OpenR1-Distill-7B/sft/config_distill.yaml (alias: Qwen2.5-Math-7B's weights, only rope_theta changed)
     "open-r1/Qwen2.5-Math-7B-RoPE-300k": "Qwen/Qwen2.5-Math-7B",
+    "01-ai/Yi-34B-Chat": "01-ai/Yi-34B",  # axolotl examples/yi-34B-chat/qlora.yml (alias: the chat model, same shapes)
 }
 
 
@@ -356,12 +357,27 @@ def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(pa
 
 
 @pytest.mark.parametrize(
+    "path, hub_id",
+    [
+        ("../llama-13b/", "huggyllama/llama-13b"),  # tatsu-lab/stanford_alpaca#86
+        ("models/llama-13b-hf/", "huggyllama/llama-13b"),  # lm-sys/FastChat#367 (a trailing -hf)
+        ("~/model_weights/llama-7b", "huggyllama/llama-7b"),  # lm-sys/FastChat#2681
+        ("/nowhere/LLaMA-65B-hf", "huggyllama/llama-65b"),  # case and -hf
+    ],
+)
+def test_a_llama_1_folder_not_here_is_planned_as_that_llama(path, hub_id):
+    found = models.resolve(path)
+    assert found.path == models.entry_for(hub_id).planner and found.by_name == hub_id, found
+    assert models.resolve("/nowhere/llama-33b").path is None  # the paper's name for the 30b repository: not an alias
+
+
+@pytest.mark.parametrize(
     "path",
     [
         "/nowhere/Qwen2-Instruct",  # no size: names no one model
         "/nowhere/qwen2.5",
         "/nowhere/Qwen2-57B-A14B",  # not Qwen2.5-7B: the digits run 57
-        "/nowhere/llama-7b-merged-v3",  # a table name (llama-2-7b) is not in it
+        "/nowhere/vicuna-7b-merged-v3",  # a table name (vicuna-7b-v1.5) is not in it (llama-7b-merged-v3 names LLaMA-7B now)
         "/nowhere/mistralai_Qwen2.5-7B-Instruct",  # another organisation than the model's
     ],
 )
