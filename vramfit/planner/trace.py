@@ -14,6 +14,13 @@ Depth: the model is traced at two depths of its layer stacks (and a third to che
 bytes grow linearly with depth) and extrapolated linearly to the full depth; a vision tower is
 traced at two depths of its own. A trace that is not linear says so (`Trace.linear`).
 
+Length: a text stack whose layers mix the sequence without attention (Qwen3-Next / Qwen3.5 Gated DeltaNet, Mamba)
+runs, without its CUDA kernels, a Python loop per chunk or per token, so its trace takes time in proportion to the
+length. Above 1,024 tokens such a model is traced at 128, 256, 384 and 512 tokens per sample and extrapolated in length,
+moment by moment: along the parabola through the three longest when it meets the shortest exactly (an s x s attention
+mask), else along the line through the two longest, the shorter two checked as depth is (`_length_extrapolate`). The
+short runs are cached apart from the run's length (`Trace.lengths`; the plan says so).
+
 What a GPU run keeps and a CPU run would not, made to match:
 - attention: `F.scaled_dot_product_attention` picks its kernel per device. CUDA (torch
   aten/src/ATen/native/transformers/cuda/sdp_utils.cpp `select_sdp_backend`) takes flash attention
@@ -44,7 +51,7 @@ API (stable; `vramfit fit`, issue 18, calls it):
         Trace.train_transient    peak of activations + temporaries during forward + backward (bytes)
         Trace.step_transient     temporaries of the optimizer step beyond its states (bytes)
         Trace.flops              FLOPs of one micro-batch step: forward + backward incl. recompute
-        Trace.linear / depths / per_layer / seconds / cached / traced / modelled / notes
+        Trace.linear / depths / lengths / per_layer / seconds / cached / traced / modelled / notes
     step_flops(setup, arch=None) -> int
         the same FLOPs from the architecture's shapes (no trace; microseconds)
     TraceError: the model cannot be traced (the reason is its message); callers fall back to the
@@ -419,8 +426,6 @@ def _trace(setup, arch, check_linear: bool = True, cache: bool = True) -> Trace:
         result["train_transient"] = max(result[f"seg:{seg}"] for seg in SEGMENTS if seg != "step")
         result["peak"] = seg_peak
     traced = ["activations", "logits and loss", "backward temporaries"]
-    if lengths is not None:
-        traced = [f"{t} (at {lengths[0]}-{lengths[-1]} tokens, extrapolated in length)" for t in traced]
     if setup.images_per_sample and "vision" in arch.stacks and base.get("vision_traced"):
         traced.append("vision tower")
     modelled = ["model states (ZeRO / FSDP sharding)", "CUDA context", "allocator reserve"]
@@ -484,7 +489,8 @@ def _depth_extrapolate(runs, plan, full_text, full_vision, keys, notes, check: b
         hi = vision_depths[0]
         for k in keys:
             result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
-        per_layer["vision"] = slope("seg:tail", plan[0], vision_depths[0], v0, vision_depths[0][1])
+        moment = "seg:vision_back" if runs[vision_depths[0]].get("seg:vision_back") else "seg:tail"
+        per_layer["vision"] = slope(moment, plan[0], vision_depths[0], v0, vision_depths[0][1])
     return result, linear, per_layer
 
 
@@ -499,11 +505,11 @@ def _length_runs(setup, arch, plan, lengths, notes, cache: bool = True) -> dict[
     if cached is None:
         t0, v0 = plan[0]
         runs: dict[tuple[int, int, int], dict[str, Any]] = {}
-        for length, out in _runs(setup, arch, t0, v0, notes, lengths).items():
+        for length, out in _runs(setup, arch, t0, v0, notes, lengths, split_vision=True).items():
             runs[(t0, v0, length)] = out
         for t, v in plan[1:]:
             at = (lengths[0], lengths[-1]) if v == v0 else (lengths[0],)
-            for length, out in _runs(setup, arch, t, v, notes, at).items():
+            for length, out in _runs(setup, arch, t, v, notes, at, split_vision=True).items():
                 runs[(t, v, length)] = out
         if cache:
             _raw_memo[key] = [[list(k), v] for k, v in runs.items()]
@@ -646,9 +652,15 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
     return _runs(setup, arch, text_layers, vision_layers, notes, (setup.seq_len,))[setup.seq_len]
 
 
-def _runs(setup, arch, text_layers: int, vision_layers: int, notes: list[str], lengths: tuple[int, ...]) -> dict[int, dict[str, Any]]:
+def _runs(
+    setup, arch, text_layers: int, vision_layers: int, notes: list[str], lengths: tuple[int, ...], split_vision: bool = False
+) -> dict[int, dict[str, Any]]:
     """Build the model at this depth under fake tensors once, and run one step under MemTracker at each of `lengths`
-    tokens per sample (the optimizer states exist before each step, the gradients do not: the steady state)."""
+    tokens per sample (the optimizer states exist before each step, the gradients do not: the steady state).
+
+    `split_vision`: the vision tower's forward and backward are moments of their own ("vision", "vision_back"), apart
+    from the language model's: a tower whose peak outweighs a short text's would otherwise hide, at every short length,
+    how the text's grows with the length (`_length_plan`)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -703,7 +715,9 @@ def _runs(setup, arch, text_layers: int, vision_layers: int, notes: list[str], l
                         with _cuda_sdpa(unpadded=setup.attention == "flash"):
                             with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
                                 where.stage = "the forward pass"
-                                loss = _forward(model, batch, vision, at, where)
+                                if split_vision and vision is not None:
+                                    tracker.segment = "vision"
+                                loss = _forward(model, batch, vision, at, where, on_text=_text_moment(tracker) if split_vision else None)
                             tracker.mark("backward")
                             where.stage = "the backward pass"
                             loss.backward()
@@ -776,8 +790,21 @@ def _segment_hooks(model, arch, tracker):
             h.remove()
 
 
-# forward, then backward's three moments (_segment_hooks), then the optimizer step
-SEGMENTS = ("forward", "head", "layers", "tail", "step")
+# forward, then backward's three moments (_segment_hooks), then the optimizer step; the vision tower's forward and
+# backward apart where a trace splits them (`_runs`' split_vision), else in "forward" and "tail"
+SEGMENTS = ("vision", "forward", "head", "layers", "tail", "vision_back", "step")
+
+
+def _text_moment(tracker):
+    """For `_forward`: once the image features exist, the language model's forward begins; the gradient reaching the
+    features begins the vision tower's backward."""
+
+    def on_text(features):
+        tracker.segment = "forward"
+        if features.requires_grad:
+            features.register_hook(lambda grad: (tracker.enter_segment("vision_back"), None)[1])
+
+    return on_text
 
 
 @contextlib.contextmanager
@@ -1115,7 +1142,7 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
-def _forward(model, batch, vision, setup, where=None):
+def _forward(model, batch, vision, setup, where=None, on_text=None):
     import torch
 
     if where is not None and vision is not None:
@@ -1143,6 +1170,8 @@ def _forward(model, batch, vision, setup, where=None):
     if isinstance(features, (list, tuple)):
         features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
     features = features.reshape(-1, features.shape[-1])
+    if on_text is not None:
+        on_text(features)
     if where is not None:
         where.stage = "the forward pass"
     embeds = model.get_input_embeddings()(batch["input_ids"])
@@ -1495,10 +1524,14 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace failed ({exc})", arch)
     extra = dequantized_bytes(setup, counts)
     depths = ", ".join(f"{d[0]}" + (f"+{d[1]} vision" if d[1] else "") for d in t.depths)
+    lengths = getattr(t, "lengths", ())
+    where = f"{depths} layers and {', '.join(map(str, lengths))} tokens per sample" if lengths else f"{depths} layers"
+    to = f"the full depth and to {setup.seq_len:,} tokens" if lengths else "the full depth"
+    shape = "depth and length" if lengths else "depth"
     notes.append(
-        f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
-        f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
-        f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}"
+        f"trace: activations and transients of the train phase traced with fake tensors at {where}, "
+        f"extrapolated to {to} ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
+        f"{'linear' if t.linear else f'NOT linear in {shape}'}); traced: {', '.join(t.traced)}"
     )
     notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
     if gap:
