@@ -77,7 +77,7 @@ from typing import Any
 
 from vramfit.planner import params
 
-SCHEMA = 5  # bump when what a trace measures changes: part of the cache key
+SCHEMA = 4  # bump when what a trace measures changes: part of the cache key
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 # Relative tolerance of the linearity check: the middle depth's bytes against the line through
 # the outer two. Fake tensors are exact, so any departure is a real non-linearity (a layer that
