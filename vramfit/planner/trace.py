@@ -502,7 +502,16 @@ def _length_runs(setup, arch, plan, lengths, notes, cache: bool = True) -> dict[
     text's length). Cached on disk apart from the run's length, so every length of one setup shares them."""
     key = trace_key(setup.replace(seq_len=0)) + "-lengths-" + "-".join(map(str, lengths)) + "-" + "-".join(f"{t}.{v}" for t, v in plan)
     cached = (_raw_memo.get(key) or _load_raw(key)) if cache else None
-    if cached is None:
+    v0 = plan[0][1]
+    expected = {(plan[0][0], v0, length) for length in lengths} | {(t, v, lengths[0]) for t, v in plan}
+    expected |= {(t, v, lengths[-1]) for t, v in plan if v == v0}
+    try:
+        runs = {tuple(k): v for k, v in cached} if cached is not None else None
+        if runs is not None and not expected <= runs.keys():
+            runs = None
+    except (TypeError, ValueError):
+        runs = None  # a damaged cache file: traced again
+    if runs is None:
         t0, v0 = plan[0]
         runs: dict[tuple[int, int, int], dict[str, Any]] = {}
         for length, out in _runs(setup, arch, t0, v0, notes, lengths, split_vision=True).items():
@@ -516,7 +525,6 @@ def _length_runs(setup, arch, plan, lengths, notes, cache: bool = True) -> dict[
             _store_raw(key, _raw_memo[key])
     else:
         _raw_memo[key] = cached
-        runs = {tuple(k): v for k, v in cached}
     t0, v0 = plan[0]
     lo, hi = lengths[0], lengths[-1]
     by_length: dict[int, dict[tuple[int, int], dict[str, Any]]] = {}
