@@ -14,6 +14,13 @@ Depth: the model is traced at two depths of its layer stacks (and a third to che
 bytes grow linearly with depth) and extrapolated linearly to the full depth; a vision tower is
 traced at two depths of its own. A trace that is not linear says so (`Trace.linear`).
 
+Length: a text stack whose layers mix the sequence without attention (Qwen3-Next / Qwen3.5 Gated DeltaNet, Mamba)
+runs, without its CUDA kernels, a Python loop per chunk or per token, so its trace takes time in proportion to the
+length. Above 1,024 tokens such a model is traced at 128, 256, 384 and 512 tokens per sample and extrapolated in length,
+moment by moment: along the parabola through the three longest when it meets the shortest exactly (an s x s attention
+mask), else along the line through the two longest, the shorter two checked as depth is (`_length_extrapolate`). The
+short runs are cached apart from the run's length (`Trace.lengths`; the plan says so).
+
 What a GPU run keeps and a CPU run would not, made to match:
 - attention: `F.scaled_dot_product_attention` picks its kernel per device. CUDA (torch
   aten/src/ATen/native/transformers/cuda/sdp_utils.cpp `select_sdp_backend`) takes flash attention
@@ -44,7 +51,7 @@ API (stable; `vramfit fit`, issue 18, calls it):
         Trace.train_transient    peak of activations + temporaries during forward + backward (bytes)
         Trace.step_transient     temporaries of the optimizer step beyond its states (bytes)
         Trace.flops              FLOPs of one micro-batch step: forward + backward incl. recompute
-        Trace.linear / depths / per_layer / seconds / cached / traced / modelled / notes
+        Trace.linear / depths / lengths / per_layer / seconds / cached / traced / modelled / notes
     step_flops(setup, arch=None) -> int
         the same FLOPs from the architecture's shapes (no trace; microseconds)
     TraceError: the model cannot be traced (the reason is its message); callers fall back to the
@@ -98,6 +105,7 @@ class Trace:
     traced: tuple[str, ...] = ()
     modelled: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    lengths: tuple[int, ...] = ()  # tokens per sample traced and extrapolated in length (`_length_plan`); () at the run's own
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -182,8 +190,8 @@ def _load(key: str) -> Trace | None:
     try:
         data = json.loads(path.read_text())
         data["depths"] = tuple(tuple(d) for d in data["depths"])
-        for k in ("traced", "modelled", "notes"):
-            data[k] = tuple(data[k])
+        for k in ("traced", "modelled", "notes", "lengths"):
+            data[k] = tuple(data.get(k, ()))
         return Trace(**{**data, "cached": True})
     except (OSError, ValueError, TypeError, KeyError):
         return None  # stale or damaged: trace again
@@ -198,6 +206,25 @@ def _store(key: str, trace: Trace) -> None:
         tmp.replace(path)
     except OSError:
         pass  # a read-only cache dir: the trace is still returned
+
+
+def _load_raw(key: str):
+    path = _cache_file(key)
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _store_raw(key: str, data) -> None:
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 # ----------------------------------------------------------------------------------------------
@@ -217,7 +244,7 @@ def trace_step(setup, arch=None, *, cache: bool = True, check_linear: bool = Tru
             _memo[key] = hit
             return hit
     arch = arch or params.summary(setup.model_config)
-    result = _trace(setup, arch, check_linear)
+    result = _trace(setup, arch, check_linear, cache)
     _memo[key] = result
     if cache:
         _store(key, result)
@@ -225,6 +252,7 @@ def trace_step(setup, arch=None, *, cache: bool = True, check_linear: bool = Tru
 
 
 _memo: dict[str, Trace] = {}
+_raw_memo: dict[str, Any] = {}  # the short runs of `_length_runs`, by key
 
 
 def step_flops(setup, arch=None) -> int:
@@ -315,11 +343,38 @@ def _mixer_period(setup, arch) -> int:
     return 1
 
 
-def _trace(setup, arch, check_linear: bool = True) -> Trace:
+def _length_plan(setup, arch) -> tuple[int, ...] | None:
+    """The lengths (tokens per sample) at which a text stack whose layers mix the sequence without attention is traced
+    instead of its own length, or None to trace it at its length. Such mixers run a Python loop per chunk (transformers'
+    `torch_chunk_gated_delta_rule`: one iteration per 64 tokens) or per token (the Mamba layers' `slow_forward`) when
+    their CUDA kernels are absent, so under fake tensors their trace takes time in proportion to the length, where every
+    other op takes the same time at any size. Their memory grows linearly with the length (chunk-local tensors and one
+    recurrent state per chunk), so a few short lengths extrapolate to the run's (`_length_extrapolate`, checked).
+
+    Four lengths, LENGTH_STEP apart, fixed for the setup whatever its length, so one set of short traces serves every
+    length asked (a review's shorter-sample plans, the padding-free typical length). A VLM's sample shorter than its
+    image tokens takes as many image features as it holds (`_forward`): the gradient rows of the merged features then
+    grow with the traced length and stop growing at the image tokens, an over-count of at most (length - image tokens)
+    x hidden x 2 bytes in backward, said in a note."""
+    stack = arch.stacks.get("text")
+    if stack is None or not stack.mixers or arch.encoder_decoder or setup.attention == "eager":
+        return None  # eager attention keeps each layer's s x s scores: traced at the length itself
+    lengths = tuple(LENGTH_STEP * i for i in range(1, 5))
+    return lengths if setup.seq_len > 2 * lengths[-1] else None
+
+
+# Lengths traced for a sequence-mixer stack (`_length_plan`): multiples of the Gated DeltaNet chunk (64 tokens,
+# transformers modeling_qwen3_next.py / modeling_qwen3_5.py `chunk_size`) so that no traced length pads its last chunk.
+LENGTH_STEP = 128
+# A quadratic term in length (an s x s tensor: the attention mask of a padded batch) is taken only when the parabola
+# through the three longest lengths meets the shortest within this many bytes (fake tensors count exactly; MemTracker
+# rounds each storage up to 512 bytes); otherwise the line through the two longest, checked like depth (LINEARITY_TOLERANCE).
+QUADRATIC_SLACK = 64 * 1024
+
+
+def _trace(setup, arch, check_linear: bool = True, cache: bool = True) -> Trace:
     import torch
 
-    if arch.analytic_gap and "text" not in arch.stacks and not arch.encoder_decoder:
-        pass  # traced all the same, at full depth below (no stack to extrapolate)
     started = time.perf_counter()
     period = _mixer_period(setup, arch)
     plan, full_text, full_vision = _depth_plan(arch, check_linear, period)
@@ -331,43 +386,38 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
             f"the text layers repeat a pattern of {period} layers (layer_types: sequence mixers that are not attention, and attention): "
             f"traced at {period} and {2 * period} layers, whole patterns, and extrapolated by whole patterns"
         )
-    runs = {}
-    torch.manual_seed(0)
-    for depth in plan:
-        runs[depth] = _run(setup, arch, depth[0], depth[1], notes)
-    t0, v0 = plan[0]
-    base = runs[plan[0]]
-    text_depths = [d for d in plan if d[1] == v0]
-    linear = True
-    per_layer: dict[str, int] = {}
-
-    def slope(key, a, b, layers_a, layers_b):
-        return (runs[b][key] - runs[a][key]) / (layers_b - layers_a) if layers_b != layers_a else 0.0
-
     seg_keys = [f"{kind}:{seg}" for kind in ("seg", "segp") for seg in SEGMENTS]
     keys = ("train_transient", "step_transient", "peak", "flops", *seg_keys, *[f"cat:{c}" for c in CATEGORIES])
-    result = {k: float(base[k]) for k in keys}
-    if len(text_depths) >= 2:
-        lo, hi = text_depths[0], text_depths[-1]
-        for k in keys:
-            result[k] += slope(k, lo, hi, lo[0], hi[0]) * (full_text - lo[0])
-        if len(text_depths) == 3:
-            mid = text_depths[1]
-            for k in seg_keys:
-                expected = runs[lo][k] + slope(k, lo, hi, lo[0], hi[0]) * (mid[0] - lo[0])
-                span = abs(runs[hi][k] - runs[lo][k]) or 1.0
-                if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
-                    linear = False
-            if not linear:
-                notes.append(
-                    f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
-                    f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate"
-                )
-    vision_depths = [d for d in plan if d[0] == t0 and d[1] != v0]
-    if vision_depths:
-        hi = vision_depths[0]
-        for k in keys:
-            result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
+    lengths = _length_plan(setup, arch)
+    torch.manual_seed(0)
+    if lengths is None:
+        runs = {depth: _run(setup, arch, depth[0], depth[1], notes) for depth in plan}
+        result, linear, per_layer = _depth_extrapolate(runs, plan, full_text, full_vision, keys, notes, check=True)
+        base = runs[plan[0]]
+    else:
+        by_length = _length_runs(setup, arch, plan, lengths, notes, cache)
+        at: dict[int, tuple[dict[str, float], bool, dict[str, float]]] = {}
+        for length in lengths:
+            traced_here = length in (lengths[0], lengths[-1])  # every depth traced at the outer lengths
+            at[length] = _depth_extrapolate(by_length[length], plan, full_text, full_vision, keys, notes, check=traced_here)
+        linear = all(at[length][1] for length in lengths)
+        result, length_linear = _length_extrapolate({k: at[k][0] for k in lengths}, lengths, setup.seq_len, keys, notes)
+        linear = linear and length_linear
+        lo, hi = lengths[0], lengths[-1]
+        per_layer = {k: v + (at[hi][2][k] - v) * (setup.seq_len - lo) / (hi - lo) for k, v in at[lo][2].items()}
+        base = by_length[lo][plan[0]]
+        notes.append(
+            f"the text layers mix the sequence with {', '.join(arch.stacks['text'].mixers)}, whose trace loops over the sequence "
+            f"(a Python loop per chunk or token without its CUDA kernels): traced at {', '.join(map(str, lengths))} tokens per sample "
+            f"(the run's {setup.seq_len:,}) and extrapolated in length, {'linear' if length_linear else 'NOT linear'} in length"
+        )
+        image_tokens = setup.micro_batch * setup.images_per_sample * setup.image_tokens
+        if image_tokens > lengths[0] * setup.micro_batch and "vision" in arch.stacks:
+            hidden = arch.stacks["text"].hidden
+            notes.append(
+                f"the traced lengths hold fewer tokens than the images' {image_tokens:,}: the gradient of the merged image features is "
+                f"extrapolated with the length, an over-count of at most {max(0, setup.seq_len * setup.micro_batch - image_tokens) * hidden * 2 / 2**30:.2f} GiB in backward"
+            )
     # Each moment's bytes are linear in depth, their maximum is not: the peak is the largest of the
     # moments extrapolated one by one (at 2 layers a tied embedding's backward can outweigh the
     # kept activations that dominate at 12).
@@ -375,11 +425,6 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
     if seg_peak > 0:
         result["train_transient"] = max(result[f"seg:{seg}"] for seg in SEGMENTS if seg != "step")
         result["peak"] = seg_peak
-    if len(text_depths) >= 2:
-        lo, hi = text_depths[0], text_depths[-1]
-        per_layer["text"] = int(max(slope(f"seg:{seg}", lo, hi, lo[0], hi[0]) for seg in ("forward", "head")))
-    if vision_depths:
-        per_layer["vision"] = int(slope("seg:tail", plan[0], vision_depths[0], v0, vision_depths[0][1]))
     traced = ["activations", "logits and loss", "backward temporaries"]
     if setup.images_per_sample and "vision" in arch.stacks and base.get("vision_traced"):
         traced.append("vision tower")
@@ -399,12 +444,158 @@ def _trace(setup, arch, check_linear: bool = True) -> Trace:
         flops=int(result["flops"]),
         linear=linear,
         depths=tuple(plan),
-        per_layer=per_layer,
+        per_layer={k: int(v) for k, v in per_layer.items()},
         seconds=round(time.perf_counter() - started, 3),
         traced=tuple(traced),
         modelled=tuple(modelled),
         notes=tuple(dict.fromkeys(notes)),
+        lengths=tuple(lengths or ()),
     )
+
+
+def _depth_extrapolate(runs, plan, full_text, full_vision, keys, notes, check: bool) -> tuple[dict[str, float], bool, dict[str, float]]:
+    """(each key at the full depth, linear in depth, bytes per added layer per stack) from the runs at the depths of
+    `plan`. `check`: the middle depth was traced (not interpolated), so linearity is checked."""
+    t0, v0 = plan[0]
+    base = runs[plan[0]]
+    text_depths = [d for d in plan if d[1] == v0]
+    linear = True
+    per_layer: dict[str, float] = {}
+
+    def slope(key, a, b, layers_a, layers_b):
+        return (runs[b][key] - runs[a][key]) / (layers_b - layers_a) if layers_b != layers_a else 0.0
+
+    seg_keys = [k for k in keys if k.startswith("seg")]
+    result = {k: float(base[k]) for k in keys}
+    if len(text_depths) >= 2:
+        lo, hi = text_depths[0], text_depths[-1]
+        for k in keys:
+            result[k] += slope(k, lo, hi, lo[0], hi[0]) * (full_text - lo[0])
+        if len(text_depths) == 3 and check:
+            mid = text_depths[1]
+            for k in seg_keys:
+                expected = runs[lo][k] + slope(k, lo, hi, lo[0], hi[0]) * (mid[0] - lo[0])
+                span = abs(runs[hi][k] - runs[lo][k]) or 1.0
+                if abs(runs[mid][k] - expected) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(runs[hi][k])):
+                    linear = False
+            if not linear:
+                notes.append(
+                    f"the traced bytes are not linear in depth ({', '.join(str(runs[d]['train_transient']) for d in text_depths)} "
+                    f"at {', '.join(str(d[0]) for d in text_depths)} layers): the extrapolation to {full_text} layers is approximate"
+                )
+        per_layer["text"] = max(slope(f"seg:{seg}", lo, hi, lo[0], hi[0]) for seg in ("forward", "head"))
+    vision_depths = [d for d in plan if d[0] == t0 and d[1] != v0]
+    if vision_depths:
+        hi = vision_depths[0]
+        for k in keys:
+            result[k] += slope(k, plan[0], hi, v0, hi[1]) * (full_vision - v0)
+        moment = "seg:vision_back" if runs[vision_depths[0]].get("seg:vision_back") else "seg:tail"
+        per_layer["vision"] = slope(moment, plan[0], vision_depths[0], v0, vision_depths[0][1])
+    return result, linear, per_layer
+
+
+def _length_runs(setup, arch, plan, lengths, notes, cache: bool = True) -> dict[int, dict[tuple[int, int], dict[str, Any]]]:
+    """The runs at each depth of `plan` and each of `lengths` (`_length_plan`): the first depth at every length (one
+    model built, one step per length); the other text depths at the shortest and longest length, their difference to the
+    first depth interpolated linearly in length between (the kept bytes of a layer grow linearly with the length); the
+    vision depths at the shortest length, their difference carried to the others (the vision tower does not see the
+    text's length). Cached on disk apart from the run's length, so every length of one setup shares them."""
+    key = trace_key(setup.replace(seq_len=0)) + "-lengths-" + "-".join(map(str, lengths)) + "-" + "-".join(f"{t}.{v}" for t, v in plan)
+    cached = (_raw_memo.get(key) or _load_raw(key)) if cache else None
+    v0 = plan[0][1]
+    expected = {(plan[0][0], v0, length) for length in lengths} | {(t, v, lengths[0]) for t, v in plan}
+    expected |= {(t, v, lengths[-1]) for t, v in plan if v == v0}
+    try:
+        runs = {tuple(k): v for k, v in cached} if cached is not None else None
+        if runs is not None and not expected <= runs.keys():
+            runs = None
+    except (TypeError, ValueError):
+        runs = None  # a damaged cache file: traced again
+    if runs is None:
+        t0, v0 = plan[0]
+        runs: dict[tuple[int, int, int], dict[str, Any]] = {}
+        for length, out in _runs(setup, arch, t0, v0, notes, lengths, split_vision=True).items():
+            runs[(t0, v0, length)] = out
+        for t, v in plan[1:]:
+            at = (lengths[0], lengths[-1]) if v == v0 else (lengths[0],)
+            for length, out in _runs(setup, arch, t, v, notes, at, split_vision=True).items():
+                runs[(t, v, length)] = out
+        if cache:
+            _raw_memo[key] = [[list(k), v] for k, v in runs.items()]
+            _store_raw(key, _raw_memo[key])
+    else:
+        _raw_memo[key] = cached
+    t0, v0 = plan[0]
+    lo, hi = lengths[0], lengths[-1]
+    by_length: dict[int, dict[tuple[int, int], dict[str, Any]]] = {}
+    for length in lengths:
+        first = runs[(t0, v0, length)]
+        here: dict[tuple[int, int], dict[str, Any]] = {(t0, v0): first}
+        for t, v in plan[1:]:
+            if (t, v, length) in runs:
+                here[(t, v)] = runs[(t, v, length)]
+                continue
+            if v == v0:  # a text depth between the outer lengths: its difference to the first depth, interpolated
+                w = (length - lo) / (hi - lo)
+                diff = {k: (1 - w) * (runs[(t, v, lo)][k] - runs[(t0, v0, lo)][k]) + w * (runs[(t, v, hi)][k] - runs[(t0, v0, hi)][k]) for k in _numeric(first)}
+            else:
+                diff = {k: runs[(t, v, lo)][k] - runs[(t0, v0, lo)][k] for k in _numeric(first)}
+            here[(t, v)] = {**first, **{k: first[k] + diff[k] for k in diff}}
+        by_length[length] = here
+    return by_length
+
+
+def _numeric(out: dict[str, Any]) -> list[str]:
+    return [k for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _length_extrapolate(at: dict[int, dict[str, float]], lengths, target: int, keys, notes) -> tuple[dict[str, float], bool]:
+    """Each key at `target` tokens from its values at the four traced `lengths`. Fake tensors count exactly, so a key
+    that is linear in the length lies exactly on a line, and one that also holds an s x s tensor (the attention mask of
+    a padded batch) exactly on a parabola: the parabola through the three longest lengths is taken when it meets the
+    shortest (QUADRATIC_SLACK) and bends upwards; otherwise the line through the two longest, with the shorter two
+    checked against it as depth is (LINEARITY_TOLERANCE). A moment whose maximum moves from one op to another between the
+    lengths is what fails the check."""
+    l1, l2, l3, l4 = lengths
+    result: dict[str, float] = {}
+    linear = True
+    bent: list[str] = []
+    for k in keys:
+        f1, f2, f3, f4 = (float(at[length][k]) for length in lengths)
+
+        # Lagrange parabola through (l2, f2), (l3, f3), (l4, f4)
+        def parabola(x, f2=f2, f3=f3, f4=f4):
+            return (
+                f2 * (x - l3) * (x - l4) / ((l2 - l3) * (l2 - l4))
+                + f3 * (x - l2) * (x - l4) / ((l3 - l2) * (l3 - l4))
+                + f4 * (x - l2) * (x - l3) / ((l4 - l2) * (l4 - l3))
+            )
+
+        curvature = f2 / ((l2 - l3) * (l2 - l4)) + f3 / ((l3 - l2) * (l3 - l4)) + f4 / ((l4 - l2) * (l4 - l3))
+        slope = (f4 - f3) / (l4 - l3)
+        if curvature > 0 and abs(parabola(l1) - f1) <= QUADRATIC_SLACK:
+            result[k] = parabola(target)
+            if k.startswith("seg") and curvature * target * target > LINEARITY_TOLERANCE * abs(result[k]):
+                bent.append(f"{k.split(':')[-1]} {curvature:.3g} bytes per token squared")
+            continue
+        result[k] = f4 + slope * (target - l4)
+        if k.startswith("seg"):
+            span = abs(f4 - f1) or 1.0
+            for x, f in ((l1, f1), (l2, f2)):
+                if abs(f - (f4 + slope * (x - l4))) > LINEARITY_TOLERANCE * max(span, 0.01 * abs(f4)):
+                    linear = False
+    if bent:
+        notes.append(
+            "a term grows with the square of the length (an s x s tensor: the attention mask of a padded batch): "
+            + "; ".join(dict.fromkeys(bent))
+            + "; extrapolated along the parabola through the traced lengths"
+        )
+    if not linear:
+        notes.append(
+            f"the traced bytes are not linear in length ({', '.join(str(int(at[x]['train_transient'])) for x in lengths)} at "
+            f"{', '.join(map(str, lengths))} tokens): the extrapolation to {target:,} tokens is approximate"
+        )
+    return result, linear
 
 
 def _config_at_depth(arch, setup, text_layers: int, vision_layers: int):
@@ -466,6 +657,18 @@ def _dtypes(setup):
 
 def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) -> dict[str, Any]:
     """Build the model at this depth under fake tensors and run one step under MemTracker."""
+    return _runs(setup, arch, text_layers, vision_layers, notes, (setup.seq_len,))[setup.seq_len]
+
+
+def _runs(
+    setup, arch, text_layers: int, vision_layers: int, notes: list[str], lengths: tuple[int, ...], split_vision: bool = False
+) -> dict[int, dict[str, Any]]:
+    """Build the model at this depth under fake tensors once, and run one step under MemTracker at each of `lengths`
+    tokens per sample (the optimizer states exist before each step, the gradients do not: the steady state).
+
+    `split_vision`: the vision tower's forward and backward are moments of their own ("vision", "vision_back"), apart
+    from the language model's: a tower whose peak outweighs a short text's would otherwise hide, at every short length,
+    how the text's grows with the length (`_length_plan`)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -477,8 +680,9 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
         pass
     train_dtype, frozen_dtype, autocast = _dtypes(setup)
     fake = FakeTensorMode(allow_non_fake_inputs=True)
-    out: dict[str, Any] = {"notes": []}
+    outs: dict[int, dict[str, Any]] = {}
     where = _Where()
+    length = setup.seq_len
     try:
         with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
             where.stage = "building the model"
@@ -501,48 +705,61 @@ def _run(setup, arch, text_layers: int, vision_layers: int, notes: list[str]) ->
                     p.grad = torch.zeros_like(p)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
-            where.stage = "building the inputs"
-            batch, vision = _inputs(model, config, setup, arch, train_dtype if autocast is None else frozen_dtype)
             stack.enter_context(_real_vision_geometry())
-            out["vision_traced"] = vision is not None
-            tracker = _Tracker()
-            tracker.track_external(optimizer)
-            tracker.track_model(model)
-            stack.enter_context(_segment_hooks(model, arch, tracker))
-            import gc
+            for length in lengths:
+                out: dict[str, Any] = {"notes": []}
+                at = setup if length == setup.seq_len else setup.replace(seq_len=length)
+                where.stage = "building the inputs"
+                batch, vision = _inputs(model, config, at, arch, train_dtype if autocast is None else frozen_dtype)
+                out["vision_traced"] = vision is not None
+                tracker = _Tracker()
+                tracker.track_external(optimizer)
+                tracker.track_model(model)
+                import gc
 
-            gc.collect()
-            with tracker:
-                with _cuda_sdpa(unpadded=setup.attention == "flash"):
-                    with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
-                        where.stage = "the forward pass"
-                        loss = _forward(model, batch, vision, setup, where)
-                    tracker.mark("backward")
-                    where.stage = "the backward pass"
-                    loss.backward()
-                tracker.mark("step")
-                where.stage = "the optimizer step"
+                with _segment_hooks(model, arch, tracker):
+                    gc.collect()
+                    with tracker:
+                        with _cuda_sdpa(unpadded=setup.attention == "flash"):
+                            with amp, where.modules(model):  # HF Trainer: autocast around the forward and the loss only
+                                where.stage = "the forward pass"
+                                if split_vision and vision is not None:
+                                    tracker.segment = "vision"
+                                loss = _forward(model, batch, vision, at, where, on_text=_text_moment(tracker) if split_vision else None)
+                            tracker.mark("backward")
+                            where.stage = "the backward pass"
+                            loss.backward()
+                        tracker.mark("step")
+                        where.stage = "the optimizer step"
+                        if optimizer is not None:
+                            optimizer.step()
+                        tracker.mark("done")
+                del loss, batch, vision
                 if optimizer is not None:
-                    optimizer.step()
-                tracker.mark("done")
-            out["flops"] = tracker.flops
+                    optimizer.zero_grad(set_to_none=True)
+                else:
+                    model.zero_grad(set_to_none=True)
+                out["flops"] = tracker.flops
+                snap = tracker.peak_snap
+                out["peak"] = tracker.peak
+                for c in CATEGORIES:
+                    out[f"cat:{c}"] = snap.get(c, 0)
+                out["train_transient"] = tracker.train_transient
+                for seg in SEGMENTS:
+                    out[f"seg:{seg}"] = tracker.seg_transient.get(seg, 0)
+                    out[f"segp:{seg}"] = tracker.seg_peak.get(seg, 0)
+                out["step_transient"] = tracker.step_transient
+                outs[length] = out
     except TraceError:
         raise
     except Exception as exc:  # noqa: BLE001 - model code that fake tensors cannot run
         if os.environ.get("VRAMFIT_TRACE_DEBUG"):
             raise
         depth = f"{text_layers} layers" + (f" + {vision_layers} vision layers" if vision_layers else "")
+        if len(lengths) > 1:
+            depth += f", {length} tokens"
         raise TraceError(f"{where.describe()} at {depth}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
-    snap = tracker.peak_snap
-    out["peak"] = tracker.peak
-    for c in CATEGORIES:
-        out[f"cat:{c}"] = snap.get(c, 0)
-    out["train_transient"] = tracker.train_transient
-    for seg in SEGMENTS:
-        out[f"seg:{seg}"] = tracker.seg_transient.get(seg, 0)
-        out[f"segp:{seg}"] = tracker.seg_peak.get(seg, 0)
-    out["step_transient"] = tracker.step_transient
-    return out
+    return outs
 
 
 @contextlib.contextmanager
@@ -581,8 +798,21 @@ def _segment_hooks(model, arch, tracker):
             h.remove()
 
 
-# forward, then backward's three moments (_segment_hooks), then the optimizer step
-SEGMENTS = ("forward", "head", "layers", "tail", "step")
+# forward, then backward's three moments (_segment_hooks), then the optimizer step; the vision tower's forward and
+# backward apart where a trace splits them (`_runs`' split_vision), else in "forward" and "tail"
+SEGMENTS = ("vision", "forward", "head", "layers", "tail", "vision_back", "step")
+
+
+def _text_moment(tracker):
+    """For `_forward`: once the image features exist, the language model's forward begins; the gradient reaching the
+    features begins the vision tower's backward."""
+
+    def on_text(features):
+        tracker.segment = "forward"
+        if features.requires_grad:
+            features.register_hook(lambda grad: (tracker.enter_segment("vision_back"), None)[1])
+
+    return on_text
 
 
 @contextlib.contextmanager
@@ -920,7 +1150,7 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
-def _forward(model, batch, vision, setup, where=None):
+def _forward(model, batch, vision, setup, where=None, on_text=None):
     import torch
 
     if where is not None and vision is not None:
@@ -948,13 +1178,17 @@ def _forward(model, batch, vision, setup, where=None):
     if isinstance(features, (list, tuple)):
         features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features])
     features = features.reshape(-1, features.shape[-1])
+    if on_text is not None:
+        on_text(features)
     if where is not None:
         where.stage = "the forward pass"
     embeds = model.get_input_embeddings()(batch["input_ids"])
     count = min(features.shape[0], embeds.shape[0] * embeds.shape[1])
     mask = torch.zeros(embeds.shape[:2], dtype=torch.bool)
     mask.view(-1)[:count] = True
-    merged = embeds.masked_scatter(mask.unsqueeze(-1).expand_as(embeds), features[:count].to(embeds.dtype))
+    # every image's features in the text's dtype, as the models convert them (`image_embeds.to(inputs_embeds.dtype)`), then
+    # as many as the sample holds (a sample shorter than its images: a traced length below the run's, `_length_plan`)
+    merged = embeds.masked_scatter(mask.unsqueeze(-1).expand_as(embeds), features.to(embeds.dtype)[:count])
     return runner(inputs_embeds=merged, labels=batch["labels"]).loss
 
 
@@ -1158,10 +1392,13 @@ class _Tracker:
 
         import torch
         from torch._guards import active_fake_mode
+        from torch._subclasses.fake_tensor import FakeTensor
         from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils._pytree import tree_map_only
         from torch.utils.flop_counter import flop_registry
+
+        device_op = torch.ops.prim.device.default
 
         class Tracker(MemTracker):
             def track_model(self, model):
@@ -1182,6 +1419,10 @@ class _Tracker:
                 return self
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func is device_op and len(args) == 1 and type(args[0]) is FakeTensor:
+                    # a tensor's device, asked by autograd for every tensor it passes (two in three ops of a step):
+                    # allocates nothing; answered as FakeTensor.__torch_dispatch__ answers it, without the dispatch
+                    return torch.device("meta") if args[0].fake_mode.in_kernel_invocation else args[0].fake_device
                 kwargs = kwargs or {}
                 res = func(*args, **kwargs)
                 count = flop_registry.get(func._overloadpacket)
@@ -1291,10 +1532,14 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace failed ({exc})", arch)
     extra = dequantized_bytes(setup, counts)
     depths = ", ".join(f"{d[0]}" + (f"+{d[1]} vision" if d[1] else "") for d in t.depths)
+    lengths = getattr(t, "lengths", ())
+    where = f"{depths} layers and {', '.join(map(str, lengths))} tokens per sample" if lengths else f"{depths} layers"
+    to = f"the full depth and to {setup.seq_len:,} tokens" if lengths else "the full depth"
+    shape = "depth and length" if lengths else "depth"
     notes.append(
-        f"trace: activations and transients of the train phase traced with fake tensors at {depths} layers, "
-        f"extrapolated to the full depth ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
-        f"{'linear' if t.linear else 'NOT linear in depth'}); traced: {', '.join(t.traced)}"
+        f"trace: activations and transients of the train phase traced with fake tensors at {where}, "
+        f"extrapolated to {to} ({'cached' if t.cached else f'{t.seconds:.1f} s'}; "
+        f"{'linear' if t.linear else f'NOT linear in {shape}'}); traced: {', '.join(t.traced)}"
     )
     notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
     if gap:

@@ -1002,12 +1002,23 @@ def _largest_image_that_fits(plan):
         arch = params.summary(setup.model_config)
     except Exception:  # the plan above summarised it; a failure here only means no smaller size is offered
         return None
+    sizes = []
     tokens = setup.image_tokens
     while tokens > 256:
         tokens //= 2
+        sizes.append(tokens)
+
+    def at(tokens):
         t, patches = image_geometry(arch, tokens * 784, None)
         seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if setup.method == "grpo" else setup.seq_len
-        smaller = plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
+        return t, plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
+
+    # the smallest first: the memory grows with the image, so when the smallest does not fit, no size does (one plan, not
+    # one per halving: each can be a trace of its own)
+    if not sizes or not at(sizes[-1])[1].fits:
+        return None
+    for tokens in sizes:
+        t, smaller = at(tokens)
         if smaller.fits:
             return t, tokens * 784, smaller
     return None
