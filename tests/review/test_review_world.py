@@ -1344,3 +1344,14 @@ def test_a_near_miss_of_an_ms_swift_size_variable_is_said_not_read(tmp_path):
     result = review([str(path)], gpu="a100-80g")
     [typo] = find(result, key="MAX_PIXEL", severity="warning", text="not a variable ms-swift reads (it reads MAX_PIXELS)")
     assert typo.fix == "rename it MAX_PIXELS=191296." and not find(result, key="NPROC_PER_NODE", severity="warning")
+
+
+def test_ms_swift_attn_impl_is_the_attention(tmp_path):
+    """ms-swift's --attn_impl flash_attn loads the model with flash_attention_2 (swift/llm/model/utils.py AttnImpl); 65 of
+    ms-swift's own examples pass it."""
+    path = write(
+        tmp_path,
+        "sft.sh",
+        "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora --attn_impl flash_attn --max_length 8192\n",
+    )
+    assert review([str(path)], gpu="a100-80g").plan.setup.attention == "flash"

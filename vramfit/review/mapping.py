@@ -61,6 +61,7 @@ ALIASES = {
     "model": "model.id",
     "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
     "target_modules": "model.lora.target_modules",  # ms-swift
+    "attn_impl": "model.attn_implementation",  # ms-swift ModelArguments.attn_impl (swift/llm/model/utils.py AttnImpl)
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
     "image_root": "data.image_folder",
@@ -452,6 +453,8 @@ def attention_class(value: str) -> str:
         v = v.removeprefix("paged|")
     if v in ("flash_attention_2", "sdpa", "eager"):
         return v
+    if v == "flash_attn":  # ms-swift's name: AttnImpl.update_attn_impl sets attn_implementation flash_attention_2
+        return "flash_attention_2"
     if v in ("flash_attention_3", "flex_attention") or ("/" in v and "flash" in v.lower()):
         return "flash_attention_2"
     return value
