@@ -35,3 +35,30 @@ def scenario_setup(row: dict):
     from benchmarks.calibration import scenario_setup as build
 
     return build(row, SHARED)
+
+
+def qwen3_next_config(tmp_path: Path, layers: int = 4) -> Path:
+    """Qwen3-Next at toy widths, written as a config.json: Gated DeltaNet layers with full attention every 4th, fused MoE
+    experts (the trace tests of tests/planner/test_trace.py and test_trace_length.py)."""
+    from transformers import Qwen3NextConfig
+
+    cfg = Qwen3NextConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        head_dim=16,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        linear_key_head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_value_head_dim=16,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        num_experts=8,
+        num_experts_per_tok=2,
+        num_hidden_layers=layers,
+        vocab_size=512,
+    )
+    path = tmp_path / "qwen3_next.json"
+    path.write_text(json.dumps(cfg.to_dict(), default=str))
+    return path

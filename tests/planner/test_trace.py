@@ -10,6 +10,8 @@ import time
 
 from vramfit.planner import Setup, trace
 
+from planner_support import qwen3_next_config
+
 H, FFN, HEADS, KV, VOCAB = 64, 128, 4, 2, 512
 
 
@@ -397,29 +399,6 @@ def test_opt_relu_keeps_one_tensor_and_its_residual_dropout(tmp_path):
 # Models only the trace sizes (layers that are not attention blocks), with LoRA as PEFT builds it
 
 
-def _qwen3_next(tmp_path, layers=4):
-    """Qwen3-Next at toy widths: Gated DeltaNet + full attention every 4th layer, fused MoE experts."""
-    return _config(
-        tmp_path,
-        "Qwen3NextConfig",
-        hidden_size=64,
-        intermediate_size=128,
-        head_dim=16,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        linear_key_head_dim=16,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_value_head_dim=16,
-        moe_intermediate_size=32,
-        shared_expert_intermediate_size=32,
-        num_experts=8,
-        num_experts_per_tok=2,
-        num_hidden_layers=layers,
-        vocab_size=VOCAB,
-    )
-
-
 def test_lora_dropout_peft_refuses_on_fused_experts_is_bad_input_not_a_trace_failure(tmp_path):
     """PEFT 0.21 turns `all-linear` (or gate_proj / up_proj / down_proj) on a fused-MoE model into
     `target_parameters`, wrapped by lora.ParamWrapper, which raises on lora_dropout != 0: a dropout the
@@ -433,7 +412,7 @@ def test_lora_dropout_peft_refuses_on_fused_experts_is_bad_input_not_a_trace_fai
     from vramfit.planner import params
     from vramfit.problems import ConfigError
 
-    path = _qwen3_next(tmp_path)
+    path = qwen3_next_config(tmp_path)
     common = dict(gpu="h100", gpus=1)
     with pytest.raises(ConfigError) as refused:
         Setup.from_args(path, **common, overrides=["method=lora", "lora_dropout=0.05"])
@@ -466,13 +445,13 @@ def test_qwen3_next_lora_is_traced_and_a_failing_trace_says_where(tmp_path, caps
 
     from vramfit.planner import cli, params
 
-    path = _qwen3_next(tmp_path)
+    path = qwen3_next_config(tmp_path)
     s = Setup.from_args(path, "h100", 1, overrides=["method=lora", "seq_len=32", "per_device_train_batch_size=1"])
     assert s.precision != "bf16-true"  # fp32 experts: torch's meta kernel of _grouped_mm takes bf16 only
     t = trace.trace_step(s, cache=False, check_linear=False)
     assert t.train_transient > 0
     # at full depth three Gated DeltaNet layers, then attention: traced in whole patterns of 4, not at 2, 3, 4 layers
-    deep = Setup.from_args(_qwen3_next(tmp_path, layers=48), "h100", 1, overrides=["method=lora"])
+    deep = Setup.from_args(qwen3_next_config(tmp_path, layers=48), "h100", 1, overrides=["method=lora"])
     arch = params.summary(deep.model_config)
     assert trace._mixer_period(deep, arch) == 4 and trace._depth_plan(arch, True, 4)[0] == [(4, 0), (8, 0)]
 
@@ -498,7 +477,7 @@ def test_review_names_the_dropout_peft_refuses_in_the_users_own_flags(tmp_path):
 
     folder = tmp_path / "my-moe"
     folder.mkdir()
-    _qwen3_next(tmp_path).rename(folder / "config.json")
+    qwen3_next_config(tmp_path).rename(folder / "config.json")
     script = tmp_path / "run.sh"
     script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_target_modules all-linear --bf16\n")
     unpinned = review([str(script)], gpu="a100-80g")
@@ -553,7 +532,7 @@ def test_review_of_a_model_whose_trace_fails_is_incomplete_not_fits(tmp_path, mo
     monkeypatch.setattr(modeling_qwen3_next.Qwen3NextGatedDeltaNet, "forward", boom)
     folder = tmp_path / "my-moe"
     folder.mkdir()
-    _qwen3_next(tmp_path).rename(folder / "config.json")
+    qwen3_next_config(tmp_path).rename(folder / "config.json")
     script = tmp_path / "run.sh"
     script.write_text(f"accelerate launch --num_processes 2 sft.py --model_name_or_path {folder} --use_peft --lora_dropout 0 --bf16 --max_length 64\n")
     result = review([str(script)], gpu="a100-80g")

@@ -8,42 +8,16 @@ config from transformers' own config class; no network, no GPU."""
 
 from __future__ import annotations
 
-import json
-
 from vramfit.planner import Setup, trace
 
-
-def _qwen3_next(tmp_path, layers):
-    """Qwen3-Next at toy widths: three Gated DeltaNet layers, then full attention; fused MoE experts."""
-    from transformers import Qwen3NextConfig
-
-    cfg = Qwen3NextConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        head_dim=16,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        linear_key_head_dim=16,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_value_head_dim=16,
-        moe_intermediate_size=32,
-        shared_expert_intermediate_size=32,
-        num_experts=8,
-        num_experts_per_tok=2,
-        num_hidden_layers=layers,
-        vocab_size=512,
-    )
-    path = tmp_path / "qwen3_next.json"
-    path.write_text(json.dumps(cfg.to_dict(), default=str))
-    return path
+from planner_support import qwen3_next_config
 
 
 def test_long_context_delta_net_is_traced_short_and_extrapolated_in_length(tmp_path, monkeypatch):
     """At 65,536 tokens no step runs longer than 512 tokens; at 1,088 tokens (affordable directly) the extrapolation
     from 128-512 tokens agrees with the direct trace: exactly, as fake tensors count, 0.1% allowed. The padded batch's
     attention mask (1 byte per token squared per sample) is the parabola's term; the plan says what was done."""
-    path = _qwen3_next(tmp_path, layers=4)
+    path = qwen3_next_config(tmp_path, layers=4)
     overrides = ["method=lora", "per_device_train_batch_size=2", "lora_target_modules=q_proj,v_proj"]
     long = Setup.from_args(path, "h100", 1, overrides=[*overrides, "seq_len=65536"])
     run = trace._runs
@@ -75,7 +49,7 @@ def test_long_context_delta_net_is_traced_short_and_extrapolated_in_length(tmp_p
 def test_short_runs_are_shared_by_every_length_of_one_setup(tmp_path, monkeypatch):
     """A review plans one setup at several lengths (shorter samples, the padding-free typical length): the short runs
     are cached apart from the length, so only the first length traces."""
-    path = _qwen3_next(tmp_path, layers=8)  # traced at 4 and 8 layers: 8 at the shortest and longest length only
+    path = qwen3_next_config(tmp_path, layers=8)  # traced at 4 and 8 layers: 8 at the shortest and longest length only
     base = Setup.from_args(path, "h100", 1, overrides=["method=lora", "lora_target_modules=q_proj,v_proj", "seq_len=8192"])
     first = trace.trace_step(base)
     assert first.lengths and not first.cached
