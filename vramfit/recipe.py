@@ -130,6 +130,9 @@ class Knobs(Strict):
     keeps_previous_output: bool = False
     # the quantized base's lm_head quantized too (Lightning's BitsandbytesPrecision, LitGPT)
     quantize_lm_head: bool = False
+    # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
+    # unfrozen_parameters, a Spectrum YAML), the rest frozen
+    unfrozen_parameters: Union[list[str], None] = None
     # the TRL trainer the run uses (knobs.trainer_fields): DPO / ORPO / CPO / reward collate chosen + rejected (2 x the
     # micro-batch in one forward); DPO / KTO keep a frozen reference model ("copy") unless the policy is a PEFT model or
     # the reference log-probs are precomputed (None: as TRL decides); DPO's fused LM head (None: on for trainer=dpo)

@@ -53,6 +53,8 @@ launch knobs (docs/planner.md "Launch knobs"):
   autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)
   keeps_previous_output=true (the loop holds the last step's logits into the next forward: LitGPT's fit)
   quantize_lm_head=true (lm_head quantized with the base, as Lightning's BitsandbytesPrecision does for LitGPT)
+  unfrozen_parameters="^lm_head;model.layers.3.mlp.down_proj" (full fine-tuning of only the weights whose names the
+    regexes match, re.match, the rest frozen: axolotl unfrozen_parameters, Spectrum YAMLs)
   trainer=sft|dpo|orpo|cpo|reward|kto (TRL: dpo/orpo/cpo/reward run chosen + rejected, 2 x the micro-batch)
   ref_model=copy|none|precomputed (dpo/kto; default as TRL: none with LoRA or precompute_ref_log_probs=true)
   fused_lm_head=false (a TRL before the DPO/KTO fused log-prob head: whole logits of the 2 x micro-batch)

@@ -31,6 +31,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
 | `quantize_lm_head=true` (planner; the LitGPT reader sets it for `quantize`) | Lightning `BitsandbytesPrecision` swaps every `nn.Linear`, lm_head included; each lm_head call dequantizes it whole | params.py `count`, training.py `previous_output_point` |
+| `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
 """
 
 from __future__ import annotations
@@ -416,6 +417,34 @@ def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[s
         "vllm_gpu_memory_utilization": float(util),
         "vllm_sleep": bool(values.get("vllm_enable_sleep_mode", False)),
     }
+
+
+def unfrozen_fields(values: dict[str, Any], lora: bool, problems: Problems, file: str) -> dict[str, tuple[str, ...]]:
+    """`unfrozen_parameters`: the regexes of the only weights a full fine-tuning trains (a list, or one string
+    joined with ';' as `plan --model-config` takes it). Each is Python's `re.match` over the parameter names, as
+    philschmid's run_sft.py `setup_model_for_spectrum` applies a Spectrum YAML. With a LoRA adapter PEFT has frozen
+    the base already (and axolotl freezes after PEFT, against the PeftModel's own names): refused."""
+    value = values.get("unfrozen_parameters")
+    if value in (None, "", [], ()):
+        return {}
+    items = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split(";")
+    patterns = tuple(p.strip() for p in items if p.strip())
+    if lora:
+        problems.add(
+            file,
+            "unfrozen_parameters",
+            "unfrozen_parameters lists the weights a full fine-tuning trains; with a LoRA adapter PEFT decides what trains",
+            "drop unfrozen_parameters, or plan method=full.",
+        )
+        return {}
+    import re
+
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            problems.add(file, "unfrozen_parameters", f"'{p}' is not a regular expression ({exc})", "write it as Python's re module reads it.")
+    return {"unfrozen_parameters": patterns}
 
 
 def offloading(values: dict[str, Any]) -> bool:

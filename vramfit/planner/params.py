@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 19  # bump when the summary format changes; part of the cache key
+SCHEMA = 20  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
 # with flash_attention_2 (MiniCPM-V 2.6 / o's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
 # `vision_config._attn_implementation = 'eager'`; MiniCPM-Llama3-V 2.5's builds transformers'
@@ -131,6 +131,9 @@ class Arch:
     # ForMaskedLMLoss: `logits = logits.float()`, reached through `self.loss_function`); False for the
     # classes that call nn.CrossEntropyLoss on the 16-bit logits (see `_loss_upcast`).
     loss_upcast: bool = True
+    # Every parameter as model.named_parameters() yields it (tied weights once): (name, numel, group); the
+    # names `unfrozen_parameters` regexes are matched against (see `unfrozen`).
+    parameters: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def text(self) -> Stack:
@@ -277,6 +280,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
         notes=tuple(data.get("notes", ())),
         sdpa=bool(data.get("sdpa", True)),
         loss_upcast=bool(data.get("loss_upcast", True)),
+        parameters=tuple((str(n), int(k), str(g)) for n, k, g in data.get("parameters", ())),
     )
 
 
@@ -462,9 +466,11 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
     notes: list[str] = []
     by_prefix: dict[tuple[str, str], dict[int, int]] = {}
     small: dict[int, int] = {}
+    parameters: list[list] = []
     for name, p in model.named_parameters():  # tied weights are yielded once
         g = _group(name, head_names, embed_names)
         groups[g] += p.numel()
+        parameters.append([name, p.numel(), g])
         stack, prefix, idx = _stack_of(name, g, enc_dec)
         if idx >= 0:
             layers = by_prefix.setdefault((stack, prefix), {})
@@ -501,6 +507,7 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
     wants_untied = cfg_dict.get("tie_word_embeddings") is False or (cfg_dict.get("text_config") or {}).get("tie_word_embeddings") is False
     if tied and wants_untied:
         groups["lm_head"] += head.weight.numel()
+        parameters += [[f"{n}.weight", head.weight.numel(), "lm_head"] for n in sorted(head_names)[:1]]
         tied = False
 
     linears = []
@@ -567,6 +574,7 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         "notes": notes,
         "sdpa": bool(getattr(model, "_supports_sdpa", True)),
         "loss_upcast": _loss_upcast(model),
+        "parameters": parameters,
     }
 
 
@@ -936,6 +944,15 @@ def _matches(name: str, targets, aliases: dict[str, str], present: set[str]) -> 
     return hits
 
 
+def unfrozen(arch: Arch, patterns) -> list[tuple[str, int, str]]:
+    """The parameters (name, numel, group) a "train only the listed weights" run leaves trainable: every name of
+    model.named_parameters() that one of the regexes matches at its start (`re.match`), the others requires_grad=False
+    (TRL / philschmid run_sft.py `setup_model_for_spectrum`; axolotl utils/freeze.py `freeze_layers_except`, whose
+    patterns the review translates first: review/mapping.py `axolotl_unfrozen`)."""
+    compiled = [re.compile(p) for p in patterns]
+    return [row for row in arch.parameters if any(c.match(row[0]) for c in compiled)]
+
+
 def count(arch: Arch, setup) -> Counts:
     """Trainable / frozen / quantized parameters and the LoRA-adapted inputs."""
     g = arch.groups
@@ -948,6 +965,18 @@ def count(arch: Arch, setup) -> Counts:
     llm_full = setup.train_llm and not lora
     base = (g["embed"] + g["lm_head"] + g["llm"] if llm_full else 0) + (g["projector"] if setup.train_projector else 0) + vision_base
     lm_head_trainable = llm_full
+    listed = getattr(setup, "unfrozen_parameters", ()) if not lora else ()
+    if listed:
+        # Only the listed weights train: their gradients, master copies and optimizer states are all there is.
+        # The activations stay full fine-tuning's (text_trainable; the vision tower's if one of its weights is
+        # listed): autograd keeps what the backward to the earliest trainable weight needs, which this over-counts
+        # for frozen first layers (the plan's note says so).
+        rows = unfrozen(arch, listed)
+        trained = {grp for _, _, grp in rows}
+        base = sum(n for _, n, _ in rows)
+        lm_head_trainable = "lm_head" in trained or ("embed" in trained and arch.tied_embeddings)
+        llm_full = bool(trained & {"llm", "embed", "lm_head"})
+        vision_from = 0 if "vision" in trained and "vision" in arch.stacks else None
 
     lora_params, copies, adapted, vision_lora, expert_merge, lora_small = 0, 0, [], False, (), 0
     if lora:

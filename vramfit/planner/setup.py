@@ -140,6 +140,8 @@ class Setup:
     adapter_fp32: bool = False
     frozen_fp32: bool = False  # base weights kept in fp32 (loaded without torch_dtype)
     master_fp32: bool = False  # dtype=float32 under AMP: trainable weights, grads and moments in fp32
+    # full fine-tuning of the weights these regexes name (re.match over named_parameters), the rest frozen (knobs.unfrozen_fields)
+    unfrozen_parameters: tuple[str, ...] = ()
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
     remote_code: bool = False  # the model runs its repository's own code (trust_remote_code), not transformers' class
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
@@ -291,8 +293,11 @@ class Setup:
             _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
             if problems:
                 raise ConfigError(problems)
+        unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, file, "planner.unfrozen_parameters")
+        if problems:
+            raise ConfigError(problems)
         eval_on = str(t.get("eval_strategy", _get({}, "eval_strategy"))) != "no" or bool(t.get("do_eval"))
-        eval_samples, notes = None, []
+        eval_samples, notes = None, [unfrozen_note] if unfrozen_note else []
         if eval_on:
             eval_samples = _count_records(recipe.path(recipe.data.eval_file)) if recipe.data.eval_file else None
             if eval_samples is None and not _get(t, "prediction_loss_only"):
@@ -406,6 +411,10 @@ class Setup:
         modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
         targets = _targets(values.get("lora_target_modules", "all-linear")) if lora else None
         dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
+        unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, label, "unfrozen_parameters")
+        if problems:
+            raise ConfigError(problems)
+        notes += [unfrozen_note] if unfrozen_note else []
         if lora:
             dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "")
             if problems:
@@ -501,6 +510,7 @@ def _knob_fields(
                 "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.",
             )
     out.update(knobs.vllm_fields(values, problems, file))
+    out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
     out["adapter_fp32"] = knobs._truthy(values.get("autocast_adapter_dtype", False))
     out["remote_code"] = bool(values.get("trust_remote_code", False))
@@ -516,6 +526,32 @@ def _knob_fields(
                 f"use names from: {', '.join(SAVE_GROUPS)}.",
             )
     return out
+
+
+def _unfrozen_note(arch, patterns: tuple[str, ...], problems: Problems, file: str, key: str) -> str | None:
+    """The plan's note for `unfrozen_parameters` (what trains, how the activations are planned); a list that
+    matches none of the model's parameters is an error (axolotl warns "All parameters are frozen")."""
+    if not patterns:
+        return None
+    from vramfit.planner import params
+
+    rows = params.unfrozen(arch, patterns)
+    if not rows:
+        first = ", ".join(n for n, _, _ in arch.parameters[:3])
+        problems.add(
+            file,
+            key,
+            f"none of the {len(patterns)} regexes matches a parameter name of {arch.architecture} ({len(arch.parameters)} parameters: {first}, ...)",
+            "write the regexes against model.named_parameters() names (matched at their start, re.match).",
+        )
+        return None
+    trained = sum(n for _, n, _ in rows)
+    return (
+        f"unfrozen_parameters: {len(rows)} of {len(arch.parameters)} parameter tensors train ({trained:,} of {arch.total:,} "
+        f"parameters, {trained / max(arch.total, 1):.0%}), the rest frozen; gradients and optimizer states for those only. "
+        "Activations planned as full fine-tuning (autograd keeps what the backward to the earliest trainable weight needs; "
+        "an over-count when the first layers are frozen)"
+    )
 
 
 def _training_fields(t: dict, zero, grpo: bool) -> dict:
@@ -603,6 +639,7 @@ ARG_KEYS = {
     "fsdp_lora_units": str,
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
+    "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
     "head": str,
