@@ -666,6 +666,7 @@ class _Builder:
         self.stage0_master: Origin | None = None  # DeepSpeed at ZeRO stage 0 (its optimizer wrapper keeps fp32 master weights)
         self.in_place_modules = False  # modules_to_save trained in place, not as PEFT copies (DeepSpeed-Chat without --only_optimize_lora)
         self.litgpt_optimizer: tuple[str, Origin] | None = None  # a LitGPT optimizer class the planner has no states for
+        self.unfrozen_said: tuple[Setting, str] | None = None  # unfrozen_parameters / a Spectrum YAML read (_unfrozen)
         self.inline_model: str | None = None  # an llm-foundry YAML's inline MPT, written as a config.json (_llmfoundry)
 
     def _optimizer_not_modelled(self) -> tuple[str, Origin] | None:
@@ -680,7 +681,11 @@ class _Builder:
                 on = value is True or (isinstance(value, str) and value.lower() in ("true", "1")) or setting.value == []
                 if name in NOT_MODELLED_SWITCHES and on:
                     return NOT_MODELLED_SWITCHES[name], Origin(setting.file, setting.key, setting.line)
-                if name in ("spectrum_config_path", "unfrozen_parameters") and setting.value not in (None, "", []):
+                if (
+                    name in ("spectrum_config_path", "unfrozen_parameters")
+                    and setting.value not in (None, "", [])
+                    and "unfrozen_parameters" not in (self.recipe.get("planner") or {})
+                ):
                     # Spectrum (its YAML lists the weights to train) / axolotl's unfrozen_parameters: the others frozen
                     return "training only the weights it lists (the rest frozen)", Origin(setting.file, setting.key, setting.line)
                 if name == "lisa_activated_layers" and str(value).isdigit() and int(value) > 0:
@@ -933,6 +938,8 @@ class _Builder:
             return
         if name in FILE_ARGUMENTS and not axolotl and isinstance(self.scalar(setting), str) and not str(self.scalar(setting)).lstrip().startswith("{"):
             return self._file_argument(name, str(self.scalar(setting)), setting)
+        if (name == "unfrozen_parameters" and axolotl) or (name == "spectrum_config_path" and not axolotl):
+            return self._unfrozen(name, setting)
         fields = self.fields
         if axolotl:
             setting = self.axolotl_value(setting)
@@ -1179,6 +1186,64 @@ class _Builder:
             document = self._fsdp_checkpointing(document, setting, written)
         self.set(f"training.{name}", document, setting)
 
+    def _unfrozen(self, name: str, setting: Setting) -> None:
+        """Training only the weights a list names, the rest frozen: axolotl's `unfrozen_parameters` (utils/freeze.py
+        `freeze_layers_except`, applied by train.py after the model loads), or the Spectrum YAML a TRL script's
+        `spectrum_config_path` names (philschmid run_sft.py `setup_model_for_spectrum`: each line starting '- ' is a
+        regex, re.match against named_parameters). Planned as the planner's `unfrozen_parameters`; with a LoRA adapter
+        (see `_unfrozen_with_adapter`) or a file that cannot be read, not modelled as before."""
+        value = setting.value
+        if name == "spectrum_config_path":
+            written = str(self.scalar(setting) or "")
+            source = next((s for s in self.sources if s.label == setting.file), self.primary)
+            found = locate(written, source.path, source.cwd) if written else None
+            patterns: list[str] = []
+            if found is not None:
+                try:
+                    from vramfit import inputs
+
+                    text = inputs.read_text(found, "spectrum config")
+                    patterns = [line.split("- ")[1] for line in text.splitlines() if line.startswith("- ")]
+                except (ConfigError, IndexError):
+                    patterns = []
+            if not patterns:
+                why = "is not beside the script" if found is None else "lists no '- <regex>' lines"
+                self.note("info", setting, f"{written} {why}: the weights it trains are not known", f"pass {written} too.")
+                return self.not_modelled.append(setting.key)
+            where = f"{written} lists {len(patterns)} regexes"
+        else:
+            items = value if isinstance(value, list) else [value]
+            patterns = [axolotl_unfrozen(str(v)) for v in items if v not in (None, "")]
+            if not patterns:
+                return
+            where = f"{len(patterns)} regexes"
+        self.recipe.setdefault("planner", {})["unfrozen_parameters"] = patterns
+        self.origins["planner.unfrozen_parameters"] = Origin(setting.file, setting.key, setting.line)
+        self.unfrozen_said = (setting, where)  # said by _unfrozen_with_adapter, once the method is known
+
+    def _unfrozen_with_adapter(self) -> None:
+        """axolotl freezes after the adapter is applied (loaders/model.py ModelLoader.load -> `_load_adapters`, then
+        train.py `freeze_layers_except(model, cfg.unfrozen_parameters)`): its regexes meet the PeftModel's names
+        (base_model.model....), LoRA's A / B included, a trainable set the planner does not build; a TRL script's
+        SFTTrainer applies PEFT after the Spectrum freezing, and PEFT freezes the base anyway. So with an adapter the
+        list stays not modelled (and the review says its verdict is an upper bound, `_optimizer_not_modelled`)."""
+        planner = self.recipe.get("planner") or {}
+        if "unfrozen_parameters" not in planner or self.unfrozen_said is None:
+            return
+        setting, where = self.unfrozen_said
+        if self.recipe.get("method") in ("lora", "qlora") or bool(self.recipe.get("model", {}).get("lora")):
+            del planner["unfrozen_parameters"]
+            self.not_modelled.append(self.origins.pop("planner.unfrozen_parameters").key)
+            self.note(
+                "info",
+                setting,
+                f"{where} of the weights that train, with a LoRA adapter: not modelled (the adapter's weights are planned as the "
+                "trainable ones; axolotl matches the list against the PEFT model's names, base_model.model..., after the "
+                "adapter is applied)",
+            )
+        else:
+            self.note("info", setting, f"{where} of the weights that train (the rest frozen): planned as full fine-tuning of those weights")
+
     def _fsdp_checkpointing(self, fsdp: dict, setting: Setting, written: str) -> dict:
         """FSDP's own activation checkpointing (TrainingArguments fsdp_config `activation_checkpointing`, accelerate's and
         axolotl's `fsdp_activation_checkpointing`) checkpoints each wrapped layer, as gradient_checkpointing does: planned
@@ -1333,6 +1398,7 @@ class _Builder:
             self.model_how = "llm-foundry's inline MPT"
         self._litgpt_model()
         self._method()
+        self._unfrozen_with_adapter()
         self._swift_environment()
         self._data()
         self._longest_sample()
@@ -2639,6 +2705,15 @@ def trl_script_fields() -> frozenset[str]:
 
 # Sharding of the model or of the sequence beyond data parallelism, which the planner does not model: a per-GPU plan
 # without it holds more than the run does (name -> what it is; a size above 1, or a switch on, uses it).
+def axolotl_unfrozen(pattern: str) -> str:
+    """An axolotl `unfrozen_parameters` entry as the Python regex it matches with (utils/freeze.py LayerNamePattern:
+    a trailing `[start:end]` range is cut off (the range's hook zeroes the rest of the gradient, whose tensor stays
+    whole) and every '.' not followed by '+' is a literal dot)."""
+    found = re.match(r"^(.+)\[([0-9]*)(?::([0-9]*))?\]$", pattern)
+    base = found.group(1) if found else pattern
+    return re.sub(r"\.(?!\+)", "\\.", base)
+
+
 SHARDING_NOT_MODELLED = {
     "tensor_parallel_size": "tensor parallelism",  # axolotl (ND parallelism), ms-swift Megatron
     "tensor_model_parallel_size": "tensor parallelism",  # Megatron / LLaMA-Factory mcore
