@@ -46,3 +46,13 @@ def test_with_a_lora_adapter_the_list_stays_not_modelled():
     result = review([str(path)], gpu="a100-80g", gpus=1)
     assert result.plan.setup.unfrozen_parameters == ()
     assert find(result, key="unfrozen_parameters", severity="info", text="with a LoRA adapter: not modelled")
+
+
+def test_an_axolotl_list_that_matches_no_parameter_is_an_error_on_its_line(tmp_path):
+    # re.match anchors at the name's start: `layers.` never meets `model.layers.` (axolotl: "All parameters are frozen")
+    path = tmp_path / "train.yaml"
+    path.write_text("base_model: meta-llama/Llama-3.2-3B\nsequence_len: 1024\nmicro_batch_size: 1\nunfrozen_parameters:\n  - layers.2[0-9]+.mlp\n")
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    [error] = find(result, key="unfrozen_parameters", severity="error")
+    assert "none of the 1 regexes matches a parameter name of LlamaForCausalLM" in error.what and error.line == 4
+    assert result.exit_code == 1
