@@ -267,14 +267,22 @@ def cached(kind: str, compute):
     except (OSError, ValueError):
         pass
     value = compute()
+    store_json(path, value)
+    return value
+
+
+def store_json(path, data) -> None:
+    """`data` as JSON at `path` in the cache, written whole or not at all (a temporary file replaced: a reader in
+    another process never sees half a file); an unwritable cache or data that is not JSON is answered, not kept."""
+    import json
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value))
+        tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):  # unwritable, or not JSON: answered, not kept
+    except (OSError, TypeError, ValueError):
         pass
-    return value
 
 
 def config_class(method: str | None):

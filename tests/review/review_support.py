@@ -25,3 +25,15 @@ def find(result, *, source: str | None = None, key: str | None = None, text: str
         and (severity is None or f.severity == severity)
         and text in f"{f.what} Fix: {f.fix}"
     ]
+
+
+def edited_copy(source: Path, edits: dict[str, str], path: Path) -> Path:
+    """A published YAML written to `path` with the first line writing each `key:` (at any indent) replaced."""
+    lines = source.read_text().splitlines()
+    for key, value in edits.items():
+        hits = [n for n, line in enumerate(lines) if line.lstrip().startswith(f"{key}:")]
+        assert hits, key
+        indent = lines[hits[0]][: len(lines[hits[0]]) - len(lines[hits[0]].lstrip())]
+        lines[hits[0]] = f"{indent}{key}: {value}"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -9,22 +9,14 @@ import pytest
 
 from vramfit.review.reviewer import review
 
-from review_support import find
+from review_support import edited_copy, find
 
 HUB = Path(__file__).resolve().parent / "corpus/files/Lightning-AI+litgpt/config_hub/finetune/llama-2-7b"
 
 
 def variant(folder: Path, name: str, edits: dict[str, str], source: str = "lora.yaml") -> Path:
     """LitGPT's published llama-2-7b config with some lines replaced (`key:` as written at the start of a line)."""
-    lines = (HUB / source).read_text().splitlines()
-    for key, value in edits.items():
-        hits = [n for n, line in enumerate(lines) if line.lstrip().startswith(f"{key}:")]
-        assert hits, key
-        indent = lines[hits[0]][: len(lines[hits[0]]) - len(lines[hits[0]].lstrip())]
-        lines[hits[0]] = f"{indent}{key}: {value}"
-    path = folder / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return edited_copy(HUB / source, edits, folder / name)
 
 
 def test_full_finetuning_of_llama_2_7b_on_four_a10g_is_the_oom_litgpt_s_table_records():

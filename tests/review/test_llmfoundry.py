@@ -9,22 +9,14 @@ import pytest
 
 from vramfit.review.reviewer import review
 
-from review_support import find
+from review_support import edited_copy, find
 
 DOLLY = Path(__file__).resolve().parent / "corpus/files/mosaicml+llm-foundry/scripts/train/yamls/mpt/finetune/7b_dolly_sft.yaml"
 
 
 def variant(folder: Path, edits: dict[str, str], name: str = "7b_dolly_sft.yaml") -> Path:
     """The published YAML with the first line writing each `key:` replaced."""
-    lines = DOLLY.read_text().splitlines()
-    for key, value in edits.items():
-        hits = [n for n, line in enumerate(lines) if line.lstrip().startswith(f"{key}:")]
-        assert hits, key
-        indent = lines[hits[0]][: len(lines[hits[0]]) - len(lines[hits[0]].lstrip())]
-        lines[hits[0]] = f"{indent}{key}: {value}"
-    path = folder / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return edited_copy(DOLLY, edits, folder / name)
 
 
 def test_the_published_mpt_7b_dolly_yaml_is_planned_as_llm_foundry_runs_it():

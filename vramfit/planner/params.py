@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from vramfit.libraries import cache_dir, store_json
 
 SCHEMA = 20  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
@@ -197,14 +198,6 @@ def read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def cache_dir() -> Path:
-    explicit = os.environ.get("VRAMFIT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vramfit"
-
-
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -227,13 +220,7 @@ def _summary_for(key: str, text: str) -> Arch:
         except (ValueError, KeyError, TypeError):
             pass  # a stale or damaged cache file: rebuild it
     data = build(json.loads(text))
-    try:
-        disk.parent.mkdir(parents=True, exist_ok=True)
-        tmp = disk.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(disk)
-    except OSError:
-        pass  # a read-only home: the in-memory cache still serves this process
+    store_json(disk, data)  # a read-only home: the in-memory cache still serves this process
     return _from_json(data)
 
 

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vramfit.libraries import store_json
 from vramfit.planner import params
 
 SCHEMA = 4  # bump when what a trace measures changes: part of the cache key
@@ -198,14 +199,7 @@ def _load(key: str) -> Trace | None:
 
 
 def _store(key: str, trace: Trace) -> None:
-    path = _cache_file(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(trace.to_json()))
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only cache dir: the trace is still returned
+    store_json(_cache_file(key), trace.to_json())  # a read-only cache dir: the trace is still returned
 
 
 def _load_raw(key: str):
@@ -217,14 +211,7 @@ def _load_raw(key: str):
 
 
 def _store_raw(key: str, data) -> None:
-    path = _cache_file(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
-    except OSError:
-        pass
+    store_json(_cache_file(key), data)
 
 
 # ----------------------------------------------------------------------------------------------
