@@ -1072,6 +1072,34 @@ def _lora(arch: Arch, setup) -> tuple[int, list[Adapted], bool, int]:
     return total, adapted, vision, small
 
 
+def peft_moe_conversion() -> dict:
+    """PEFT's tables for transformers v5's fused MoE experts (utils/transformers_weight_conversion.py):
+    `pattern` (_MODEL_TO_CONVERSION_PATTERN: model type -> base pattern), `mapping` (_MOE_TARGET_MODULE_MAPPING:
+    v4 target name -> fused parameter), `fused` (_MOE_FUSED_TARGETS) and `converted` (the pattern's model types
+    transformers' get_checkpoint_conversion_mapping converts). Read once per set of installed library versions
+    (libraries.cached): importing PEFT costs seconds, and every LoRA plan asks. Empty tables with an older PEFT."""
+    from vramfit import libraries
+
+    def read() -> dict:
+        try:
+            from peft.utils.transformers_weight_conversion import (
+                _MODEL_TO_CONVERSION_PATTERN,
+                _MOE_FUSED_TARGETS,
+                _MOE_TARGET_MODULE_MAPPING,
+                get_checkpoint_conversion_mapping,
+            )
+        except ImportError:  # an older PEFT or transformers: no conversion
+            return {"pattern": {}, "mapping": {}, "fused": {}, "converted": []}
+        return {
+            "pattern": dict(_MODEL_TO_CONVERSION_PATTERN),
+            "mapping": {k: dict(v) for k, v in _MOE_TARGET_MODULE_MAPPING.items()},
+            "fused": {k: {n: list(v) for n, v in d.items()} for k, d in _MOE_FUSED_TARGETS.items()},
+            "converted": sorted(t for t in _MODEL_TO_CONVERSION_PATTERN if get_checkpoint_conversion_mapping(t) is not None),
+        }
+
+    return libraries.cached("peft-moe-conversion", read)
+
+
 def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
     """The parameters PEFT adapts through lora.ParamWrapper for these `target_modules`, as PEFT itself decides.
 
@@ -1082,20 +1110,12 @@ def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
     a list entry matches when equal or ending in `.name`) become `target_parameters` (the experts' fused
     `gate_up_proj` / `down_proj`, the router's `gate.weight`). Empty when none; None for a regex, which PEFT
     probes against the built model (the trace meets PEFT's own answer)."""
-    try:
-        from peft.utils.transformers_weight_conversion import (
-            _MODEL_TO_CONVERSION_PATTERN,
-            _MOE_FUSED_TARGETS,
-            _MOE_TARGET_MODULE_MAPPING,
-            get_checkpoint_conversion_mapping,
-        )
-    except ImportError:  # an older PEFT or transformers: no conversion
+    tables = peft_moe_conversion()
+    if targets is None or arch.model_type not in tables["converted"]:
         return ()
-    if targets is None or get_checkpoint_conversion_mapping(arch.model_type) is None:
-        return ()
-    base = _MODEL_TO_CONVERSION_PATTERN.get(arch.model_type)
-    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "")
-    if not mapping or not _MOE_FUSED_TARGETS.get(base):
+    base = tables["pattern"].get(arch.model_type)
+    mapping = tables["mapping"].get(base or "")
+    if not mapping or not tables["fused"].get(base):
         return ()
     if isinstance(targets, str) and targets.lower() == "all-linear":
         old = set(mapping)
@@ -1119,13 +1139,10 @@ def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
     stack = arch.stacks.get("text")
     if setup.lora_r is None or stack is None or not stack.experts or not stack.expert_gated:
         return 0, ()
-    try:
-        from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_FUSED_TARGETS, _MOE_TARGET_MODULE_MAPPING
-    except ImportError:  # an older PEFT: no conversion, the experts stay untargeted
-        return 0, ()
-    base = _MODEL_TO_CONVERSION_PATTERN.get(arch.text_model_type) or _MODEL_TO_CONVERSION_PATTERN.get(arch.model_type)
-    mapping = _MOE_TARGET_MODULE_MAPPING.get(base or "")
-    if not mapping or not _MOE_FUSED_TARGETS.get(base):
+    tables = peft_moe_conversion()  # empty with an older PEFT: no conversion, the experts stay untargeted
+    base = tables["pattern"].get(arch.text_model_type) or tables["pattern"].get(arch.model_type)
+    mapping = tables["mapping"].get(base or "")
+    if not mapping or not tables["fused"].get(base):
         return 0, ()
     targets = setup.lora_targets
     if targets == "all-linear":
@@ -1136,7 +1153,7 @@ def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
         return 0, ()  # a regex: PEFT probes it against the v4 names; not modelled
     new = {mapping[o] for o in old}
     r, E, H, F = setup.lora_r, stack.experts, stack.hidden, stack.expert_ffn
-    fused = _MOE_FUSED_TARGETS[base].get("gate_up_proj", [])
+    fused = tables["fused"][base].get("gate_up_proj", [])
     shapes = {  # forward order: router, gate_up, down; (elements, lora parameters)
         "gate.weight": (E * H, r * (H + E)),
         "gate_up_proj": (E * 2 * F * H, r * (len(fused) if set(fused) <= old else 1) * E * (H + 2 * F)),
