@@ -337,6 +337,16 @@ def test_a_base_model_found_nowhere_else_takes_its_instruction_tuned_siblings_sh
     assert models.resolve("Qwen/Qwen2-VL-32B").path is None  # another size: no sibling in the table
 
 
+def test_a_pretrained_checkpoint_found_nowhere_else_takes_its_post_trained_siblings_shapes(tmp_path, monkeypatch):
+    """Qwen/Qwen3-8B-Base (the pre-trained checkpoint) is not in the table, Qwen/Qwen3-8B is: planned with its config
+    and said so; a -Base of a size the table lacks stays unresolved."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    found = models.resolve("Qwen/Qwen3-8B-Base")
+    assert found.path is not None and found.path == models.entry_for("Qwen/Qwen3-8B").planner
+    assert "the config of Qwen/Qwen3-8B, its post-trained sibling" in found.how
+    assert models.resolve("Qwen/Qwen3-9B-Base").path is None and models.resolve("Qwen/-Base").path is None
+
+
 QWEN25_7B = "Qwen/Qwen2.5-7B-Instruct"
 
 
