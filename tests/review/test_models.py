@@ -163,6 +163,9 @@ def test_a_model_the_review_corpus_names_is_in_the_table(model_id):
         "facebook/opt-2.7b",
         "Qwen/Qwen3-Embedding-8B",  # not Qwen3-Embedding-0.6B's entry
         "Qwen/Qwen3-30B-A3B-Instruct-2507",  # its own entry, not Qwen3-235B-A22B-Instruct-2507's
+        "Qwen/Qwen3-Reranker-4B",  # ms-swift's reranker examples: neither the 0.6B nor the 8B reranker
+        "Qwen/Qwen3.5-2B-Base",  # not Qwen3.5-0.8B-Base's entry
+        "Qwen/Qwen3.6-27B",  # not Qwen3.6-35B-A3B's entry
     ],
 )
 def test_a_neighbour_size_of_a_new_entry_is_not_taken_for_it(model_id):
