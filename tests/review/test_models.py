@@ -277,7 +277,7 @@ QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "meth
 # Entries the planner sizes only through the fake-tensor trace (Gated DeltaNet layers the analytic model does not size): a
 # cold-cache trace takes 33 s for Qwen3.5-4B and 39 s for Qwen3.5-35B-A3B on the 2-core CI machine (Qwen3.5-27B,
 # Qwen3.5-0.8B-Base, Qwen3.6-27B, Qwen3.6-35B-A3B and Qwen3-Next have the same layers; Kimi-Linear's Kimi Delta
-# Attention layers are traced too, 17 s), past this file's budget. The trace path on a Qwen3.5 text stack stays covered here by
+# Attention layers are traced too, 17 s, and Jamba-v0.1's Mamba mixers, 96 s), past this file's budget. The trace path on a Qwen3.5 text stack stays covered here by
 # minicpm-v-4_6 (Qwen3.5-0.8B inside, its vision tower traced too: 13 s cold); their parameter counts by the meta test.
 TRACE_ONLY = {
     "qwen3.5-4b",
@@ -288,6 +288,7 @@ TRACE_ONLY = {
     "qwen3.6-27b",
     "qwen3-next-80b-a3b-instruct",
     "kimi-linear-48b-a3b-instruct",
+    "jamba-v0.1",
 }
 PLANNED = [e for e in ENTRIES if _id(e) not in TRACE_ONLY]
 
