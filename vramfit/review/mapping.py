@@ -331,6 +331,8 @@ AXOLOTL_SPECIAL = {
     "sdp_attention",
     "eager_attention",
     "plugins",
+    "cut_cross_entropy",
+    "quantize_moe_experts",
     "deepspeed",
     "bf16",
     "fp16",
@@ -404,6 +406,9 @@ AXOLOTL_NOT_MODELLED = {
     "dataset_exact_deduplication",
 }
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+# axolotl's Cut Cross-Entropy plugin: its args (integrations/cut_cross_entropy/args.py CutCrossEntropyArgs) default
+# `cut_cross_entropy: True`, and pre_model_load patches the model's loss with cce's linear_cross_entropy when it is set
+CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
 SEQUENCE_DEFAULT = 2048  # tokens, when no file sets a sequence length
 GRPO_PROMPT_DEFAULT = 512  # TRL's max_prompt_length default before it was removed
 HOST_RAM_UNSTATED = 65536  # GiB, the schema's ceiling: with no --host-ram-gib the host verdict is not a comparison
@@ -640,6 +645,8 @@ class _Builder:
         self.lora_off = False  # a LoRA switch written false (--lora_enable False)
         self.prompt_text: int | None = None
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
+        self.cce_plugin: Setting | None = None  # axolotl's plugins list names the Cut Cross-Entropy plugin
+        self.cce_setting: Setting | None = None  # axolotl's `cut_cross_entropy` (the plugin's switch, default true)
         self.model_name: Setting | None = None  # a `model_name` argument (the script's, else its program's default)
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
@@ -1285,6 +1292,14 @@ class _Builder:
             self.set("model.attn_implementation", impl, setting)
         elif name == "plugins":
             self.liger_plugin = LIGER_PLUGIN in (value or [])
+            self.cce_plugin = setting if CCE_PLUGIN in (value or []) else None
+        elif name == "cut_cross_entropy":
+            self.cce_setting = setting
+        elif name == "quantize_moe_experts" and value is True:
+            # axolotl monkeypatch/moe_quant.py: the fused 3-D expert tensors quantized as they load (with load_in_4bit /
+            # load_in_8bit; its schema refuses the key without them)
+            self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
+            self.origins["planner.quantize_moe_experts"] = Origin(setting.file, setting.key, setting.line)
         elif name in ("bf16", "fp16", "tf32"):
             self.set(f"training.{name}", value, setting)  # "auto" is resolved against the GPU later
 
@@ -1392,6 +1407,7 @@ class _Builder:
         self._program_defaults()
         self._model_name()
         self._liger()
+        self._cce()
         self._trl_defaults()
         self._model(model_config or self.inline_model)
         if self.inline_model and not model_config:
@@ -2142,6 +2158,21 @@ class _Builder:
             self.note("warning", keys[0], f"{', '.join(s.key for s in keys)} do nothing without the Liger plugin", f"add plugins: [{LIGER_PLUGIN}].")
         if self.liger_plugin and flce is not None and flce.value is True:
             self.set("training.use_liger_kernel", True, flce)
+
+    def _cce(self) -> None:
+        """axolotl's Cut Cross-Entropy plugin: planned as the planner's `loss_kernel: cce` (no [tokens x vocab] logits)
+        unless `cut_cross_entropy: false` turns it off; the switch without the plugin does nothing (axolotl reads plugin
+        args only for the plugins listed)."""
+        switch = self.cce_setting
+        if self.cce_plugin is None:
+            if switch is not None and switch.value is True:
+                self.note("warning", switch, "cut_cross_entropy does nothing without the Cut Cross-Entropy plugin", f"add plugins: [{CCE_PLUGIN}].")
+            return
+        if switch is not None and switch.value is not True:
+            return
+        origin = switch or self.cce_plugin
+        self.recipe.setdefault("planner", {})["loss_kernel"] = "cce"
+        self.origins["planner.loss_kernel"] = Origin(origin.file, origin.key, origin.line)
 
     def _model(self, model_config: str | None) -> None:
         """The model's config: --model-config, else found the way the libraries find it (vramfit.models);
