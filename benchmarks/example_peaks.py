@@ -10,8 +10,9 @@ that could not be tied to exactly one published file are listed in each source's
 
 Each case is reviewed in-process as `vramfit review FILE --gpu CARD --gpus N` would (offline: HF_HUB_OFFLINE=1,
 as benchmarks/review_corpus.py does), from the source's folder, so relative paths resolve as they do from the
-repository's root. The card is the named one, else the catalogue card of the stated memory, else an 80 GB card
-(h100), said so. The plan's figure for the row's metric is `Plan.measure` (the mapping benchmarks/planner_accuracy.py
+repository's root, under the library versions the source pinned at that commit (the sidecar's `pins`, read from its
+requirements.txt / pyproject.toml: `vramfit review --transformers-version` and its siblings). The card is the named
+one, else the catalogue card of the stated memory, else an 80 GB card (h100), said so. The plan's figure for the row's metric is `Plan.measure` (the mapping benchmarks/planner_accuracy.py
 uses: allocated -> allocated peak, nvidia-smi -> device total, reserved and unstated -> allocated + allocator reserve).
 
 Per case: status (planned / incomplete and why / stopped before planning, with the first error / error: a traceback), planned vs published GiB per GPU, signed relative error,
@@ -48,6 +49,7 @@ CORPUS = REPO / "benchmarks" / "example_peaks"
 GIB = 2**30
 # a card stated only by its memory ("1x48GB"): the catalogue card of that nominal memory
 BY_MEMORY = {"16GB": "v100-16g", "24GB": "rtx4090", "32GB": "v100-32g", "40GB": "a100-40g", "48GB": "rtxa6000", "80GB": "h100", "96GB": "h20", "141GB": "h200"}
+PINNED = ("transformers", "torch", "bitsandbytes", "trl")  # the sidecar's `pins`: passed as review(<name>_version=...)
 ASSUMED = "h100"  # no card stated: an 80 GB card, said so
 WHY_OFF: dict[str, str] = {}  # case id -> why it stays more than 25% off after its inputs were read from the source
 
@@ -113,7 +115,8 @@ def review_case(path: Path, meta: dict, card: str):
         os.chdir(source_root)
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
-            result = review([str(path.relative_to(source_root))], gpu=card, gpus=int(meta.get("gpus") or 1))
+            pins = {f"{k}_version": v for k, v in (meta.get("pins") or {}).items() if k in PINNED}
+            result = review([str(path.relative_to(source_root))], gpu=card, gpus=int(meta.get("gpus") or 1), **pins)
         return result, "", time.perf_counter() - start
     except Exception:  # a traceback a user would see: counted, never hidden
         return None, traceback.format_exc(), time.perf_counter() - start
