@@ -48,3 +48,18 @@ def test_quantize_moe_experts_quantizes_the_fused_expert_tensors(tmp_path):
     # GLM-4.7-Flash: ~29 B of its 30 B parameters are fused experts, 16-bit without the switch, ~4.5 bits with it
     assert plain.plan.breakdown["weights"] > 50
     assert quantized.plan.breakdown["weights"] < 0.4 * plain.plan.breakdown["weights"]
+
+
+def test_under_a_pinned_transformers_4_the_experts_of_a_fused_moe_type_are_quantized(tmp_path):
+    # transformers 4 kept GLM-4.7-Flash's (glm4_moe_lite) experts as nn.Linear modules, which bitsandbytes quantizes;
+    # transformers 5 fuses them into 3-D parameters it skips (PEFT transformers_weight_conversion's fused MoE types)
+    moe = "base_model: zai-org/GLM-4.7-Flash\nadapter: qlora\nload_in_4bit: true\nlora_target_modules:\n  - q_proj\n"
+    moe += "sequence_len: 1024\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\n"
+    path = tmp_path / "train.yaml"
+    path.write_text(moe)
+    current = review([str(path)], gpu="a100-80g", gpus=1)
+    pinned = review([str(path)], gpu="a100-80g", gpus=1, transformers_version="4.56.1")
+    assert not current.plan.setup.quantize_moe_experts
+    assert pinned.plan.setup.quantize_moe_experts
+    assert find(pinned, key="load_in_4bit", severity="info", text="experts are nn.Linear modules")
+    assert pinned.plan.breakdown["weights"] < 0.4 * current.plan.breakdown["weights"]

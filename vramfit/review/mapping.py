@@ -1450,6 +1450,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.transformers_pin = self._transformers_pin()
+        self._linear_experts(mapped)
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
@@ -1463,6 +1464,42 @@ class _Builder:
         self._planner_settings(mapped)
         self._head(mapped)
         return mapped
+
+    def _linear_experts(self, mapped: Mapped) -> None:
+        """A quantized base under a pinned transformers 4 release, of a MoE model type transformers 5 fused: its experts
+        were nn.Linear modules then (transformers 5 converts those checkpoints' per-expert linears into 3-D parameters:
+        the types PEFT's transformers_weight_conversion maps to fused MoE targets, `_MODEL_TO_CONVERSION_PATTERN` ->
+        `_MOE_FUSED_TARGETS`), and bitsandbytes quantized them with every other linear: planned as the planner's
+        `quantize_moe_experts`, said. The installed transformers builds the fused layout, which the plan keeps."""
+        pin = mapped.transformers_pin
+        quantized = ((self.recipe.get("model") or {}).get("quantization") or {}).get("bits")
+        if pin is None or pin.major != 4 or pin.op not in ("==", "~=") or not quantized or not isinstance(getattr(self, "config", None), dict):
+            return
+        if (self.recipe.get("planner") or {}).get("quantize_moe_experts"):
+            return
+        from vramfit.review.default_attention import text_model_type
+
+        model_type = text_model_type(self.config)
+        try:
+            from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_FUSED_TARGETS
+        except ImportError:  # an older PEFT: the conversion table is not there to read
+            return
+        if not model_type or not _MOE_FUSED_TARGETS.get(_MODEL_TO_CONVERSION_PATTERN.get(model_type, "")):
+            return
+        self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
+        o = self.origins.get("model.quantization.bits") or Origin(self.settings.label, "", self.settings.launch_line)
+        self.origins["planner.quantize_moe_experts"] = o
+        mapped.findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                f"planned with the MoE experts quantized: under {pin}, {model_type}'s experts are nn.Linear modules, which "
+                f"bitsandbytes quantizes with the other linears (transformers 5 fuses them into 3-D parameters it skips)",
+                source="planner",
+                line=o.line,
+            )
+        )
 
     def _head(self, mapped: Mapped) -> None:
         """The model class's output layer, as the files select it: a reward model (TRL's RewardTrainer loads
