@@ -63,3 +63,12 @@ def test_under_a_pinned_transformers_4_the_experts_of_a_fused_moe_type_are_quant
     assert pinned.plan.setup.quantize_moe_experts
     assert find(pinned, key="load_in_4bit", severity="info", text="experts are nn.Linear modules")
     assert pinned.plan.breakdown["weights"] < 0.4 * current.plan.breakdown["weights"]
+
+
+def test_a_moe_type_with_3d_experts_in_transformers_4_keeps_them_unquantized(tmp_path):
+    # gpt-oss kept its experts as 3-D parameters in transformers 4 too (no per-expert conversion on load)
+    path = tmp_path / "train.yaml"
+    path.write_text("base_model: openai/gpt-oss-20b\nadapter: qlora\nload_in_4bit: true\nsequence_len: 1024\nmicro_batch_size: 1\n")
+    pinned = review([str(path)], gpu="a100-80g", gpus=1, transformers_version="4.55.0")
+    assert not pinned.plan.setup.quantize_moe_experts
+    assert not find(pinned, text="experts are nn.Linear modules")

@@ -426,6 +426,24 @@ PLANNER_SWITCHES = {
 }
 
 
+def _experts_merged_on_load(model_type: str) -> bool:
+    """transformers 5 loads this model type's per-expert linears (`experts.*.<proj>.weight`, the transformers 4 layout)
+    merged into 3-D expert parameters (conversion_mapping.py: a WeightConverter with MergeModulelist onto an `experts`
+    target, found directly or through the type it shares a pattern with, `_MODEL_TO_CONVERSION_PATTERN`)."""
+    try:
+        from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN, get_checkpoint_conversion_mapping
+        from transformers.core_model_loading import MergeModulelist
+    except ImportError:  # a transformers without load-time conversions: the layout never changed
+        return False
+    converters = get_checkpoint_conversion_mapping(model_type) or get_checkpoint_conversion_mapping(_MODEL_TO_CONVERSION_PATTERN.get(model_type, "")) or []
+    for converter in converters:
+        targets = getattr(converter, "target_patterns", None) or []
+        targets = [targets] if isinstance(targets, str) else targets
+        if any(isinstance(op, MergeModulelist) for op in getattr(converter, "operations", None) or []) and any("expert" in str(t) for t in targets):
+            return True
+    return False
+
+
 def _remote_code_only(model_id: str) -> bool:
     """A model only its repository's own code loads (transformers has no class for it): MiniCPM-V, and every model the
     table plans with a stand-in for its remote code (InternVL's internvl_chat, ...)."""
@@ -1467,24 +1485,20 @@ class _Builder:
 
     def _linear_experts(self, mapped: Mapped) -> None:
         """A quantized base under a pinned transformers 4 release, of a MoE model type transformers 5 fused: its experts
-        were nn.Linear modules then (transformers 5 converts those checkpoints' per-expert linears into 3-D parameters:
-        the types PEFT's transformers_weight_conversion maps to fused MoE targets, `_MODEL_TO_CONVERSION_PATTERN` ->
-        `_MOE_FUSED_TARGETS`), and bitsandbytes quantized them with every other linear: planned as the planner's
-        `quantize_moe_experts`, said. The installed transformers builds the fused layout, which the plan keeps."""
+        were nn.Linear modules then (transformers 5 merges those checkpoints' per-expert `experts.*.<proj>.weight` into
+        3-D parameters as it loads them: conversion_mapping.py's WeightConverter with MergeModulelist), and bitsandbytes
+        quantized them with every other linear: planned as the planner's `quantize_moe_experts`, said. The installed
+        transformers builds the fused layout, which the plan keeps."""
         pin = mapped.transformers_pin
         quantized = ((self.recipe.get("model") or {}).get("quantization") or {}).get("bits")
         if pin is None or pin.major != 4 or pin.op not in ("==", "~=") or not quantized or not isinstance(getattr(self, "config", None), dict):
             return
         if (self.recipe.get("planner") or {}).get("quantize_moe_experts"):
             return
-        from vramfit.review.default_attention import text_model_type
-
-        model_type = text_model_type(self.config)
-        try:
-            from peft.utils.transformers_weight_conversion import _MODEL_TO_CONVERSION_PATTERN, _MOE_FUSED_TARGETS
-        except ImportError:  # an older PEFT: the conversion table is not there to read
-            return
-        if not model_type or not _MOE_FUSED_TARGETS.get(_MODEL_TO_CONVERSION_PATTERN.get(model_type, "")):
+        # the checkpoint's layout decides, whichever code loads it (an `auto_map` model's own code too): a VLM's text model
+        text = self.config.get("text_config")
+        model_type = str((text if isinstance(text, dict) and text.get("model_type") else self.config).get("model_type") or "")
+        if not model_type or not _experts_merged_on_load(model_type):
             return
         self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
         o = self.origins.get("model.quantization.bits") or Origin(self.settings.label, "", self.settings.launch_line)
