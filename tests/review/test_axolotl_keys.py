@@ -72,3 +72,12 @@ def test_a_moe_type_with_3d_experts_in_transformers_4_keeps_them_unquantized(tmp
     pinned = review([str(path)], gpu="a100-80g", gpus=1, transformers_version="4.55.0")
     assert not pinned.plan.setup.quantize_moe_experts
     assert not find(pinned, text="experts are nn.Linear modules")
+
+
+def test_which_checkpoints_store_per_expert_linears_is_read_off_transformers_conversions():
+    from vramfit.review.mapping import _experts_merged_on_load
+
+    # transformers 5 merges these checkpoints' experts.*.<proj>.weight into 3-D parameters as it loads them
+    assert all(_experts_merged_on_load(t) for t in ("jamba", "mixtral", "qwen3_moe", "qwen3_next", "glm4_moe_lite"))
+    # 3-D experts in the checkpoint already (transformers 4 built them so too), and dense models
+    assert not any(_experts_merged_on_load(t) for t in ("gpt_oss", "llama4_text", "llama", "qwen3"))
