@@ -130,10 +130,9 @@ def card_of(meta: dict) -> tuple[str, str]:
         if named and named == key.replace("-", ""):
             return key, f"{meta['card']} (named)"
     memory = (meta.get("card_memory") or "").upper().replace(" ", "")
-    if named:
-        pass  # a card the catalogue lacks: fall back to its memory, if stated
     if memory in BY_MEMORY:
-        return BY_MEMORY[memory], f"{memory} card stated, planned on {BY_MEMORY[memory]}"
+        named_as = f"{meta['card']}, not in the catalogue: its " if named else ""
+        return BY_MEMORY[memory], f"{named_as}{memory} card stated, planned on {BY_MEMORY[memory]}"
     return ASSUMED, f"no card stated{' (' + meta['card'] + ' not in the catalogue)' if named else ''}: an 80 GB card assumed ({ASSUMED})"
 
 
