@@ -37,6 +37,11 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "usable after the planner's 5% kept for memory outside PyTorch's allocator, so an error. The example's README measured "
     "'97% of available memory' (nvidia-smi, ~23.3 of 24 GiB): the predicted peak agrees within 1%; the error is the 5% "
     "margin on one GPU with no NCCL, a planner calibration question left to #13, not a model-table one",
+    # Batch F (session 8), at first contact:
+    "issue-openr1-446-qwen2.5-1.5b-sft-16k-x16-8xh100": "labelled sound as the thread reports it (the README's command ran on "
+    "8 x H100 'at about 50GB'), but the same command is huggingface/open-r1#506's OOM on 96 GB H20s, and 16 packed sequences "
+    "of 16,384 tokens give 262,144 positions whose logits alone (vocabulary 151,936, upcast to fp32 for the loss) are over "
+    "150 GB: the plan (445 GiB of logits at the step's peak) cannot fit, and the report is doubted, not the arithmetic",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -77,6 +82,15 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-lf9075-qwen2.5vl-3b-lora-24k-ds3offload-4xh100": "found as a warning, not an error: 91.3 GiB per GPU exceeds 79.2 if the images reach the files' maximum (85,598 tokens per image), which the review cannot know without the data (review/lengths.py: a cap that does not fit the data's unknown size is a warning naming the figures)",
     "issue-swift3399-qwen2.5vl-7b-lora-zero2-2x80g": "the plan fits (31.2 of 79.2 GiB per GPU, images at ms-swift's default maximum, 16,384 tokens each, since MAX_PIXEL is not read: said as a warning). With max_length 1024 and truncation_strategy delete, samples longer than 1,024 tokens are dropped before the model, so the images that reach it are small: the OOM is not explained by the files, and the thread has no diagnosis. The label is doubtful; the case stays missed rather than relabelled",
     "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
+    # Batch F (session 8), at first contact:
+    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (40.0 of 47.5 GiB per A6000, images at the 768-token cap "
+    "MAX_PIXELS sets); the thread's allocation of 34.83 GiB in one piece is a sample far beyond the image cap (a video, per "
+    "the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), which the files do not show",
+    "issue-swift5199-qwen2.5vl-7b-lora-2xa6000": "the comment line that ends the command is named (a warning), but the plan of "
+    "what runs takes SFTConfig's max_length 1024 for an ms-swift launch without --max_length",
+    "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "THUDM/glm-4-9b-chat has no config in vramfit's table (model table, another branch): incomplete",
+    "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "the script's `cd src/open-r1-multimodal` is resolved against the "
+    "script's own folder only, so local_scripts/zero3.json is not found (memory not planned)",
 }
 
 
