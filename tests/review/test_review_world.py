@@ -83,14 +83,25 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-swift3399-qwen2.5vl-7b-lora-zero2-2x80g": "the plan fits (31.2 of 79.2 GiB per GPU, images at ms-swift's default maximum, 16,384 tokens each, since MAX_PIXEL is not read: said as a warning). With max_length 1024 and truncation_strategy delete, samples longer than 1,024 tokens are dropped before the model, so the images that reach it are small: the OOM is not explained by the files, and the thread has no diagnosis. The label is doubtful; the case stays missed rather than relabelled",
     "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
     # Batch F (session 8), at first contact:
-    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (40.0 of 47.5 GiB per A6000, images at the 768-token cap "
-    "MAX_PIXELS sets); the thread's allocation of 34.83 GiB in one piece is a sample far beyond the image cap (a video, per "
-    "the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), which the files do not show",
-    "issue-swift5199-qwen2.5vl-7b-lora-2xa6000": "the comment line that ends the command is named (a warning), but the plan of "
-    "what runs takes SFTConfig's max_length 1024 for an ms-swift launch without --max_length",
+    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (23.3 of 47.5 GiB per A6000 at ms-swift 2.x's own "
+    "defaults, batch 1 and max_length 2048, images at the 768-token cap MAX_PIXELS sets); the thread's allocation of 34.83 "
+    "GiB in one piece is a sample far beyond the image cap (a video, per the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), "
+    "which the files do not show",
+    # (issue-swift5199 left it: an ms-swift 3 launch with no --max_length is planned at the model's max_model_len, as
+    # TemplateArguments sets it, not at TRL SFTConfig's 1024; the comment line that cuts the command is named, a label
+    # added after first contact)
     "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "THUDM/glm-4-9b-chat has no config in vramfit's table (model table, another branch): incomplete",
-    "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "the script's `cd src/open-r1-multimodal` is resolved against the "
-    "script's own folder only, so local_scripts/zero3.json is not found (memory not planned)",
+    "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "read now (the script's `cd src/open-r1-multimodal` is taken from the "
+    "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
+    "fits, 45.6 of 79.2 GiB per GPU (GRPO, 1 completion per GPU, prompts of 4,096 tokens, no gradient checkpointing): the "
+    "thread names no cause (multi-image GUI screenshots at ms-swift-free Qwen2.5-VL defaults), and the OOM stays missed",
+    "issue-swift1860-qwen2vl-7b-lora-2xa40": "missed since session 8: ms-swift 2.x's own per-device batch is 1 (SftArguments "
+    "batch_size), not the Trainer's 8 the review had planned, and at batch 1 the plan fits (29.6 of 47.5 GiB). An image at "
+    "ms-swift's MAX_PIXELS default (16,384 tokens) is planned in the vision tower but the LLM sequence stays at max_length "
+    "2048, where ms-swift 2.x checks max_length before it expands the image tokens (so the sample runs at 16k+ tokens): a "
+    "planner question (an image's tokens in the LLM sequence past max_length), not a default",
+    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "as issue-swift1860: at ms-swift 2.x's batch 1 the plan fits (19.4 of "
+    "79.2 GiB), the 16,384 image tokens counted in the vision tower, not in the LLM sequence capped at max_length 2048",
 }
 
 
@@ -1369,3 +1380,50 @@ def test_ms_swift_attn_impl_is_the_attention(tmp_path):
         "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora --attn_impl flash_attn --max_length 8192\n",
     )
     assert review([str(path)], gpu="a100-80g").plan.setup.attention == "flash"
+
+
+def test_a_relative_cd_in_a_script_kept_in_a_subfolder_is_taken_from_the_repository_root(tmp_path, monkeypatch):
+    """om-ai-lab/VLM-R1#215: run_scripts/x.sh is run from the repository's root and does `cd src/open-r1-multimodal`
+    before naming local_scripts/zero3.json; the folder is not under run_scripts/."""
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "repo"
+    write(repo, "src/app/local_scripts/zero3.json", json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}))
+    path = write(
+        repo,
+        "run_scripts/run.sh",
+        "cd src/app\n\ntorchrun --nproc_per_node=4 train.py --deepspeed local_scripts/zero3.json "
+        "--model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 true\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert not find(result, key="--deepspeed", text="not next to the script")
+    assert "ZeRO-3" in result.summary[0] and "src/app/local_scripts/zero3.json" in result.summary[0]
+
+
+@pytest.mark.parametrize("flag", ["", "--batch_size 2 ", "--per_device_train_batch_size 3 "])
+def test_an_ms_swift_launch_plans_ms_swifts_per_device_batch_of_one(tmp_path, flag):
+    """ms-swift's argument classes default the per-device batch to 1 (3.x train_args.py, 2.x SftArguments.batch_size),
+    not the Trainer's 8 (modelscope/ms-swift#2753 passes none)."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"NPROC_PER_NODE=2 swift sft --model_type qwen2_5-1_5b-instruct --model_id_or_path Qwen/Qwen2.5-1.5B-Instruct --sft_type lora {flag}--max_length 512\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.micro_batch == {"": 1, "--batch_size 2 ": 2, "--per_device_train_batch_size 3 ": 3}[flag]
+
+
+@pytest.mark.parametrize(
+    "args, length",
+    [
+        ("--model_type qwen2_5-1_5b-instruct --model_id_or_path Qwen/Qwen2.5-1.5B-Instruct --sft_type lora", 2048),  # 2.x
+        ("--model Qwen/Qwen2.5-1.5B-Instruct --train_type lora", 32768),  # 3.x: the model's max_position_embeddings
+        ("--model Qwen/Qwen2.5-1.5B-Instruct --train_type lora --max_length 4096", 4096),
+    ],
+)
+def test_an_ms_swift_launch_without_max_length_plans_ms_swifts_own_length(tmp_path, args, length):
+    """ms-swift parses its own arguments: 2.x's SftArguments max_length 2048, 3.x's TemplateArguments None (the model's
+    max_model_len: modelscope/ms-swift#5199 ran uncapped), never TRL SFTConfig's 1024."""
+    path = write(tmp_path, "run.sh", f"NPROC_PER_NODE=2 swift sft {args} --per_device_train_batch_size 1\n")
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.seq_len == length
+    assert bool(find(result, key="--max_length", text="cuts no sample")) == (length == 32768)
