@@ -102,6 +102,14 @@ KNOWN_MISSED: dict[str, str] = {
     "planner question (an image's tokens in the LLM sequence past max_length), not a default",
     "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "as issue-swift1860: at ms-swift 2.x's batch 1 the plan fits (19.4 of "
     "79.2 GiB), the 16,384 image tokens counted in the vision tower, not in the LLM sequence capped at max_length 2048",
+    # Batch F, second part (session 8), at first contact:
+    "issue-lf5842-gemma2-2b-full-ds3-4x4090": "the plan fits, 19.5 of 23.6 GiB per RTX 4090 at the 2,048-token cap (optimizer "
+    "states 7.3, logits 5.9); the reporter saw 24 GB per card in nvidia-smi (the allocator's reserve included) and an OOM "
+    "later, 'probably the longer texts'; the maintainer's fix (Liger's fused cross-entropy) targets the 256,000-token "
+    "vocabulary's logits. Not found: the thread does not say which transformers (Gemma-2's eager attention default and its "
+    "soft-capped logits differ across releases)",
+    "issue-lf5070-qwen2-7b-lora-ds3-2x4090": "the plan fits, 14.6 of 23.6 GiB per RTX 4090 (LoRA, ZeRO-3, 2,048 tokens); the "
+    "comment states the OOM with no log or reply, and the files do not explain it",
 }
 
 
