@@ -87,9 +87,11 @@ KNOWN_MISSED: dict[str, str] = {
     "defaults, batch 1 and max_length 2048, images at the 768-token cap MAX_PIXELS sets); the thread's allocation of 34.83 "
     "GiB in one piece is a sample far beyond the image cap (a video, per the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), "
     "which the files do not show",
-    # (issue-swift5199 left it: an ms-swift 3 launch with no --max_length is planned at the model's max_model_len, as
-    # TemplateArguments sets it, not at TRL SFTConfig's 1024; the comment line that cuts the command is named, a label
-    # added after first contact)
+    "issue-swift5199-qwen2.5vl-7b-lora-2xa6000": "found as a warning, not an error: the command as bash runs it (cut by the "
+    "comment line, which is named) has no --max_length, so ms-swift 3 caps nothing below the model's 128,000 tokens "
+    "(TemplateArguments), and its --max_pixel is argparse's --max_pixels (768 tokens per image); ms-swift pads each batch "
+    "to its longest sample and the data's lengths are not known, so the non-fit at 128,000 tokens is a warning naming the "
+    "length that fits (review/lengths.py). The thread's OOM is consistent with long samples; the files cannot say",
     "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "THUDM/glm-4-9b-chat has no config in vramfit's table (model table, another branch): incomplete",
     "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "read now (the script's `cd src/open-r1-multimodal` is taken from the "
     "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
@@ -1435,3 +1437,19 @@ def test_an_ms_swift_launch_without_max_length_plans_ms_swifts_own_length(tmp_pa
     result = review([str(path)], gpu="a100-80g", gpus=2)
     assert result.plan.setup.seq_len == length
     assert bool(find(result, key="--max_length", text="cuts no sample")) == (length == 32768)
+
+
+def test_an_abbreviated_option_is_read_as_argparse_reads_it(tmp_path):
+    """HfArgumentParser is argparse (allow_abbrev): ms-swift#5199's --max_pixel is --max_pixels. Only a prefix of exactly
+    one option is taken; an ambiguous one stays unknown."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-VL-3B-Instruct --train_type lora --max_pixel 200704 --per_device_train_batch 2 --max_length 2048\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.micro_batch == 2 and result.plan.setup.image_tokens == 256  # 200704 px / 784
+    [note] = find(result, key="--max_pixel", text="reads it as --max_pixels")
+    assert note.severity == "info"
+    ambiguous = write(tmp_path, "trl.sh", "python trl/scripts/sft.py --model_name_or_path Qwen/Qwen2.5-0.5B --max 512\n")
+    assert not find(review([str(ambiguous)], gpu="a100-80g", gpus=1), text="reads it as")

@@ -1342,6 +1342,22 @@ class _Builder:
             return
         # sets sorted: equally close names are offered in one order on every run (a set's order changes with the hash seed)
         known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *sorted(UPSTREAM_SPECIAL), *sorted(NOT_MODELLED), *RENAMED]
+        program = source.program or ""
+        argparse_cli = program.startswith("swift ") or (_known_argument_set(program) and not program.startswith(("axolotl", "-m axolotl")))
+        if dashed and not axolotl and source.kind == "shell" and argparse_cli:
+            # HfArgumentParser is an argparse.ArgumentParser (allow_abbrev): an option that is the start of exactly one of
+            # the parser's options is that option (ms-swift#5199's --max_pixel is --max_pixels)
+            flat = name.replace("-", "_")
+            whole = sorted({k for k in known if k.startswith(flat) and k != flat and "." not in k})
+            if len(whole) == 1:
+                self.note(
+                    "info",
+                    setting,
+                    f"{setting.key} is not an argument of its own: the parser (argparse, which takes the start of an option for the "
+                    f"option) reads it as --{whole[0]}; reviewed so",
+                    f"write it in full: --{whole[0]}.",
+                )
+                return self.read(Setting(f"--{whole[0]}", setting.value, setting.file, setting.line), axolotl)
         if axolotl:
             known += [*AXOLOTL, *sorted(AXOLOTL_SPECIAL), *sorted(AXOLOTL_NOT_MODELLED)]
         hint = did_you_mean(setting.key if dashed else f"--{name}", [f"--{k}" for k in known])
@@ -1350,7 +1366,6 @@ class _Builder:
         what = "flag" if dashed else "key"
         cls = self.cls_name()
         kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
-        program = source.program or ""
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
         declared = self.program is not None and source is self.primary and name.replace("-", "_") in self.program.declared
         # one slip from a field, unless the launched program declares the argument itself (fsdp_qlora's --use_gradient_checkpointing)
