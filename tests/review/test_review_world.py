@@ -83,7 +83,7 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-swift3399-qwen2.5vl-7b-lora-zero2-2x80g": "the plan fits (31.2 of 79.2 GiB per GPU, images at ms-swift's default maximum, 16,384 tokens each, since MAX_PIXEL is not read: said as a warning). With max_length 1024 and truncation_strategy delete, samples longer than 1,024 tokens are dropped before the model, so the images that reach it are small: the OOM is not explained by the files, and the thread has no diagnosis. The label is doubtful; the case stays missed rather than relabelled",
     "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
     # Batch F (session 8), at first contact:
-    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (23.3 of 47.5 GiB per A6000 at ms-swift 2.x's own "
+    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (25.1 of 47.5 GiB per A6000 at ms-swift 2.x's own "
     "defaults, batch 1 and max_length 2048, images at the 768-token cap MAX_PIXELS sets); the thread's allocation of 34.83 "
     "GiB in one piece is a sample far beyond the image cap (a video, per the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), "
     "which the files do not show",
@@ -97,13 +97,12 @@ KNOWN_MISSED: dict[str, str] = {
     "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
     "fits, 45.6 of 79.2 GiB per GPU (GRPO, 1 completion per GPU, prompts of 4,096 tokens, no gradient checkpointing): the "
     "thread names no cause (multi-image GUI screenshots at ms-swift-free Qwen2.5-VL defaults), and the OOM stays missed",
-    "issue-swift1860-qwen2vl-7b-lora-2xa40": "missed since session 8: ms-swift 2.x's own per-device batch is 1 (SftArguments "
-    "batch_size), not the Trainer's 8 the review had planned, and at batch 1 the plan fits (29.6 of 47.5 GiB). An image at "
-    "ms-swift's MAX_PIXELS default (16,384 tokens) is planned in the vision tower but the LLM sequence stays at max_length "
-    "2048, where ms-swift 2.x checks max_length before it expands the image tokens (so the sample runs at 16k+ tokens): a "
-    "planner question (an image's tokens in the LLM sequence past max_length), not a default",
-    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "as issue-swift1860: at ms-swift 2.x's batch 1 the plan fits (19.4 of "
-    "79.2 GiB), the 16,384 image tokens counted in the vision tower, not in the LLM sequence capped at max_length 2048",
+    # (issue-swift1860-qwen2vl-7b-lora-2xa40 left it again: ms-swift 2.x cuts at max_length before its Qwen2-VL template
+    # expands the image placeholders, so the image tokens are planned on top of max_length, planner knob
+    # images_past_max_length; found as the warning at ms-swift's MAX_PIXELS default)
+    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "the plan fits: 56.8 of 79.2 GiB per A800 under ZeRO-3 with one image per "
+    "sample at ms-swift's MAX_PIXELS default (16,384 tokens on top of max_length 2048, as ms-swift 2.x runs it); the "
+    "thread's images per sample and sizes are not known, and the maintainer's fix (MAX_PIXELS) points at larger inputs",
     # Batch F, second part (session 8), at first contact:
     "issue-lf5842-gemma2-2b-full-ds3-4x4090": "the plan fits, 19.5 of 23.6 GiB per RTX 4090 at the 2,048-token cap (optimizer "
     "states 7.3, logits 5.9); the reporter saw 24 GB per card in nvidia-smi (the allocator's reserve included) and an OOM "
@@ -1453,3 +1452,20 @@ def test_an_abbreviated_option_is_read_as_argparse_reads_it(tmp_path):
     assert note.severity == "info"
     ambiguous = write(tmp_path, "trl.sh", "python trl/scripts/sft.py --model_name_or_path Qwen/Qwen2.5-0.5B --max 512\n")
     assert not find(review([str(ambiguous)], gpu="a100-80g", gpus=1), text="reads it as")
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_ms_swift_2x_plans_the_image_tokens_on_top_of_max_length(tmp_path, v2):
+    """ms-swift 2.x (swift/llm/utils/template.py at d2b45ec8) cuts at max_length before Qwen2VLTemplate expands each image
+    placeholder into the image's tokens: the LLM sequence is max_length + images x (tokens - 1). ms-swift 3 checks after."""
+    model = (
+        "--model_type qwen2-vl-2b-instruct --model_id_or_path Qwen/Qwen2-VL-2B-Instruct --sft_type lora"
+        if v2
+        else ("--model Qwen/Qwen2-VL-2B-Instruct --train_type lora")
+    )
+    path = write(tmp_path, "run.sh", f"MAX_PIXELS=602112 NPROC_PER_NODE=2 swift sft {model} --max_length 1024\n")
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    setup = result.plan.setup
+    assert setup.image_tokens == 768
+    assert setup.seq_len == (1024 + 767 if v2 else 1024)
+    assert bool(find(result, text="before it expands each image")) == v2

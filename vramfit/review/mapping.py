@@ -723,7 +723,23 @@ class _Builder:
         """ms-swift 3 with no --max_length: TemplateArguments (swift/llm/argument/base_args/template_args.py,
         `max_length: Optional[int] = None`; __post_init__: `self.max_length = self.model_info.max_model_len`), so no
         sample is cut below the model's context: planned there, as LitGPT's unset max_seq_length is."""
-        if not (self.primary.program or "").startswith("swift ") or "data.max_length" in self.origins or not self.config:
+        if not (self.primary.program or "").startswith("swift ") or not self.config:
+            return
+        named = {s.key.lstrip("-").replace("-", "_") for s in self.primary.settings}
+        if named & SWIFT2_ONLY and self.config.get("model_type") in ("qwen2_vl", "qwen2_5_vl"):
+            # ms-swift 2.x (swift/llm/utils/template.py at d2b45ec8, the last 2.x commit): Template._encode cuts the sample at
+            # max_length ('delete' / 'truncation_left') while each image is one placeholder token; Qwen2VLTemplate._encode
+            # expands the placeholders into the images' tokens afterwards, so the LLM sequence runs past max_length
+            self.recipe.setdefault("planner", {})["images_past_max_length"] = True
+            where = Setting(self.primary.program, None, self.primary.label, self.primary.launch_line)
+            self.origins["planner.images_past_max_length"] = Origin(where.file, where.key, where.line)
+            self.note(
+                "info",
+                where,
+                "ms-swift 2.x cuts a sample at max_length before it expands each image into its tokens (Qwen2VLTemplate): "
+                "planned with the image tokens on top of max_length",
+            )
+        if "data.max_length" in self.origins:
             return
         context = self.config.get("max_position_embeddings") or (self.config.get("text_config") or {}).get("max_position_embeddings")
         if not isinstance(context, int) or context <= 0:
