@@ -121,6 +121,8 @@ class Knobs(Strict):
     optimizer_in_bwd: bool = False  # torchtune
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
+    # max_length cuts a sample before its image placeholders become the images' tokens (ms-swift 2.x, Qwen2-VL)
+    images_past_max_length: bool = False
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)
     torch_version: Union[str, None] = None  # the run's torch (< 2.0: zero_grad keeps the gradients allocated)
     # FSDP1 (use_orig_params) with LoRA inside its layer's unit, as Lightning Fabric wraps litgpt's blocks: the

@@ -37,6 +37,11 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "usable after the planner's 5% kept for memory outside PyTorch's allocator, so an error. The example's README measured "
     "'97% of available memory' (nvidia-smi, ~23.3 of 24 GiB): the predicted peak agrees within 1%; the error is the 5% "
     "margin on one GPU with no NCCL, a planner calibration question left to #13, not a model-table one",
+    # Batch F (session 8), at first contact:
+    "issue-openr1-446-qwen2.5-1.5b-sft-16k-x16-8xh100": "labelled sound as the thread reports it (the README's command ran on "
+    "8 x H100 'at about 50GB'), but the same command is huggingface/open-r1#506's OOM on 96 GB H20s, and 16 packed sequences "
+    "of 16,384 tokens give 262,144 positions whose logits alone (vocabulary 151,936, upcast to fp32 for the loss) are over "
+    "150 GB: the plan (445 GiB of logits at the step's peak) cannot fit, and the report is doubted, not the arithmetic",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -77,6 +82,35 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-lf9075-qwen2.5vl-3b-lora-24k-ds3offload-4xh100": "found as a warning, not an error: 91.3 GiB per GPU exceeds 79.2 if the images reach the files' maximum (85,598 tokens per image), which the review cannot know without the data (review/lengths.py: a cap that does not fit the data's unknown size is a warning naming the figures)",
     "issue-swift3399-qwen2.5vl-7b-lora-zero2-2x80g": "the plan fits (31.2 of 79.2 GiB per GPU, images at ms-swift's default maximum, 16,384 tokens each, since MAX_PIXEL is not read: said as a warning). With max_length 1024 and truncation_strategy delete, samples longer than 1,024 tokens are dropped before the model, so the images that reach it are small: the OOM is not explained by the files, and the thread has no diagnosis. The label is doubtful; the case stays missed rather than relabelled",
     "issue-axolotl2412-smollm2-1.7b-full-16k-no-gc-1xh100": "planner: 73.1 of 75.2 usable GiB (fits, within 3%); the maintainer's run OOMs in the backward of the second step, once the 8-bit AdamW states exist. A planner calibration question, left to #13",
+    # Batch F (session 8), at first contact:
+    "issue-swift2753-qwen2vl-7b-lora-zero2-4xa6000": "the plan fits (25.1 of 47.5 GiB per A6000 at ms-swift 2.x's own "
+    "defaults, batch 1 and max_length 2048, images at the 768-token cap MAX_PIXELS sets); the thread's allocation of 34.83 "
+    "GiB in one piece is a sample far beyond the image cap (a video, per the reply pointing at VIDEO_MAX_PIXELS / NFRAMES), "
+    "which the files do not show",
+    "issue-swift5199-qwen2.5vl-7b-lora-2xa6000": "found as a warning, not an error: the command as bash runs it (cut by the "
+    "comment line, which is named) has no --max_length, so ms-swift 3 caps nothing below the model's 128,000 tokens "
+    "(TemplateArguments), and its --max_pixel is argparse's --max_pixels (768 tokens per image); ms-swift pads each batch "
+    "to its longest sample and the data's lengths are not known, so the non-fit at 128,000 tokens is a warning naming the "
+    "length that fits (review/lengths.py). The thread's OOM is consistent with long samples; the files cannot say",
+    "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "THUDM/glm-4-9b-chat has no config in vramfit's table (model table, another branch): incomplete",
+    "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "read now (the script's `cd src/open-r1-multimodal` is taken from the "
+    "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
+    "fits, 45.6 of 79.2 GiB per GPU (GRPO, 1 completion per GPU, prompts of 4,096 tokens, no gradient checkpointing): the "
+    "thread names no cause (multi-image GUI screenshots at ms-swift-free Qwen2.5-VL defaults), and the OOM stays missed",
+    # (issue-swift1860-qwen2vl-7b-lora-2xa40 left it again: ms-swift 2.x cuts at max_length before its Qwen2-VL template
+    # expands the image placeholders, so the image tokens are planned on top of max_length, planner knob
+    # images_past_max_length; found as the warning at ms-swift's MAX_PIXELS default)
+    "issue-swift2529-qwen2vl-7b-lora-zero3-8xa800": "the plan fits: 56.8 of 79.2 GiB per A800 under ZeRO-3 with one image per "
+    "sample at ms-swift's MAX_PIXELS default (16,384 tokens on top of max_length 2048, as ms-swift 2.x runs it); the "
+    "thread's images per sample and sizes are not known, and the maintainer's fix (MAX_PIXELS) points at larger inputs",
+    # Batch F, second part (session 8), at first contact:
+    "issue-lf5842-gemma2-2b-full-ds3-4x4090": "the plan fits, 19.5 of 23.6 GiB per RTX 4090 at the 2,048-token cap (optimizer "
+    "states 7.3, logits 5.9); the reporter saw 24 GB per card in nvidia-smi (the allocator's reserve included) and an OOM "
+    "later, 'probably the longer texts'; the maintainer's fix (Liger's fused cross-entropy) targets the 256,000-token "
+    "vocabulary's logits. Not found: the thread does not say which transformers (Gemma-2's eager attention default and its "
+    "soft-capped logits differ across releases)",
+    "issue-lf5070-qwen2-7b-lora-ds3-2x4090": "the plan fits, 14.6 of 23.6 GiB per RTX 4090 (LoRA, ZeRO-3, 2,048 tokens); the "
+    "comment states the OOM with no log or reply, and the files do not explain it",
 }
 
 
@@ -1355,3 +1389,83 @@ def test_ms_swift_attn_impl_is_the_attention(tmp_path):
         "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora --attn_impl flash_attn --max_length 8192\n",
     )
     assert review([str(path)], gpu="a100-80g").plan.setup.attention == "flash"
+
+
+def test_a_relative_cd_in_a_script_kept_in_a_subfolder_is_taken_from_the_repository_root(tmp_path, monkeypatch):
+    """om-ai-lab/VLM-R1#215: run_scripts/x.sh is run from the repository's root and does `cd src/open-r1-multimodal`
+    before naming local_scripts/zero3.json; the folder is not under run_scripts/."""
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "repo"
+    write(repo, "src/app/local_scripts/zero3.json", json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}))
+    path = write(
+        repo,
+        "run_scripts/run.sh",
+        "cd src/app\n\ntorchrun --nproc_per_node=4 train.py --deepspeed local_scripts/zero3.json "
+        "--model_name_or_path meta-llama/Llama-3.2-3B --model_max_length 512 --bf16 true\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert not find(result, key="--deepspeed", text="not next to the script")
+    assert "ZeRO-3" in result.summary[0] and "src/app/local_scripts/zero3.json" in result.summary[0]
+
+
+@pytest.mark.parametrize("flag", ["", "--batch_size 2 ", "--per_device_train_batch_size 3 "])
+def test_an_ms_swift_launch_plans_ms_swifts_per_device_batch_of_one(tmp_path, flag):
+    """ms-swift's argument classes default the per-device batch to 1 (3.x train_args.py, 2.x SftArguments.batch_size),
+    not the Trainer's 8 (modelscope/ms-swift#2753 passes none)."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        f"NPROC_PER_NODE=2 swift sft --model_type qwen2_5-1_5b-instruct --model_id_or_path Qwen/Qwen2.5-1.5B-Instruct --sft_type lora {flag}--max_length 512\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.micro_batch == {"": 1, "--batch_size 2 ": 2, "--per_device_train_batch_size 3 ": 3}[flag]
+
+
+@pytest.mark.parametrize(
+    "args, length",
+    [
+        ("--model_type qwen2_5-1_5b-instruct --model_id_or_path Qwen/Qwen2.5-1.5B-Instruct --sft_type lora", 2048),  # 2.x
+        ("--model Qwen/Qwen2.5-1.5B-Instruct --train_type lora", 32768),  # 3.x: the model's max_position_embeddings
+        ("--model Qwen/Qwen2.5-1.5B-Instruct --train_type lora --max_length 4096", 4096),
+    ],
+)
+def test_an_ms_swift_launch_without_max_length_plans_ms_swifts_own_length(tmp_path, args, length):
+    """ms-swift parses its own arguments: 2.x's SftArguments max_length 2048, 3.x's TemplateArguments None (the model's
+    max_model_len: modelscope/ms-swift#5199 ran uncapped), never TRL SFTConfig's 1024."""
+    path = write(tmp_path, "run.sh", f"NPROC_PER_NODE=2 swift sft {args} --per_device_train_batch_size 1\n")
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.seq_len == length
+    assert bool(find(result, key="--max_length", text="cuts no sample")) == (length == 32768)
+
+
+def test_an_abbreviated_option_is_read_as_argparse_reads_it(tmp_path):
+    """HfArgumentParser is argparse (allow_abbrev): ms-swift#5199's --max_pixel is --max_pixels. Only a prefix of exactly
+    one option is taken; an ambiguous one stays unknown."""
+    path = write(
+        tmp_path,
+        "run.sh",
+        "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-VL-3B-Instruct --train_type lora --max_pixel 200704 --per_device_train_batch 2 --max_length 2048\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    assert result.plan.setup.micro_batch == 2 and result.plan.setup.image_tokens == 256  # 200704 px / 784
+    [note] = find(result, key="--max_pixel", text="reads it as --max_pixels")
+    assert note.severity == "info"
+    ambiguous = write(tmp_path, "trl.sh", "python trl/scripts/sft.py --model_name_or_path Qwen/Qwen2.5-0.5B --max 512\n")
+    assert not find(review([str(ambiguous)], gpu="a100-80g", gpus=1), text="reads it as")
+
+
+@pytest.mark.parametrize("v2", [True, False])
+def test_ms_swift_2x_plans_the_image_tokens_on_top_of_max_length(tmp_path, v2):
+    """ms-swift 2.x (swift/llm/utils/template.py at d2b45ec8) cuts at max_length before Qwen2VLTemplate expands each image
+    placeholder into the image's tokens: the LLM sequence is max_length + images x (tokens - 1). ms-swift 3 checks after."""
+    model = (
+        "--model_type qwen2-vl-2b-instruct --model_id_or_path Qwen/Qwen2-VL-2B-Instruct --sft_type lora"
+        if v2
+        else ("--model Qwen/Qwen2-VL-2B-Instruct --train_type lora")
+    )
+    path = write(tmp_path, "run.sh", f"MAX_PIXELS=602112 NPROC_PER_NODE=2 swift sft {model} --max_length 1024\n")
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    setup = result.plan.setup
+    assert setup.image_tokens == 768
+    assert setup.seq_len == (1024 + 767 if v2 else 1024)
+    assert bool(find(result, text="before it expands each image")) == v2

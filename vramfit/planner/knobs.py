@@ -14,6 +14,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `modules_to_save=embed_tokens,lm_head`, LoRA `target_modules` naming `embed_tokens` / `lm_head` | PEFT `ModulesToSaveWrapper`, `lora.Embedding` | params.count + plan.py |
 | `lora_vision_tower=false` (planner) | PEFT `all-linear` takes every nn.Linear but the output layer, vision tower included | plan.py |
 | `train_projector=true\|false` (planner) | - | params.count |
+| `images_past_max_length=true` (planner; the review sets it for ms-swift 2.x on a Qwen2-VL-family model) | ms-swift 2.x swift/llm/utils/template.py: `Template._encode` cuts at max_length while each image is one placeholder, `Qwen2VLTemplate._encode` then expands it into the image's tokens | setup.py: the LLM sequence is max_length + images x (image tokens - 1) |
 | `activation_offloading=true` (TRL SFTConfig), `gradient_checkpointing=offload` (axolotl) | trl/models/activation_offloading.py `OffloadActivations` | training.py |
 | `packing`, `padding_free` (TRL SFTConfig), `typical_length` (planner) | trl/trainer/sft_trainer.py BFD packing, `DataCollatorForLanguageModeling(padding_free=True)` | activations.py / plan.py |
 | `loss_kernel=torch\|liger\|cce\|chunked` (planner), `cut_cross_entropy=true` (axolotl) | liger FLCE, apple ml-cross-entropy, torchtune `CEWithChunkedOutputLoss` | activations.py `logits_bytes` |

@@ -143,6 +143,9 @@ class Setup:
     # full fine-tuning of the weights these regexes name (re.match over named_parameters), the rest frozen (knobs.unfrozen_fields)
     unfrozen_parameters: tuple[str, ...] = ()
     lora_vision_tower: bool = True  # PEFT all-linear adapts the vision tower too; False: the LLM only
+    # the runner cuts a sample at max_length before it expands each image placeholder into the image's tokens (ms-swift
+    # 2.x's Qwen2-VL template): the LLM sequence is max_length + images x (image tokens - 1)
+    images_past_max_length: bool = False
     remote_code: bool = False  # the model runs its repository's own code (trust_remote_code), not transformers' class
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
     # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
@@ -291,6 +294,8 @@ class Setup:
         if grpo:
             # TRL 1.16 does not truncate prompts: image tokens count in full even past data.max_length.
             seq = max(seq, images * tokens)
+        elif knob.get("images_past_max_length"):
+            seq += images * max(0, tokens - 1)
         lora = recipe.model.lora
         if lora:
             _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
@@ -409,6 +414,8 @@ class Setup:
         seq = int(values.get("seq_len", values.get("max_length", values.get("max_prompt_length", 2048 if not grpo else 512))))
         if grpo:
             seq = max(seq, images * tokens)
+        elif knob.get("images_past_max_length"):
+            seq += images * max(0, tokens - 1)
         world = gpus * nodes
         engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else ("ddp" if world > 1 else "single"))
         modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
@@ -516,6 +523,7 @@ def _knob_fields(
     out.update(knobs.vllm_fields(values, problems, file))
     out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
+    out["images_past_max_length"] = bool(values.get("images_past_max_length", False))
     out["adapter_fp32"] = knobs._truthy(values.get("autocast_adapter_dtype", False))
     out["remote_code"] = bool(values.get("trust_remote_code", False))
     _check_target_regex(values, problems, file)  # a recipe's planner: section does not pass _launch_time_values
@@ -651,6 +659,7 @@ ARG_KEYS = {
     "task_type": str,
     "num_labels": int,
     "lora_vision_tower": bool,
+    "images_past_max_length": bool,
     "trust_remote_code": bool,
     "train_projector": bool,
     "max_tiles": int,

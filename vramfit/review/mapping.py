@@ -223,6 +223,9 @@ SWIFT2 = {
     "batch_size": "training.per_device_train_batch_size",
     "eval_batch_size": "training.per_device_eval_batch_size",
 }
+# names ms-swift 3.0 renamed (sft_type -> train_type, model_id_or_path -> model, batch_size -> per_device_train_batch_size):
+# a launch that uses one runs ms-swift 2.x, whose defaults differ (max_length 2048)
+SWIFT2_ONLY = {"sft_type", "model_id_or_path", "batch_size"}
 # the image / video size variables ms-swift reads from the launch environment (docs/source_en/Instruction/
 # Command-line-parameters.md; swift/llm/template/vision_utils.py logs each: "You can adjust this hyperparameter through the
 # environment variable")
@@ -723,6 +726,59 @@ class _Builder:
                 if name == "finetuning_type" and value == "oft":  # LLaMA-Factory: orthogonal fine-tuning adapters (PEFT OFT)
                     return "OFT (orthogonal adapters: the frozen weights keep no gradients or states)", Origin(setting.file, setting.key, setting.line)
         return None
+
+    def _swift_defaults(self) -> None:
+        """ms-swift's own argument classes change the Trainer's per-device batch of 8 to 1: 3.x's
+        Seq2SeqTrainingOverrideArguments `per_device_train_batch_size: int = 1` (swift/llm/argument/train_args.py), 2.x's
+        SftArguments `batch_size: int = 1` (swift/llm/utils/argument.py, which its handle_compatibility maps onto the
+        Trainer's). For a `swift sft|rlhf` launch that passes neither."""
+        t = self.recipe["training"]
+        if not (self.primary.program or "").startswith("swift "):
+            return
+        where = Setting("(ms-swift default)", None, self.primary.label, self.primary.launch_line)
+        if "per_device_train_batch_size" not in t:
+            self.set("training.per_device_train_batch_size", 1, where)
+        # 2.x's SftArguments `max_length: int = 2048`; 3.x's `max_length: Optional[int] = None`: the model's maximum
+        # (_swift_length, once the model's config is read). A 2.x launch is told by the names 3.0 renamed.
+        named = {s.key.lstrip("-").replace("-", "_") for s in self.primary.settings}
+        if "data.max_length" not in self.origins and named & SWIFT2_ONLY:
+            self.set("data.max_length", 2048, Setting("(ms-swift 2.x default)", None, self.primary.label, self.primary.launch_line))
+
+    def _swift_length(self) -> None:
+        """ms-swift 3 with no --max_length: TemplateArguments (swift/llm/argument/base_args/template_args.py,
+        `max_length: Optional[int] = None`; __post_init__: `self.max_length = self.model_info.max_model_len`), so no
+        sample is cut below the model's context: planned there, as LitGPT's unset max_seq_length is."""
+        if not (self.primary.program or "").startswith("swift ") or not self.config:
+            return
+        named = {s.key.lstrip("-").replace("-", "_") for s in self.primary.settings}
+        if named & SWIFT2_ONLY and self.config.get("model_type") in ("qwen2_vl", "qwen2_5_vl"):
+            # ms-swift 2.x (swift/llm/utils/template.py at d2b45ec8, the last 2.x commit): Template._encode cuts the sample at
+            # max_length ('delete' / 'truncation_left') while each image is one placeholder token; Qwen2VLTemplate._encode
+            # expands the placeholders into the images' tokens afterwards, so the LLM sequence runs past max_length
+            self.recipe.setdefault("planner", {})["images_past_max_length"] = True
+            where = Setting(self.primary.program, None, self.primary.label, self.primary.launch_line)
+            self.origins["planner.images_past_max_length"] = Origin(where.file, where.key, where.line)
+            self.note(
+                "info",
+                where,
+                "ms-swift 2.x cuts a sample at max_length before it expands each image into its tokens (Qwen2VLTemplate): "
+                "planned with the image tokens on top of max_length",
+            )
+        if "data.max_length" in self.origins:
+            return
+        context = self.config.get("max_position_embeddings") or (self.config.get("text_config") or {}).get("max_position_embeddings")
+        if not isinstance(context, int) or context <= 0:
+            return
+        where = Setting("--max_length", None, self.primary.label, self.primary.launch_line)
+        self.set("data.max_length", context, where)
+        self.swift_uncapped = True  # the cap is the model's context, not one the files chose (see _longest_sample)
+        self.note(
+            "info",
+            where,
+            f"not set: ms-swift 3 cuts no sample below the model's maximum length ({context:,} tokens, its max_model_len), "
+            "so a batch can reach it; planned there",
+            "set --max_length to the length you train at.",
+        )
 
     def _swift_environment(self) -> None:
         """ms-swift reads a VLM's image size from the launch's environment: MAX_PIXELS (ms-swift docs/source_en/Instruction/
@@ -1335,6 +1391,22 @@ class _Builder:
             return
         # sets sorted: equally close names are offered in one order on every run (a set's order changes with the hash seed)
         known = [*self.fields, *ALIASES, *METHOD_SWITCHES, *TRAIN_SWITCHES, *sorted(UPSTREAM_SPECIAL), *sorted(NOT_MODELLED), *RENAMED]
+        program = source.program or ""
+        argparse_cli = program.startswith("swift ") or (_known_argument_set(program) and not program.startswith(("axolotl", "-m axolotl")))
+        if dashed and not axolotl and source.kind == "shell" and argparse_cli:
+            # HfArgumentParser is an argparse.ArgumentParser (allow_abbrev): an option that is the start of exactly one of
+            # the parser's options is that option (ms-swift#5199's --max_pixel is --max_pixels)
+            flat = name.replace("-", "_")
+            whole = sorted({k for k in known if k.startswith(flat) and k != flat and "." not in k})
+            if len(whole) == 1:
+                self.note(
+                    "info",
+                    setting,
+                    f"{setting.key} is not an argument of its own: the parser (argparse, which takes the start of an option for the "
+                    f"option) reads it as --{whole[0]}; reviewed so",
+                    f"write it in full: --{whole[0]}.",
+                )
+                return self.read(Setting(f"--{whole[0]}", setting.value, setting.file, setting.line), axolotl)
         if axolotl:
             known += [*AXOLOTL, *sorted(AXOLOTL_SPECIAL), *sorted(AXOLOTL_NOT_MODELLED)]
         hint = did_you_mean(setting.key if dashed else f"--{name}", [f"--{k}" for k in known])
@@ -1343,7 +1415,6 @@ class _Builder:
         what = "flag" if dashed else "key"
         cls = self.cls_name()
         kinds = f"an axolotl, {cls} key" if axolotl else f"a {cls} or launcher argument"
-        program = source.program or ""
         own_parser = program.startswith("swift ") or source.kind == "training_args"  # ms-swift, LLaMA-Factory, open-r1: their own dataclasses
         declared = self.program is not None and source is self.primary and name.replace("-", "_") in self.program.declared
         # one slip from a field, unless the launched program declares the argument itself (fsdp_qlora's --use_gradient_checkpointing)
@@ -1423,6 +1494,7 @@ class _Builder:
             elif source.kind == "llmfoundry":
                 self._llmfoundry(source)
         self._program_defaults()
+        self._swift_defaults()
         self._model_name()
         self._liger()
         self._cce()
@@ -1431,6 +1503,7 @@ class _Builder:
         if self.inline_model and not model_config:
             self.model_how = "llm-foundry's inline MPT"
         self._litgpt_model()
+        self._swift_length()
         self._method()
         self._unfrozen_with_adapter()
         self._swift_environment()
@@ -2116,7 +2189,8 @@ class _Builder:
                 )
                 continue
             self.set(f"training.{name}", value, where)
-        if not guessed and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
+        swift = program.startswith("swift ")  # ms-swift's own argument classes set its length (see _swift_defaults)
+        if not guessed and not swift and "data.max_length" not in self.origins and isinstance(trainers.default(self.trainer, "max_length"), int):
             self.set("data.max_length", trainers.default(self.trainer, "max_length"), where)
         origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         if self.trainer in PREFERENCE_TRAINERS:
@@ -2487,6 +2561,11 @@ class _Builder:
             if flat
             else lengths.pads_to_longest(self.primary.program if self.primary.kind in ("shell", "litgpt") else None, settings)
         )
+        if pads is None and getattr(self, "swift_uncapped", False):
+            # ms-swift's Template._data_collator: "padding_to ... if none, the batch will be padded to the `longest`"
+            # (swift/llm/template/template/qwen.py); with no --max_length the cap is the model's context, which the data
+            # need not reach: a non-fit there is said as the length that fits
+            pads, why = True, "ms-swift pads each batch to its longest sample (Template._data_collator, padding_to None)"
         if not pads:
             if self.sample_length:
                 how = why or f"how {self.primary.program or 'this run'} pads its batches is not known to vramfit"

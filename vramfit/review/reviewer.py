@@ -1010,7 +1010,8 @@ def _largest_image_that_fits(plan):
 
     def at(tokens):
         t, patches = image_geometry(arch, tokens * 784, None)
-        seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if setup.method == "grpo" else setup.seq_len
+        shrinks = setup.method == "grpo" or setup.images_past_max_length  # image tokens on top of the text
+        seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if shrinks else setup.seq_len
         return t, plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
 
     # the smallest first: the memory grows with the image, so when the smallest does not fit, no size does (one plan, not

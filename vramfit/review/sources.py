@@ -253,6 +253,18 @@ def locate(written: str, beside: Path, cwd: Path | None = None) -> Path | None:
     return None
 
 
+def _cd_target(script: Path, target: str) -> Path:
+    """Where a relative `cd` in a script leads: from the folder the script is run from. That is the script's own
+    folder, or, for a script kept in a subfolder and run from its repository's root (VLM-R1's run_scripts/*.sh:
+    `cd src/open-r1-multimodal`), a folder above it: the first of them (as `locate` looks) that has the target;
+    the script's own folder when none has it."""
+    beside = script.resolve().parent
+    for folder in [beside, *list(beside.parents)[:3], Path.cwd()]:
+        if (folder / target).is_dir():
+            return folder / target
+    return beside / target
+
+
 def moved(written: str, found: Path) -> bool:
     """Whether `locate` found an absolute path's file by its tail, somewhere else than written."""
     path = Path(os.path.expanduser(written))
@@ -597,7 +609,7 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
     command, (launcher, tokens) = launches[min(launch, len(launches) - 1)]
     source.launcher, source.launch_line, source.env = launcher, command.line, command.environment
     if command.cwd is not None:
-        source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else path.resolve().parent / command.cwd
+        source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else _cd_target(path, command.cwd)
     args = _split_launch(source, launcher, tokens, command)
     _program_settings(source, args, command.line)
     if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
