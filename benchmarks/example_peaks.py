@@ -1,0 +1,210 @@
+"""`vramfit review` on launch configs as their projects publish them, against the peak memory the same project
+publishes beside them: a held-out benchmark scored from sources the planner was not built beside.
+
+Corpus: benchmarks/example_peaks/<owner>+<repo>/**/<config or script, byte for byte>, each with a sidecar
+`<file>.peak.json` (or `<file>.<label>.peak.json` when one file has several published figures) naming the
+repository, the path, the commit whose README (or comment) states the figure, the line quoted exactly, the figure
+and unit as published, `gib_per_gpu`, `gpus`, `metric` (allocated / reserved / nvidia-smi, or "unstated"), the
+card when the source names one (`card`), or only its memory (`card_memory`, e.g. "48GB"), and notes. Figures
+that could not be tied to exactly one published file are listed in each source's SKIPPED.md.
+
+Each case is reviewed in-process as `vramfit review FILE --gpu CARD --gpus N` would (offline: HF_HUB_OFFLINE=1,
+as benchmarks/review_corpus.py does), from the source's folder, so relative paths resolve as they do from the
+repository's root. The card is the named one, else the catalogue card of the stated memory, else an 80 GB card
+(h100), said so. The plan's figure for the row's metric is `Plan.measure` (the mapping benchmarks/planner_accuracy.py
+uses: allocated -> allocated peak, nvidia-smi -> device total, reserved and unstated -> allocated + allocator reserve).
+
+Per case: status (planned / incomplete and why / stopped before planning, with the first error / error: a traceback), planned vs published GiB per GPU, signed relative error,
+and the verdict. A case whose source says it ran on its card (a named card or a stated card memory, or a figure
+within the assumed card) and that the review calls "does not fit" is a false error. Totals: cases, planned,
+incomplete, median / p90 |error| of the planned ones, false errors, and the models with no config offline.
+
+    .venv/bin/python benchmarks/example_peaks.py              # every case
+    .venv/bin/python benchmarks/example_peaks.py -k gpt-oss   # cases whose path contains 'gpt-oss'
+    .venv/bin/python benchmarks/example_peaks.py -v           # and each case's errors and warnings
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # reviewed as on a machine without the Hub: reproducible
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.planner_accuracy import summarise  # noqa: E402
+
+CORPUS = REPO / "benchmarks" / "example_peaks"
+GIB = 2**30
+# a card stated only by its memory ("1x48GB"): the catalogue card of that nominal memory
+BY_MEMORY = {"16GB": "v100-16g", "24GB": "rtx4090", "32GB": "v100-32g", "40GB": "a100-40g", "48GB": "rtxa6000", "80GB": "h100", "96GB": "h20", "141GB": "h200"}
+ASSUMED = "h100"  # no card stated: an 80 GB card, said so
+WHY_OFF: dict[str, str] = {}  # case id -> why it stays more than 25% off after its inputs were read from the source
+
+
+def cases(pattern: str = "", root: Path = CORPUS) -> list[tuple[str, Path, dict]]:
+    """(case id, the published file, its sidecar) for every *.peak.json under `root`."""
+    out = []
+    for side in sorted(root.glob("*/**/*.peak.json")):
+        meta = json.loads(side.read_text())
+        case_id = str(side.relative_to(root)).removesuffix(".peak.json")
+        if pattern and pattern not in case_id:
+            continue
+        out.append((case_id, published_file(side, meta), meta))
+    return out
+
+
+def published_file(side: Path, meta: dict) -> Path:
+    """The sidecar's `file`, else its own name less `.peak.json` (less a `.<label>` too when that names no file)."""
+    if meta.get("file"):
+        return side.parent / meta["file"]
+    stem = side.name.removesuffix(".peak.json")
+    target = side.parent / stem
+    return target if target.exists() else side.parent / stem.rsplit(".", 1)[0]
+
+
+def card_of(meta: dict) -> tuple[str, str]:
+    """(catalogue card, how it was chosen)."""
+    from vramfit.hardware import CATALOGUE
+
+    named = (meta.get("card") or "").lower().replace("nvidia", "").replace(" ", "").replace("-", "")
+    for key in CATALOGUE:
+        if named and named == key.replace("-", ""):
+            return key, f"{meta['card']} (named)"
+    memory = (meta.get("card_memory") or "").upper().replace(" ", "")
+    if named:
+        pass  # a card the catalogue lacks: fall back to its memory, if stated
+    if memory in BY_MEMORY:
+        return BY_MEMORY[memory], f"{memory} card stated, planned on {BY_MEMORY[memory]}"
+    return ASSUMED, f"no card stated{' (' + meta['card'] + ' not in the catalogue)' if named else ''}: an 80 GB card assumed ({ASSUMED})"
+
+
+def published_gib(meta: dict) -> float:
+    if meta.get("gib_per_gpu") is not None:
+        return float(meta["gib_per_gpu"])
+    return float(meta["figure"]) * (1e9 / GIB if meta.get("unit", "GiB").upper() == "GB" else 1.0)
+
+
+def ran_on_card(meta: dict, card: str, figure: float) -> bool:
+    """The source says the run ran on this card: a named card or stated memory, or a figure within the assumed card."""
+    from vramfit.hardware import CATALOGUE
+
+    return card != ASSUMED or meta.get("card_memory") or figure <= CATALOGUE[card].memory_gib
+
+
+def review_case(path: Path, meta: dict, card: str):
+    """(review or None, traceback text, seconds), reviewed from the source's folder (owner+repo)."""
+    from vramfit.review.reviewer import review
+
+    source_root = next(p for p in path.parents if p.parent == CORPUS)
+    start = time.perf_counter()
+    here = os.getcwd()
+    try:
+        os.chdir(source_root)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            result = review([str(path.relative_to(source_root))], gpu=card, gpus=int(meta.get("gpus") or 1))
+        return result, "", time.perf_counter() - start
+    except Exception:  # a traceback a user would see: counted, never hidden
+        return None, traceback.format_exc(), time.perf_counter() - start
+    finally:
+        os.chdir(here)
+
+
+MISSING = re.compile(r"no config\.json found for '([^']+)'")
+
+
+def why_incomplete(result) -> tuple[str, str | None]:
+    """(what the review says it could not compute, the model it found no config for)."""
+    for f in result.findings:
+        text = str(f)
+        found = MISSING.search(text)
+        if found:
+            return f"no config for {found.group(1)}", found.group(1)
+    for f in result.findings:
+        if "not planned" in str(f) or "not computed" in str(f) or "could not" in str(f):
+            return str(f).split(": ", 1)[-1][:160], None
+    return "exit 3 with no finding naming what is missing", None
+
+
+def score(case_id: str, path: Path, meta: dict) -> dict:
+    card, chosen = card_of(meta)
+    figure = published_gib(meta)
+    result, tb, seconds = review_case(path, meta, card)
+    row = dict(id=case_id, card=card, chosen=chosen, published=figure, seconds=seconds, metric=meta.get("metric", "unstated"))
+    if result is None:
+        return {**row, "status": "error", "why": tb.strip().splitlines()[-1], "traceback": tb}
+    row["exit"] = result.exit_code
+    row["findings"] = [f for f in result.findings if f.severity in ("error", "warning")]
+    if result.plan is None and result.exit_code == 3:
+        why, model = why_incomplete(result)
+        return {**row, "status": "incomplete", "why": why, "missing_model": model}
+    if result.plan is None:  # stopped before planning (exit 1 / 2): the first error says why
+        first = next((str(f) for f in result.findings if f.severity == "error"), "no error finding")
+        return {**row, "status": "stopped", "why": f"exit {result.exit_code}: {first[:200]}"}
+    planned = result.plan.measure(row["metric"])
+    fits = result.plan.fits and result.exit_code != 1
+    row.update(status="planned", planned=planned, error=(planned - figure) / figure, fits=fits)
+    row["false_error"] = not fits and bool(ran_on_card(meta, card, figure))
+    if result.exit_code == 3:
+        row["why"] = why_incomplete(result)[0]
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-k", default="", help="only cases whose id contains this")
+    parser.add_argument("-v", action="store_true", help="print each case's errors and warnings")
+    args = parser.parse_args(argv)
+    print(f"{'case':<64} {'card':<9} {'metric':<9} {'published':>9} {'planned':>8} {'error':>7}  verdict / status")
+    rows = []
+    for case in cases(args.k):
+        r = score(*case)
+        rows.append(r)
+        head = f"{r['id'][:64]:<64} {r['card']:<9} {r['metric']:<9} {r['published']:>9.2f}"
+        if r["status"] == "planned":
+            verdict = "fits" if r["fits"] else "DOES NOT FIT" + (" (FALSE ERROR: the source ran it)" if r["false_error"] else "")
+            print(f"{head} {r['planned']:>8.2f} {r['error']:>+7.1%}  {verdict}" + (f"; exit 3: {r['why']}" if r.get("why") else ""))
+        else:
+            print(f"{head} {'-':>8} {'-':>7}  {r['status'].upper()}: {r['why']}")
+        if r["chosen"].startswith("no card") or args.v:
+            print(f"    card: {r['chosen']}")
+        if args.v:
+            if r["status"] == "error":
+                print(r["traceback"])
+            for f in r.get("findings", []):
+                print(f"    {f.severity.upper()}: {str(f)[:300]}")
+        if r["status"] == "planned" and abs(r["error"]) > 0.25 and r["id"] in WHY_OFF:
+            print(f"    WHY OFF: {WHY_OFF[r['id']]}")
+        sys.stdout.flush()
+    planned = [r for r in rows if r["status"] == "planned"]
+    print()
+    print(
+        f"cases: {len(rows)}; planned: {len(planned)}; incomplete: {sum(r['status'] == 'incomplete' for r in rows)}; "
+        f"stopped before planning (exit 1/2): {sum(r['status'] == 'stopped' for r in rows)}; "
+        f"errors (tracebacks): {sum(r['status'] == 'error' for r in rows)}"
+    )
+    if planned:
+        med, p90 = summarise([abs(r["error"]) for r in planned])
+        print(f"planned: median |error| {med:.1%}, p90 |error| {p90:.1%} ({len(planned)} cases)")
+        off = [r for r in planned if abs(r["error"]) > 0.25]
+        print(f"planned cases off by more than 25%: {len(off)} ({sum(r['id'] in WHY_OFF for r in off)} explained in WHY_OFF)")
+    print(f"false errors (a run the source says ran, called 'does not fit' on its card): {sum(r.get('false_error', False) for r in rows)}")
+    missing = sorted({r["missing_model"] for r in rows if r.get("missing_model")})
+    print(f"models with no config offline ({len(missing)}): {', '.join(missing) or 'none'}")
+    print(f"reviewed in {sum(r['seconds'] for r in rows):.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
