@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import math
 import os
 import re
 import shlex
@@ -115,6 +116,28 @@ TRAIN_SWITCHES = {
     "freeze_llm": ("llm", False),
     "freeze_mlp": ("projector", False),
 }
+# Switches that say a part is frozen (true) where the recipe says it trains: a model.train.* value read from one is
+# shown and edited as the switch's own value (`freeze_vit false` trains the ViT)
+INVERTED_SWITCHES = frozenset({k for k, (_, on) in TRAIN_SWITCHES.items() if on is False} | {"freeze_vit", "freeze_aligner"})
+
+
+def pixels_per_token(config: dict | None) -> int:
+    """Image pixels per LLM token of a Qwen2-VL-family config: one token per (patch_size x spatial_merge_size)^2 px (28 x 28 for
+    Qwen2-VL / Qwen2.5-VL, 32 x 32 for Qwen3-VL / Qwen3.5: patch 16); 784 where the config does not say."""
+    vision = (config or {}).get("vision_config") or {}
+    patch, merge = vision.get("patch_size"), vision.get("spatial_merge_size")
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return int(patch) ** 2 * int(merge) ** 2 if isinstance(patch, int) and isinstance(merge, int) else 784
+
+
+def as_written(origin_key: str | None, key: str, value: Any) -> Any:
+    """A recipe value as the switch that set it spells it: a model.train.* boolean read from a freeze switch is inverted."""
+    name = (origin_key or "").lstrip("-").replace("-", "_")
+    if key.startswith("model.train.") and name in INVERTED_SWITCHES and isinstance(value, bool):
+        return not value
+    return value
+
+
 # Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
 NOT_MODELLED = {
     "version",
@@ -244,6 +267,8 @@ SWIFT_SIZE_VARIABLES = (
     "IMAGE_MAX_TOKEN_NUM",
     "VIDEO_MAX_TOKEN_NUM",
 )
+# ms-swift TunerArguments' switches over a multimodal model's parts, with their defaults (swift/arguments/tuner_args.py)
+SWIFT_FREEZE = {"freeze_llm": False, "freeze_vit": True, "freeze_aligner": True}
 SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
@@ -521,7 +546,7 @@ class Mapped:
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args", "llmfoundry")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
-        written = edit((source or self.settings).kind, key, value, o.key if own else None)
+        written = edit((source or self.settings).kind, key, as_written(o.key, key, value) if own else value, o.key if own else None)
         flag = written.split(" ", 1)[0]
         return flag if value is True and flag in self.switches else written
 
@@ -699,6 +724,37 @@ class _Builder:
                     return "OFT (orthogonal adapters: the frozen weights keep no gradients or states)", Origin(setting.file, setting.key, setting.line)
         return None
 
+    def _swift_tuning(self) -> None:
+        """What ms-swift trains of a multimodal model: TunerArguments' freeze_llm / freeze_vit / freeze_aligner (defaults False,
+        True, True: swift/arguments/tuner_args.py). Full fine-tuning freezes each part they name (`_init_multimodal_full`); LoRA
+        with target_modules all-linear adapts only the parts they leave unfrozen, the aligner never trained in full
+        (swift/pipelines/train/tuner.py `get_target_modules` -> swift/utils/transformers_utils.py
+        `get_multimodal_target_regex`). --tuner_type lora_llm is read where it is written (`upstream`)."""
+        if not self.primary.program.startswith("swift ") or "vision_config" not in (self.config or {}):
+            return
+        if "planner.lora_vision_tower" in self.origins:  # lora_llm: the ViT and aligner in full, LoRA on the LLM
+            return
+        frozen: dict[str, tuple[bool, Setting | None]] = {}
+        for name, default in SWIFT_FREEZE.items():
+            written = [s for s in self.primary.settings if s.key.lstrip("-") == name]
+            value = self.scalar(written[-1]) if written else default
+            frozen[name] = (value if isinstance(value, bool) else default, written[-1] if written else None)
+        method = self.recipe.get("method")
+        at = Setting(self.primary.program, None, self.primary.label, self.primary.launch_line)
+        if method == "full":
+            for name, part in (("freeze_llm", "llm"), ("freeze_vit", "vision_tower"), ("freeze_aligner", "projector")):
+                if f"model.train.{part}" in self.origins and frozen[name][1] is None:
+                    continue  # said otherwise by the files (a switch of the program's own)
+                self.set(f"model.train.{part}", not frozen[name][0], frozen[name][1] or at)
+        elif method in ("lora", "qlora"):
+            self.set("model.train.projector", False, frozen["freeze_aligner"][1] or at)
+            if self.get("model.lora.target_modules") in ("all-linear", ["all-linear"]):
+                self.recipe.setdefault("planner", {})["lora_vision_tower"] = not frozen["freeze_vit"][0]
+                o = frozen["freeze_vit"][1] or at
+                self.origins["planner.lora_vision_tower"] = Origin(o.file, o.key, o.line)
+        said = ", ".join(f"{k} {v[0]}" + ("" if v[1] else " (ms-swift's default)") for k, v in frozen.items())
+        self.note("info", at, f"ms-swift trains the parts of the model its freeze switches leave: {said}")
+
     def _swift_environment(self) -> None:
         """ms-swift reads a VLM's image size from the launch's environment: MAX_PIXELS (ms-swift docs/source_en/Instruction/
         Command-line-parameters.md, "qwen2_vl, qvq, qwen2_5_vl, ...: MAX_PIXELS: Default is 16384 * 28 * 28"; Qwen3-VL maps
@@ -716,6 +772,14 @@ class _Builder:
                     + (f" (MAX_PIXELS: {SWIFT_MAX_PIXELS:,} px, {SWIFT_MAX_PIXELS // 784:,} tokens per image)" if close[0] == "MAX_PIXELS" else ""),
                     f"rename it {close[0]}={self.primary.env[name]}.",
                 )
+        vision = (self.config or {}).get("vision_config") or {}
+        tokens = self.primary.env.get("IMAGE_MAX_TOKEN_NUM", "").strip()
+        if tokens.isdigit() and int(tokens) > 0 and vision.get("spatial_merge_size"):
+            # qwen_vl_utils >= 0.0.14 (Qwen2.5-VL, Qwen3-VL, Qwen3.5): merged tokens per image, one per (patch x merge)^2 px;
+            # ms-swift's compat_qwen_vl_utils (swift/model/models/qwen.py) turns MAX_PIXELS into it only where it is unset
+            side = int(vision.get("patch_size") or 14) * int(vision["spatial_merge_size"])
+            self.set("data.max_pixels", int(tokens) * side * side, Setting("IMAGE_MAX_TOKEN_NUM", [tokens], self.primary.label, self.primary.launch_line))
+            return
         value = self.primary.env.get("MAX_PIXELS", "").strip()
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
@@ -1318,6 +1382,8 @@ class _Builder:
         typo = not own_parser and not declared and "." not in name and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
         if name.replace("-", "_") in PLANNER_SWITCHES:
             return  # planned by _planner_settings (packing / padding-free / offloading switches)
+        if program.startswith("swift ") and name in SWIFT_FREEZE:
+            return  # planned by _swift_tuning, once the method and the model are known
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
             self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
             return
@@ -1399,6 +1465,7 @@ class _Builder:
         self._litgpt_model()
         self._method()
         self._unfrozen_with_adapter()
+        self._swift_tuning()
         self._swift_environment()
         self._data()
         self._longest_sample()
@@ -2316,6 +2383,7 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
+        ppt = pixels_per_token(self.config)
         if (
             vision
             and "default_max_pixels" not in images
@@ -2325,20 +2393,21 @@ class _Builder:
             # a stock Qwen2-VL-family config under ms-swift: where the launch sets no MAX_PIXELS, ms-swift's own default
             # applies (docs/source_en/Instruction/Command-line-parameters.md: "MAX_PIXELS: Default is 16384 * 28 * 28"),
             # not the image processor class's
-            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS, "default_of": "ms-swift's MAX_PIXELS default"}
+            # (qwen_vl_utils >= 0.0.14: IMAGE_MAX_TOKEN_NUM 16384 tokens, "IMAGE_MAX_TOKEN_NUM * 32 * 32" px for Qwen3-VL)
+            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS // 784 * ppt, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
         if vision and self.image_tokens:
             if dynamic:
                 cap = data.get("max_pixels") or images["default_max_pixels"]
                 cap = cap if isinstance(cap, int) else images["default_max_pixels"]
-                data["max_pixels"] = min(cap, self.image_tokens * 784)
+                data["max_pixels"] = min(cap, self.image_tokens * ppt)
                 self.origins["data.max_pixels"] = Origin(self.primary.label, "--image-tokens")
                 self.findings.append(
                     Finding(
                         "info",
                         self.primary.label,
                         "--image-tokens",
-                        f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image (the files allow up to {cap // 784:,})",
+                        f"image tokens planned at your data's size: {data['max_pixels'] // ppt:,} per image (the files allow up to {cap // ppt:,})",
                         source="planner",
                     )
                 )
@@ -2360,8 +2429,8 @@ class _Builder:
                     "info",
                     self.primary.label,
                     "--image-tokens",
-                    f"image tokens planned at the maximum the files allow ({cap // 784:,} per image)",
-                    "pass --image-tokens N with your data's typical tokens per image (pixels / 784) to plan at its size.",
+                    f"image tokens planned at the maximum the files allow ({cap // ppt:,} per image)",
+                    f"pass --image-tokens N with your data's typical tokens per image (pixels / {ppt}) to plan at its size.",
                     source="planner",
                 )
             )
@@ -2375,8 +2444,8 @@ class _Builder:
                     where.file,
                     where.key,
                     f"not set: {images.get('default_of', 'the processor' + chr(39) + 's default')} {images['default_max_pixels']:,} px allows up to "
-                    f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
-                    f"set {'MAX_PIXELS=1003520 in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1003520)} "
+                    f"{images['default_max_pixels'] // ppt:,} image tokens per image (one per {math.isqrt(ppt)}x{math.isqrt(ppt)} px)",
+                    f"set {'MAX_PIXELS=' + str(1280 * ppt) + ' in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1280 * ppt)} "
                     "(1,280 tokens per image) unless the images need more.",
                     line=where.line,
                 )
@@ -2456,7 +2525,9 @@ class _Builder:
 
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
-            per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
+            per_image = (
+                data["max_pixels"] // pixels_per_token(self.config) if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
+            )
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
         elif "max_length" not in data:

@@ -1,0 +1,68 @@
+"""ms-swift launches (`swift sft|rlhf`) read with ms-swift's own argument classes and defaults (the mirror's
+swift/arguments/*.py): what trains of a multimodal model, the image-size variables, its tuner types, device_map runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramfit.review.reviewer import review
+
+from review_support import find
+
+
+def script(tmp_path: Path, line: str, name: str = "train.sh") -> str:
+    path = tmp_path / name
+    path.write_text(line + "\n")
+    return str(path)
+
+
+VL = "swift sft --model Qwen/Qwen2.5-VL-3B-Instruct --max_length 1024 --per_device_train_batch_size 1"
+
+
+@pytest.mark.parametrize(
+    "flags, llm, vision, projector",
+    [
+        ("", True, False, False),  # TunerArguments: freeze_llm False, freeze_vit True, freeze_aligner True
+        ("--freeze_vit false --freeze_aligner false", True, True, True),
+        ("--freeze_llm true --freeze_aligner false", False, False, True),
+    ],
+)
+def test_ms_swift_full_trains_what_its_freeze_switches_leave(tmp_path, flags, llm, vision, projector):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type full {flags}"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert (s.method, s.train_llm, bool(s.train_vision), s.train_projector) == ("full", llm, vision, projector)
+    assert not find(result, text="own argument (not")  # freeze_* are read, not "read, not reviewed"
+
+
+@pytest.mark.parametrize("flags, vision_lora", [("", False), ("--freeze_vit false", True)])
+def test_ms_swift_lora_all_linear_adapts_the_vit_only_when_it_is_unfrozen(tmp_path, flags, vision_lora):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type lora --target_modules all-linear {flags}"
+    s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
+    # get_multimodal_target_regex: the LLM's linears, the ViT's only with freeze_vit false, the aligner never in full
+    assert s.method == "lora" and s.lora_vision_tower is vision_lora and not s.train_projector
+
+
+def test_a_freeze_switch_is_shown_and_fixed_as_written(tmp_path):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type full --freeze_vit false"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    [diff] = find(result, key="--freeze_vit", source="recipe-diff")
+    assert diff.what.startswith("False here, True in recipe") and diff.fix == "--freeze_vit true"
+
+
+@pytest.mark.parametrize(
+    "env, tokens",
+    [
+        ("IMAGE_MAX_TOKEN_NUM=1024", 1024),  # qwen_vl_utils >= 0.0.14: tokens per image, whatever the patch size
+        ("MAX_PIXELS=1048576", 1024),  # 1024 x 32 x 32 px: Qwen3-VL's patch 16, merge 2
+        ("", 16384),  # ms-swift's docs: IMAGE_MAX_TOKEN_NUM default 16384 ("IMAGE_MAX_TOKEN_NUM * 32 * 32" px)
+    ],
+)
+def test_ms_swift_image_size_variables_of_a_qwen3_vl(tmp_path, env, tokens):
+    line = f"NPROC_PER_NODE=2 {env} swift sft --model Qwen/Qwen3-VL-4B-Instruct --tuner_type lora --max_length 2048"
+    result = review([script(tmp_path, line)], gpu="h100")
+    assert result.plan.setup.image_tokens == tokens
+    [said] = find(result, key="--image-tokens", text="planned at the maximum the files allow")
+    assert f"({tokens:,} per image)" in said.what and "(pixels / 1024)" in said.fix
