@@ -66,3 +66,10 @@ def test_ms_swift_image_size_variables_of_a_qwen3_vl(tmp_path, env, tokens):
     assert result.plan.setup.image_tokens == tokens
     [said] = find(result, key="--image-tokens", text="planned at the maximum the files allow")
     assert f"({tokens:,} per image)" in said.what and "(pixels / 1024)" in said.fix
+
+
+def test_a_negative_save_total_limit_keeps_every_checkpoint_and_is_no_error(tmp_path):
+    # ms-swift's examples/megatron/benchmark/deepspeed.sh: --save_total_limit -1 (transformers: <= 0 deletes none)
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --save_total_limit -1"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert not find(result, key="--save_total_limit") and result.exit_code == 0
