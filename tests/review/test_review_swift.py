@@ -73,3 +73,19 @@ def test_a_negative_save_total_limit_keeps_every_checkpoint_and_is_no_error(tmp_
     line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --save_total_limit -1"
     result = review([script(tmp_path, line)], gpu="a100-80g")
     assert not find(result, key="--save_total_limit") and result.exit_code == 0
+
+
+@pytest.mark.parametrize("tuner, method", [("adapter", "lora"), ("boft", "lora"), ("bone", "lora"), ("llamapro", "full")])
+def test_ms_swift_tuners_the_planner_has_no_model_of_are_said_and_incomplete(tmp_path, tuner, method):
+    line = f"CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type {tuner} --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    [said] = find(result, key="--tuner_type", text=f"ms-swift's {tuner} tuner")
+    assert result.plan.setup.method == method and result.exit_code == 3 and "incomplete" in said.what
+
+
+def test_ms_swift_without_tuner_type_runs_lora_with_its_own_defaults(tmp_path):
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert s.method == "lora" and s.lora_r == 8 and s.lora_targets != () and not find(result, text="PEFT's defaults")
+    assert find(result, key="--tuner_type", text="ms-swift's default tuner_type lora")

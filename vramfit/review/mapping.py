@@ -267,6 +267,17 @@ SWIFT_SIZE_VARIABLES = (
     "IMAGE_MAX_TOKEN_NUM",
     "VIDEO_MAX_TOKEN_NUM",
 )
+# ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
+# method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
+SWIFT_TUNERS_NOT_MODELLED = {
+    "adapter": ("lora", "trains bottleneck adapters beside frozen layers (swift.tuners.AdapterConfig)"),
+    "vera": ("lora", "trains per-layer scaling vectors over shared frozen random matrices (peft VeraConfig)"),
+    "boft": ("lora", "trains butterfly orthogonal factors of frozen weights (peft BOFTConfig)"),
+    "fourierft": ("lora", "trains spectral coefficients of frozen weights (peft FourierFTConfig)"),
+    "reft": ("lora", "trains interventions on frozen hidden states (pyreft)"),
+    "bone": ("lora", "trains block-affine updates of frozen weights (peft BoneConfig)"),
+    "llamapro": ("full", "adds new decoder blocks and trains those alone (swift.tuners.LLaMAProConfig)"),
+}
 # ms-swift TunerArguments' switches over a multimodal model's parts, with their defaults (swift/arguments/tuner_args.py)
 SWIFT_FREEZE = {"freeze_llm": False, "freeze_vit": True, "freeze_aligner": True}
 SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
@@ -1172,6 +1183,23 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.recipe.setdefault("planner", {})["lora_vision_tower"] = False
             self.origins["planner.lora_vision_tower"] = Origin(setting.file, setting.key, setting.line)
+        elif name in ("tuner_type", "train_type", "sft_type") and value in SWIFT_TUNERS_NOT_MODELLED:
+            # ms-swift's other tuners (swift/pipelines/train/tuner.py): planned as the nearest method the planner has, said, and
+            # the review is incomplete (exit 3) - never silently planned as full fine-tuning of every weight
+            nearest, what = SWIFT_TUNERS_NOT_MODELLED[value]
+            self.method, self.method_origin = nearest, Origin(setting.file, setting.key, setting.line)
+            self.terms_missing.append(f"ms-swift's {value} tuner ({what})")
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} {value}: ms-swift's {value} tuner {what}; the planner has no model of it: planned as "
+                + (
+                    "LoRA of the same targets (the base frozen, small trainable modules: their own size and activations as LoRA's)"
+                    if nearest == "lora"
+                    else "full fine-tuning of every weight (an upper bound)"
+                )
+                + ", so the review is incomplete",
+            )
         elif name in ("tuner_type", "train_type", "sft_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
@@ -2326,6 +2354,14 @@ class _Builder:
             )
             self.set("model.lora.modules_to_save", ["embed_tokens"], Setting(o.key, None, o.file, o.line))
             self.in_place_modules = True
+        swift = (self.primary.program or "").startswith("swift ")
+        if swift and self.method is None and "model.lora.r" not in self.origins:
+            # ms-swift's BaseArguments.tuner_type defaults to 'lora' (swift/arguments/base_args/base_args.py), not full
+            self.method = "lora"
+            self.method_origin = Origin(self.primary.label, "--tuner_type", self.primary.launch_line)
+            self.findings.append(
+                Finding("info", self.primary.label, "--tuner_type", "not set: ms-swift's default tuner_type lora", line=self.primary.launch_line)
+            )
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
             self.findings.append(
@@ -2348,9 +2384,9 @@ class _Builder:
             lora = model.setdefault("lora", {})
             assumed = [k for k in ("r", "alpha", "target_modules") if k not in lora]
             lora.setdefault("r", 8)
-            lora.setdefault("alpha", 8)
+            lora.setdefault("alpha", 32 if swift else 8)  # ms-swift's TunerArguments: lora_rank 8, lora_alpha 32, all-linear
             lora.setdefault("target_modules", "all-linear")
-            if assumed:
+            if assumed and not swift:  # under ms-swift these are its TunerArguments' own defaults, not an assumption
                 self.findings.append(
                     Finding(
                         "info",
