@@ -89,3 +89,13 @@ def test_ms_swift_without_tuner_type_runs_lora_with_its_own_defaults(tmp_path):
     s = result.plan.setup
     assert s.method == "lora" and s.lora_r == 8 and s.lora_targets != () and not find(result, text="PEFT's defaults")
     assert find(result, key="--tuner_type", text="ms-swift's default tuner_type lora")
+
+
+@pytest.mark.parametrize("env, processes, per_process", [("CUDA_VISIBLE_DEVICES=0,1", 1, 2), ("NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1,2,3", 2, 2)])
+def test_ms_swift_processes_that_see_several_gpus_spread_the_model_with_device_map(tmp_path, env, processes, per_process):
+    # swift/cli/main.py: torchrun only with NPROC_PER_NODE; swift/utils/env.py is_mp(): visible GPUs // processes >= 2
+    line = f"{env} swift sft --model Qwen/Qwen2.5-7B-Instruct --tuner_type full --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="rtx4090")
+    assert result.plan.setup.gpus_per_node == processes and result.exit_code != 1
+    [upper] = find(result, key="CUDA_VISIBLE_DEVICES", severity="warning", text=f"{per_process} GPUs per process (device_map)")
+    assert "upper bound" in upper.what

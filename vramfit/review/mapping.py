@@ -810,6 +810,24 @@ class _Builder:
                     return f"{SHARDING_NOT_MODELLED[name]} ({setting.key} {value})", Origin(setting.file, setting.key, setting.line)
         return None
 
+    def _device_map(self) -> tuple[str, Origin] | None:
+        """One process that spreads its model over several GPUs with device_map (ms-swift without NPROC_PER_NODE, or fewer
+        processes than visible GPUs): each GPU holds a share of the layers, which the planner does not model - it plans one
+        GPU holding them all, an upper bound (what, where)."""
+        source = self.primary
+        if not source.device_map_gpus:
+            return None
+        self.note(
+            "info",
+            Setting("CUDA_VISIBLE_DEVICES", [source.env.get("CUDA_VISIBLE_DEVICES", "")], source.label, source.launch_line),
+            f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map): "
+            "planned as one GPU holding the whole model, an upper bound of each GPU's share",
+        )
+        return (
+            f"the model spread over {source.device_map_gpus} GPUs per process (device_map)",
+            Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line),
+        )
+
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
         (read into the recipe), a flash-attn switch of the program's own (FastChat's --flash_attn, peft's --use_flash_attn,
@@ -1535,7 +1553,7 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
-        mapped.sharding_assumed = self._sharding_not_modelled()
+        mapped.sharding_assumed = self._sharding_not_modelled() or self._device_map()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)

@@ -116,6 +116,8 @@ class Source:
     # unless told otherwise (deepspeed; accelerate, whose config usually says as many): the fallback for
     # gpus_per_node when nothing states it
     visible_gpus: int | None = None
+    # GPUs one process spreads its model over with device_map (ms-swift: a process that sees several GPUs), where known
+    device_map_gpus: int | None = None
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -1123,8 +1125,15 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         for key, name in (("gpus_per_node", "NPROC_PER_NODE"), ("nodes", "NNODES")):
             if name in command.environment:
                 _count(source, key, command.environment[name], name)
-        if _visible_gpus(command) == 1:  # one device and no NPROC_PER_NODE: a single process (more: one process, device_map)
+        visible = _visible_gpus(command)
+        if visible == 1:  # one device and no NPROC_PER_NODE: a single process
             source.visible_gpus = 1
+        processes = int(command.environment["NPROC_PER_NODE"]) if command.environment.get("NPROC_PER_NODE", "").isdigit() else None
+        if visible and visible // (processes or 1) >= 2:
+            # swift/cli/main.py starts torchrun only with NPROC_PER_NODE (else one process), and swift/utils/env.py `is_mp()`:
+            # a process that sees two or more GPUs spreads its model over them with device_map (naive model parallelism)
+            source.visible_gpus = processes or 1
+            source.device_map_gpus = visible // (processes or 1)
         return tokens[1:]
     if launcher == "llamafactory":
         source.program = "llamafactory-cli train"
