@@ -99,3 +99,19 @@ def test_ms_swift_processes_that_see_several_gpus_spread_the_model_with_device_m
     assert result.plan.setup.gpus_per_node == processes and result.exit_code != 1
     [upper] = find(result, key="CUDA_VISIBLE_DEVICES", severity="warning", text=f"{per_process} GPUs per process (device_map)")
     assert "upper bound" in upper.what
+
+
+def test_accelerate_launching_swift_cli_sft_with_fsdp_activation_checkpointing(tmp_path):
+    # ms-swift's examples/train/multi-gpu/fsdp2_lora: accelerate runs swift/cli/sft.py (what `swift sft` runs) under an
+    # FSDP config that checkpoints activations, with the Trainer's own --gradient_checkpointing false beside it
+    (tmp_path / "fsdp2.json").write_text(
+        '{"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 2, '
+        '"fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_activation_checkpointing": true, "fsdp_version": 2}}'
+    )
+    line = (
+        "CUDA_VISIBLE_DEVICES=0,1 accelerate launch --config_file fsdp2.json swift/cli/sft.py --model Qwen/Qwen2.5-0.5B-Instruct "
+        "--tuner_type lora --gradient_checkpointing false --max_length 2048 --model_author swift"
+    )
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.engine == "fsdp" and result.plan.setup.gradient_checkpointing
+    assert not find(result, text="source is not beside the script") and find(result, key="--model_author", text="swift sft's own argument")

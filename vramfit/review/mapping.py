@@ -1359,7 +1359,10 @@ class _Builder:
         axolotl's `fsdp_activation_checkpointing`) checkpoints each wrapped layer, as gradient_checkpointing does: planned
         as gradient checkpointing. The config is returned without it, since transformers refuses the two together."""
         keys = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if fsdp.get(k) in (True, "true", "True")]
-        if keys and "training.gradient_checkpointing" not in self.origins:
+        # FSDP applies it to the wrapped layers whatever the Trainer's gradient_checkpointing says: a `false` there only turns
+        # off the Trainer's own (the pairing accelerate and ms-swift's sft_args.py ask for: "use activation_checkpointing in
+        # fsdp_config instead"), so it is planned on either way
+        if keys and self.get("training.gradient_checkpointing") is not True:
             self.set("training.gradient_checkpointing", True, setting)
             self.note("info", setting, f"{written}: {keys[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
         return {k: v for k, v in fsdp.items() if k not in keys}

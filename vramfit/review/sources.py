@@ -1181,7 +1181,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     if launcher in ("deepspeed", "accelerate"):
         source.visible_gpus = _visible_gpus(command)
     if launcher in ("torchrun", "torch.distributed.launch"):
-        source.program = ns.training_script
+        source.program = _swift_entry(ns.training_script)
         _count(source, "gpus_per_node", ns.nproc_per_node, _written(tokens, "--nproc_per_node", "--nproc-per-node"))
         _count(source, "nodes", str(ns.nnodes).split(":")[-1], _written(tokens, "--nnodes"))
         return list(ns.training_script_args)
@@ -1195,7 +1195,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         if ns.num_nodes > 0:
             _count(source, "nodes", str(ns.num_nodes), "--num_nodes")
         return list(ns.user_args)
-    source.program = ns.training_script  # accelerate
+    source.program = _swift_entry(ns.training_script)  # accelerate
     settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
     _accelerate_settings(source, settings, tokens)
     if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
@@ -1241,6 +1241,13 @@ def _written(tokens: list[str], *names: str) -> str:
             if token == name or token.startswith(name + "="):
                 return name
     return names[0]
+
+
+def _swift_entry(program: str) -> str:
+    """ms-swift's command-line entry files (swift/cli/sft.py, pt.py, rlhf.py: what `swift sft` runs, launched directly by
+    accelerate or torchrun) read as the `swift` command they implement, which parses its own argument classes."""
+    found = re.search(r"(?:^|/)swift/cli/(sft|pt|rlhf)\.py$", program.replace("\\", "/"))
+    return f"swift {found.group(1)}" if found else program
 
 
 def _visible_gpus(command: shell.Command) -> int | None:
