@@ -115,3 +115,12 @@ def test_accelerate_launching_swift_cli_sft_with_fsdp_activation_checkpointing(t
     result = review([script(tmp_path, line)], gpu="a100-80g")
     assert result.plan.setup.engine == "fsdp" and result.plan.setup.gradient_checkpointing
     assert not find(result, text="source is not beside the script") and find(result, key="--model_author", text="swift sft's own argument")
+
+
+@pytest.mark.parametrize("suffix, quantization", [("-AWQ", "awq-int4"), ("-GPTQ-Int4", "gptq-int4"), ("", None)])
+def test_a_quantized_checkpoint_answered_by_its_bases_table_config_keeps_its_4_bit_weights(tmp_path, suffix, quantization):
+    # ms-swift's examples/train/qlora/awq: Qwen/Qwen2.5-7B-Instruct-AWQ, whose config.json has quantization_config awq 4-bit
+    line = f"CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct{suffix} --tuner_type lora --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.quantization == quantization
+    assert bool(find(result, key="--model", text="without the checkpoint's quantization_config")) is bool(suffix)

@@ -267,6 +267,9 @@ SWIFT_SIZE_VARIABLES = (
     "IMAGE_MAX_TOKEN_NUM",
     "VIDEO_MAX_TOKEN_NUM",
 )
+# A model id's suffix that names a checkpoint quantized in a format its config.json defines (Qwen2.5-7B-Instruct-AWQ,
+# -GPTQ-Int4, Qwen-7B-Chat-Int4, -Int8, -FP8), which the table's 16-bit config of its base lacks (see _quantized_checkpoint)
+QUANTIZED_NAME = re.compile(r"(?<![a-z0-9])(awq|gptq|int4|int8|fp8)(?![a-z0-9])", re.I)
 # ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
 # method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
 SWIFT_TUNERS_NOT_MODELLED = {
@@ -2309,10 +2312,36 @@ class _Builder:
             raise ConfigError(problems) from None
         self.config = config
         self.model_how = how
+        self._quantized_checkpoint(model_id, how, config)
         model = self.recipe["model"]
         model.setdefault("id", str(config.get("_model", Path(path).stem)).split(" ", 1)[0])
         model["architecture"] = (config.get("architectures") or ["?"])[0]
         model["config"] = str(Path(path).resolve())
+
+    def _quantized_checkpoint(self, model_id: Any, how: str, config: dict) -> None:
+        """A checkpoint quantized in a format its own config.json defines (Qwen's -AWQ, -GPTQ-Int4 / -Int4; -Int8, -FP8),
+        answered by the table's 16-bit config of its base: planned with the checkpoint's 4-bit weights (AutoAWQ / GPTQ int4,
+        the formats the planner models), said; an 8-bit or fp8 one stays 16-bit, an upper bound, said."""
+        found = QUANTIZED_NAME.search(str(model_id or "").rsplit("/", 1)[-1])
+        if not found or not how.startswith("vramfit's table") or config.get("quantization_config") or "model.quantization.bits" in self.origins:
+            return
+        at = self.origins.get("model.id") or Origin(self.primary.label, "", self.primary.launch_line)
+        setting = Setting(at.key, [str(model_id)], at.file, at.line)
+        fmt = found.group(1).lower()
+        if fmt in ("awq", "gptq", "int4"):
+            method = "awq" if fmt == "awq" else "gptq"
+            self.set("model.quantization.bits", 4, setting)
+            self.set("model.quantization.method", method, setting)
+            said = f"planned with its 4-bit {method.upper()} weights (int4, groups of 128)"
+        else:
+            said = f"planned at 16 bits: its {found.group(1)} layout is not modelled (an upper bound)"
+        self.note(
+            "info",
+            setting,
+            f"'{model_id}' names a checkpoint quantized as {found.group(1)}; {how} holds the 16-bit config of its base, without the "
+            f"checkpoint's quantization_config: {said}",
+            "pass --model-config with the checkpoint's own config.json to plan it as published.",
+        )
 
     def _model_by_name(self, model_id: str, resolved) -> None:
         """A local path this machine does not have (or without a config.json), planned as the table model its folder's
