@@ -124,3 +124,10 @@ def test_a_quantized_checkpoint_answered_by_its_bases_table_config_keeps_its_4_b
     result = review([script(tmp_path, line)], gpu="a100-80g")
     assert result.plan.setup.quantization == quantization
     assert bool(find(result, key="--model", text="without the checkpoint's quantization_config")) is bool(suffix)
+
+
+def test_ms_swift_modules_to_save_trains_the_embeddings_and_head_beside_lora(tmp_path):
+    # ms-swift's examples/train/new_special_tokens: --modules_to_save embed_tokens lm_head (TunerArguments, nargs '+')
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --modules_to_save embed_tokens lm_head"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.modules_to_save == ("embed_tokens", "lm_head") and not find(result, severity="error")

@@ -62,6 +62,7 @@ ALIASES = {
     "model": "model.id",
     "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
     "target_modules": "model.lora.target_modules",  # ms-swift
+    "modules_to_save": "model.lora.modules_to_save",  # ms-swift TunerArguments, PEFT LoraConfig: trained in full beside LoRA
     "attn_impl": "model.attn_implementation",  # ms-swift ModelArguments.attn_impl (swift/llm/model/utils.py AttnImpl)
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
@@ -1252,6 +1253,9 @@ class _Builder:
             self.not_modelled.append(setting.key)
         elif name in ALIASES and ALIASES[name].startswith("training."):
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
+        elif ALIASES.get(name) == "model.lora.modules_to_save" and isinstance(setting.value, list) and self._is_words(setting):
+            # `--modules_to_save embed_tokens lm_head` (nargs='+'), or a comma list: module names, never one string
+            self.set("model.lora.modules_to_save", [m for word in setting.value for m in str(word).split(",") if m], setting)
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
 
