@@ -130,6 +130,8 @@ class Knobs(Strict):
     keeps_previous_output: bool = False
     # the quantized base's lm_head quantized too (Lightning's BitsandbytesPrecision, LitGPT)
     quantize_lm_head: bool = False
+    # the fused 3-D MoE expert tensors quantized with the base (axolotl quantize_moe_experts)
+    quantize_moe_experts: bool = False
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

@@ -24,7 +24,7 @@ from typing import Any
 
 from vramfit.libraries import cache_dir, store_json
 
-SCHEMA = 20  # bump when the summary format changes; part of the cache key
+SCHEMA = 21  # bump when the summary format changes; part of the cache key
 # Remote-code VLMs whose own code runs the vision tower with eager attention unless the model is loaded
 # with flash_attention_2 (MiniCPM-V 2.6 / o's modeling_minicpmv.py `init_vision_module`: "# not suport sdpa",
 # `vision_config._attn_implementation = 'eager'`; MiniCPM-Llama3-V 2.5's builds transformers'
@@ -135,6 +135,11 @@ class Arch:
     # Every parameter as model.named_parameters() yields it (tied weights once): (name, numel, group); the
     # names `unfrozen_parameters` regexes are matched against (see `unfrozen`).
     parameters: tuple[tuple[str, int, str], ...] = ()
+    # Elements of each parameter of 3 or more dimensions with "expert" in its name: the fused MoE expert tensors of
+    # transformers v5 (integrations/moe.py, `gate_up_proj` [E, 2F, H] / `down_proj` [E, H, F]), which bitsandbytes
+    # skips (it replaces nn.Linear only) and axolotl's `quantize_moe_experts` quantizes as they load
+    # (monkeypatch/moe_quant.py: `param_value.ndim >= 3` and "expert" in the name).
+    expert_tensors: tuple[int, ...] = ()
 
     @property
     def text(self) -> Stack:
@@ -268,6 +273,7 @@ def _from_json(data: dict[str, Any]) -> Arch:
         sdpa=bool(data.get("sdpa", True)),
         loss_upcast=bool(data.get("loss_upcast", True)),
         parameters=tuple((str(n), int(k), str(g)) for n, k, g in data.get("parameters", ())),
+        expert_tensors=tuple(int(k) for k in data.get("expert_tensors", ())),
     )
 
 
@@ -454,10 +460,13 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
     by_prefix: dict[tuple[str, str], dict[int, int]] = {}
     small: dict[int, int] = {}
     parameters: list[list] = []
+    expert_tensors: list[int] = []
     for name, p in model.named_parameters():  # tied weights are yielded once
         g = _group(name, head_names, embed_names)
         groups[g] += p.numel()
         parameters.append([name, p.numel(), g])
+        if p.ndim >= 3 and "expert" in name:
+            expert_tensors.append(p.numel())
         stack, prefix, idx = _stack_of(name, g, enc_dec)
         if idx >= 0:
             layers = by_prefix.setdefault((stack, prefix), {})
@@ -562,6 +571,7 @@ def _summarise(cfg_dict, config, model) -> dict[str, Any]:
         "sdpa": bool(getattr(model, "_supports_sdpa", True)),
         "loss_upcast": _loss_upcast(model),
         "parameters": parameters,
+        "expert_tensors": expert_tensors,
     }
 
 
@@ -988,6 +998,10 @@ def count(arch: Arch, setup) -> Counts:
         sizes = [lin.in_features * lin.out_features for lin in arch.linears if lin.group not in trained_groups]
         if getattr(setup, "quantize_lm_head", False) and not arch.tied_embeddings and not lm_head_trainable:
             sizes.append(g["lm_head"])  # Lightning's BitsandbytesPrecision swaps every nn.Linear, lm_head included (LitGPT)
+        if getattr(setup, "quantize_moe_experts", False):
+            # axolotl's quantize_moe_experts: the fused 3-D expert tensors quantized too (bitsandbytes parametrize
+            # replace_parameter_4bit / axolotl's int8 parametrization), each dequantized whole when its layer reads it
+            sizes += list(arch.expert_tensors)
         quantized, largest_quantized = sum(sizes), max(sizes, default=0)
     grad_layers = vision_layers - vision_from if vision_from is not None else (vision_layers if vision_lora else 0)
     largest = max((max(s.layer_params) for s in arch.stacks.values()), default=0)

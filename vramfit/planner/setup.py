@@ -168,6 +168,9 @@ class Setup:
     # lm_head quantized with the other linears (Lightning's BitsandbytesPrecision, LitGPT); transformers' bitsandbytes
     # integration keeps it in 16 bits (llm_int8_skip_modules / get_keys_to_not_convert)
     quantize_lm_head: bool = False
+    # the fused 3-D MoE expert tensors quantized with the base (axolotl `quantize_moe_experts`: bitsandbytes skips them,
+    # axolotl's monkeypatch/moe_quant.py quantizes them as they load); params.py `count`
+    quantize_moe_experts: bool = False
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -478,6 +481,7 @@ def _knob_fields(
     out["gradients_kept"] = knobs.torch_keeps_gradients(values, problems, file)
     out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
+    out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer
@@ -639,6 +643,7 @@ ARG_KEYS = {
     "fsdp_lora_units": str,
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
+    "quantize_moe_experts": bool,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,

@@ -371,6 +371,8 @@ AXOLOTL_SPECIAL = {
     "sdp_attention",
     "eager_attention",
     "plugins",
+    "cut_cross_entropy",
+    "quantize_moe_experts",
     "deepspeed",
     "bf16",
     "fp16",
@@ -444,6 +446,9 @@ AXOLOTL_NOT_MODELLED = {
     "dataset_exact_deduplication",
 }
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+# axolotl's Cut Cross-Entropy plugin: its args (integrations/cut_cross_entropy/args.py CutCrossEntropyArgs) default
+# `cut_cross_entropy: True`, and pre_model_load patches the model's loss with cce's linear_cross_entropy when it is set
+CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
 SEQUENCE_DEFAULT = 2048  # tokens, when no file sets a sequence length
 GRPO_PROMPT_DEFAULT = 512  # TRL's max_prompt_length default before it was removed
 HOST_RAM_UNSTATED = 65536  # GiB, the schema's ceiling: with no --host-ram-gib the host verdict is not a comparison
@@ -459,6 +464,24 @@ PLANNER_SWITCHES = {
     "packing_samples": "padding_free",  # OpenRLHF: a micro-batch's samples concatenated into one sequence, no padding
     "ds.packing_samples": "padding_free",
 }
+
+
+def _experts_merged_on_load(model_type: str) -> bool:
+    """transformers 5 loads this model type's per-expert linears (`experts.*.<proj>.weight`, the transformers 4 layout)
+    merged into 3-D expert parameters (conversion_mapping.py: a WeightConverter with MergeModulelist onto an `experts`
+    target, found directly or through the type it shares a pattern with, `_MODEL_TO_CONVERSION_PATTERN`)."""
+    try:
+        from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN, get_checkpoint_conversion_mapping
+        from transformers.core_model_loading import MergeModulelist
+    except ImportError:  # a transformers without load-time conversions: the layout never changed
+        return False
+    converters = get_checkpoint_conversion_mapping(model_type) or get_checkpoint_conversion_mapping(_MODEL_TO_CONVERSION_PATTERN.get(model_type, "")) or []
+    for converter in converters:
+        targets = getattr(converter, "target_patterns", None) or []
+        targets = [targets] if isinstance(targets, str) else targets
+        if any(isinstance(op, MergeModulelist) for op in getattr(converter, "operations", None) or []) and any("expert" in str(t) for t in targets):
+            return True
+    return False
 
 
 def _remote_code_only(model_id: str) -> bool:
@@ -680,6 +703,8 @@ class _Builder:
         self.lora_off = False  # a LoRA switch written false (--lora_enable False)
         self.prompt_text: int | None = None
         self.liger_plugin = False  # axolotl's plugins list names the Liger plugin
+        self.cce_plugin: Setting | None = None  # axolotl's plugins list names the Cut Cross-Entropy plugin
+        self.cce_setting: Setting | None = None  # axolotl's `cut_cross_entropy` (the plugin's switch, default true)
         self.model_name: Setting | None = None  # a `model_name` argument (the script's, else its program's default)
         programs = " ".join(s.program for s in sources)
         names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
@@ -1405,6 +1430,14 @@ class _Builder:
             self.set("model.attn_implementation", impl, setting)
         elif name == "plugins":
             self.liger_plugin = LIGER_PLUGIN in (value or [])
+            self.cce_plugin = setting if CCE_PLUGIN in (value or []) else None
+        elif name == "cut_cross_entropy":
+            self.cce_setting = setting
+        elif name == "quantize_moe_experts" and value is True:
+            # axolotl monkeypatch/moe_quant.py: the fused 3-D expert tensors quantized as they load (with load_in_4bit /
+            # load_in_8bit; its schema refuses the key without them)
+            self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
+            self.origins["planner.quantize_moe_experts"] = Origin(setting.file, setting.key, setting.line)
         elif name in ("bf16", "fp16", "tf32"):
             self.set(f"training.{name}", value, setting)  # "auto" is resolved against the GPU later
 
@@ -1514,6 +1547,7 @@ class _Builder:
         self._program_defaults()
         self._model_name()
         self._liger()
+        self._cce()
         self._trl_defaults()
         self._model(model_config or self.inline_model)
         if self.inline_model and not model_config:
@@ -1557,6 +1591,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.transformers_pin = self._transformers_pin()
+        self._linear_experts(mapped)
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
@@ -1570,6 +1605,38 @@ class _Builder:
         self._planner_settings(mapped)
         self._head(mapped)
         return mapped
+
+    def _linear_experts(self, mapped: Mapped) -> None:
+        """A quantized base under a pinned transformers 4 release, of a MoE model type transformers 5 fused: its experts
+        were nn.Linear modules then (transformers 5 merges those checkpoints' per-expert `experts.*.<proj>.weight` into
+        3-D parameters as it loads them: conversion_mapping.py's WeightConverter with MergeModulelist), and bitsandbytes
+        quantized them with every other linear: planned as the planner's `quantize_moe_experts`, said. The installed
+        transformers builds the fused layout, which the plan keeps."""
+        pin = mapped.transformers_pin
+        quantized = ((self.recipe.get("model") or {}).get("quantization") or {}).get("bits")
+        if pin is None or pin.major != 4 or pin.op not in ("==", "~=") or not quantized or not isinstance(getattr(self, "config", None), dict):
+            return
+        if (self.recipe.get("planner") or {}).get("quantize_moe_experts"):
+            return
+        # the checkpoint's layout decides, whichever code loads it (an `auto_map` model's own code too): a VLM's text model
+        text = self.config.get("text_config")
+        model_type = str((text if isinstance(text, dict) and text.get("model_type") else self.config).get("model_type") or "")
+        if not model_type or not _experts_merged_on_load(model_type):
+            return
+        self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
+        o = self.origins.get("model.quantization.bits") or Origin(self.settings.label, "", self.settings.launch_line)
+        self.origins["planner.quantize_moe_experts"] = o
+        mapped.findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                f"planned with the MoE experts quantized: under {pin}, {model_type}'s experts are nn.Linear modules, which "
+                f"bitsandbytes quantizes with the other linears (transformers 5 fuses them into 3-D parameters it skips)",
+                source="planner",
+                line=o.line,
+            )
+        )
 
     def _head(self, mapped: Mapped) -> None:
         """The model class's output layer, as the files select it: a reward model (TRL's RewardTrainer loads
@@ -2265,6 +2332,21 @@ class _Builder:
             self.note("warning", keys[0], f"{', '.join(s.key for s in keys)} do nothing without the Liger plugin", f"add plugins: [{LIGER_PLUGIN}].")
         if self.liger_plugin and flce is not None and flce.value is True:
             self.set("training.use_liger_kernel", True, flce)
+
+    def _cce(self) -> None:
+        """axolotl's Cut Cross-Entropy plugin: planned as the planner's `loss_kernel: cce` (no [tokens x vocab] logits)
+        unless `cut_cross_entropy: false` turns it off; the switch without the plugin does nothing (axolotl reads plugin
+        args only for the plugins listed)."""
+        switch = self.cce_setting
+        if self.cce_plugin is None:
+            if switch is not None and switch.value is True:
+                self.note("warning", switch, "cut_cross_entropy does nothing without the Cut Cross-Entropy plugin", f"add plugins: [{CCE_PLUGIN}].")
+            return
+        if switch is not None and switch.value is not True:
+            return
+        origin = switch or self.cce_plugin
+        self.recipe.setdefault("planner", {})["loss_kernel"] = "cce"
+        self.origins["planner.loss_kernel"] = Origin(origin.file, origin.key, origin.line)
 
     def _model(self, model_config: str | None) -> None:
         """The model's config: --model-config, else found the way the libraries find it (vramfit.models);

@@ -1,0 +1,83 @@
+"""axolotl keys the review used to misread or ignore, found by benchmarks/example_peaks.py on axolotl's own examples
+(their READMEs publish the peak each config used). Each test fails on the code before its fix."""
+
+from __future__ import annotations
+
+from vramfit.review.reviewer import review
+
+from review_support import find
+
+BASE = "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 4096\nmicro_batch_size: 2\ngradient_checkpointing: true\nbf16: true\n"
+CCE = "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n"
+
+
+def _review(tmp_path, text: str):
+    path = tmp_path / "train.yaml"
+    path.write_text(text)
+    return review([str(path)], gpu="a100-80g", gpus=1)
+
+
+def test_the_cut_cross_entropy_plugin_plans_no_vocabulary_logits(tmp_path):
+    # axolotl integrations/cut_cross_entropy/args.py: the plugin's `cut_cross_entropy` defaults to True
+    plain, cce = _review(tmp_path, BASE), _review(tmp_path, BASE + CCE)
+    assert plain.plan.setup.loss_kernel == "torch"
+    assert cce.plan.setup.loss_kernel == "cce"
+    assert cce.plan.breakdown.get("logits", 0.0) < 0.25 * plain.plan.breakdown["logits"]
+
+
+def test_cut_cross_entropy_false_turns_the_plugin_off(tmp_path):
+    result = _review(tmp_path, BASE + CCE + "cut_cross_entropy: false\n")
+    assert result.plan.setup.loss_kernel == "torch"
+    assert not find(result, key="cut_cross_entropy", severity="warning")
+
+
+def test_cut_cross_entropy_without_the_plugin_is_a_warning(tmp_path):
+    result = _review(tmp_path, BASE + "cut_cross_entropy: true\n")
+    assert result.plan.setup.loss_kernel == "torch"
+    [warning] = find(result, key="cut_cross_entropy", severity="warning")
+    assert "without the Cut Cross-Entropy plugin" in warning.what
+
+
+def test_quantize_moe_experts_quantizes_the_fused_expert_tensors(tmp_path):
+    # transformers v5 keeps MoE experts as 3-D parameters that bitsandbytes leaves in 16 bits; axolotl's
+    # quantize_moe_experts (monkeypatch/moe_quant.py) quantizes them as they load
+    moe = "base_model: zai-org/GLM-4.7-Flash\nadapter: qlora\nload_in_4bit: true\nlora_target_modules:\n  - q_proj\n"
+    moe += "sequence_len: 1024\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\n"
+    plain, quantized = _review(tmp_path, moe), _review(tmp_path, moe + "quantize_moe_experts: true\n")
+    assert not plain.plan.setup.quantize_moe_experts and quantized.plan.setup.quantize_moe_experts
+    # GLM-4.7-Flash: ~29 B of its 30 B parameters are fused experts, 16-bit without the switch, ~4.5 bits with it
+    assert plain.plan.breakdown["weights"] > 50
+    assert quantized.plan.breakdown["weights"] < 0.4 * plain.plan.breakdown["weights"]
+
+
+def test_under_a_pinned_transformers_4_the_experts_of_a_fused_moe_type_are_quantized(tmp_path):
+    # transformers 4 kept GLM-4.7-Flash's (glm4_moe_lite) experts as nn.Linear modules, which bitsandbytes quantizes;
+    # transformers 5 fuses them into 3-D parameters it skips (PEFT transformers_weight_conversion's fused MoE types)
+    moe = "base_model: zai-org/GLM-4.7-Flash\nadapter: qlora\nload_in_4bit: true\nlora_target_modules:\n  - q_proj\n"
+    moe += "sequence_len: 1024\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\n"
+    path = tmp_path / "train.yaml"
+    path.write_text(moe)
+    current = review([str(path)], gpu="a100-80g", gpus=1)
+    pinned = review([str(path)], gpu="a100-80g", gpus=1, transformers_version="4.56.1")
+    assert not current.plan.setup.quantize_moe_experts
+    assert pinned.plan.setup.quantize_moe_experts
+    assert find(pinned, key="load_in_4bit", severity="info", text="experts are nn.Linear modules")
+    assert pinned.plan.breakdown["weights"] < 0.4 * current.plan.breakdown["weights"]
+
+
+def test_a_moe_type_with_3d_experts_in_transformers_4_keeps_them_unquantized(tmp_path):
+    # gpt-oss kept its experts as 3-D parameters in transformers 4 too (no per-expert conversion on load)
+    path = tmp_path / "train.yaml"
+    path.write_text("base_model: openai/gpt-oss-20b\nadapter: qlora\nload_in_4bit: true\nsequence_len: 1024\nmicro_batch_size: 1\n")
+    pinned = review([str(path)], gpu="a100-80g", gpus=1, transformers_version="4.55.0")
+    assert not pinned.plan.setup.quantize_moe_experts
+    assert not find(pinned, text="experts are nn.Linear modules")
+
+
+def test_which_checkpoints_store_per_expert_linears_is_read_off_transformers_conversions():
+    from vramfit.review.mapping import _experts_merged_on_load
+
+    # transformers 5 merges these checkpoints' experts.*.<proj>.weight into 3-D parameters as it loads them
+    assert all(_experts_merged_on_load(t) for t in ("jamba", "mixtral", "qwen3_moe", "qwen3_next", "glm4_moe_lite"))
+    # 3-D experts in the checkpoint already (transformers 4 built them so too), and dense models
+    assert not any(_experts_merged_on_load(t) for t in ("gpt_oss", "llama4_text", "llama", "qwen3"))
