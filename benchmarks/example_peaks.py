@@ -254,6 +254,8 @@ def main(argv=None) -> int:
         off = [r for r in planned if abs(r["error"]) > 0.25]
         print(f"planned cases off by more than 25%: {len(off)} ({sum(not WHY_OFF.get(r['id'], 'not ').startswith('not ') for r in off)} explained in WHY_OFF)")
     print(f"false errors (a run the source says ran, called 'does not fit' on its card): {sum(r.get('false_error', False) for r in rows)}")
+    hard = sum(r.get("false_error", False) and r.get("exit") == 1 for r in rows)
+    print(f"  of them an error finding (exit 1), not a warning that the plan is a worst case or an upper bound: {hard}")
     missing = sorted({r["missing_model"] for r in rows if r.get("missing_model")})
     print(f"models with no config offline ({len(missing)}): {', '.join(missing) or 'none'}")
     print(f"reviewed in {sum(r['seconds'] for r in rows):.0f} s")
