@@ -131,3 +131,12 @@ def test_ms_swift_modules_to_save_trains_the_embeddings_and_head_beside_lora(tmp
     line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --modules_to_save embed_tokens lm_head"
     result = review([script(tmp_path, line)], gpu="a100-80g")
     assert result.plan.setup.modules_to_save == ("embed_tokens", "lm_head") and not find(result, severity="error")
+
+
+def test_ms_swift_grpo_of_the_whole_model_follows_the_freeze_switches_too(tmp_path):
+    line = (
+        "NPROC_PER_NODE=2 MAX_PIXELS=200704 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-VL-3B-Instruct --tuner_type full "
+        "--freeze_vit false --num_generations 4 --per_device_train_batch_size 4 --max_completion_length 512"
+    )
+    s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
+    assert (s.method, s.train_llm, bool(s.train_vision), s.train_projector) == ("grpo", True, True, False)

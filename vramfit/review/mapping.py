@@ -780,6 +780,8 @@ class _Builder:
             value = self.scalar(written[-1]) if written else default
             frozen[name] = (value if isinstance(value, bool) else default, written[-1] if written else None)
         method = self.recipe.get("method")
+        if method == "grpo":  # GRPO of the whole model or of a LoRA adapter (ms-swift rlhf --tuner_type)
+            method = self.method or "full"
         at = Setting(self.primary.program, None, self.primary.label, self.primary.launch_line)
         if method == "full":
             for name, part in (("freeze_llm", "llm"), ("freeze_vit", "vision_tower"), ("freeze_aligner", "projector")):
