@@ -161,7 +161,7 @@ def review_case(path: Path, meta: dict, card: str):
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             pins = {f"{k}_version": v for k, v in (meta.get("pins") or {}).items() if k in PINNED}
-            result = review([str(path.relative_to(source_root))], gpu=card, gpus=int(meta.get("gpus") or 1), **pins)
+            result = review([str(path.relative_to(source_root))], gpu=card, gpus=int(meta.get("processes") or meta.get("gpus") or 1), **pins)
         return result, "", time.perf_counter() - start
     except Exception:  # a traceback a user would see: counted, never hidden
         return None, traceback.format_exc(), time.perf_counter() - start
@@ -216,7 +216,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     print(f"{'case':<64} {'card':<9} {'metric':<9} {'published':>9} {'planned':>8} {'error':>7}  verdict / status")
     rows = []
-    for case in cases(args.k):
+    chosen = cases(args.k)
+    for case_id, _, meta in chosen:  # a sidecar's own why_off (modelscope+ms-swift writes its notes there)
+        if meta.get("why_off"):
+            WHY_OFF.setdefault(case_id, meta["why_off"])
+    for case in chosen:
         r = score(*case)
         rows.append(r)
         head = f"{r['id'][:64]:<64} {r['card']:<9} {r['metric']:<9} {r['published']:>9.2f}"
@@ -250,6 +254,8 @@ def main(argv=None) -> int:
         off = [r for r in planned if abs(r["error"]) > 0.25]
         print(f"planned cases off by more than 25%: {len(off)} ({sum(not WHY_OFF.get(r['id'], 'not ').startswith('not ') for r in off)} explained in WHY_OFF)")
     print(f"false errors (a run the source says ran, called 'does not fit' on its card): {sum(r.get('false_error', False) for r in rows)}")
+    hard = sum(r.get("false_error", False) and r.get("exit") == 1 for r in rows)
+    print(f"  of them an error finding (exit 1), not a warning that the plan is a worst case or an upper bound: {hard}")
     missing = sorted({r["missing_model"] for r in rows if r.get("missing_model")})
     print(f"models with no config offline ({len(missing)}): {', '.join(missing) or 'none'}")
     print(f"reviewed in {sum(r['seconds'] for r in rows):.0f} s")

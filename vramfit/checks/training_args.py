@@ -199,5 +199,6 @@ _NON_NEGATIVE = {
     "max_grad_norm",
     "eval_accumulation_steps",
     "dataloader_num_workers",
-    "save_total_limit",
+    # not save_total_limit: transformers' rotate_checkpoints keeps every checkpoint when it is None or <= 0
+    # (trainer_utils.py `if save_total_limit is None or save_total_limit <= 0: return`); ms-swift's examples pass -1
 }

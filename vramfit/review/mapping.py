@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import math
 import os
 import re
 import shlex
@@ -61,6 +62,7 @@ ALIASES = {
     "model": "model.id",
     "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
     "target_modules": "model.lora.target_modules",  # ms-swift
+    "modules_to_save": "model.lora.modules_to_save",  # ms-swift TunerArguments, PEFT LoraConfig: trained in full beside LoRA
     "attn_impl": "model.attn_implementation",  # ms-swift ModelArguments.attn_impl (swift/llm/model/utils.py AttnImpl)
     "eval_data_path": "data.eval_file",
     "image_folder": "data.image_folder",
@@ -115,6 +117,28 @@ TRAIN_SWITCHES = {
     "freeze_llm": ("llm", False),
     "freeze_mlp": ("projector", False),
 }
+# Switches that say a part is frozen (true) where the recipe says it trains: a model.train.* value read from one is
+# shown and edited as the switch's own value (`freeze_vit false` trains the ViT)
+INVERTED_SWITCHES = frozenset({k for k, (_, on) in TRAIN_SWITCHES.items() if on is False} | {"freeze_vit", "freeze_aligner"})
+
+
+def pixels_per_token(config: dict | None) -> int:
+    """Image pixels per LLM token of a Qwen2-VL-family config: one token per (patch_size x spatial_merge_size)^2 px (28 x 28 for
+    Qwen2-VL / Qwen2.5-VL, 32 x 32 for Qwen3-VL / Qwen3.5: patch 16); 784 where the config does not say."""
+    vision = (config or {}).get("vision_config") or {}
+    patch, merge = vision.get("patch_size"), vision.get("spatial_merge_size")
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    return int(patch) ** 2 * int(merge) ** 2 if isinstance(patch, int) and isinstance(merge, int) else 784
+
+
+def as_written(origin_key: str | None, key: str, value: Any) -> Any:
+    """A recipe value as the switch that set it spells it: a model.train.* boolean read from a freeze switch is inverted."""
+    name = (origin_key or "").lstrip("-").replace("-", "_")
+    if key.startswith("model.train.") and name in INVERTED_SWITCHES and isinstance(value, bool):
+        return not value
+    return value
+
+
 # Upstream script arguments read but not modelled by the review (data handling, projector shape, ...).
 NOT_MODELLED = {
     "version",
@@ -247,6 +271,22 @@ SWIFT_SIZE_VARIABLES = (
     "IMAGE_MAX_TOKEN_NUM",
     "VIDEO_MAX_TOKEN_NUM",
 )
+# A model id's suffix that names a checkpoint quantized in a format its config.json defines (Qwen2.5-7B-Instruct-AWQ,
+# -GPTQ-Int4, Qwen-7B-Chat-Int4, -Int8, -FP8), which the table's 16-bit config of its base lacks (see _quantized_checkpoint)
+QUANTIZED_NAME = re.compile(r"(?<![a-z0-9])(awq|gptq|int4|int8|fp8)(?![a-z0-9])", re.I)
+# ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
+# method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
+SWIFT_TUNERS_NOT_MODELLED = {
+    "adapter": ("lora", "trains bottleneck adapters beside frozen layers (swift.tuners.AdapterConfig)"),
+    "vera": ("lora", "trains per-layer scaling vectors over shared frozen random matrices (peft VeraConfig)"),
+    "boft": ("lora", "trains butterfly orthogonal factors of frozen weights (peft BOFTConfig)"),
+    "fourierft": ("lora", "trains spectral coefficients of frozen weights (peft FourierFTConfig)"),
+    "reft": ("lora", "trains interventions on frozen hidden states (pyreft)"),
+    "bone": ("lora", "trains block-affine updates of frozen weights (peft BoneConfig)"),
+    "llamapro": ("full", "adds new decoder blocks and trains those alone (swift.tuners.LLaMAProConfig)"),
+}
+# ms-swift TunerArguments' switches over a multimodal model's parts, with their defaults (swift/arguments/tuner_args.py)
+SWIFT_FREEZE = {"freeze_llm": False, "freeze_vit": True, "freeze_aligner": True}
 SWIFT_MAX_PIXELS = 16384 * 28 * 28  # ms-swift's MAX_PIXELS default for the Qwen2-VL family (Command-line-parameters.md)
 # Upstream arguments with a rule of their own (see `_Builder.upstream`).
 UPSTREAM_SPECIAL = {
@@ -547,7 +587,7 @@ class Mapped:
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args", "llmfoundry")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
-        written = edit((source or self.settings).kind, key, value, o.key if own else None)
+        written = edit((source or self.settings).kind, key, as_written(o.key, key, value) if own else value, o.key if own else None)
         flag = written.split(" ", 1)[0]
         return flag if value is True and flag in self.switches else written
 
@@ -780,6 +820,39 @@ class _Builder:
             "set --max_length to the length you train at.",
         )
 
+    def _swift_tuning(self) -> None:
+        """What ms-swift trains of a multimodal model: TunerArguments' freeze_llm / freeze_vit / freeze_aligner (defaults False,
+        True, True: swift/arguments/tuner_args.py). Full fine-tuning freezes each part they name (`_init_multimodal_full`); LoRA
+        with target_modules all-linear adapts only the parts they leave unfrozen, the aligner never trained in full
+        (swift/pipelines/train/tuner.py `get_target_modules` -> swift/utils/transformers_utils.py
+        `get_multimodal_target_regex`). --tuner_type lora_llm is read where it is written (`upstream`)."""
+        if not self.primary.program.startswith("swift ") or "vision_config" not in (self.config or {}):
+            return
+        if "planner.lora_vision_tower" in self.origins:  # lora_llm: the ViT and aligner in full, LoRA on the LLM
+            return
+        frozen: dict[str, tuple[bool, Setting | None]] = {}
+        for name, default in SWIFT_FREEZE.items():
+            written = [s for s in self.primary.settings if s.key.lstrip("-") == name]
+            value = self.scalar(written[-1]) if written else default
+            frozen[name] = (value if isinstance(value, bool) else default, written[-1] if written else None)
+        method = self.recipe.get("method")
+        if method == "grpo":  # GRPO of the whole model or of a LoRA adapter (ms-swift rlhf --tuner_type)
+            method = self.method or "full"
+        at = Setting(self.primary.program, None, self.primary.label, self.primary.launch_line)
+        if method == "full":
+            for name, part in (("freeze_llm", "llm"), ("freeze_vit", "vision_tower"), ("freeze_aligner", "projector")):
+                if f"model.train.{part}" in self.origins and frozen[name][1] is None:
+                    continue  # said otherwise by the files (a switch of the program's own)
+                self.set(f"model.train.{part}", not frozen[name][0], frozen[name][1] or at)
+        elif method in ("lora", "qlora"):
+            self.set("model.train.projector", False, frozen["freeze_aligner"][1] or at)
+            if self.get("model.lora.target_modules") in ("all-linear", ["all-linear"]):
+                self.recipe.setdefault("planner", {})["lora_vision_tower"] = not frozen["freeze_vit"][0]
+                o = frozen["freeze_vit"][1] or at
+                self.origins["planner.lora_vision_tower"] = Origin(o.file, o.key, o.line)
+        said = ", ".join(f"{k} {v[0]}" + ("" if v[1] else " (ms-swift's default)") for k, v in frozen.items())
+        self.note("info", at, f"ms-swift trains the parts of the model its freeze switches leave: {said}")
+
     def _swift_environment(self) -> None:
         """ms-swift reads a VLM's image size from the launch's environment: MAX_PIXELS (ms-swift docs/source_en/Instruction/
         Command-line-parameters.md, "qwen2_vl, qvq, qwen2_5_vl, ...: MAX_PIXELS: Default is 16384 * 28 * 28"; Qwen3-VL maps
@@ -797,6 +870,14 @@ class _Builder:
                     + (f" (MAX_PIXELS: {SWIFT_MAX_PIXELS:,} px, {SWIFT_MAX_PIXELS // 784:,} tokens per image)" if close[0] == "MAX_PIXELS" else ""),
                     f"rename it {close[0]}={self.primary.env[name]}.",
                 )
+        vision = (self.config or {}).get("vision_config") or {}
+        tokens = self.primary.env.get("IMAGE_MAX_TOKEN_NUM", "").strip()
+        if tokens.isdigit() and int(tokens) > 0 and vision.get("spatial_merge_size"):
+            # qwen_vl_utils >= 0.0.14 (Qwen2.5-VL, Qwen3-VL, Qwen3.5): merged tokens per image, one per (patch x merge)^2 px;
+            # ms-swift's compat_qwen_vl_utils (swift/model/models/qwen.py) turns MAX_PIXELS into it only where it is unset
+            side = int(vision.get("patch_size") or 14) * int(vision["spatial_merge_size"])
+            self.set("data.max_pixels", int(tokens) * side * side, Setting("IMAGE_MAX_TOKEN_NUM", [tokens], self.primary.label, self.primary.launch_line))
+            return
         value = self.primary.env.get("MAX_PIXELS", "").strip()
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
@@ -815,6 +896,24 @@ class _Builder:
                 if value is True or text == "true" or (text.isdigit() and int(text) > 1):
                     return f"{SHARDING_NOT_MODELLED[name]} ({setting.key} {value})", Origin(setting.file, setting.key, setting.line)
         return None
+
+    def _device_map(self) -> tuple[str, Origin] | None:
+        """One process that spreads its model over several GPUs with device_map (ms-swift without NPROC_PER_NODE, or fewer
+        processes than visible GPUs): each GPU holds a share of the layers, which the planner does not model - it plans one
+        GPU holding them all, an upper bound (what, where)."""
+        source = self.primary
+        if not source.device_map_gpus:
+            return None
+        self.note(
+            "info",
+            Setting("CUDA_VISIBLE_DEVICES", [source.env.get("CUDA_VISIBLE_DEVICES", "")], source.label, source.launch_line),
+            f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map): "
+            "planned as one GPU holding the whole model, an upper bound of each GPU's share",
+        )
+        return (
+            f"the model spread over {source.device_map_gpus} GPUs per process (device_map)",
+            Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line),
+        )
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1189,6 +1288,23 @@ class _Builder:
             self.set("model.train.projector", True, setting)
             self.recipe.setdefault("planner", {})["lora_vision_tower"] = False
             self.origins["planner.lora_vision_tower"] = Origin(setting.file, setting.key, setting.line)
+        elif name in ("tuner_type", "train_type", "sft_type") and value in SWIFT_TUNERS_NOT_MODELLED:
+            # ms-swift's other tuners (swift/pipelines/train/tuner.py): planned as the nearest method the planner has, said, and
+            # the review is incomplete (exit 3) - never silently planned as full fine-tuning of every weight
+            nearest, what = SWIFT_TUNERS_NOT_MODELLED[value]
+            self.method, self.method_origin = nearest, Origin(setting.file, setting.key, setting.line)
+            self.terms_missing.append(f"ms-swift's {value} tuner ({what})")
+            self.note(
+                "info",
+                setting,
+                f"{setting.key} {value}: ms-swift's {value} tuner {what}; the planner has no model of it: planned as "
+                + (
+                    "LoRA of the same targets (the base frozen, small trainable modules: their own size and activations as LoRA's)"
+                    if nearest == "lora"
+                    else "full fine-tuning of every weight (an upper bound)"
+                )
+                + ", so the review is incomplete",
+            )
         elif name in ("tuner_type", "train_type", "sft_type") and value in ("lora", "full", "qlora", "longlora", "adalora"):  # ms-swift
             self.method, self.method_origin = (
                 ("full" if value == "full" else "qlora" if value == "qlora" else "lora"),
@@ -1220,6 +1336,9 @@ class _Builder:
             self.not_modelled.append(setting.key)
         elif name in ALIASES and ALIASES[name].startswith("training."):
             self.training(ALIASES[name].split(".", 1)[1], Setting(setting.key, setting.value, setting.file, setting.line))
+        elif ALIASES.get(name) == "model.lora.modules_to_save" and isinstance(setting.value, list) and self._is_words(setting):
+            # `--modules_to_save embed_tokens lm_head` (nargs='+'), or a comma list: module names, never one string
+            self.set("model.lora.modules_to_save", [m for word in setting.value for m in str(word).split(",") if m], setting)
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
 
@@ -1330,7 +1449,10 @@ class _Builder:
         axolotl's `fsdp_activation_checkpointing`) checkpoints each wrapped layer, as gradient_checkpointing does: planned
         as gradient checkpointing. The config is returned without it, since transformers refuses the two together."""
         keys = [k for k in ("activation_checkpointing", "fsdp_activation_checkpointing") if fsdp.get(k) in (True, "true", "True")]
-        if keys and "training.gradient_checkpointing" not in self.origins:
+        # FSDP applies it to the wrapped layers whatever the Trainer's gradient_checkpointing says: a `false` there only turns
+        # off the Trainer's own (the pairing accelerate and ms-swift's sft_args.py ask for: "use activation_checkpointing in
+        # fsdp_config instead"), so it is planned on either way
+        if keys and self.get("training.gradient_checkpointing") is not True:
             self.set("training.gradient_checkpointing", True, setting)
             self.note("info", setting, f"{written}: {keys[0]} true checkpoints each FSDP-wrapped layer: planned as gradient checkpointing")
         return {k: v for k, v in fsdp.items() if k not in keys}
@@ -1422,6 +1544,8 @@ class _Builder:
         typo = not own_parser and not declared and "." not in name and difflib.get_close_matches(name.replace("-", "_"), self.fields, n=1, cutoff=0.9)
         if name.replace("-", "_") in PLANNER_SWITCHES:
             return  # planned by _planner_settings (packing / padding-free / offloading switches)
+        if program.startswith("swift ") and name in SWIFT_FREEZE:
+            return  # planned by _swift_tuning, once the method and the model are known
         if not axolotl and source.kind in ("shell", "training_args") and not _known_argument_set(program) and not typo:
             self.note("info", setting, f"{setting.key} is {program or 'the script'}'s own argument (not {kinds}): read, not reviewed")
             return
@@ -1506,6 +1630,7 @@ class _Builder:
         self._swift_length()
         self._method()
         self._unfrozen_with_adapter()
+        self._swift_tuning()
         self._swift_environment()
         self._data()
         self._longest_sample()
@@ -1548,7 +1673,7 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
-        mapped.sharding_assumed = self._sharding_not_modelled()
+        mapped.sharding_assumed = self._sharding_not_modelled() or self._device_map()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -2349,10 +2474,36 @@ class _Builder:
             raise ConfigError(problems) from None
         self.config = config
         self.model_how = how
+        self._quantized_checkpoint(model_id, how, config)
         model = self.recipe["model"]
         model.setdefault("id", str(config.get("_model", Path(path).stem)).split(" ", 1)[0])
         model["architecture"] = (config.get("architectures") or ["?"])[0]
         model["config"] = str(Path(path).resolve())
+
+    def _quantized_checkpoint(self, model_id: Any, how: str, config: dict) -> None:
+        """A checkpoint quantized in a format its own config.json defines (Qwen's -AWQ, -GPTQ-Int4 / -Int4; -Int8, -FP8),
+        answered by the table's 16-bit config of its base: planned with the checkpoint's 4-bit weights (AutoAWQ / GPTQ int4,
+        the formats the planner models), said; an 8-bit or fp8 one stays 16-bit, an upper bound, said."""
+        found = QUANTIZED_NAME.search(str(model_id or "").rsplit("/", 1)[-1])
+        if not found or not how.startswith("vramfit's table") or config.get("quantization_config") or "model.quantization.bits" in self.origins:
+            return
+        at = self.origins.get("model.id") or Origin(self.primary.label, "", self.primary.launch_line)
+        setting = Setting(at.key, [str(model_id)], at.file, at.line)
+        fmt = found.group(1).lower()
+        if fmt in ("awq", "gptq", "int4"):
+            method = "awq" if fmt == "awq" else "gptq"
+            self.set("model.quantization.bits", 4, setting)
+            self.set("model.quantization.method", method, setting)
+            said = f"planned with its 4-bit {method.upper()} weights (int4, groups of 128)"
+        else:
+            said = f"planned at 16 bits: its {found.group(1)} layout is not modelled (an upper bound)"
+        self.note(
+            "info",
+            setting,
+            f"'{model_id}' names a checkpoint quantized as {found.group(1)}; {how} holds the 16-bit config of its base, without the "
+            f"checkpoint's quantization_config: {said}",
+            "pass --model-config with the checkpoint's own config.json to plan it as published.",
+        )
 
     def _model_by_name(self, model_id: str, resolved) -> None:
         """A local path this machine does not have (or without a config.json), planned as the table model its folder's
@@ -2415,6 +2566,14 @@ class _Builder:
             )
             self.set("model.lora.modules_to_save", ["embed_tokens"], Setting(o.key, None, o.file, o.line))
             self.in_place_modules = True
+        swift = (self.primary.program or "").startswith("swift ")
+        if swift and self.method is None and "model.lora.r" not in self.origins:
+            # ms-swift's BaseArguments.tuner_type defaults to 'lora' (swift/arguments/base_args/base_args.py), not full
+            self.method = "lora"
+            self.method_origin = Origin(self.primary.label, "--tuner_type", self.primary.launch_line)
+            self.findings.append(
+                Finding("info", self.primary.label, "--tuner_type", "not set: ms-swift's default tuner_type lora", line=self.primary.launch_line)
+            )
         method = "grpo" if self.grpo else (self.method or "full")
         if self.grpo and self.method in ("lora", "qlora"):
             self.findings.append(
@@ -2437,9 +2596,9 @@ class _Builder:
             lora = model.setdefault("lora", {})
             assumed = [k for k in ("r", "alpha", "target_modules") if k not in lora]
             lora.setdefault("r", 8)
-            lora.setdefault("alpha", 8)
+            lora.setdefault("alpha", 32 if swift else 8)  # ms-swift's TunerArguments: lora_rank 8, lora_alpha 32, all-linear
             lora.setdefault("target_modules", "all-linear")
-            if assumed:
+            if assumed and not swift:  # under ms-swift these are its TunerArguments' own defaults, not an assumption
                 self.findings.append(
                     Finding(
                         "info",
@@ -2472,6 +2631,7 @@ class _Builder:
                 data[key] = str(found.resolve()) if found else str(data[key])
         data["images_per_sample"] = 1 if vision else 0
         images = self.config.get("_image_tokens") or {}
+        ppt = pixels_per_token(self.config)
         if (
             vision
             and "default_max_pixels" not in images
@@ -2481,20 +2641,21 @@ class _Builder:
             # a stock Qwen2-VL-family config under ms-swift: where the launch sets no MAX_PIXELS, ms-swift's own default
             # applies (docs/source_en/Instruction/Command-line-parameters.md: "MAX_PIXELS: Default is 16384 * 28 * 28"),
             # not the image processor class's
-            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS, "default_of": "ms-swift's MAX_PIXELS default"}
+            # (qwen_vl_utils >= 0.0.14: IMAGE_MAX_TOKEN_NUM 16384 tokens, "IMAGE_MAX_TOKEN_NUM * 32 * 32" px for Qwen3-VL)
+            images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS // 784 * ppt, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
         if vision and self.image_tokens:
             if dynamic:
                 cap = data.get("max_pixels") or images["default_max_pixels"]
                 cap = cap if isinstance(cap, int) else images["default_max_pixels"]
-                data["max_pixels"] = min(cap, self.image_tokens * 784)
+                data["max_pixels"] = min(cap, self.image_tokens * ppt)
                 self.origins["data.max_pixels"] = Origin(self.primary.label, "--image-tokens")
                 self.findings.append(
                     Finding(
                         "info",
                         self.primary.label,
                         "--image-tokens",
-                        f"image tokens planned at your data's size: {data['max_pixels'] // 784:,} per image (the files allow up to {cap // 784:,})",
+                        f"image tokens planned at your data's size: {data['max_pixels'] // ppt:,} per image (the files allow up to {cap // ppt:,})",
                         source="planner",
                     )
                 )
@@ -2516,8 +2677,8 @@ class _Builder:
                     "info",
                     self.primary.label,
                     "--image-tokens",
-                    f"image tokens planned at the maximum the files allow ({cap // 784:,} per image)",
-                    "pass --image-tokens N with your data's typical tokens per image (pixels / 784) to plan at its size.",
+                    f"image tokens planned at the maximum the files allow ({cap // ppt:,} per image)",
+                    f"pass --image-tokens N with your data's typical tokens per image (pixels / {ppt}) to plan at its size.",
                     source="planner",
                 )
             )
@@ -2531,8 +2692,8 @@ class _Builder:
                     where.file,
                     where.key,
                     f"not set: {images.get('default_of', 'the processor' + chr(39) + 's default')} {images['default_max_pixels']:,} px allows up to "
-                    f"{images['default_max_pixels'] // 784:,} image tokens per image (one per 28x28 px)",
-                    f"set {'MAX_PIXELS=1003520 in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1003520)} "
+                    f"{images['default_max_pixels'] // ppt:,} image tokens per image (one per {math.isqrt(ppt)}x{math.isqrt(ppt)} px)",
+                    f"set {'MAX_PIXELS=' + str(1280 * ppt) + ' in the launch environment' if 'default_of' in images else edit(self.settings.kind, 'data.max_pixels', 1280 * ppt)} "
                     "(1,280 tokens per image) unless the images need more.",
                     line=where.line,
                 )
@@ -2617,7 +2778,9 @@ class _Builder:
 
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
-            per_image = data["max_pixels"] // 784 if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
+            per_image = (
+                data["max_pixels"] // pixels_per_token(self.config) if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
+            )
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
         elif "max_length" not in data:

@@ -15,7 +15,7 @@ from vramfit import recipe as recipe_mod
 from vramfit.paths import all_recipe_files, find_recipe
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.review.findings import Finding
-from vramfit.review.mapping import Mapped
+from vramfit.review.mapping import Mapped, as_written
 
 # Keys that name where results go or how they are logged: not a difference worth a reviewer's line.
 BOOKKEEPING = {"logging_steps", "report_to", "seed", "output_dir", "logging_dir", "run_name", "save_total_limit"}
@@ -192,8 +192,13 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
         if a is None and b is None or _same(a, b):
             continue
         origin = mapped.origin("training.per_device_train_batch_size" if key == "global_batch_size" else key)
+        shown = [as_written(origin.key, key, v) for v in (a, b)]  # a freeze switch shows its own value: freeze_vit false trains the ViT
         why = comments.get(key, "")
-        what = ("global batch " if key == "global_batch_size" else "") + f"{_show(a)} here, {_show(b)} in recipe {ref.name}" + (f": {why}" if why else "")
+        what = (
+            ("global batch " if key == "global_batch_size" else "")
+            + f"{_show(shown[0])} here, {_show(shown[1])} in recipe {ref.name}"
+            + (f": {why}" if why else "")
+        )
         findings.append(Finding("info", origin.file, origin.key, what, _fix(mapped, key, b, ref), "recipe-diff", origin.line))
     ds_a, ds_b = zero_label(deepspeed), zero_label(ref_deepspeed)
     if ds_a != ds_b:

@@ -427,7 +427,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 f"planned so because the data's image size is not known): {over}; "
                 f"at {tokens:,} tokens per image it fits ({fitting.per_gpu_peak_gib:.1f} GiB)",
                 f"cap the images: {mapped.edit('data.max_pixels', pixels)}; or pass --image-tokens N with your data's typical "
-                f"tokens per image (pixels / 784) to plan at its size{or_fixes}",
+                f"tokens per image (pixels / {pixels // max(1, tokens)}) to plan at its size{or_fixes}",
                 "planner",
             )
         )
@@ -993,7 +993,7 @@ def _largest_image_that_fits(plan):
 
     from vramfit.planner import params
     from vramfit.planner.plan import plan as plan_setup
-    from vramfit.planner.setup import image_geometry
+    from vramfit.planner.setup import _patch_size, image_geometry
 
     setup = plan.setup
     if not setup.images_per_sample or not setup.image_tokens:
@@ -1008,8 +1008,12 @@ def _largest_image_that_fits(plan):
         tokens //= 2
         sizes.append(tokens)
 
+    img = arch.image
+    side = int(_patch_size(img)) * int(img.get("spatial_merge_size") or 2)  # px per token side: 28 (Qwen2-VL), 32 (Qwen3-VL)
+    per_token = side * side
+
     def at(tokens):
-        t, patches = image_geometry(arch, tokens * 784, None)
+        t, patches = image_geometry(arch, tokens * per_token, None)
         shrinks = setup.method == "grpo" or setup.images_past_max_length  # image tokens on top of the text
         seq = setup.seq_len - setup.images_per_sample * (setup.image_tokens - t) if shrinks else setup.seq_len
         return t, plan_setup(dataclasses.replace(setup, image_tokens=t, vision_patches=patches, seq_len=max(1, seq)))
@@ -1021,7 +1025,7 @@ def _largest_image_that_fits(plan):
     for tokens in sizes:
         t, smaller = at(tokens)
         if smaller.fits:
-            return t, tokens * 784, smaller
+            return t, tokens * per_token, smaller
     return None
 
 

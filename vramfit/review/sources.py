@@ -116,6 +116,8 @@ class Source:
     # unless told otherwise (deepspeed; accelerate, whose config usually says as many): the fallback for
     # gpus_per_node when nothing states it
     visible_gpus: int | None = None
+    # GPUs one process spreads its model over with device_map (ms-swift: a process that sees several GPUs), where known
+    device_map_gpus: int | None = None
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -1135,8 +1137,15 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         for key, name in (("gpus_per_node", "NPROC_PER_NODE"), ("nodes", "NNODES")):
             if name in command.environment:
                 _count(source, key, command.environment[name], name)
-        if _visible_gpus(command) == 1:  # one device and no NPROC_PER_NODE: a single process (more: one process, device_map)
+        visible = _visible_gpus(command)
+        if visible == 1:  # one device and no NPROC_PER_NODE: a single process
             source.visible_gpus = 1
+        processes = int(command.environment["NPROC_PER_NODE"]) if command.environment.get("NPROC_PER_NODE", "").isdigit() else None
+        if visible and visible // (processes or 1) >= 2:
+            # swift/cli/main.py starts torchrun only with NPROC_PER_NODE (else one process), and swift/utils/env.py `is_mp()`:
+            # a process that sees two or more GPUs spreads its model over them with device_map (naive model parallelism)
+            source.visible_gpus = processes or 1
+            source.device_map_gpus = visible // (processes or 1)
         return tokens[1:]
     if launcher == "llamafactory":
         source.program = "llamafactory-cli train"
@@ -1184,7 +1193,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     if launcher in ("deepspeed", "accelerate"):
         source.visible_gpus = _visible_gpus(command)
     if launcher in ("torchrun", "torch.distributed.launch"):
-        source.program = ns.training_script
+        source.program = _swift_entry(ns.training_script)
         _count(source, "gpus_per_node", ns.nproc_per_node, _written(tokens, "--nproc_per_node", "--nproc-per-node"))
         _count(source, "nodes", str(ns.nnodes).split(":")[-1], _written(tokens, "--nnodes"))
         return list(ns.training_script_args)
@@ -1198,7 +1207,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         if ns.num_nodes > 0:
             _count(source, "nodes", str(ns.num_nodes), "--num_nodes")
         return list(ns.user_args)
-    source.program = ns.training_script  # accelerate
+    source.program = _swift_entry(ns.training_script)  # accelerate
     settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
     _accelerate_settings(source, settings, tokens)
     if ns.config_file and shell.UNRESOLVED.search(ns.config_file):
@@ -1244,6 +1253,13 @@ def _written(tokens: list[str], *names: str) -> str:
             if token == name or token.startswith(name + "="):
                 return name
     return names[0]
+
+
+def _swift_entry(program: str) -> str:
+    """ms-swift's command-line entry files (swift/cli/sft.py, pt.py, rlhf.py: what `swift sft` runs, launched directly by
+    accelerate or torchrun) read as the `swift` command they implement, which parses its own argument classes."""
+    found = re.search(r"(?:^|/)swift/cli/(sft|pt|rlhf)\.py$", program.replace("\\", "/"))
+    return f"swift {found.group(1)}" if found else program
 
 
 def _visible_gpus(command: shell.Command) -> int | None:

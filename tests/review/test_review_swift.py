@@ -1,0 +1,142 @@
+"""ms-swift launches (`swift sft|rlhf`) read with ms-swift's own argument classes and defaults (the mirror's
+swift/arguments/*.py): what trains of a multimodal model, the image-size variables, its tuner types, device_map runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramfit.review.reviewer import review
+
+from review_support import find
+
+
+def script(tmp_path: Path, line: str, name: str = "train.sh") -> str:
+    path = tmp_path / name
+    path.write_text(line + "\n")
+    return str(path)
+
+
+VL = "swift sft --model Qwen/Qwen2.5-VL-3B-Instruct --max_length 1024 --per_device_train_batch_size 1"
+
+
+@pytest.mark.parametrize(
+    "flags, llm, vision, projector",
+    [
+        ("", True, False, False),  # TunerArguments: freeze_llm False, freeze_vit True, freeze_aligner True
+        ("--freeze_vit false --freeze_aligner false", True, True, True),
+        ("--freeze_llm true --freeze_aligner false", False, False, True),
+    ],
+)
+def test_ms_swift_full_trains_what_its_freeze_switches_leave(tmp_path, flags, llm, vision, projector):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type full {flags}"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert (s.method, s.train_llm, bool(s.train_vision), s.train_projector) == ("full", llm, vision, projector)
+    assert not find(result, text="own argument (not")  # freeze_* are read, not "read, not reviewed"
+
+
+@pytest.mark.parametrize("flags, vision_lora", [("", False), ("--freeze_vit false", True)])
+def test_ms_swift_lora_all_linear_adapts_the_vit_only_when_it_is_unfrozen(tmp_path, flags, vision_lora):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type lora --target_modules all-linear {flags}"
+    s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
+    # get_multimodal_target_regex: the LLM's linears, the ViT's only with freeze_vit false, the aligner never in full
+    assert s.method == "lora" and s.lora_vision_tower is vision_lora and not s.train_projector
+
+
+def test_a_freeze_switch_is_shown_and_fixed_as_written(tmp_path):
+    line = f"NPROC_PER_NODE=2 MAX_PIXELS=200704 {VL} --tuner_type full --freeze_vit false"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    [diff] = find(result, key="--freeze_vit", source="recipe-diff")
+    assert diff.what.startswith("False here, True in recipe") and diff.fix == "--freeze_vit true"
+
+
+@pytest.mark.parametrize(
+    "env, tokens",
+    [
+        ("IMAGE_MAX_TOKEN_NUM=1024", 1024),  # qwen_vl_utils >= 0.0.14: tokens per image, whatever the patch size
+        ("MAX_PIXELS=1048576", 1024),  # 1024 x 32 x 32 px: Qwen3-VL's patch 16, merge 2
+        ("", 16384),  # ms-swift's docs: IMAGE_MAX_TOKEN_NUM default 16384 ("IMAGE_MAX_TOKEN_NUM * 32 * 32" px)
+    ],
+)
+def test_ms_swift_image_size_variables_of_a_qwen3_vl(tmp_path, env, tokens):
+    line = f"NPROC_PER_NODE=2 {env} swift sft --model Qwen/Qwen3-VL-4B-Instruct --tuner_type lora --max_length 2048"
+    result = review([script(tmp_path, line)], gpu="h100")
+    assert result.plan.setup.image_tokens == tokens
+    [said] = find(result, key="--image-tokens", text="planned at the maximum the files allow")
+    assert f"({tokens:,} per image)" in said.what and "(pixels / 1024)" in said.fix
+
+
+def test_a_negative_save_total_limit_keeps_every_checkpoint_and_is_no_error(tmp_path):
+    # ms-swift's examples/megatron/benchmark/deepspeed.sh: --save_total_limit -1 (transformers: <= 0 deletes none)
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --save_total_limit -1"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert not find(result, key="--save_total_limit") and result.exit_code == 0
+
+
+@pytest.mark.parametrize("tuner, method", [("adapter", "lora"), ("boft", "lora"), ("bone", "lora"), ("llamapro", "full")])
+def test_ms_swift_tuners_the_planner_has_no_model_of_are_said_and_incomplete(tmp_path, tuner, method):
+    line = f"CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type {tuner} --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    [said] = find(result, key="--tuner_type", text=f"ms-swift's {tuner} tuner")
+    assert result.plan.setup.method == method and result.exit_code == 3 and "incomplete" in said.what
+
+
+def test_ms_swift_without_tuner_type_runs_lora_with_its_own_defaults(tmp_path):
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert s.method == "lora" and s.lora_r == 8 and s.lora_targets != () and not find(result, text="PEFT's defaults")
+    assert find(result, key="--tuner_type", text="ms-swift's default tuner_type lora")
+
+
+@pytest.mark.parametrize("env, processes, per_process", [("CUDA_VISIBLE_DEVICES=0,1", 1, 2), ("NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1,2,3", 2, 2)])
+def test_ms_swift_processes_that_see_several_gpus_spread_the_model_with_device_map(tmp_path, env, processes, per_process):
+    # swift/cli/main.py: torchrun only with NPROC_PER_NODE; swift/utils/env.py is_mp(): visible GPUs // processes >= 2
+    line = f"{env} swift sft --model Qwen/Qwen2.5-7B-Instruct --tuner_type full --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="rtx4090")
+    assert result.plan.setup.gpus_per_node == processes and result.exit_code != 1
+    [upper] = find(result, key="CUDA_VISIBLE_DEVICES", severity="warning", text=f"{per_process} GPUs per process (device_map)")
+    assert "upper bound" in upper.what
+
+
+def test_accelerate_launching_swift_cli_sft_with_fsdp_activation_checkpointing(tmp_path):
+    # ms-swift's examples/train/multi-gpu/fsdp2_lora: accelerate runs swift/cli/sft.py (what `swift sft` runs) under an
+    # FSDP config that checkpoints activations, with the Trainer's own --gradient_checkpointing false beside it
+    (tmp_path / "fsdp2.json").write_text(
+        '{"distributed_type": "FSDP", "mixed_precision": "bf16", "num_processes": 2, '
+        '"fsdp_config": {"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_activation_checkpointing": true, "fsdp_version": 2}}'
+    )
+    line = (
+        "CUDA_VISIBLE_DEVICES=0,1 accelerate launch --config_file fsdp2.json swift/cli/sft.py --model Qwen/Qwen2.5-0.5B-Instruct "
+        "--tuner_type lora --gradient_checkpointing false --max_length 2048 --model_author swift"
+    )
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.engine == "fsdp" and result.plan.setup.gradient_checkpointing
+    assert not find(result, text="source is not beside the script") and find(result, key="--model_author", text="swift sft's own argument")
+
+
+@pytest.mark.parametrize("suffix, quantization", [("-AWQ", "awq-int4"), ("-GPTQ-Int4", "gptq-int4"), ("", None)])
+def test_a_quantized_checkpoint_answered_by_its_bases_table_config_keeps_its_4_bit_weights(tmp_path, suffix, quantization):
+    # ms-swift's examples/train/qlora/awq: Qwen/Qwen2.5-7B-Instruct-AWQ, whose config.json has quantization_config awq 4-bit
+    line = f"CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct{suffix} --tuner_type lora --max_length 1024"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.quantization == quantization
+    assert bool(find(result, key="--model", text="without the checkpoint's quantization_config")) is bool(suffix)
+
+
+def test_ms_swift_modules_to_save_trains_the_embeddings_and_head_beside_lora(tmp_path):
+    # ms-swift's examples/train/new_special_tokens: --modules_to_save embed_tokens lm_head (TunerArguments, nargs '+')
+    line = "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type lora --modules_to_save embed_tokens lm_head"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.modules_to_save == ("embed_tokens", "lm_head") and not find(result, severity="error")
+
+
+def test_ms_swift_grpo_of_the_whole_model_follows_the_freeze_switches_too(tmp_path):
+    line = (
+        "NPROC_PER_NODE=2 MAX_PIXELS=200704 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-VL-3B-Instruct --tuner_type full "
+        "--freeze_vit false --num_generations 4 --per_device_train_batch_size 4 --max_completion_length 512"
+    )
+    s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
+    assert (s.method, s.train_llm, bool(s.train_vision), s.train_projector) == ("grpo", True, True, False)
