@@ -26,6 +26,15 @@ torchrun --nproc_per_node $GPUS train.py --per_device_train_batch_size ${BS} --r
     assert argv[argv.index("--seed") + 1] == "${SEED}"  # never defined: stays visible as unresolved
 
 
+def test_a_prefix_assignment_sees_the_ones_before_it_as_bash_does():
+    """`nproc_per_node=2 NPROC_PER_NODE=$nproc_per_node swift sft` (modelscope/ms-swift#5292, continued over lines): bash
+    gives NPROC_PER_NODE 2 (each assignment is expanded after the ones before it); a name set nowhere stays unresolved."""
+    text = "nproc_per_node=2 \\\nCUDA_VISIBLE_DEVICES=0,1 \\\nNPROC_PER_NODE=$nproc_per_node \\\nswift sft --model m\nA=$UNSET B=1 swift sft\n"
+    first, second = shell.parse(text).commands
+    assert first.environment["NPROC_PER_NODE"] == "2" and first.environment["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert second.environment["A"] == "$UNSET"
+
+
 def test_default_is_not_used_when_the_variable_is_set_and_assign_default_sticks():
     script = "BS=2\nX=${BS:-16}\n: ${LR:=1e-5}\ntorchrun t.py --a $X --lr $LR\n"
     assert launch(script).argv[-4:] == ["--a", "2", "--lr", "1e-5"]

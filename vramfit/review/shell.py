@@ -267,7 +267,8 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
     env: dict[str, str] = {}
     while words and _ASSIGNMENT.match(words[0]):
         name, value = _ASSIGNMENT.match(words[0]).groups()
-        env[name] = value
+        # bash expands each assignment after the ones before it take effect: `n=2 NPROC_PER_NODE=$n swift sft` gives 2
+        env[name] = expand(value, env) if "$" in value and env else value
         words = words[1:]
     if not words:
         script.variables.update(env)
