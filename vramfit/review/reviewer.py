@@ -500,6 +500,23 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
+    elif (mixers := _torch_path_mixers(plan)) is not None:
+        # the activations were traced on the torch fallback of a sequence mixer whose GPU kernels keep less: an upper bound
+        names, packages = mixers
+        findings.append(
+            Finding(
+                "warning",
+                file,
+                "--gpu",
+                f"does not fit as traced: {over}; the activations are those of the torch fallback of {names}, the path "
+                f"transformers takes when neither the `kernels` package's Hub kernels nor {packages} are installed, which keeps "
+                "more than those kernels do (not modelled): without them the run does not fit, with them it holds less than "
+                "planned (the verdict is an upper bound)",
+                f"install {packages} on the cluster and measure the first steps (torch.cuda.max_memory_allocated)"
+                + "".join(f"; or {f}" for f in (pin_fix, _fixes(plan, mapped)) if f),
+                "planner",
+            )
+        )
     else:
         findings.append(
             Finding(
@@ -984,6 +1001,29 @@ def _shortest_sample(plan) -> int:
     """The fewest tokens a sample of the run holds for sure: its images' tokens (a VLM's samples carry them), at least 256."""
     s = plan.setup
     return max(256, s.images_per_sample * s.image_tokens)
+
+
+# The packages whose CUDA kernels transformers uses for a sequence mixer instead of its torch fallback (the
+# `use_kernel_func_from_hub_with_fallback` decorators: Hub kernels, then the original package, then torch): the
+# mixers of MambaMixer / Mamba2Mixer (models/mamba*/modeling_*.py: "mamba_ssm", "causal_conv1d") and of the gated
+# delta rule (models/qwen3_next/modeling_qwen3_next.py: "fla", with causal_conv1d's short convolution).
+MIXER_KERNELS = (("Mamba", "mamba-ssm and causal-conv1d"), ("DeltaNet", "flash-linear-attention and causal-conv1d"))
+
+
+def _torch_path_mixers(plan) -> tuple[str, str] | None:
+    """(the text layers' sequence mixers, the packages of their kernels) when the plan's activations were traced on
+    their torch fallback (the CPU trace cannot run the kernels; trace.py sizes these layers by tracing them), else None."""
+    from vramfit.planner import params
+
+    try:
+        stack = params.summary(plan.setup.model_config).stacks.get("text")
+    except Exception:  # a model the summary cannot build was planned otherwise: nothing traced on a fallback
+        return None
+    mixers = [m for m in (stack.mixers if stack is not None else ()) if any(part in m for part, _ in MIXER_KERNELS)]
+    if not mixers:
+        return None
+    packages = next(pkgs for part, pkgs in MIXER_KERNELS if part in mixers[0])
+    return ", ".join(mixers), packages
 
 
 def _largest_image_that_fits(plan):
