@@ -1,9 +1,9 @@
 """A model whose text layers mix the sequence without attention (Mamba, the gated delta rule of Qwen3-Next / Qwen3.5)
 is sized by tracing those layers on the CPU, where transformers runs their torch fallback; on a GPU with the kernels
 installed (mamba-ssm, causal-conv1d, flash-linear-attention, or the `kernels` package's Hub kernels) the same layers keep
-less. A 'does not fit' resting on that trace is an upper bound: a warning naming the packages, not an error (axolotl's
-examples/mamba/config.yml, 221.7 GiB traced on an 80 GB card, and ms-swift's published Qwen3-Next example, 60 GiB
-measured against 187 planned, were false errors)."""
+less. A 'does not fit' resting on that trace says so and names the packages (axolotl's examples/mamba/config.yml: 221.7
+GiB traced on an 80 GB card). It stays an error: without the kernels that is the run (hiyouga/LlamaFactory#10367's
+Qwen3.5-27B QLoRA OOM on 48 GB cards), and what the kernels keep is not modelled."""
 
 from __future__ import annotations
 

@@ -500,34 +500,17 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
-    elif (mixers := _torch_path_mixers(plan)) is not None:
-        # the activations were traced on the torch fallback of a sequence mixer whose GPU kernels keep less: an upper bound
-        names, packages = mixers
-        findings.append(
-            Finding(
-                "warning",
-                file,
-                "--gpu",
-                f"does not fit as traced: {over}; the activations are those of the torch fallback of {names}, the path "
-                f"transformers takes when neither the `kernels` package's Hub kernels nor {packages} are installed, which keeps "
-                "more than those kernels do (not modelled): without them the run does not fit, with them it holds less than "
-                "planned (the verdict is an upper bound)",
-                f"install {packages} on the cluster and measure the first steps (torch.cuda.max_memory_allocated)"
-                + "".join(f"; or {f}" for f in (pin_fix, _fixes(plan, mapped)) if f),
-                "planner",
-            )
-        )
     else:
-        findings.append(
-            Finding(
-                "error",
-                file,
-                "--gpu",
-                over,
-                "; or ".join(f for f in (pin_fix, _fixes(plan, mapped)) if f),
-                "planner",
+        fixes = [f for f in (pin_fix, _fixes(plan, mapped)) if f]
+        if (mixers := _torch_path_mixers(plan)) is not None:
+            # traced on the torch fallback of a sequence mixer (what transformers runs without the mixer's kernels): said
+            names, packages = mixers
+            over += (
+                f"; the activations are those of the torch fallback of {names}, the path transformers takes when neither the "
+                f"`kernels` package's Hub kernels nor {packages} are installed; with them the run keeps less (not modelled)"
             )
-        )
+            fixes.append(f"install {packages} and measure the first steps (torch.cuda.max_memory_allocated)")
+        findings.append(Finding("error", file, "--gpu", over, "; or ".join(fixes), "planner"))
     if pinned is not None:
         _attention_readings(recipe, plan, pinned, mapped, findings)
     if mapped.length_cap:
