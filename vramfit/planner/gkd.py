@@ -124,11 +124,26 @@ def _divergence(beta: float) -> str:
     return "kl" if beta == 0 else "reverse_kl" if beta == 1 else "jsd"
 
 
+def scored_tokens(setup, seq: int) -> int:
+    """Positions per micro-batch whose full-vocabulary logits the loss holds. TRL: every position of every sequence
+    (compute_loss shifts the whole logits; the label mask applies to the per-token divergence at the end). ms-swift:
+    the labelled completion only - `prepare_logits_to_keep` (swift/trainers/mixin.py) trims both forwards' logits to
+    it (a boolean mask of the labelled tokens in a padding-free row, else from the batch's earliest label to the end)
+    and `extract_active` keeps the labelled rows; planned at max_completion_length per sample (the completion cap of
+    on-policy generation; the text beside the image tokens where that is shorter) - a dataset whose responses run
+    longer scores more (plan it with max_completion_length set to their length)."""
+    s = setup
+    if s.gkd_loss == "trl":
+        return s.micro_batch * seq
+    text = max(1, seq - s.images_per_sample * s.image_tokens)
+    return s.micro_batch * max(1, min(text, s.max_new_tokens))
+
+
 def loss_bytes(setup, arch: Arch, tarch: Arch | None, seq: int) -> float:
     """Bytes of the full-vocabulary tensors at the GKD loss's peak (module docstring), and the teacher's forward
     (its no_grad working set beside both logits) where that is larger."""
     s, b = setup, loss_dtype_bytes(setup)
-    tokens = s.micro_batch * seq
+    tokens = scored_tokens(s, seq)
     row = arch.vocab * b
     kind = _divergence(s.gkd_beta)
     if s.teacher_server:  # ms-swift teacher API: top-k log-probs; the student's logits and its active rows
@@ -140,7 +155,7 @@ def loss_bytes(setup, arch: Arch, tarch: Arch | None, seq: int) -> float:
     teacher_forward = 0.0
     if tarch is not None:
         a = 2 if s.sixteen_bit else FP32
-        layer = nograd_layer_bytes(tarch.text, a, s.attention, seq) * tokens
+        layer = nograd_layer_bytes(tarch.text, a, s.attention, seq) * s.micro_batch * seq
         teacher_forward = tokens * row + tokens * tarch.vocab * b + layer  # the student's logits, the teacher's, a layer
     return float(max(loss, teacher_forward))
 
@@ -221,9 +236,11 @@ def note(setup, tarch: Arch | None, teacher: float, seq: int) -> str:
         impl = (
             "TRL generalized_jsd_loss over every position (fake-tensor trace of the pinned TRL's function)"
             if s.gkd_loss == "trl"
-            else "ms-swift gkd_loss over the labelled positions in 512-row chunks (modelled from its source; at the cap every position)"
+            else "ms-swift gkd_loss over the labelled completion in 512-row chunks (modelled from its source), planned at "
+            f"max_completion_length {s.max_new_tokens} scored tokens per sample (longer dataset responses score more)"
         )
-        parts.append(f"loss: {what}, {impl}: {count} x {s.micro_batch} x {seq} tokens x vocab in {loss_dtype_bytes(s) * 8}-bit at its peak")
+        tokens = scored_tokens(s, seq)
+        parts.append(f"loss: {what}, {impl}: {count} x {tokens} tokens x vocab in {loss_dtype_bytes(s) * 8}-bit at its peak")
     if s.lmbda > 0 and s.use_vllm and s.gkd_loss == "swift":
         parts.append(f"on-policy generation (lmbda {s.lmbda:g}) through vLLM ({s.vllm_mode})")
     elif s.lmbda > 0:
