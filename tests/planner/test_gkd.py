@@ -117,3 +117,8 @@ def test_a_teacher_server_holds_nothing_and_an_unknown_teacher_leaves_the_plan_i
     assert unknown.incomplete and "no-such-teacher-7b" in unknown.incomplete[0]
     with pytest.raises(ConfigError):
         Setup.from_args(student, "a100-80g", 1, 1, None, [*BASE, "trainer=gkd", "lmbda=1.5"])
+    other = config(tmp_path, "other", 256, 2, vocab=VOCAB + 64)
+    with pytest.raises(ConfigError, match="vocabulary"):  # TRL's GKDTrainer refuses a teacher of another vocabulary
+        Setup.from_args(student, "a100-80g", 1, 1, None, [*BASE, "trainer=gkd", f"teacher_model={other}"])
+    aligned = planned(student, "trainer=gkd", f"teacher_model={other}", "gkd_loss=swift")  # ms-swift pads to the larger
+    assert aligned.phase_breakdowns["train"]["logits"] > planned(student, "trainer=gkd", "gkd_loss=swift").phase_breakdowns["train"]["logits"]

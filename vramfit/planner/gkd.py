@@ -144,7 +144,8 @@ def loss_bytes(setup, arch: Arch, tarch: Arch | None, seq: int) -> float:
     (its no_grad working set beside both logits) where that is larger."""
     s, b = setup, loss_dtype_bytes(setup)
     tokens = scored_tokens(s, seq)
-    row = arch.vocab * b
+    # ms-swift `_align_vocab` pads the smaller vocabulary to the larger (TRL refuses a pair that differs: knobs.gkd_fields)
+    row = max(arch.vocab, tarch.vocab if tarch is not None else 0) * b
     kind = _divergence(s.gkd_beta)
     if s.teacher_server:  # ms-swift teacher API: top-k log-probs; the student's logits and its active rows
         return float(2 * tokens * row)

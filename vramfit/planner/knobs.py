@@ -484,15 +484,34 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
     if beside is not None and not candidate.is_absolute():
         candidate = Path(beside) / candidate
     if text.endswith(".json") and candidate.is_file():
-        out["teacher_config"] = candidate
-        return out
-    from vramfit import models
-
-    found = models.resolve(text, Path(beside) if beside is not None else None)
-    if found.path is None:
-        out["teacher_missing"] = f"no config.json found for the GKD teacher '{text}' (looked in {', '.join(found.looked)})"
+        path = candidate
     else:
-        out["teacher_config"] = Path(found.path)
+        from vramfit import models
+
+        found = models.resolve(text, Path(beside) if beside is not None else None)
+        if found.path is None:
+            out["teacher_missing"] = f"no config.json found for the GKD teacher '{text}' (looked in {', '.join(found.looked)})"
+            return out
+        path = Path(found.path)
+    from vramfit.checks.model_config import check as check_model_config
+
+    before = len(problems.items)
+    check_model_config(path, problems)  # the teacher's config passes the same input layer as the policy's
+    if len(problems.items) > before:
+        return {}
+    if loss == "trl" and model_config is not None:
+        from vramfit.planner import params
+
+        student, teacher = params.summary(Path(model_config)).vocab, params.summary(path).vocab
+        if student != teacher:  # gkd_trainer.py __init__ raises: GKD compares the full next-token distributions
+            problems.add(
+                file,
+                "teacher_model",
+                f"the teacher's vocabulary ({teacher:,}) is not the student's ({student:,}): TRL's GKDTrainer refuses the pair",
+                "use a teacher with the student's vocab_size (or TRL's GOLD trainer for cross-tokenizer distillation).",
+            )
+            return {}
+    out["teacher_config"] = path
     return out
 
 
