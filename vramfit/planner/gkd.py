@@ -235,7 +235,7 @@ def note(setup, tarch: Arch | None, teacher: float, seq: int) -> str:
     if not s.teacher_server:
         count = TRL_LOSS_TENSORS["jsd" if kind == "jsd" else "kl"] if s.gkd_loss == "trl" else SWIFT_LOSS_COPIES + SWIFT_SAVED[kind]
         impl = (
-            "TRL generalized_jsd_loss over every position (fake-tensor trace of the pinned TRL's function)"
+            "TRL generalized_jsd_loss over every position (modelled; its tensor count is the fake-tensor trace of the pinned TRL's function)"
             if s.gkd_loss == "trl"
             else "ms-swift gkd_loss over the labelled completion in 512-row chunks (modelled from its source), planned at "
             f"max_completion_length {s.max_new_tokens} scored tokens per sample (longer dataset responses score more)"
