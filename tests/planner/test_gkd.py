@@ -92,6 +92,14 @@ def test_a_gkd_plan_holds_the_teachers_weights_and_the_loss_tensors(tmp_path):
     z3 = planned(student, "trainer=gkd", f"teacher_model={teacher}", gpus=4, deepspeed="zero3")
     assert z3.phase_breakdowns["train"]["teacher_model"] == pytest.approx(train["teacher_model"] / 4)
     assert z3.phase_breakdowns["train"]["logits"] == pytest.approx(train["logits"] / 2)
+    # TRL's gkd.py loads the teacher with the policy's quantization_config: its linears 4-bit too
+    q = planned(student, "trainer=gkd", f"teacher_model={teacher}", "method=qlora", "load_in_4bit=true")
+    from vramfit.planner import params, states
+
+    linears = params.count(tarch, q.setup).quantized
+    assert linears > 0
+    saved = linears * (2 - states.quant_bytes(q.setup)) / GIB
+    assert q.phase_breakdowns["train"]["teacher_model"] == pytest.approx(train["teacher_model"] - saved)
     # ms-swift: its chunked loss over the labelled completion (max_completion_length per sample)
     swift = planned(student, "trainer=gkd", f"teacher_model={teacher}", "gkd_loss=swift", "max_completion_length=256")
     rows = 2 * 256

@@ -85,12 +85,26 @@ def _teacher_sharding(setup) -> tuple[int, bool]:
     return 1, False
 
 
+def _quantized(setup, tarch: Arch) -> tuple[int, float]:
+    """(teacher parameters quantized, bytes each): TRL's gkd.py passes the policy's quantization_config
+    (--load_in_4bit / --load_in_8bit) to the teacher too (`teacher_model_kwargs["quantization_config"]`); its quantized
+    weights and their constants stay whole on every GPU, as the reference copy's do (states.reference_copy)."""
+    if setup.gkd_loss != "trl" or not setup.quantization:
+        return 0, 0.0
+    from vramfit.planner import params
+    from vramfit.planner.states import quant_bytes
+
+    return params.count(tarch, setup).quantized, quant_bytes(setup)
+
+
 def teacher_weights(setup, tarch: Arch | None) -> float:
     """Bytes per GPU of the teacher's weights, resident for the whole run."""
     if tarch is None or setup.offload_teacher_model:
         return 0.0
     ranks, host = _teacher_sharding(setup)
-    return 0.0 if host else tarch.total * _teacher_bytes(setup) / ranks
+    quantized, qbytes = _quantized(setup, tarch)
+    dense = (tarch.total - quantized) * _teacher_bytes(setup)
+    return (0.0 if host else dense / ranks) + quantized * qbytes
 
 
 def teacher_host(setup, tarch: Arch | None) -> float:
@@ -98,10 +112,12 @@ def teacher_host(setup, tarch: Arch | None) -> float:
     --offload_teacher_model keeps the whole teacher there between its forwards)."""
     if tarch is None:
         return 0.0
+    quantized, _ = _quantized(setup, tarch)
+    dense = (tarch.total - quantized) * _teacher_bytes(setup)
     if setup.offload_teacher_model:
-        return tarch.total * _teacher_bytes(setup)
+        return dense
     ranks, host = _teacher_sharding(setup)
-    return tarch.total * _teacher_bytes(setup) / ranks if host else 0.0
+    return dense / ranks if host else 0.0
 
 
 def train_length(setup) -> int:
@@ -227,7 +243,8 @@ def note(setup, tarch: Arch | None, teacher: float, seq: int) -> str:
         ranks, host = _teacher_sharding(s)
         where = "offloaded to host RAM" if host or s.offload_teacher_model else f"sharded over {ranks} GPUs" if ranks > 1 else "whole on every GPU"
         parts.append(
-            f"a frozen teacher ({Path(s.teacher_config).name}, {tarch.total / 1e9:.2f} B parameters in {_teacher_bytes(s) * 8}-bit, {where}: "
+            f"a frozen teacher ({Path(s.teacher_config).name}, {tarch.total / 1e9:.2f} B parameters in {_teacher_bytes(s) * 8}-bit"
+            f"{', its linears quantized like the policy (' + s.quantization + ')' if _quantized(s, tarch)[0] else ''}, {where}: "
             f"{teacher / 2**30:.2f} GiB per GPU; its forward under no_grad)"
         )
     kind = _divergence(s.gkd_beta)
