@@ -85,7 +85,11 @@ def test_a_gkd_plan_holds_the_teachers_weights_and_the_loss_tensors(tmp_path):
     # TRL trains on prompt (max_length) + max_new_tokens (128) and holds 17 fp32 tensors of tokens x vocab (AMP)
     assert p.setup.seq_len == 512 + 128
     assert train["logits"] == pytest.approx(17 * 2 * 640 * VOCAB * 4 / GIB)
-    assert "generation" in p.phases and "trainer=gkd" in " ".join(p.notes)
+    assert "generation" in p.phases and "seq_kd" not in p.phases and "trainer=gkd" in " ".join(p.notes)
+    kd = planned(student, "trainer=gkd", f"teacher_model={teacher}", "seq_kd=true")  # the teacher generates too
+    # with gradient checkpointing TRL generates without a KV cache: each token re-runs the (wider) teacher over the sequence
+    assert "kv_cache" not in kd.phase_breakdowns["seq_kd"]
+    assert kd.phase_breakdowns["seq_kd"]["activations"] > kd.phase_breakdowns["generation"]["activations"]
     sft = planned(student)
     assert p.per_gpu_peak_gib > sft.per_gpu_peak_gib + train["teacher_model"]
     # ZeRO-3 shards the teacher (TRL prepare_deepspeed keeps stage 3); the loss is 16-bit under DeepSpeed

@@ -172,7 +172,8 @@ def loss_bytes(setup, arch: Arch, tarch: Arch | None, seq: int) -> float:
     teacher_forward = 0.0
     if tarch is not None:
         a = 2 if s.sixteen_bit else FP32
-        layer = nograd_layer_bytes(tarch.text, a, s.attention, seq) * s.micro_batch * seq
+        # a teacher whose layers the analytic model cannot size (Arch.analytic_gap): its logits only
+        layer = 0.0 if tarch.analytic_gap else nograd_layer_bytes(tarch.text, a, s.attention, seq) * s.micro_batch * seq
         teacher_forward = tokens * row + tokens * tarch.vocab * b + layer  # the student's logits, the teacher's, a layer
     return float(max(loss, teacher_forward))
 
@@ -210,7 +211,7 @@ def teacher_generation_terms(setup, tarch: Arch | None, teacher: float) -> dict[
     from vramfit.planner import grpo, params
 
     s = setup
-    if not (s.seq_kd and s.gkd_loss == "trl" and s.lmbda < 1) or tarch is None:
+    if not (s.seq_kd and s.gkd_loss == "trl" and s.lmbda < 1) or tarch is None or tarch.analytic_gap:
         return None
     ts = s.replace(
         method="grpo",

@@ -253,7 +253,9 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             incomplete.append("GKD on-policy generation (the analytic model cannot build this architecture)")
         teacher_generation = gkd.teacher_generation_terms(s, tarch, resident["teacher_model"])
         if teacher_generation is not None:
-            raw["teacher_generation"] = {**between_steps, **teacher_generation}
+            raw["seq_kd"] = {**between_steps, **teacher_generation}
+        elif s.seq_kd and s.gkd_loss == "trl" and s.lmbda < 1 and tarch is not None and tarch.analytic_gap:
+            incomplete.append(f"GKD seq_kd: the teacher's generation (the analytic model cannot build it: {tarch.analytic_gap})")
         if s.use_vllm and s.gkd_loss == "swift" and s.lmbda > 0:
             _vllm_phases(s, raw, between_steps, notes)
     if is_grpo and not s.use_vllm and not analytic:
