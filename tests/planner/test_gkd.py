@@ -108,6 +108,9 @@ def test_a_gkd_plan_holds_the_teachers_weights_and_the_loss_tensors(tmp_path):
     swift = planned(student, "trainer=gkd", f"teacher_model={teacher}", "gkd_loss=swift", "max_completion_length=256")
     rows = 2 * 256
     assert swift.phase_breakdowns["train"]["logits"] == pytest.approx((13 * rows + 10 * rows) * VOCAB * 4 / GIB)
+    # packing fills each row with samples, every position of it a completion that can be scored
+    packed = planned(student, "trainer=gkd", f"teacher_model={teacher}", "gkd_loss=swift", "max_completion_length=256", "packing=true")
+    assert packed.phase_breakdowns["train"]["logits"] == pytest.approx((13 * 2 * 512 + 10 * 512) * VOCAB * 4 / GIB)
 
 
 def test_a_larger_teacher_moves_the_plan_by_its_weights(tmp_path):

@@ -146,12 +146,15 @@ def scored_tokens(setup, seq: int) -> int:
     the labelled completion only - `prepare_logits_to_keep` (swift/trainers/mixin.py) trims both forwards' logits to
     it (a boolean mask of the labelled tokens in a padding-free row, else from the batch's earliest label to the end)
     and `extract_active` keeps the labelled rows; planned at max_completion_length per sample (the completion cap of
-    on-policy generation; the text beside the image tokens where that is shorter) - a dataset whose responses run
-    longer scores more (plan it with max_completion_length set to their length)."""
+    on-policy generation; the text beside the image tokens where that is shorter), and at the whole row when
+    packing fills it with samples - a dataset whose responses run longer scores more (plan it with
+    max_completion_length set to their length)."""
     s = setup
     if s.gkd_loss == "trl":
         return s.micro_batch * seq
     text = max(1, seq - s.images_per_sample * s.image_tokens)
+    if s.packing:  # a packed row holds as many samples as fit in max_length: their completions can fill it
+        return s.micro_batch * text
     return s.micro_batch * max(1, min(text, s.max_new_tokens))
 
 
@@ -256,7 +259,11 @@ def note(setup, tarch: Arch | None, teacher: float, seq: int) -> str:
             "TRL generalized_jsd_loss over every position (modelled; its tensor count is the fake-tensor trace of the pinned TRL's function)"
             if s.gkd_loss == "trl"
             else "ms-swift gkd_loss over the labelled completion in 512-row chunks (modelled from its source), planned at "
-            f"max_completion_length {s.max_new_tokens} scored tokens per sample (longer dataset responses score more)"
+            + (
+                "every position of the packed rows"
+                if s.packing
+                else f"max_completion_length {s.max_new_tokens} scored tokens per sample (longer dataset responses score more)"
+            )
         )
         tokens = scored_tokens(s, seq)
         parts.append(f"loss: {what}, {impl}: {count} x {tokens} tokens x vocab in {loss_dtype_bytes(s) * 8}-bit at its peak")
