@@ -140,9 +140,25 @@ class Knobs(Strict):
     # the TRL trainer the run uses (knobs.trainer_fields): DPO / ORPO / CPO / reward collate chosen + rejected (2 x the
     # micro-batch in one forward); DPO / KTO keep a frozen reference model ("copy") unless the policy is a PEFT model or
     # the reference log-probs are precomputed (None: as TRL decides); DPO's fused LM head (None: on for trainer=dpo)
-    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto"] = "sft"
+    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"] = "sft"
     ref_model: Union[Literal["copy", "none", "precomputed"], None] = None
     fused_lm_head: Union[bool, None] = None
+    # GKD (trainer: gkd; vramfit/planner/gkd.py): the frozen teacher (a config.json beside the recipe or a model id;
+    # None: TRL's teacher is the policy's model again, ms-swift distils from the policy), or a teacher served elsewhere;
+    # TRL GKDConfig's lmbda / beta / max_new_tokens / seq_kd (None: GKDConfig's defaults); whose loss runs
+    teacher_model: Union[str, None] = None
+    teacher_model_server: Union[str, None] = None
+    lmbda: Union[float, None] = Field(default=None, ge=0, le=1)
+    gkd_beta: Union[float, None] = Field(default=None, ge=0, le=1)
+    max_new_tokens: Union[int, None] = Field(default=None, ge=1)
+    seq_kd: bool = False
+    gkd_loss: Literal["trl", "swift"] = "trl"
+    teacher_deepspeed: Union[str, None] = None  # ms-swift --teacher_deepspeed preset (zero3, zero3_offload, ...)
+    offload_teacher_model: bool = False  # ms-swift --offload_teacher_model
+    # ms-swift GKD's rollout engine (--use_vllm with --vllm_mode, --vllm_gpu_memory_utilization, --sleep_level > 0)
+    gkd_vllm: Union[Literal["colocate", "server"], None] = None
+    gkd_vllm_gpu_memory_utilization: Union[float, None] = Field(default=None, gt=0, le=1)
+    gkd_vllm_sleep: bool = False
 
 
 class Recipe(Strict):

@@ -1040,8 +1040,42 @@ def test_a_dpo_script_is_planned_as_dpo_and_an_unplanned_trainer_is_incomplete(t
     assert find(full, text="planned as DPO trains") and full.exit_code == 0
     lora = review([str(write(tmp_path, "dpo_lora.sh", launch + " --use_peft\n"))], gpu="a100-80g")
     assert lora.plan.setup.ref_model == "none" and "reference_model" not in lora.plan.phase_breakdowns["train"]
-    gkd = review([str(write(tmp_path, "gkd.sh", launch.replace("trl/scripts/dpo.py", "examples/scripts/gkd.py") + "\n"))], gpu="a100-80g")
-    assert gkd.exit_code == 3 and find(gkd, text="teacher model and on-policy generation not planned")
+    rloo = review([str(write(tmp_path, "rloo.sh", launch.replace("trl/scripts/dpo.py", "examples/scripts/rloo.py") + "\n"))], gpu="a100-80g")
+    assert rloo.exit_code == 3 and find(rloo, text="on-policy generation not planned")
+
+
+def test_a_gkd_launch_is_planned_with_its_teacher_loss_and_generation(tmp_path):
+    """TRL's examples/scripts/gkd.py and ms-swift's `swift rlhf --rlhf_type gkd`: the teacher (found like the policy's
+    model), GKD's loss over both full-vocabulary logits and on-policy generation are planned, so the review is complete;
+    a teacher served elsewhere holds nothing here; a teacher found nowhere leaves the review incomplete."""
+    trl = (
+        "accelerate launch --num_processes 8 examples/scripts/gkd.py --model_name_or_path Qwen/Qwen2-0.5B-Instruct "
+        "--teacher_model_name_or_path Qwen/Qwen2-1.5B-Instruct --per_device_train_batch_size 4 --lmbda 0.7 --output_dir out\n"
+    )
+    result = review([str(write(tmp_path, "gkd.sh", trl))], gpu="h100")
+    s = result.plan.setup
+    assert result.exit_code == 0, [str(f) for f in result.findings]
+    assert (s.trainer, s.gkd_loss, s.lmbda, s.teacher_config.name) == ("gkd", "trl", 0.7, "qwen2-1.5b-instruct.json")
+    train = result.plan.phase_breakdowns["train"]
+    assert train["teacher_model"] == pytest.approx(1.54e9 * 2 / 2**30, rel=0.02) and train["logits"] > 20
+    assert find(result, text="planned as GKD trains") and not find(result, key="--teacher_model_name_or_path")
+    swift = (
+        "NPROC_PER_NODE=4 swift rlhf --rlhf_type gkd --model Qwen/Qwen2.5-7B --teacher_model Qwen/Qwen2.5-14B-Instruct "
+        "--tuner_type full --torch_dtype bfloat16 --per_device_train_batch_size 4 --max_length 2048 --max_completion_length 512 "
+        "--deepspeed zero3 --teacher_deepspeed zero3_offload --use_vllm true --vllm_mode colocate --vllm_gpu_memory_utilization 0.3\n"
+    )
+    ms = review([str(write(tmp_path, "swift.sh", swift))], gpu="h100")
+    m = ms.plan.setup
+    assert ms.exit_code == 0, [str(f) for f in ms.findings]
+    assert (m.gkd_loss, m.teacher_stage, m.teacher_offload, m.use_vllm, m.vllm_gpu_memory_utilization) == ("swift", 3, True, True, 0.3)
+    assert "teacher_model" not in ms.plan.phase_breakdowns["train"] and ms.plan.host_breakdown.get("teacher_model", 0) > 0
+    assert ms.plan.phase_breakdowns["train"]["vllm"] == pytest.approx(0.3 * ms.plan.gpu_memory_gib)
+    served = review(
+        [str(write(tmp_path, "served.sh", swift.replace("--teacher_model Qwen/Qwen2.5-14B-Instruct", "--teacher_model_server http://h:8000")))], gpu="h100"
+    )
+    assert served.exit_code == 0 and served.plan.setup.teacher_server and "teacher_model" not in served.plan.host_breakdown
+    unknown = review([str(write(tmp_path, "unknown.sh", trl.replace("Qwen/Qwen2-1.5B-Instruct", "nobody/no-such-teacher-7b")))], gpu="h100")
+    assert unknown.exit_code == 3 and find(unknown, text="the teacher model 'nobody/no-such-teacher-7b'")
 
 
 def test_a_launch_behind_nohup_is_found(tmp_path):

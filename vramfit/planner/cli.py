@@ -59,6 +59,9 @@ launch knobs (docs/planner.md "Launch knobs"):
   trainer=sft|dpo|orpo|cpo|reward|kto (TRL: dpo/orpo/cpo/reward run chosen + rejected, 2 x the micro-batch)
   ref_model=copy|none|precomputed (dpo/kto; default as TRL: none with LoRA or precompute_ref_log_probs=true)
   fused_lm_head=false (a TRL before the DPO/KTO fused log-prob head: whole logits of the 2 x micro-batch)
+  trainer=gkd teacher_model=Qwen/Qwen2-1.5B-Instruct (GKD: a frozen teacher, id or config.json, whole on every GPU
+    unless ZeRO-3 shards it; the loss's full-vocabulary tensors; on-policy generation for lmbda=0.5 of the steps,
+    max_new_tokens=128; beta=0.5; seq_kd=true; gkd_loss=swift for ms-swift's loss, teacher_model_server=URL, teacher_deepspeed=zero3)
 
 examples:
   vramfit plan vlm-r1-h20

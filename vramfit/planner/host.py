@@ -96,6 +96,11 @@ def host_ram(setup, counts: Counts, arch: Arch, eval_logits_per_rank: float, off
     reference = reference_copy_host(s, c)  # TRL's DPO / KTO reference copy, offloaded like the policy
     if reference:
         parts["reference_model"] = ranks * reference
+    from vramfit.planner import gkd
+
+    teacher = gkd.teacher_host(s, gkd.teacher_arch(s))  # GKD's teacher shards offloaded (ZeRO-3 offload_param, ...)
+    if teacher:
+        parts["teacher_model"] = ranks * teacher
     if pinned_bytes:
         parts["pinned_buffers"] = pinned_bytes
     if s.dataloader_workers:

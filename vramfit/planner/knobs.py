@@ -28,6 +28,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `trainer=sft\|dpo\|orpo\|cpo\|reward\|kto` (planner) | TRL 1.16 preference trainers: DPOTrainer, RewardTrainer and experimental ORPO / CPO collate chosen + rejected into one batch of 2 x per_device_train_batch_size sequences (each up to max_length) and run one forward | plan.py `_plan` (2 x micro-batch activations) |
 | `ref_model=copy\|none\|precomputed` (planner), `precompute_ref_log_probs` (DPOConfig / KTOConfig) | trl/trainer/dpo_trainer.py: with no `ref_model` a second frozen copy of the base in the policy's dtype (and quantization), prepared like the policy (`prepare_deepspeed`: ZeRO-3 shards it, other stages hold it whole; `prepare_fsdp` shards it); none for a PEFT policy (adapter disabled for the reference pass) or with precomputed reference log-probs; its forward runs under no_grad | plan.py `reference_copy` |
 | `fused_lm_head=true\|false` (planner; default true for trainer=dpo and kto) | trl/trainer/utils.py `add_fused_lm_head` + trl/kernels/chunked_logprob.py: log-probs in [4096 tokens x 32768 vocab] tiles, no (batch, seq, vocab) logits; false: a TRL before the fused head (or LLaMA-Factory's own `concatenated_forward`), whose logits of the 2 x micro-batch are whole | grpo.py `fused_head_bytes` |
+| `trainer=gkd`, `teacher_model` / `teacher_model_name_or_path` (a config.json or a model id, resolved like the policy's), `teacher_model_server`, `lmbda`, `beta` / `gkd_beta`, `max_new_tokens` / `max_completion_length`, `seq_kd`, `gkd_loss=trl\|swift`, `teacher_deepspeed`, `offload_teacher_model` | TRL 1.16 trl/experimental/gkd GKDTrainer / GKDConfig (defaults lmbda 0.5, beta 0.5, max_new_tokens 128); ms-swift rlhf_trainers/gkd_trainer.py, gkd_loss.py, rollout_mixin.py `_setup_teacher` | gkd.py: the teacher's weights, the loss's full-vocabulary tensors, on-policy generation |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
@@ -67,7 +68,7 @@ VLLM_MODES = ("colocate", "server")
 # TRL 1.16 trainers the planner plans beyond supervised training (the `trainer` knob). PAIR_TRAINERS collate chosen +
 # rejected into one batch (dpo_trainer.py / reward_trainer.py DataCollatorForPreference, experimental orpo / cpo
 # `concatenated_inputs`); REF_TRAINERS keep a frozen reference model (dpo_trainer.py; experimental kto).
-TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto")
+TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd")
 PAIR_TRAINERS = ("dpo", "orpo", "cpo", "reward")
 REF_TRAINERS = ("dpo", "kto")
 FUSED_HEAD_TRAINERS = ("dpo", "kto")  # trl/trainer/{dpo,kto}_trainer.py call add_fused_lm_head on policy and reference
@@ -402,6 +403,117 @@ def trainer_fields(values: dict[str, Any], lora: bool, problems: Problems, file:
         )
         return {}
     return {"trainer": trainer, "ref_model": ref, "fused_lm_head": fused, "sequences_per_sample": 2 if trainer in PAIR_TRAINERS else 1}
+
+
+# TRL 1.16 trl/experimental/gkd/gkd_config.py GKDConfig defaults (tests/planner/test_gkd.py reads them from GKDConfig).
+GKD_DEFAULTS = {"lmbda": 0.5, "beta": 0.5, "max_new_tokens": 128, "seq_kd": False}
+# ms-swift --teacher_deepspeed presets (swift/llm/ds_config/*.json): name -> (ZeRO stage, offload_param)
+SWIFT_TEACHER_DEEPSPEED = {
+    "zero0": (0, False),
+    "zero1": (1, False),
+    "zero2": (2, False),
+    "zero2_offload": (2, False),
+    "zero3": (3, False),
+    "zero3_offload": (3, True),
+}
+SWIFT_VLLM_UTILIZATION = 0.9  # ms-swift swift/rlhf_trainers/args_mixin.py vllm_gpu_memory_utilization default
+GKD_KEYS = ("teacher_model", "teacher_model_name_or_path", "teacher_model_server", "lmbda", "seq_kd", "gkd_loss", "teacher_deepspeed", "offload_teacher_model")
+
+
+def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: str, model_config=None, beside=None) -> dict[str, Any]:
+    """GKD's Setup fields (planner/gkd.py): the teacher (a config file, a model id resolved through vramfit.models, a
+    server, or none: TRL's teacher is then the policy's model again, ms-swift distils from the policy itself), the
+    on-policy fraction, the divergence, the generated length and the loss's implementation."""
+    if trainer != "gkd":
+        given = [k for k in GKD_KEYS if values.get(k) not in (None, False, "") and not (k == "gkd_loss" and values.get(k) == "trl")]
+        if given:
+            problems.add(file, given[0], f"{given[0]} is a GKD setting, but trainer={trainer}", "set trainer=gkd, or drop it.")
+        return {}
+    from pathlib import Path
+
+    loss = str(values.get("gkd_loss") or "trl").lower()
+    if loss not in ("trl", "swift"):
+        problems.add(file, "gkd_loss", f"{loss!r} is not trl or swift", "write gkd_loss=trl (TRL's GKDTrainer) or gkd_loss=swift (ms-swift's).")
+        return {}
+    out: dict[str, Any] = {"gkd_loss": loss}
+    for key, lo, hi in (("lmbda", 0.0, 1.0), ("beta", 0.0, 1.0)):
+        raw = values.get("gkd_beta") if key == "beta" and values.get("gkd_beta") is not None else values.get(key)
+        value = GKD_DEFAULTS[key] if raw is None else raw
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= float(value) <= hi:
+            problems.add(file, key, f"{value!r} is not in [0, 1] (GKDConfig refuses it)", f"write {key}=0.5.")
+            return {}
+        out["gkd_beta" if key == "beta" else key] = float(value)
+    new = values.get("max_new_tokens") or values.get("max_completion_length") or GKD_DEFAULTS["max_new_tokens"]
+    if isinstance(new, bool) or not isinstance(new, int) or new < 1:
+        problems.add(file, "max_new_tokens", f"{new!r} is not a positive whole number", "write max_new_tokens=128.")
+        return {}
+    out["max_new_tokens"] = int(new)
+    out["seq_kd"] = _truthy(values.get("seq_kd"))
+    if values.get("gkd_vllm") is not None:  # ms-swift's rollout engine (recipe planner keys; args_mixin.py defaults)
+        out.update(
+            use_vllm=True,
+            vllm_mode=str(values["gkd_vllm"]),
+            vllm_gpu_memory_utilization=float(values.get("gkd_vllm_gpu_memory_utilization") or SWIFT_VLLM_UTILIZATION),
+            vllm_sleep=_truthy(values.get("gkd_vllm_sleep")),
+        )
+    out["offload_teacher_model"] = _truthy(values.get("offload_teacher_model"))
+    preset = values.get("teacher_deepspeed")
+    if preset not in (None, ""):
+        name = Path(str(preset)).name.removesuffix(".json")
+        if name not in SWIFT_TEACHER_DEEPSPEED:
+            problems.add(
+                file,
+                "teacher_deepspeed",
+                f"{preset!r} is not an ms-swift DeepSpeed preset the planner knows",
+                f"use one of {', '.join(SWIFT_TEACHER_DEEPSPEED)}.",
+            )
+            return {}
+        out["teacher_stage"], out["teacher_offload"] = SWIFT_TEACHER_DEEPSPEED[name]
+    server = values.get("teacher_model_server")
+    if server not in (None, "", False) and str(server).lower() not in ("false", "none"):
+        out["teacher_server"] = True
+        return out
+    teacher = values.get("teacher_model") or values.get("teacher_model_name_or_path")
+    if teacher in (None, ""):
+        if loss == "swift":
+            out["teacher_self"] = True  # ms-swift: no teacher -> self-distillation through the policy (no extra weights)
+        elif model_config is not None:
+            out["teacher_config"] = Path(model_config)  # GKDConfig: "If None, the teacher model will be the same as the model being trained"
+        return out
+    text = str(teacher)
+    candidate = Path(text).expanduser()
+    if beside is not None and not candidate.is_absolute():
+        candidate = Path(beside) / candidate
+    if text.endswith(".json") and candidate.is_file():
+        path = candidate
+    else:
+        from vramfit import models
+
+        found = models.resolve(text, Path(beside) if beside is not None else None)
+        if found.path is None:
+            out["teacher_missing"] = f"no config.json found for the GKD teacher '{text}' (looked in {', '.join(found.looked)})"
+            return out
+        path = Path(found.path)
+    from vramfit.checks.model_config import check as check_model_config
+
+    before = len(problems.items)
+    check_model_config(path, problems)  # the teacher's config passes the same input layer as the policy's
+    if len(problems.items) > before:
+        return {}
+    if loss == "trl" and model_config is not None:
+        from vramfit.planner import params
+
+        student, teacher = params.summary(Path(model_config)).vocab, params.summary(path).vocab
+        if student != teacher:  # gkd_trainer.py __init__ raises: GKD compares the full next-token distributions
+            problems.add(
+                file,
+                "teacher_model",
+                f"the teacher's vocabulary ({teacher:,}) is not the student's ({student:,}): TRL's GKDTrainer refuses the pair",
+                "use a teacher with the student's vocab_size (or TRL's GOLD trainer for cross-tokenizer distillation).",
+            )
+            return {}
+    out["teacher_config"] = path
+    return out
 
 
 def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

@@ -40,14 +40,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import evaluation, grpo, host, params, states, training
+from vramfit.planner import evaluation, gkd, grpo, host, params, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
 GIB = 2**30
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
-RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "vllm")
+RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "teacher_model", "vllm")
 ORDER = (
     "vllm",
     "weights",
@@ -57,6 +57,7 @@ ORDER = (
     "paged_optimizer_states",
     "zero_buffers",
     "reference_model",
+    "teacher_model",
     "optimizer_step",
     "activations",
     "vision_activations",
@@ -202,9 +203,15 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         "zero_buffers": st.buffers,
         "reference_model": grpo.reference_weights(s, counts) if s.method == "grpo" else states.reference_copy(s, counts),
     }
+    is_gkd = s.trainer == "gkd"
+    tarch = gkd.teacher_arch(s) if is_gkd else None
+    if is_gkd:
+        resident["teacher_model"] = gkd.teacher_weights(s, tarch)
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
-    seq = grpo.sequence(s) if is_grpo else s.seq_len
+    seq = grpo.sequence(s) if is_grpo else gkd.train_length(s) if is_gkd else s.seq_len
+    if is_gkd and seq != s.seq_len:
+        s = s.replace(seq_len=seq)  # TRL trains on the prompt (up to max_length) + max_new_tokens
     from vramfit.planner import trace as tracing
 
     # TRL's preference trainers run chosen + rejected as one batch: the step's activations are those of twice the
@@ -215,8 +222,14 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
         if s.fused_lm_head and not is_grpo:
             loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * seq)
+        if is_gkd:
+            loss = gkd.loss_bytes(ts, arch, tarch, seq)
         terms = training.train_peak(ts, arch, counts, seq, loss)
-    if s.trainer != "sft":
+    if is_gkd:
+        notes.append(gkd.note(s, tarch, resident["teacher_model"], seq))
+        if s.teacher_missing:
+            incomplete.append(f"the GKD teacher's weights and logits ({s.teacher_missing})")
+    elif s.trainer != "sft":
         notes.append(trainer_note(s, seq, resident["reference_model"]))
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
@@ -232,6 +245,19 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             "reduce-scatters after every micro-batch instead"
         )
     analytic = arch.analytic_gap is None
+    if is_gkd:
+        generation = gkd.generation_terms(s, arch, counts, st) if analytic else None
+        if generation is not None:
+            raw["generation"] = {**between_steps, **generation}
+        elif s.lmbda > 0 and not analytic and not (s.use_vllm and s.gkd_loss == "swift"):
+            incomplete.append("GKD on-policy generation (the analytic model cannot build this architecture)")
+        teacher_generation = gkd.teacher_generation_terms(s, tarch, resident["teacher_model"])
+        if teacher_generation is not None:
+            raw["seq_kd"] = {**between_steps, **teacher_generation}
+        elif s.seq_kd and s.gkd_loss == "trl" and s.lmbda < 1 and tarch is not None and tarch.analytic_gap:
+            incomplete.append(f"GKD seq_kd: the teacher's generation (the analytic model cannot build it: {tarch.analytic_gap})")
+        if s.use_vllm and s.gkd_loss == "swift" and s.lmbda > 0:
+            _vllm_phases(s, raw, between_steps, notes)
     if is_grpo and not s.use_vllm and not analytic:
         incomplete.append("GRPO generation (the analytic model cannot build this architecture)")
     elif is_grpo and not s.use_vllm:
@@ -239,19 +265,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     elif is_grpo and s.vllm_mode == "server":
         notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
     elif is_grpo:
-        share = s.vllm_gpu_memory_utilization * gpu.memory_gib
-        if s.vllm_sleep:
-            # vllm_enable_sleep_mode: TRL puts the engine to sleep (level 1: weights offloaded to the CPU,
-            # KV cache discarded) outside generation and wakes it for each generation.
-            for phase in raw.values():
-                phase["vllm"] = 0.0
-            raw["generation"] = {**between_steps, "vllm": share * GIB}
-            notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) is held only while generating")
-        else:
-            notes.append(
-                f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
-                f"({share:.1f} GiB: weights, activations and KV cache) next to training, on every GPU"
-            )
+        _vllm_phases(s, raw, between_steps, notes)
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
         notes.append("GRPO evaluation generates like training; it is not planned as a phase of its own")
@@ -332,6 +346,26 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     )
 
 
+def _vllm_phases(s: Setup, raw: dict, between_steps: dict, notes: list[str]) -> None:
+    """A vLLM engine generating for GRPO or ms-swift's GKD: its share on every GPU (server mode: none here)."""
+    if s.vllm_mode == "server":
+        notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
+        return
+    share = s.vllm_gpu_memory_utilization * s.gpu_spec.memory_gib
+    if s.vllm_sleep:
+        # vllm_enable_sleep_mode: TRL puts the engine to sleep (level 1: weights offloaded to the CPU,
+        # KV cache discarded) outside generation and wakes it for each generation.
+        for phase in raw.values():
+            phase["vllm"] = 0.0
+        raw["generation"] = {**between_steps, "vllm": share * GIB}
+        notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) is held only while generating")
+    else:
+        notes.append(
+            f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
+            f"({share:.1f} GiB: weights, activations and KV cache) next to training, on every GPU"
+        )
+
+
 def trainer_note(s: Setup, seq: int, reference: float) -> str:
     """What the plan of a TRL preference trainer holds beyond supervised training (knobs.trainer_fields)."""
     parts = []
@@ -398,7 +432,8 @@ def vllm_share(setup: Setup) -> float:
     gpu_memory_utilization x the card's total memory (vllm/worker/gpu_worker.py
     `determine_available_memory`: requested_memory = total_gpu_memory * gpu_memory_utilization), weights
     and KV cache inside it; TRL's GRPOTrainer builds one per process in colocate mode."""
-    if setup.method != "grpo" or not setup.use_vllm or setup.vllm_mode != "colocate":
+    gkd_vllm = setup.trainer == "gkd" and setup.gkd_loss == "swift" and setup.lmbda > 0
+    if not (setup.method == "grpo" or gkd_vllm) or not setup.use_vllm or setup.vllm_mode != "colocate":
         return 0.0
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 

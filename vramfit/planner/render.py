@@ -13,6 +13,7 @@ LABELS = {
     "paged_optimizer_states": "optimizer states (paged)",
     "zero_buffers": "ZeRO buffers",
     "reference_model": "reference model",
+    "teacher_model": "teacher model (GKD)",
     "optimizer_step": "optimizer step temporaries",
     "activations": "activations",
     "vision_activations": "vision activations",

@@ -204,6 +204,19 @@ class Setup:
     ref_model: str = "none"  # copy | none | precomputed
     fused_lm_head: bool = False
     sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len
+    # GKD (trainer=gkd; knobs.gkd_fields, gkd.py): the frozen teacher, the on-policy fraction, the divergence
+    teacher_config: Path | None = None  # the teacher's config.json (None: served elsewhere, self-distillation, or unresolved)
+    teacher_server: bool = False  # ms-swift --teacher_model_server: the teacher runs elsewhere
+    teacher_self: bool = False  # ms-swift without a teacher: the policy itself, adapter disabled (no extra weights)
+    teacher_missing: str = ""  # why the teacher's config was not found (the plan is incomplete)
+    lmbda: float = 0.5  # GKDConfig: the fraction of steps that generate on-policy
+    gkd_beta: float = 0.5  # GKDConfig.beta: 0 forward KL, 1 reverse KL, else the generalized JSD
+    max_new_tokens: int = 128  # GKDConfig.max_new_tokens / ms-swift --max_completion_length
+    seq_kd: bool = False  # GKDConfig.seq_kd: the teacher generates when a step is not on-policy
+    gkd_loss: str = "trl"  # trl (GKDTrainer.generalized_jsd_loss) | swift (ms-swift gkd_loss)
+    teacher_stage: int | None = None  # ms-swift --teacher_deepspeed: the teacher's own ZeRO stage (None: the policy's)
+    teacher_offload: bool = False  # ... with offload_param (zero3_offload)
+    offload_teacher_model: bool = False  # ms-swift --offload_teacher_model: the teacher in host RAM between its forwards
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -284,7 +297,9 @@ class Setup:
                     "bnb_4bit_quant_storage": quant.quant_storage,
                 }
             )
-        knob = _knob_fields(knob_values, recipe.method, config, zero, problems, file, lora=recipe.model.lora is not None)
+        knob = _knob_fields(
+            knob_values, recipe.method, config, zero, problems, file, lora=recipe.model.lora is not None, model_config=config_path, beside=Path(file).parent
+        )
         if problems:
             raise ConfigError(problems)
         arch = params.summary(config_path)
@@ -381,7 +396,7 @@ class Setup:
         method = values.get("method", "full")
         grpo = method == "grpo"
         lora = method in ("lora", "qlora") or "lora_r" in values
-        knob = _knob_fields(values, method, config, zero, problems, label, lora=lora)
+        knob = _knob_fields(values, method, config, zero, problems, label, lora=lora, model_config=path, beside=Path.cwd())
         if problems:
             from vramfit.checks.model_config import _shown
             from vramfit.models import stand_in_for
@@ -460,7 +475,15 @@ class Setup:
 
 
 def _knob_fields(
-    values: dict[str, Any], method: str, config: dict[str, Any], zero: "Zero", problems: Problems, file: str, lora: bool = False
+    values: dict[str, Any],
+    method: str,
+    config: dict[str, Any],
+    zero: "Zero",
+    problems: Problems,
+    file: str,
+    lora: bool = False,
+    model_config: Path | None = None,
+    beside: Path | None = None,
 ) -> dict[str, Any]:
     """Setup fields of the launch knobs (knobs.py), shared by recipes and `--model-config`."""
     from vramfit.planner import knobs
@@ -521,6 +544,7 @@ def _knob_fields(
                 "set gradient_accumulation_steps=1 or drop optimizer_in_bwd.",
             )
     out.update(knobs.vllm_fields(values, problems, file))
+    out.update(knobs.gkd_fields(values, out.get("trainer", "sft"), problems, file, model_config, beside))
     out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
     out["images_past_max_length"] = bool(values.get("images_past_max_length", False))
@@ -669,6 +693,17 @@ ARG_KEYS = {
     "ref_model": str,
     "fused_lm_head": bool,
     "precompute_ref_log_probs": bool,
+    # GKD (knobs.gkd_fields): TRL GKDConfig and ms-swift names, and the planner's gkd_beta / gkd_loss
+    "teacher_model": str,
+    "teacher_model_name_or_path": str,
+    "teacher_model_server": str,
+    "lmbda": float,
+    "gkd_beta": float,
+    "max_new_tokens": int,
+    "seq_kd": bool,
+    "gkd_loss": str,
+    "teacher_deepspeed": str,
+    "offload_teacher_model": bool,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = (
@@ -697,7 +732,8 @@ CHOICES = {
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls"),
-    "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto"),
+    "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),
+    "gkd_loss": ("trl", "swift"),
     "ref_model": ("copy", "none", "precomputed"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
     "quant_method": ("bitsandbytes", "gptq", "awq"),
@@ -705,7 +741,7 @@ CHOICES = {
     "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
-FRACTIONS = ("vllm_gpu_memory_utilization",)
+FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
 
 
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
@@ -762,7 +798,10 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         if (
             ok
             and kind in (int, float)
-            and (value < 0 or (value == 0 and key not in ("beta", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample")))
+            and (
+                value < 0
+                or (value == 0 and key not in ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample"))
+            )
         ):
             ok = False
         if ok and key in FRACTIONS and value > 1:

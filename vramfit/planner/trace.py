@@ -1509,6 +1509,8 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}GRPO's generation loop and fused log-prob head cannot run under fake tensors", arch)
     if liger_active(setup, arch):
         return _fallback(gap, notes, f"{why}Liger's Triton kernels cannot run under fake tensors", arch)
+    if getattr(setup, "trainer", "sft") == "gkd":
+        return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not GKD's divergence over student and teacher logits (gkd.py)", arch)
     if getattr(setup, "fused_lm_head", False):
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not TRL's fused log-prob head (DPO)", arch)
     if getattr(setup, "head", "lm") != "lm":

@@ -78,7 +78,6 @@ ALIASES = {
 # latter says so and exits 3 (incomplete), since the plan of the policy alone understates the run
 PREFERENCE_TRAINERS = ("dpo", "kto", "orpo", "cpo", "reward")
 UNPLANNED_TRAINERS = {
-    "gkd": "teacher model and on-policy generation",
     "online_dpo": "generation and its reward / judge model",
     "rloo": "on-policy generation",
 }
@@ -2320,6 +2319,8 @@ class _Builder:
         origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         if self.trainer in PREFERENCE_TRAINERS:
             self._preference_trainer(cls, origin, trl_own)
+        elif self.trainer == "gkd":
+            self._gkd_trainer(cls, origin)
         elif self.trainer in UNPLANNED_TRAINERS:
             what = UNPLANNED_TRAINERS[self.trainer]
             self.terms_missing.append(f"{cls}'s {what}")
@@ -2333,6 +2334,102 @@ class _Builder:
                     line=origin.line,
                 )
             )
+
+    def _gkd_trainer(self, cls: str, origin: Origin) -> None:
+        """Plan GKD as it runs (planner knobs, vramfit/planner/gkd.py): TRL's GKDConfig fields (teacher_model_name_or_path,
+        lmbda, beta, max_new_tokens, seq_kd) or ms-swift's `swift rlhf --rlhf_type gkd` arguments (--teacher_model,
+        --teacher_model_server, --lmbda, --beta, --max_completion_length, --teacher_deepspeed, --offload_teacher_model,
+        --use_vllm / --vllm_mode / --vllm_gpu_memory_utilization / --sleep_level). The teacher's config is found the way
+        the policy's is (vramfit.models); a teacher found nowhere leaves the review incomplete, as an unknown model does."""
+        from vramfit import models
+
+        planner = self.recipe.setdefault("planner", {})
+        planner["trainer"] = "gkd"
+        self.origins["planner.trainer"] = origin
+        swift = self.primary.program.startswith("swift ")
+        flags = {st.key.lstrip("-").replace("-", "_"): st for src in self.sources for st in src.settings}
+        used: list[Setting] = []
+
+        def take(name: str, key: str, kind=None) -> Any:
+            st = flags.get(name)
+            if st is None:
+                return None
+            value = self.scalar(st)
+            if kind is not None:
+                try:
+                    value = kind(value)
+                except (TypeError, ValueError):
+                    return None
+            planner[key] = value
+            self.origins[f"planner.{key}"] = Origin(st.file, st.key, st.line)
+            used.append(st)
+            return value
+
+        if swift:
+            planner["gkd_loss"] = "swift"
+        take("lmbda", "lmbda", float)
+        take("beta", "gkd_beta", float)
+        take("max_completion_length" if swift else "max_new_tokens", "max_new_tokens", int)
+        take("seq_kd", "seq_kd", lambda v: v in (True, "true", "True", 1))
+        take("teacher_deepspeed", "teacher_deepspeed", str)
+        take("offload_teacher_model", "offload_teacher_model", lambda v: v in (True, "true", "True", 1))
+        parts = []
+        server = take("teacher_model_server", "teacher_model_server", str)
+        named = flags.get("teacher_model" if swift else "teacher_model_name_or_path") or flags.get("teacher_model_name_or_path")
+        if server:
+            parts.append("the teacher served elsewhere (--teacher_model_server): nothing of it on these GPUs")
+        elif named is not None:
+            teacher = str(self.scalar(named))
+            used.append(named)
+            found = models.resolve(teacher, self.primary.path.parent)
+            if found.path is None:
+                what = f"the teacher model '{teacher}' (no config.json found: looked in {', '.join(found.looked)})"
+                self.terms_missing.append(f"{cls}'s {what}")
+                self.findings.append(
+                    Finding(
+                        "info",
+                        named.file,
+                        named.key,
+                        f"{cls}: the plan holds the student's training and GKD's loss, but {what} is not planned, so the review is "
+                        "incomplete (a 'fits' would understate the run)",
+                        "pass the teacher's config.json as a local folder beside the script, or run where the Hub can be reached.",
+                        line=named.line,
+                    )
+                )
+                planner["teacher_model"] = None
+                planner["teacher_model_server"] = None
+            else:
+                planner["teacher_model"] = str(Path(found.path).resolve())
+                self.origins["planner.teacher_model"] = Origin(named.file, named.key, named.line)
+                parts.append(f"a frozen teacher, {teacher} ({found.how})")
+        else:
+            parts.append(
+                "no teacher named: ms-swift distils from the policy itself" if swift else "no teacher named: GKDConfig's teacher is the policy's model"
+            )
+        if swift:  # ms-swift's rollout arguments (swift/rlhf_trainers/args_mixin.py: vllm_mode None, utilization 0.9)
+            if take("use_vllm", "gkd_vllm", lambda v: v in (True, "true", "True", 1)):
+                mode = flags.get("vllm_mode")
+                planner["gkd_vllm"] = str(self.scalar(mode)) if mode is not None else "colocate"
+                take("vllm_gpu_memory_utilization", "gkd_vllm_gpu_memory_utilization", float)
+                take("sleep_level", "gkd_vllm_sleep", lambda v: int(v) > 0)
+                used.extend(st for st in (mode,) if st is not None)
+            else:
+                planner.pop("gkd_vllm", None)
+        keys = {st.key for st in used}
+        self.not_modelled = [k for k in self.not_modelled if k not in keys]
+        self.findings = [f for f in self.findings if not (f.key in keys and "own argument" in f.what)]
+        lmbda = planner.get("lmbda", 0.5)
+        parts.append(f"{'on-policy generation for lmbda ' + format(lmbda, 'g') + ' of the steps' if lmbda else 'no on-policy generation (lmbda 0)'}")
+        parts.append("the divergence over the student's and the teacher's full-vocabulary logits")
+        self.findings.append(
+            Finding(
+                "info",
+                origin.file,
+                origin.key,
+                f"{cls}: reviewed with the {cls} defaults and planned as GKD trains: {'; '.join(parts)}",
+                line=origin.line,
+            )
+        )
 
     def _preference_trainer(self, cls: str, origin: Origin, trl_own: bool) -> None:
         """Plan TRL's preference trainers as they run (planner knobs `trainer`, `ref_model`, `fused_lm_head`,
