@@ -1114,6 +1114,47 @@ def peft_moe_conversion() -> dict:
     return libraries.cached("peft-moe-conversion", read)
 
 
+def peft_refused_modules(model_type: str, names) -> tuple[str, ...]:
+    """The module names among `names` that PEFT refuses to adapt with LoRA on a model of this `config.model_type`,
+    as PEFT itself decides: each name is put to LoraModel's own `_check_target_module_compatiblity` (PEFT 0.21
+    tuners_utils.py -> `_check_lora_target_modules_mamba`: Mamba-family models refuse `out_proj` and `conv1d`,
+    "Please remove it from `target_modules`"), which `inject_adapter` runs on every matched module's leaf name, an
+    `all-linear` resolution included. Read once per set of installed library versions (importing PEFT costs
+    seconds); none with a PEFT without the check."""
+    import hashlib
+    import json
+
+    from vramfit import libraries
+
+    names = sorted({str(n) for n in names})
+
+    def read() -> list[str]:
+        from types import SimpleNamespace
+
+        try:
+            from peft import LoraConfig
+            from peft.tuners.lora import LoraModel
+        except ImportError:
+            return []
+        check = getattr(LoraModel, "_check_target_module_compatiblity", None)
+        if check is None:  # a PEFT before the check: it adapts every module it is given
+            return []
+        model = SimpleNamespace(config=SimpleNamespace(model_type=model_type))
+        tuner = object.__new__(LoraModel)  # the check reads the config and the model, not the tuner
+        refused = []
+        for name in names:
+            try:
+                check(tuner, LoraConfig(), model, name)
+            except ValueError:
+                refused.append(name)
+            except Exception:  # noqa: BLE001 - a check that needs more than it is given: nothing said refused
+                continue
+        return refused
+
+    key = hashlib.sha256(json.dumps([model_type, names]).encode()).hexdigest()[:12]
+    return tuple(libraries.cached(f"peft-refused-{key}", read))
+
+
 def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
     """The parameters PEFT adapts through lora.ParamWrapper for these `target_modules`, as PEFT itself decides.
 

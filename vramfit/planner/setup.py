@@ -293,6 +293,7 @@ class Setup:
             seq = max(seq, images * tokens)
         lora = recipe.model.lora
         if lora:
+            _peft_refused(arch, lora.target_modules, True, problems, file, "model.lora")
             _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
             if problems:
                 raise ConfigError(problems)
@@ -419,6 +420,8 @@ class Setup:
             raise ConfigError(problems)
         notes += [unfrozen_note] if unfrozen_note else []
         if lora:
+            targets, note = _peft_refused(arch, targets, "lora_target_modules" in values, problems, label, "")
+            notes += [note] if note else []
             dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "")
             if problems:
                 raise ConfigError(problems)
@@ -809,6 +812,43 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
         )
         return dropout, None
     return 0.0, f"lora_dropout 0 planned, not the default {dropout:g}: {what} (a run that sets lora_dropout > 0 stops in get_peft_model)"
+
+
+PEFT_REFUSED_RULE = "peft-refused-target"  # the reviewer re-plans with the targets PEFT accepts
+
+
+def _peft_refused(arch, targets, given: bool, problems: Problems, file: str, prefix: str) -> tuple[Any, str | None]:
+    """(the LoRA targets PEFT builds, a note): PEFT refuses some modules on some architectures (params.peft_refused_modules:
+    `out_proj` / `conv1d` on Mamba-family models), `all-linear` included, with a ValueError in get_peft_model. Targets the
+    run gives are bad input naming the targets PEFT accepts; the planner's own default (`all-linear`) is planned on the
+    linear modules PEFT accepts, said in a note. A regex is left to PEFT (the trace meets its answer)."""
+    from vramfit.planner import params
+
+    leaves = list(dict.fromkeys(lin.name.rsplit(".", 1)[-1] for lin in arch.linears))
+    if targets == "all-linear":
+        named = leaves
+    elif isinstance(targets, (list, tuple)):
+        named = [str(t).rsplit(".", 1)[-1] for t in targets]
+    else:
+        return targets, None
+    refused = set(params.peft_refused_modules(arch.model_type, set(named) | set(leaves)))
+    hit = [n for n in dict.fromkeys(named) if n in refused]
+    if not hit:
+        return targets, None
+    import peft
+
+    accepted = [t for t in (leaves if targets == "all-linear" else targets) if str(t).rsplit(".", 1)[-1] not in refused]
+    spelt = ",".join(targets) if isinstance(targets, (list, tuple)) else targets
+    what = (
+        f"PEFT {peft.__version__} refuses LoRA on {', '.join(hit)} of {arch.architecture} (model_type {arch.model_type}; "
+        f"peft tuners_utils `_check_target_module_compatiblity`), which target_modules {spelt} names"
+    )
+    key = f"{prefix}.target_modules" if prefix else "lora_target_modules"
+    if given:
+        fix = f"set {key} to {','.join(accepted)}." if accepted else f"drop {', '.join(hit)} from {key}."
+        problems.add(file, key, f"{what}: the run stops in get_peft_model", fix, rule=PEFT_REFUSED_RULE)
+        return targets, None
+    return accepted, f"LoRA targets not given: planned on the linear modules PEFT accepts ({','.join(accepted)}), not all-linear: {what}"
 
 
 def _targets(value: str):
