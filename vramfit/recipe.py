@@ -122,6 +122,7 @@ class Knobs(Strict):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)
+    accelerate_version: Union[str, None] = None  # the run's accelerate (< 1.11.0: FSDP2 reduce-scatters every micro-batch)
     torch_version: Union[str, None] = None  # the run's torch (< 2.0: zero_grad keeps the gradients allocated)
     # FSDP1 (use_orig_params) with LoRA inside its layer's unit, as Lightning Fabric wraps litgpt's blocks: the
     # frozen weights get gradients; "separate": PEFT's own wrap policy (transformers' Trainer) or FSDP2

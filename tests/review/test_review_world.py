@@ -1355,3 +1355,21 @@ def test_ms_swift_attn_impl_is_the_attention(tmp_path):
         "CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora --attn_impl flash_attn --max_length 8192\n",
     )
     assert review([str(path)], gpu="a100-80g").plan.setup.attention == "flash"
+
+
+@pytest.mark.parametrize("pin, sharded", [("accelerate==1.10.0\n", True), ("accelerate==1.11.0\n", False), ("", False)])
+def test_fsdp2_accumulation_is_planned_under_the_accelerate_pinned_beside_the_config(tmp_path, pin, sharded):
+    """axolotl's top-level fsdp_version: 2 is FSDP2; an accelerate==X pin beside the config is the run's accelerate
+    (before 1.11.0 FSDP2 reduce-scatters every accumulation micro-batch); no exact pin: the installed accelerate."""
+    (tmp_path / "requirements.txt").write_text(pin)
+    config = write(
+        tmp_path,
+        "fsdp2.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 1024\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\n"
+        "bf16: true\nfsdp_version: 2\nfsdp_config:\n  offload_params: false\n  reshard_after_forward: true\n",
+    )
+    p = review([str(config)], gpu="a100-80g", gpus=8).plan
+    assert p.setup.engine == "fsdp" and p.setup.fsdp_version == 2
+    assert p.setup.accelerate_version == (pin.split("==")[1].strip() if pin else None)
+    assert any(n.startswith("FSDP2 gradient accumulation planned under") for n in p.notes)
+    assert (not any("holds the unsharded gradients" in n for n in p.notes)) is sharded

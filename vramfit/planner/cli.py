@@ -48,6 +48,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   vllm_enable_sleep_mode=true  max_tiles=N (InternVL)  frames_per_sample=N video_max_pixels=N (Qwen2-VL)
   bitsandbytes_version=0.41.1 (the run's bitsandbytes; before 0.43.2 each 4-bit linear keeps its input)
   torch_version=1.13.1 (the run's torch; before 2.0 zero_grad() keeps the gradients through the forward)
+  accelerate_version=1.10.1 (the run's accelerate; before 1.11.0 FSDP2 accumulation reduce-scatters every micro-batch)
   sync_each_batch=true (accelerate: FSDP reduces every micro-batch; default: unsharded gradients under no_sync)
   fsdp_lora_units=layer (FSDP1 use_orig_params, LoRA inside its layer's unit as Lightning Fabric wraps litgpt)
   autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)

@@ -195,6 +195,9 @@ class Setup:
     # accelerate GradientAccumulationPlugin.sync_each_batch: reduce-scatter after every micro-batch instead of
     # accumulating unsharded gradients under no_sync (states.fsdp_accumulated_gradients)
     fsdp_sync_each_batch: bool = False
+    # the run's accelerate (knobs.accelerate_fields); None: the installed one. < 1.11.0: FSDP2 reduce-scatters every
+    # accumulation micro-batch (knobs.fsdp2_reduces_each_batch)
+    accelerate_version: str | None = None
     # TRL preference trainers (knobs.trainer_fields): chosen + rejected in one batch, a frozen reference model,
     # DPO's fused LM head (log-probs in tiles, no whole logits)
     trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
@@ -477,6 +480,7 @@ def _knob_fields(
     if fsdp and knobs._truthy(fsdp_config.get("activation_checkpointing")):
         out["gradient_checkpointing"] = True  # accelerate FSDP activation_checkpointing wraps every layer
     out.update(knobs.fsdp_accumulation_fields(values, fsdp, fsdp_config, problems, file))
+    out.update(knobs.accelerate_fields(values, problems, file))
     out.update(knobs.precision_fields(values, method == "grpo", problems, file))
     out["frozen_fp32"] = out["master_fp32"]
     out.update(knobs.quant_fields(values, method, config, problems, file))
@@ -628,6 +632,7 @@ ARG_KEYS = {
     "quant_method": str,
     "bitsandbytes_version": str,
     "torch_version": str,
+    "accelerate_version": str,
     "modules_to_save": str,
     "activation_offloading": bool,
     "packing": bool,
@@ -738,7 +743,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         words: tuple[str, ...] = ()
         if isinstance(kind, tuple):
             kind, words = kind
-        if key in ("bitsandbytes_version", "torch_version") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key in ("bitsandbytes_version", "torch_version", "accelerate_version") and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)  # 0.43 parses as a number; a version is a name
         if key == "fsdp" and isinstance(value, bool):
             value = "full_shard" if value else ""

@@ -64,9 +64,11 @@ def review(
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
+    accelerate_version: str | None = None,
 ) -> Review:
     flags = dict(
         trl_version=trl_version,
+        accelerate_version=accelerate_version,
         torch_version=torch_version,
         bitsandbytes_version=bitsandbytes_version,
         gpu=gpu,
@@ -143,6 +145,7 @@ def _review_sources(
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
+    accelerate_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
@@ -163,6 +166,7 @@ def _review_sources(
                         source="planner",
                     )
                 )
+            _accelerate_reading(mapped, accelerate_version)
             if bitsandbytes_version:  # the run's bitsandbytes (planner knob bitsandbytes_version): what a 4-bit linear keeps
                 mapped.recipe.setdefault("planner", {})["bitsandbytes_version"] = bitsandbytes_version
                 mapped.origins["planner.bitsandbytes_version"] = mapping.Origin(mapped.primary.label, "--bitsandbytes-version")
@@ -301,6 +305,22 @@ def _fused_experts_reading(mapped: mapping.Mapped, what: str) -> tuple[str, str]
     said = f"this repository pins {pin}" if pin is not None else "nothing beside the files pins transformers"
     how = "; the framework resolves the target modules itself" if own_resolution else ""
     return "info", f"{what} - under transformers 5 with PEFT resolving the targets only ({said}{how})"
+
+
+def _accelerate_reading(mapped: mapping.Mapped, given: str | None) -> None:
+    """The run's accelerate for the plan (planner knob accelerate_version: FSDP2 gradient accumulation, knobs.py
+    FSDP2_NO_SYNC_SINCE): --accelerate-version, else an exact pin beside the script (`accelerate==X`; a range or a git
+    pin does not say which release ran, so the installed one is read, as without a pin)."""
+    pin = mapped.accelerate_pin
+    if given:
+        version, where = given, "--accelerate-version"
+    elif pin is not None and pin.op == "==":
+        version, where = pin.version, f"this repository pins {pin}"
+    else:
+        return
+    mapped.recipe.setdefault("planner", {})["accelerate_version"] = version
+    mapped.origins["planner.accelerate_version"] = mapping.Origin(mapped.primary.label, "--accelerate-version" if given else pin.file)
+    mapped.findings.append(Finding("info", mapped.primary.label, "", f"planned under accelerate {version} ({where})", source="planner"))
 
 
 def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
