@@ -50,6 +50,9 @@ class LoRA(Strict):
     dropout: float = Field(default=0.05, ge=0, lt=1)
     # A list of module-name suffixes, "all-linear", or one PEFT regex over full module names.
     target_modules: Union[list[str], str]
+    # PEFT LoraConfig.target_parameters: parameters (fused MoE experts' experts.gate_up_proj / experts.down_proj) adapted
+    # through lora.ParamWrapper; PEFT matches a name when a parameter's full name equals it or ends in ".<name>"
+    target_parameters: list[str] = []
     modules_to_save: list[str] = []
 
 

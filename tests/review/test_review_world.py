@@ -1373,3 +1373,32 @@ def test_fsdp2_accumulation_is_planned_under_the_accelerate_pinned_beside_the_co
     assert p.setup.accelerate_version == (pin.split("==")[1].strip() if pin else None)
     assert any(n.startswith("FSDP2 gradient accumulation planned under") for n in p.notes)
     assert (not any("holds the unsharded gradients" in n for n in p.notes)) is sharded
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "moe.yml",
+            "base_model: mistralai/Mixtral-8x7B-Instruct-v0.1\nadapter: lora\nlora_r: 16\nlora_alpha: 32\nlora_dropout: 0\n"
+            "lora_target_modules:\n  - q_proj\n  - v_proj\nlora_target_parameters:\n  - experts.gate_up_proj\n  - experts.down_proj\n"
+            "sequence_len: 1024\nmicro_batch_size: 1\nbf16: true\n",
+        ),
+        (
+            "train.py",
+            "from peft import LoraConfig\nfrom transformers import AutoModelForCausalLM\nfrom trl import SFTConfig, SFTTrainer\n\n"
+            'model = AutoModelForCausalLM.from_pretrained("mistralai/Mixtral-8x7B-Instruct-v0.1")\n'
+            'peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=["q_proj", "v_proj"], '
+            'target_parameters=["experts.gate_up_proj", "experts.down_proj"])\n'
+            'args = SFTConfig(output_dir="out", per_device_train_batch_size=1, max_length=1024, bf16=True)\n'
+            "SFTTrainer(model=model, args=args, peft_config=peft_config).train()\n",
+        ),
+    ],
+)
+def test_lora_target_parameters_are_planned_not_left_unreviewed(tmp_path, name, text):
+    """axolotl `lora_target_parameters` and PEFT LoraConfig(target_parameters=...): the fused experts' LoRA is planned
+    (lora.ParamWrapper, planner params.named_parameter_targets), not "read but not reviewed"."""
+    result = review([str(write(tmp_path, name, text))], gpu="h100", gpus=8)
+    assert result.plan.setup.lora_target_parameters == ("experts.gate_up_proj", "experts.down_proj")
+    assert any("lora.ParamWrapper: gate_up_proj x 32, down_proj x 32" in n for n in result.plan.notes)
+    assert not [f for f in result.findings if "target_parameters" in f.what and "not reviewed" in f.what]

@@ -31,6 +31,7 @@ Hugging Face / TRL argument name (per_device_train_batch_size=2), which resolves
   method=full|lora|qlora|grpo (default full; qlora = LoRA on an nf4 base)
   seq_len=N / max_length=N (tokens per sample, text + image; default 2048, GRPO prompt 512)
   lora_r=N (16)  lora_dropout=X (0.05)  lora_target_modules=all-linear|<regex>|q_proj,v_proj
+  lora_target_parameters=experts.gate_up_proj,experts.down_proj (PEFT target_parameters: lora.ParamWrapper)
   max_pixels=N (Qwen2-VL family, default the model's 12845056)
   max_slice_nums=N (MiniCPM-V)  images_per_sample=N  train_vision=true|false
   host_ram_gib=X (node size, to check host RAM)  eval_samples=N  expandable_segments=true|false

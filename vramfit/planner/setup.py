@@ -127,6 +127,7 @@ class Setup:
     train_vision: bool | int = False  # int N: vision layers N.. train
     lora_r: int | None = None
     lora_targets: Any = None  # list of names (suffix match), a regex string, or "all-linear"
+    lora_target_parameters: tuple[str, ...] = ()  # PEFT target_parameters (params.named_parameter_lora)
     lora_dropout: float = 0.0
     lora_fused_qkv: bool = False
     modules_to_save: tuple[str, ...] = ()
@@ -297,7 +298,7 @@ class Setup:
         lora = recipe.model.lora
         if lora:
             _peft_refused(arch, lora.target_modules, True, problems, file, "model.lora")
-            _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
+            _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora", lora.target_parameters)
             if problems:
                 raise ConfigError(problems)
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, file, "planner.unfrozen_parameters")
@@ -305,6 +306,8 @@ class Setup:
             raise ConfigError(problems)
         eval_on = str(t.get("eval_strategy", _get({}, "eval_strategy"))) != "no" or bool(t.get("do_eval"))
         eval_samples, notes = None, [unfrozen_note] if unfrozen_note else []
+        parameters_note = _target_parameters_note(arch, lora.target_parameters) if lora else None
+        notes += [parameters_note] if parameters_note else []
         if eval_on:
             eval_samples = _count_records(recipe.path(recipe.data.eval_file)) if recipe.data.eval_file else None
             if eval_samples is None and not _get(t, "prediction_loss_only"):
@@ -327,6 +330,7 @@ class Setup:
             train_vision=recipe.model.train.vision_tower,
             lora_r=lora.r if lora else None,
             lora_targets=lora.target_modules if lora else None,
+            lora_target_parameters=tuple(lora.target_parameters) if lora else (),
             lora_dropout=lora.dropout if lora else 0.0,
             modules_to_save=tuple(lora.modules_to_save) if lora else (),
             attention=ATTENTION[recipe.model.attn_implementation],
@@ -417,6 +421,7 @@ class Setup:
         engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else ("ddp" if world > 1 else "single"))
         modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
         targets = _targets(values.get("lora_target_modules", "all-linear")) if lora else None
+        parameters = tuple(p for p in str(values.get("lora_target_parameters", "")).split(",") if p) if lora else ()
         dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, label, "unfrozen_parameters")
         if problems:
@@ -425,9 +430,11 @@ class Setup:
         if lora:
             targets, note = _peft_refused(arch, targets, "lora_target_modules" in values, problems, label, "")
             notes += [note] if note else []
-            dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "")
+            dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "", parameters)
             if problems:
                 raise ConfigError(problems)
+            notes += [note] if note else []
+            note = _target_parameters_note(arch, parameters)
             notes += [note] if note else []
         return cls(
             **{"zero": zero, **_training_fields(values, zero, grpo), **knob},
@@ -443,6 +450,7 @@ class Setup:
             train_vision=bool(values.get("train_vision", False)),
             lora_r=int(values.get("lora_r", 16)) if lora else None,
             lora_targets=targets,
+            lora_target_parameters=parameters,
             lora_dropout=dropout,
             modules_to_save=modules,
             attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
@@ -634,6 +642,7 @@ ARG_KEYS = {
     "torch_version": str,
     "accelerate_version": str,
     "modules_to_save": str,
+    "lora_target_parameters": str,
     "activation_offloading": bool,
     "packing": bool,
     "padding_free": bool,
@@ -788,7 +797,34 @@ PEFT_DROPOUT_RULE = "peft-param-wrapper-dropout"  # the reviewer writes this pro
 ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj"
 
 
-def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str) -> tuple[float, str | None]:
+def _target_parameters_note(arch, parameters) -> str | None:
+    """What an explicit target_parameters list adapts, as PEFT matches it (params.named_parameter_targets): a parameter
+    whose lora.ParamWrapper shape the planner does not know is said and left out of the plan, never guessed; an entry
+    that matches nothing is said too (PEFT warns "were set but no parameter was matched" and adapts none)."""
+    from vramfit.planner import params
+
+    if not parameters:
+        return None
+    known, unknown, unmatched = params.named_parameter_targets(arch, parameters)
+    stack = arch.stacks.get("text")
+    said = []
+    if known and (stack is None or not stack.experts or not stack.expert_gated):
+        unknown = [n for names in known.values() for n in names] + unknown
+        known = {}
+    if known:
+        said.append("LoRA target_parameters planned through lora.ParamWrapper: " + ", ".join(f"{k} x {len(v)}" for k, v in known.items()))
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        said.append(
+            f"LoRA target_parameters {shown}: PEFT wraps them, but the planner knows the ParamWrapper shapes of the MoE router "
+            f"and fused experts only ({', '.join(params.PARAMETER_SHAPES)}); their adapters are not planned"
+        )
+    if unmatched:
+        said.append(f"LoRA target_parameters {', '.join(unmatched)} match no parameter of {arch.architecture} (PEFT warns and adapts none)")
+    return "; ".join(said) or None
+
+
+def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str, parameters=()) -> tuple[float, str | None]:
     """(the dropout PEFT can build, a note): PEFT wraps a fused MoE model's experts with lora.ParamWrapper
     (params.peft_parameter_targets), whose __init__ raises "does not work with lora_dropout != 0" (peft
     tuners/lora/layer.py): a dropout the run sets is bad input (the run stops in get_peft_model); the
@@ -796,6 +832,9 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
     from vramfit.planner import params
 
     wrapped = params.peft_parameter_targets(arch, targets) if dropout else ()
+    if dropout and parameters:  # an explicit target_parameters list: every parameter it matches is a ParamWrapper
+        known, unknown, _ = params.named_parameter_targets(arch, parameters)
+        wrapped = tuple(dict.fromkeys([*(wrapped or ()), *known, *unknown]))
     if not wrapped:
         return dropout, None
     import peft

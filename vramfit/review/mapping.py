@@ -50,6 +50,7 @@ ALIASES = {
     "lora_dropout": "model.lora.dropout",
     "lora_target_modules": "model.lora.target_modules",
     "lora_target": "model.lora.target_modules",
+    "lora_target_parameters": "model.lora.target_parameters",  # PEFT LoraConfig(target_parameters=...)
     "double_quant": "model.quantization.double_quant",
     "quant_type": "model.quantization.quant_type",
     "attn_implementation": "model.attn_implementation",
@@ -318,6 +319,7 @@ AXOLOTL = {
     "lora_alpha": "model.lora.alpha",
     "lora_dropout": "model.lora.dropout",
     "lora_target_modules": "model.lora.target_modules",
+    "lora_target_parameters": "model.lora.target_parameters",  # PEFT LoraConfig.target_parameters (lora.ParamWrapper)
     "trust_remote_code": "model.trust_remote_code",
     "attn_implementation": "model.attn_implementation",  # axolotl's current spelling (flash_attention: true before it)
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
@@ -612,6 +614,7 @@ def spelled(kind: str, key: str) -> str:
         "model.lora.alpha": "lora_alpha",
         "model.lora.dropout": "lora_dropout",
         "model.lora.target_modules": "lora_target_modules",
+        "model.lora.target_parameters": "lora_target_parameters",
         "model.attn_implementation": "attn_implementation",
         "hardware.gpus_per_node": "gpus",
         "hardware.nodes": "nodes",
@@ -789,6 +792,8 @@ class _Builder:
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
+        if key == "model.lora.target_parameters" and isinstance(value, str):  # axolotl: str | list[str]
+            value = [m.strip() for m in value.split(",") if m.strip()]
         if key == "model.lora.target_modules" and isinstance(value, str):
             # the trainers' comma lists and 'all' (LLaMA-Factory's FinetuningArguments split_arg / find_all_linear_modules,
             # ms-swift 2.x's ALL): PEFT would read one string as a regex matching nothing
