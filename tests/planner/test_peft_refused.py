@@ -58,3 +58,24 @@ def test_given_refused_targets_stop_with_the_accepted_ones(mamba, targets):
 def test_peft_decides_which_model_types_refuse():
     assert set(params.peft_refused_modules("mamba", ["in_proj", "out_proj", "conv1d"])) == {"out_proj", "conv1d"}
     assert params.peft_refused_modules("llama", ["out_proj"]) == ()
+
+
+def test_review_says_the_refused_targets_in_the_users_keys_and_plans_the_accepted_ones(mamba, tmp_path, monkeypatch):
+    """axolotl's lora_target_linear on a Mamba model: the run stops in get_peft_model (an error in the user's keys); the
+    memory is planned on the targets PEFT accepts. (The activation trace Mamba needs is not what is tested here, and
+    takes seconds: stood in for by "not computed".)"""
+    from vramfit.planner import trace
+    from vramfit.review.reviewer import review
+
+    monkeypatch.setattr(trace, "train_terms", lambda *a, **k: (None, [], ["activations (not traced in this test)"]))
+
+    config = tmp_path / "lora.yml"
+    config.write_text(
+        "base_model: state-spaces/mamba-2.8b-hf\nadapter: lora\nlora_r: 8\nlora_alpha: 16\nlora_dropout: 0\n"
+        "lora_target_linear: true\nsequence_len: 64\nmicro_batch_size: 1\nbf16: true\n"
+    )
+    result = review([str(config)], gpu="h100", gpus=1, model_config=str(mamba))
+    (error,) = [f for f in result.findings if f.severity == "error"]
+    assert "out_proj" in error.what and error.key == "lora_target_linear"
+    assert "lora_target_modules" in error.fix and "in_proj" in error.fix and "out_proj" not in error.fix
+    assert sorted(result.plan.setup.lora_targets) == ["dt_proj", "in_proj", "x_proj"]

@@ -861,11 +861,9 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
 PEFT_REFUSED_RULE = "peft-refused-target"  # the reviewer re-plans with the targets PEFT accepts
 
 
-def _peft_refused(arch, targets, given: bool, problems: Problems, file: str, prefix: str) -> tuple[Any, str | None]:
-    """(the LoRA targets PEFT builds, a note): PEFT refuses some modules on some architectures (params.peft_refused_modules:
-    `out_proj` / `conv1d` on Mamba-family models), `all-linear` included, with a ValueError in get_peft_model. Targets the
-    run gives are bad input naming the targets PEFT accepts; the planner's own default (`all-linear`) is planned on the
-    linear modules PEFT accepts, said in a note. A regex is left to PEFT (the trace meets its answer)."""
+def peft_accepted_targets(arch, targets) -> tuple[list[str], Any]:
+    """(the module names PEFT refuses among those `targets` adapts, the targets with them left out; `all-linear` as the
+    model's linear leaf names). Nothing refused, or a regex: ([], targets)."""
     from vramfit.planner import params
 
     leaves = list(dict.fromkeys(lin.name.rsplit(".", 1)[-1] for lin in arch.linears))
@@ -874,14 +872,24 @@ def _peft_refused(arch, targets, given: bool, problems: Problems, file: str, pre
     elif isinstance(targets, (list, tuple)):
         named = [str(t).rsplit(".", 1)[-1] for t in targets]
     else:
-        return targets, None
+        return [], targets
     refused = set(params.peft_refused_modules(arch.model_type, set(named) | set(leaves)))
     hit = [n for n in dict.fromkeys(named) if n in refused]
+    if not hit:
+        return [], targets
+    return hit, [t for t in (leaves if targets == "all-linear" else targets) if str(t).rsplit(".", 1)[-1] not in refused]
+
+
+def _peft_refused(arch, targets, given: bool, problems: Problems, file: str, prefix: str) -> tuple[Any, str | None]:
+    """(the LoRA targets PEFT builds, a note): PEFT refuses some modules on some architectures (params.peft_refused_modules:
+    `out_proj` / `conv1d` on Mamba-family models), `all-linear` included, with a ValueError in get_peft_model. Targets the
+    run gives are bad input naming the targets PEFT accepts; the planner's own default (`all-linear`) is planned on the
+    linear modules PEFT accepts, said in a note. A regex is left to PEFT (the trace meets its answer)."""
+    hit, accepted = peft_accepted_targets(arch, targets)
     if not hit:
         return targets, None
     import peft
 
-    accepted = [t for t in (leaves if targets == "all-linear" else targets) if str(t).rsplit(".", 1)[-1] not in refused]
     spelt = ",".join(targets) if isinstance(targets, (list, tuple)) else targets
     what = (
         f"PEFT {peft.__version__} refuses LoRA on {', '.join(hit)} of {arch.architecture} (model_type {arch.model_type}; "
