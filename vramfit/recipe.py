@@ -50,6 +50,9 @@ class LoRA(Strict):
     dropout: float = Field(default=0.05, ge=0, lt=1)
     # A list of module-name suffixes, "all-linear", or one PEFT regex over full module names.
     target_modules: Union[list[str], str]
+    # PEFT LoraConfig.target_parameters: parameters (fused MoE experts' experts.gate_up_proj / experts.down_proj) adapted
+    # through lora.ParamWrapper; PEFT matches a name when a parameter's full name equals it or ends in ".<name>"
+    target_parameters: list[str] = []
     modules_to_save: list[str] = []
 
 
@@ -124,6 +127,7 @@ class Knobs(Strict):
     # max_length cuts a sample before its image placeholders become the images' tokens (ms-swift 2.x, Qwen2-VL)
     images_past_max_length: bool = False
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)
+    accelerate_version: Union[str, None] = None  # the run's accelerate (< 1.11.0: FSDP2 reduce-scatters every micro-batch)
     torch_version: Union[str, None] = None  # the run's torch (< 2.0: zero_grad keeps the gradients allocated)
     # FSDP1 (use_orig_params) with LoRA inside its layer's unit, as Lightning Fabric wraps litgpt's blocks: the
     # frozen weights get gradients; "separate": PEFT's own wrap policy (transformers' Trainer) or FSDP2

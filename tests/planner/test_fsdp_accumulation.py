@@ -221,3 +221,25 @@ def test_fsdp_multi_tensor_adamw_keeps_one_moment_of_the_shard_at_the_step():
     assert foreach.phase_breakdowns["optimizer_step"]["optimizer_step"] == pytest.approx(states_gib / 2, rel=1e-6)
     assert "optimizer_step" not in fused.phase_breakdowns["optimizer_step"]
     assert "optimizer_step" not in offload.phase_breakdowns["optimizer_step"]
+
+
+@pytest.mark.parametrize("version, holds", [("1.10.1", False), ("1.10.0.dev0", False), ("1.11.0", True), (None, True)])
+def test_fsdp2_accumulation_follows_the_runs_accelerate(version, holds):
+    """accelerate before 1.11.0 (huggingface/accelerate#3762, ec92b1af) had no no_sync for FSDP2: every micro-batch
+    reduce-scattered, the gradients stayed sharded; from it, the unsharded gradients are kept. Unset: the installed one.
+    The plan says which reading it used."""
+    items = ["fsdp_config.version=2", *FULL, "gradient_accumulation_steps=4"] + ([f"accelerate_version={version}"] if version else [])
+    s = setup(*items, gpus=8)
+    arch, c = resolved(s)
+    assert (states.gpu_states(s, c, arch).accumulated > 0) is holds
+    (note,) = [n for n in plan.plan(s).notes if n.startswith("FSDP2 gradient accumulation planned under")]
+    assert (version or "installed") in note and ("unsharded gradients are kept" in note) is holds
+    # FSDP1 had no_sync before #3762 too: the reading does not move it
+    fsdp1 = setup(*FULL, "gradient_accumulation_steps=4", *(["accelerate_version=1.10.1"] if version else []), gpus=8)
+    assert states.gpu_states(fsdp1, c, arch).accumulated > 0
+
+
+def test_accelerate_version_must_be_a_version():
+    with pytest.raises(ConfigError) as error:
+        setup(*FULL, "accelerate_version=latest")
+    assert error.value.problems.items[0].key == "accelerate_version"

@@ -1503,3 +1503,50 @@ def test_ms_swift_2x_plans_the_image_tokens_on_top_of_max_length(tmp_path, v2):
     assert setup.image_tokens == 768
     assert setup.seq_len == (1024 + 767 if v2 else 1024)
     assert bool(find(result, text="before it expands each image")) == v2
+
+
+@pytest.mark.parametrize("pin, sharded", [("accelerate==1.10.0\n", True), ("accelerate==1.11.0\n", False), ("", False)])
+def test_fsdp2_accumulation_is_planned_under_the_accelerate_pinned_beside_the_config(tmp_path, pin, sharded):
+    """axolotl's top-level fsdp_version: 2 is FSDP2; an accelerate==X pin beside the config is the run's accelerate
+    (before 1.11.0 FSDP2 reduce-scatters every accumulation micro-batch); no exact pin: the installed accelerate."""
+    (tmp_path / "requirements.txt").write_text(pin)
+    config = write(
+        tmp_path,
+        "fsdp2.yml",
+        "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 1024\nmicro_batch_size: 1\ngradient_accumulation_steps: 4\n"
+        "bf16: true\nfsdp_version: 2\nfsdp_config:\n  offload_params: false\n  reshard_after_forward: true\n",
+    )
+    p = review([str(config)], gpu="a100-80g", gpus=8).plan
+    assert p.setup.engine == "fsdp" and p.setup.fsdp_version == 2
+    assert p.setup.accelerate_version == (pin.split("==")[1].strip() if pin else None)
+    assert any(n.startswith("FSDP2 gradient accumulation planned under") for n in p.notes)
+    assert (not any("holds the unsharded gradients" in n for n in p.notes)) is sharded
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "moe.yml",
+            "base_model: mistralai/Mixtral-8x7B-Instruct-v0.1\nadapter: lora\nlora_r: 16\nlora_alpha: 32\nlora_dropout: 0\n"
+            "lora_target_modules:\n  - q_proj\n  - v_proj\nlora_target_parameters:\n  - experts.gate_up_proj\n  - experts.down_proj\n"
+            "sequence_len: 1024\nmicro_batch_size: 1\nbf16: true\n",
+        ),
+        (
+            "train.py",
+            "from peft import LoraConfig\nfrom transformers import AutoModelForCausalLM\nfrom trl import SFTConfig, SFTTrainer\n\n"
+            'model = AutoModelForCausalLM.from_pretrained("mistralai/Mixtral-8x7B-Instruct-v0.1")\n'
+            'peft_config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=["q_proj", "v_proj"], '
+            'target_parameters=["experts.gate_up_proj", "experts.down_proj"])\n'
+            'args = SFTConfig(output_dir="out", per_device_train_batch_size=1, max_length=1024, bf16=True)\n'
+            "SFTTrainer(model=model, args=args, peft_config=peft_config).train()\n",
+        ),
+    ],
+)
+def test_lora_target_parameters_are_planned_not_left_unreviewed(tmp_path, name, text):
+    """axolotl `lora_target_parameters` and PEFT LoraConfig(target_parameters=...): the fused experts' LoRA is planned
+    (lora.ParamWrapper, planner params.named_parameter_targets), not "read but not reviewed"."""
+    result = review([str(write(tmp_path, name, text))], gpu="h100", gpus=8)
+    assert result.plan.setup.lora_target_parameters == ("experts.gate_up_proj", "experts.down_proj")
+    assert any("lora.ParamWrapper: gate_up_proj x 32, down_proj x 32" in n for n in result.plan.notes)
+    assert not [f for f in result.findings if "target_parameters" in f.what and "not reviewed" in f.what]

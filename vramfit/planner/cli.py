@@ -31,6 +31,7 @@ Hugging Face / TRL argument name (per_device_train_batch_size=2), which resolves
   method=full|lora|qlora|grpo (default full; qlora = LoRA on an nf4 base)
   seq_len=N / max_length=N (tokens per sample, text + image; default 2048, GRPO prompt 512)
   lora_r=N (16)  lora_dropout=X (0.05)  lora_target_modules=all-linear|<regex>|q_proj,v_proj
+  lora_target_parameters=experts.gate_up_proj,experts.down_proj (PEFT target_parameters: lora.ParamWrapper)
   max_pixels=N (Qwen2-VL family, default the model's 12845056)
   max_slice_nums=N (MiniCPM-V)  images_per_sample=N  train_vision=true|false
   host_ram_gib=X (node size, to check host RAM)  eval_samples=N  expandable_segments=true|false
@@ -48,6 +49,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   vllm_enable_sleep_mode=true  max_tiles=N (InternVL)  frames_per_sample=N video_max_pixels=N (Qwen2-VL)
   bitsandbytes_version=0.41.1 (the run's bitsandbytes; before 0.43.2 each 4-bit linear keeps its input)
   torch_version=1.13.1 (the run's torch; before 2.0 zero_grad() keeps the gradients through the forward)
+  accelerate_version=1.10.1 (the run's accelerate; before 1.11.0 FSDP2 accumulation reduce-scatters every micro-batch)
   sync_each_batch=true (accelerate: FSDP reduces every micro-batch; default: unsharded gradients under no_sync)
   fsdp_lora_units=layer (FSDP1 use_orig_params, LoRA inside its layer's unit as Lightning Fabric wraps litgpt)
   autocast_adapter_dtype=true (PEFT: fp32 adapters on pure 16-bit weights, each keeping an fp32 copy of its input)

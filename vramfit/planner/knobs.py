@@ -23,6 +23,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 | `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
 | `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
+| `accelerate_version=1.10.1` (planner; review: an `accelerate==` pin beside the script or `--accelerate-version`) | accelerate < 1.11.0 (before huggingface/accelerate#3762) runs FSDP2 accumulation micro-batches synced: sharded gradients, not unsharded | states.py `fsdp_accumulated_gradients`, knobs.py `FSDP2_NO_SYNC_SINCE` |
 | `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
 | `fsdp_lora_units=layer` (planner; default `separate`) | FSDP1 `use_orig_params=True` with LoRA inside its layer's unit (Lightning Fabric `FSDPStrategy(auto_wrap_policy={Block})`, litgpt): the frozen weights get gradients; transformers' Trainer wraps PEFT layers apart | states.py `fsdp_unit_frozen` |
 | `trainer=sft\|dpo\|orpo\|cpo\|reward\|kto` (planner) | TRL 1.16 preference trainers: DPOTrainer, RewardTrainer and experimental ORPO / CPO collate chosen + rejected into one batch of 2 x per_device_train_batch_size sequences (each up to max_length) and run one forward | plan.py `_plan` (2 x micro-batch activations) |
@@ -142,6 +143,55 @@ def fsdp_fields(fsdp: Any, config: dict[str, Any] | None, problems: Problems, fi
             sharding = "full_shard"
     offload = "offload" in options or _truthy(config.get("offload_params")) or _truthy(config.get("cpu_offload"))
     return {"engine": "fsdp", "fsdp_sharding": sharding, "fsdp_version": version, "fsdp_offload": offload}
+
+
+# huggingface/accelerate#3762 (commit ec92b1af7a5fbaf362da04401fc2576570368a1c, merged 2025-09-06, "model.set_requires_
+# gradient_sync(False) should be called to turn off gradient synchronization in FSDP2"; `git tag --contains` names v1.11.0
+# first, v1.10.1 does not contain it): since it, Accelerator.no_sync calls FSDP2's set_requires_gradient_sync(False).
+# Before it no_sync was `getattr(model, "no_sync", contextlib.nullcontext)`, and an FSDP2 module has no `no_sync`:
+# every accumulation micro-batch reduce-scattered its gradients (sharded, as with sync_each_batch).
+FSDP2_NO_SYNC_SINCE = (1, 11, 0)
+
+
+def accelerate_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    """`accelerate_version`: the run's accelerate (unset: the installed one), checked to be a version."""
+    release = _release(values, "accelerate_version", "1.10.1", problems, file)
+    return {"accelerate_version": None if release is None else str(values["accelerate_version"])}
+
+
+def fsdp2_reduces_each_batch(setup) -> bool:
+    """Whether the run's accelerate (`accelerate_version` < 1.11.0, FSDP2_NO_SYNC_SINCE) leaves FSDP2 syncing through
+    gradient accumulation: every micro-batch reduce-scatters its gradients."""
+    if setup.engine != "fsdp" or setup.fsdp_version != 2 or not setup.accelerate_version:
+        return False
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(setup.accelerate_version).release[:3] < FSDP2_NO_SYNC_SINCE
+    except InvalidVersion:
+        return False
+
+
+def fsdp2_accumulation_note(setup) -> str | None:
+    """Which accelerate reading planned FSDP2's gradient accumulation (states.fsdp_accumulated_gradients)."""
+    if setup.engine != "fsdp" or setup.fsdp_version != 2 or setup.gradient_accumulation_steps <= 1 or setup.fsdp_sync_each_batch:
+        return None
+    if setup.accelerate_version is None:
+        import accelerate
+
+        which = f"the installed accelerate {accelerate.__version__} (accelerate_version not given)"
+    else:
+        which = f"accelerate {setup.accelerate_version}"
+    since = ".".join(map(str, FSDP2_NO_SYNC_SINCE))
+    if fsdp2_reduces_each_batch(setup):
+        return (
+            f"FSDP2 gradient accumulation planned under {which}: before {since} (huggingface/accelerate#3762) no_sync left "
+            "FSDP2 syncing, so every micro-batch reduce-scatters its gradients and they stay sharded"
+        )
+    return (
+        f"FSDP2 gradient accumulation planned under {which}: from {since} (huggingface/accelerate#3762) no_sync calls "
+        "set_requires_gradient_sync(False) and the unsharded gradients are kept; accelerate_version=1.10.1 plans a run before it"
+    )
 
 
 def fsdp_accumulation_fields(values: dict[str, Any], fsdp: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

@@ -1114,6 +1114,47 @@ def peft_moe_conversion() -> dict:
     return libraries.cached("peft-moe-conversion", read)
 
 
+def peft_refused_modules(model_type: str, names) -> tuple[str, ...]:
+    """The module names among `names` that PEFT refuses to adapt with LoRA on a model of this `config.model_type`,
+    as PEFT itself decides: each name is put to LoraModel's own `_check_target_module_compatiblity` (PEFT 0.21
+    tuners_utils.py -> `_check_lora_target_modules_mamba`: Mamba-family models refuse `out_proj` and `conv1d`,
+    "Please remove it from `target_modules`"), which `inject_adapter` runs on every matched module's leaf name, an
+    `all-linear` resolution included. Read once per set of installed library versions (importing PEFT costs
+    seconds); none with a PEFT without the check."""
+    import hashlib
+    import json
+
+    from vramfit import libraries
+
+    names = sorted({str(n) for n in names})
+
+    def read() -> list[str]:
+        from types import SimpleNamespace
+
+        try:
+            from peft import LoraConfig
+            from peft.tuners.lora import LoraModel
+        except ImportError:
+            return []
+        check = getattr(LoraModel, "_check_target_module_compatiblity", None)
+        if check is None:  # a PEFT before the check: it adapts every module it is given
+            return []
+        model = SimpleNamespace(config=SimpleNamespace(model_type=model_type))
+        tuner = object.__new__(LoraModel)  # the check reads the config and the model, not the tuner
+        refused = []
+        for name in names:
+            try:
+                check(tuner, LoraConfig(), model, name)
+            except ValueError:
+                refused.append(name)
+            except Exception:  # noqa: BLE001 - a check that needs more than it is given: nothing said refused
+                continue
+        return refused
+
+    key = hashlib.sha256(json.dumps([model_type, names]).encode()).hexdigest()[:12]
+    return tuple(libraries.cached(f"peft-refused-{key}", read))
+
+
 def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
     """The parameters PEFT adapts through lora.ParamWrapper for these `target_modules`, as PEFT itself decides.
 
@@ -1140,6 +1181,31 @@ def peft_parameter_targets(arch: Arch, targets) -> tuple[str, ...] | None:
     return tuple(sorted({mapping[o] for o in old}))
 
 
+# The parameters whose lora.ParamWrapper shapes the planner knows (`_expert_lora`): the router and the fused experts
+PARAMETER_SHAPES = ("gate.weight", "gate_up_proj", "down_proj")
+
+
+def named_parameter_targets(arch: Arch, targets) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """An explicit `target_parameters` list (PEFT LoraConfig / axolotl `lora_target_parameters`) matched as PEFT 0.21
+    tuners_utils.py `_inject_parameters` matches it: a parameter's full name equals an entry or ends in ".<entry>".
+    Returns ({known short name (PARAMETER_SHAPES): the full names it matched}, full names matched whose LoRA shape the
+    planner does not know, entries that match no parameter: PEFT warns and adapts none)."""
+    known: dict[str, list[str]] = {}
+    unknown, unmatched = [], []
+    names = [name for name, _, _ in arch.parameters]
+    for target in dict.fromkeys(str(t) for t in targets or ()):
+        hits = [n for n in names if n == target or n.endswith(f".{target}")]
+        if not hits:
+            unmatched.append(target)
+        for name in hits:
+            short = next((s for s in PARAMETER_SHAPES if name == s or name.endswith(f".{s}")), None)
+            if short is None or (short != "gate.weight" and ".experts." not in f".{name}"):
+                unknown.append(name)
+            elif name not in known.get(short, []):
+                known.setdefault(short, []).append(name)
+    return known, list(dict.fromkeys(unknown)), unmatched
+
+
 def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
     """(LoRA parameters, elements per layer of each wrapped parameter) of the MoE experts and router.
 
@@ -1153,26 +1219,29 @@ def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
     stack = arch.stacks.get("text")
     if setup.lora_r is None or stack is None or not stack.experts or not stack.expert_gated:
         return 0, ()
+    explicit, _, _ = named_parameter_targets(arch, getattr(setup, "lora_target_parameters", ()))
     tables = peft_moe_conversion()  # empty with an older PEFT: no conversion, the experts stay untargeted
     base = tables["pattern"].get(arch.text_model_type) or tables["pattern"].get(arch.model_type)
-    mapping = tables["mapping"].get(base or "")
-    if not mapping or not tables["fused"].get(base):
-        return 0, ()
+    mapping = tables["mapping"].get(base or "") or {}
     targets = setup.lora_targets
-    if targets == "all-linear":
+    if not mapping or not tables["fused"].get(base):
+        old = set()
+    elif targets == "all-linear":
         old = set(mapping)
     elif isinstance(targets, (list, tuple)):
         old = {t for t in targets if t in mapping}
     else:
-        return 0, ()  # a regex: PEFT probes it against the v4 names; not modelled
+        old = set()  # a regex: PEFT probes it against the v4 names; not modelled
     new = {mapping[o] for o in old}
     r, E, H, F = setup.lora_r, stack.experts, stack.hidden, stack.expert_ffn
-    fused = tables["fused"][base].get("gate_up_proj", [])
+    fused = tables["fused"].get(base or "", {}).get("gate_up_proj", [])
     shapes = {  # forward order: router, gate_up, down; (elements, lora parameters)
         "gate.weight": (E * H, r * (H + E)),
-        "gate_up_proj": (E * 2 * F * H, r * (len(fused) if set(fused) <= old else 1) * E * (H + 2 * F)),
+        "gate_up_proj": (E * 2 * F * H, r * (len(fused) if fused and set(fused) <= old else 1) * E * (H + 2 * F)),
         "down_proj": (E * H * F, r * E * (F + H)),
     }
-    wrapped = [name for name in shapes if name in new]
-    per_layer = sum(shapes[n][1] for n in wrapped)
-    return per_layer * stack.layers, tuple(shapes[n][0] for n in wrapped)
+    # the converted names wrap every layer's parameter; an explicit target_parameters list the parameters it names (a
+    # converted one it also names is wrapped once: PEFT reuses the ParamWrapper of a parameter already wrapped)
+    wrapped = [name for name in shapes if name in new or name in explicit]
+    total = sum(shapes[n][1] * (stack.layers if n in new else len(explicit[n])) for n in wrapped)
+    return total, tuple(shapes[n][0] for n in wrapped)

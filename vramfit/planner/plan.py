@@ -40,7 +40,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import evaluation, gkd, grpo, host, params, states, training
+from vramfit.planner import evaluation, gkd, grpo, host, knobs, params, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
@@ -236,6 +236,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
     }
     notes = list(s.notes) + notes
+    fsdp2_note = knobs.fsdp2_accumulation_note(s)
+    notes += [fsdp2_note] if fsdp2_note else []
     if st.accumulated:
         shards = "the shards in host RAM" if st.gradients == 0 else f"not {st.gradients / GIB:.2f} GiB of shards"
         frozen = ", the frozen weights sharing the adapters' units included" if states.fsdp_unit_frozen(s, counts, arch) else ""

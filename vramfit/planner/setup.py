@@ -127,6 +127,7 @@ class Setup:
     train_vision: bool | int = False  # int N: vision layers N.. train
     lora_r: int | None = None
     lora_targets: Any = None  # list of names (suffix match), a regex string, or "all-linear"
+    lora_target_parameters: tuple[str, ...] = ()  # PEFT target_parameters (params.named_parameter_lora)
     lora_dropout: float = 0.0
     lora_fused_qkv: bool = False
     modules_to_save: tuple[str, ...] = ()
@@ -198,6 +199,9 @@ class Setup:
     # accelerate GradientAccumulationPlugin.sync_each_batch: reduce-scatter after every micro-batch instead of
     # accumulating unsharded gradients under no_sync (states.fsdp_accumulated_gradients)
     fsdp_sync_each_batch: bool = False
+    # the run's accelerate (knobs.accelerate_fields); None: the installed one. < 1.11.0: FSDP2 reduce-scatters every
+    # accumulation micro-batch (knobs.fsdp2_reduces_each_batch)
+    accelerate_version: str | None = None
     # TRL preference trainers (knobs.trainer_fields): chosen + rejected in one batch, a frozen reference model,
     # DPO's fused LM head (log-probs in tiles, no whole logits)
     trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
@@ -313,7 +317,8 @@ class Setup:
             seq += images * max(0, tokens - 1)
         lora = recipe.model.lora
         if lora:
-            _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora")
+            _peft_refused(arch, lora.target_modules, True, problems, file, "model.lora")
+            _peft_dropout(arch, lora.target_modules, lora.dropout, True, problems, file, "model.lora", lora.target_parameters)
             if problems:
                 raise ConfigError(problems)
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, file, "planner.unfrozen_parameters")
@@ -321,6 +326,8 @@ class Setup:
             raise ConfigError(problems)
         eval_on = str(t.get("eval_strategy", _get({}, "eval_strategy"))) != "no" or bool(t.get("do_eval"))
         eval_samples, notes = None, [unfrozen_note] if unfrozen_note else []
+        parameters_note = _target_parameters_note(arch, lora.target_parameters) if lora else None
+        notes += [parameters_note] if parameters_note else []
         if eval_on:
             eval_samples = _count_records(recipe.path(recipe.data.eval_file)) if recipe.data.eval_file else None
             if eval_samples is None and not _get(t, "prediction_loss_only"):
@@ -343,6 +350,7 @@ class Setup:
             train_vision=recipe.model.train.vision_tower,
             lora_r=lora.r if lora else None,
             lora_targets=lora.target_modules if lora else None,
+            lora_target_parameters=tuple(lora.target_parameters) if lora else (),
             lora_dropout=lora.dropout if lora else 0.0,
             modules_to_save=tuple(lora.modules_to_save) if lora else (),
             attention=ATTENTION[recipe.model.attn_implementation],
@@ -435,15 +443,20 @@ class Setup:
         engine = knob.pop("engine", None) or ("deepspeed" if zero.stage else ("ddp" if world > 1 else "single"))
         modules = tuple(m for m in str(values.get("modules_to_save", "")).split(",") if m) if lora else ()
         targets = _targets(values.get("lora_target_modules", "all-linear")) if lora else None
+        parameters = tuple(p for p in str(values.get("lora_target_parameters", "")).split(",") if p) if lora else ()
         dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, label, "unfrozen_parameters")
         if problems:
             raise ConfigError(problems)
         notes += [unfrozen_note] if unfrozen_note else []
         if lora:
-            dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "")
+            targets, note = _peft_refused(arch, targets, "lora_target_modules" in values, problems, label, "")
+            notes += [note] if note else []
+            dropout, note = _peft_dropout(arch, targets, dropout, "lora_dropout" in values, problems, label, "", parameters)
             if problems:
                 raise ConfigError(problems)
+            notes += [note] if note else []
+            note = _target_parameters_note(arch, parameters)
             notes += [note] if note else []
         return cls(
             **{"zero": zero, **_training_fields(values, zero, grpo), **knob},
@@ -459,6 +472,7 @@ class Setup:
             train_vision=bool(values.get("train_vision", False)),
             lora_r=int(values.get("lora_r", 16)) if lora else None,
             lora_targets=targets,
+            lora_target_parameters=parameters,
             lora_dropout=dropout,
             modules_to_save=modules,
             attention=ATTENTION.get(str(values.get("attn_implementation", "sdpa")), "sdpa"),
@@ -504,6 +518,7 @@ def _knob_fields(
     if fsdp and knobs._truthy(fsdp_config.get("activation_checkpointing")):
         out["gradient_checkpointing"] = True  # accelerate FSDP activation_checkpointing wraps every layer
     out.update(knobs.fsdp_accumulation_fields(values, fsdp, fsdp_config, problems, file))
+    out.update(knobs.accelerate_fields(values, problems, file))
     out.update(knobs.precision_fields(values, method == "grpo", problems, file))
     out["frozen_fp32"] = out["master_fp32"]
     out.update(knobs.quant_fields(values, method, config, problems, file))
@@ -657,7 +672,9 @@ ARG_KEYS = {
     "quant_method": str,
     "bitsandbytes_version": str,
     "torch_version": str,
+    "accelerate_version": str,
     "modules_to_save": str,
+    "lora_target_parameters": str,
     "activation_offloading": bool,
     "packing": bool,
     "padding_free": bool,
@@ -780,7 +797,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         words: tuple[str, ...] = ()
         if isinstance(kind, tuple):
             kind, words = kind
-        if key in ("bitsandbytes_version", "torch_version") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key in ("bitsandbytes_version", "torch_version", "accelerate_version") and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)  # 0.43 parses as a number; a version is a name
         if key == "fsdp" and isinstance(value, bool):
             value = "full_shard" if value else ""
@@ -828,7 +845,34 @@ PEFT_DROPOUT_RULE = "peft-param-wrapper-dropout"  # the reviewer writes this pro
 ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj"
 
 
-def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str) -> tuple[float, str | None]:
+def _target_parameters_note(arch, parameters) -> str | None:
+    """What an explicit target_parameters list adapts, as PEFT matches it (params.named_parameter_targets): a parameter
+    whose lora.ParamWrapper shape the planner does not know is said and left out of the plan, never guessed; an entry
+    that matches nothing is said too (PEFT warns "were set but no parameter was matched" and adapts none)."""
+    from vramfit.planner import params
+
+    if not parameters:
+        return None
+    known, unknown, unmatched = params.named_parameter_targets(arch, parameters)
+    stack = arch.stacks.get("text")
+    said = []
+    if known and (stack is None or not stack.experts or not stack.expert_gated):
+        unknown = [n for names in known.values() for n in names] + unknown
+        known = {}
+    if known:
+        said.append("LoRA target_parameters planned through lora.ParamWrapper: " + ", ".join(f"{k} x {len(v)}" for k, v in known.items()))
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        said.append(
+            f"LoRA target_parameters {shown}: PEFT wraps them, but the planner knows the ParamWrapper shapes of the MoE router "
+            f"and fused experts only ({', '.join(params.PARAMETER_SHAPES)}); their adapters are not planned"
+        )
+    if unmatched:
+        said.append(f"LoRA target_parameters {', '.join(unmatched)} match no parameter of {arch.architecture} (PEFT warns and adapts none)")
+    return "; ".join(said) or None
+
+
+def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems, file: str, prefix: str, parameters=()) -> tuple[float, str | None]:
     """(the dropout PEFT can build, a note): PEFT wraps a fused MoE model's experts with lora.ParamWrapper
     (params.peft_parameter_targets), whose __init__ raises "does not work with lora_dropout != 0" (peft
     tuners/lora/layer.py): a dropout the run sets is bad input (the run stops in get_peft_model); the
@@ -836,6 +880,9 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
     from vramfit.planner import params
 
     wrapped = params.peft_parameter_targets(arch, targets) if dropout else ()
+    if dropout and parameters:  # an explicit target_parameters list: every parameter it matches is a ParamWrapper
+        known, unknown, _ = params.named_parameter_targets(arch, parameters)
+        wrapped = tuple(dict.fromkeys([*(wrapped or ()), *known, *unknown]))
     if not wrapped:
         return dropout, None
     import peft
@@ -857,6 +904,51 @@ def _peft_dropout(arch, targets, dropout: float, given: bool, problems: Problems
         )
         return dropout, None
     return 0.0, f"lora_dropout 0 planned, not the default {dropout:g}: {what} (a run that sets lora_dropout > 0 stops in get_peft_model)"
+
+
+PEFT_REFUSED_RULE = "peft-refused-target"  # the reviewer re-plans with the targets PEFT accepts
+
+
+def peft_accepted_targets(arch, targets) -> tuple[list[str], Any]:
+    """(the module names PEFT refuses among those `targets` adapts, the targets with them left out; `all-linear` as the
+    model's linear leaf names). Nothing refused, or a regex: ([], targets)."""
+    from vramfit.planner import params
+
+    leaves = list(dict.fromkeys(lin.name.rsplit(".", 1)[-1] for lin in arch.linears))
+    if targets == "all-linear":
+        named = leaves
+    elif isinstance(targets, (list, tuple)):
+        named = [str(t).rsplit(".", 1)[-1] for t in targets]
+    else:
+        return [], targets
+    refused = set(params.peft_refused_modules(arch.model_type, set(named) | set(leaves)))
+    hit = [n for n in dict.fromkeys(named) if n in refused]
+    if not hit:
+        return [], targets
+    return hit, [t for t in (leaves if targets == "all-linear" else targets) if str(t).rsplit(".", 1)[-1] not in refused]
+
+
+def _peft_refused(arch, targets, given: bool, problems: Problems, file: str, prefix: str) -> tuple[Any, str | None]:
+    """(the LoRA targets PEFT builds, a note): PEFT refuses some modules on some architectures (params.peft_refused_modules:
+    `out_proj` / `conv1d` on Mamba-family models), `all-linear` included, with a ValueError in get_peft_model. Targets the
+    run gives are bad input naming the targets PEFT accepts; the planner's own default (`all-linear`) is planned on the
+    linear modules PEFT accepts, said in a note. A regex is left to PEFT (the trace meets its answer)."""
+    hit, accepted = peft_accepted_targets(arch, targets)
+    if not hit:
+        return targets, None
+    import peft
+
+    spelt = ",".join(targets) if isinstance(targets, (list, tuple)) else targets
+    what = (
+        f"PEFT {peft.__version__} refuses LoRA on {', '.join(hit)} of {arch.architecture} (model_type {arch.model_type}; "
+        f"peft tuners_utils `_check_target_module_compatiblity`), which target_modules {spelt} names"
+    )
+    key = f"{prefix}.target_modules" if prefix else "lora_target_modules"
+    if given:
+        fix = f"set {key} to {','.join(accepted)}." if accepted else f"drop {', '.join(hit)} from {key}."
+        problems.add(file, key, f"{what}: the run stops in get_peft_model", fix, rule=PEFT_REFUSED_RULE)
+        return targets, None
+    return accepted, f"LoRA targets not given: planned on the linear modules PEFT accepts ({','.join(accepted)}), not all-linear: {what}"
 
 
 def _targets(value: str):

@@ -334,8 +334,13 @@ def fsdp_accumulated_gradients(setup, elements: int) -> float:
     likewise (_fully_shard/_fsdp_param_group.py `post_backward`: `if not self.reduce_grads`). The
     gradients are those of the unsharded parameters, in the dtype the forward ran in: accelerate's
     mixed-precision policy sets param_dtype = reduce_dtype (utils/dataclasses.py `set_mixed_precision`),
-    and a bf16 model has bf16 gradients."""
+    and a bf16 model has bf16 gradients. accelerate < 1.11.0 (before huggingface/accelerate#3762) had no no_sync for
+    FSDP2 (`getattr(model, "no_sync", nullcontext)`): every micro-batch reduce-scattered, as with sync_each_batch."""
     if setup.engine != "fsdp" or setup.gradient_accumulation_steps <= 1 or setup.fsdp_sync_each_batch or setup.fsdp_sharding == "no_shard":
+        return 0.0
+    from vramfit.planner import knobs
+
+    if knobs.fsdp2_reduces_each_batch(setup):  # accelerate < 1.11.0: no no_sync for FSDP2 (knobs.FSDP2_NO_SYNC_SINCE)
         return 0.0
     return elements * (2 if setup.sixteen_bit else 4)
 

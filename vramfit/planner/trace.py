@@ -123,6 +123,7 @@ TRACE_FIELDS = (
     "train_vision",
     "lora_r",
     "lora_targets",
+    "lora_target_parameters",
     "lora_dropout",
     "modules_to_save",
     "quantization",
@@ -1028,6 +1029,7 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
             lora_alpha=2 * setup.lora_r,
             lora_dropout=setup.lora_dropout,
             target_modules=targets,
+            target_parameters=list(getattr(setup, "lora_target_parameters", ())) or None,
             modules_to_save=list(setup.modules_to_save) or None,
         )
         # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's

@@ -77,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "configs keep gradient checkpointing off by default, before 0.19 bf16 off; both are planned",
     )
     parser.add_argument(
+        "--accelerate-version",
+        metavar="X.Y.Z",
+        help="the accelerate the run uses (default: an accelerate==X pin beside the script, else the installed one): before "
+        "1.11.0 FSDP2 reduce-scatters every gradient accumulation micro-batch (no no_sync), which is planned",
+    )
+    parser.add_argument(
         "--torch-version",
         metavar="X.Y.Z",
         help="the torch the run uses (default: the installed one): before 2.8 the Trainer's default optimizer is the "
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         sample_length=getattr(args, "sample_length", None),
         torch_version=getattr(args, "torch_version", None),
         trl_version=getattr(args, "trl_version", None),
+        accelerate_version=getattr(args, "accelerate_version", None),
     )
     if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, as_dicts, report

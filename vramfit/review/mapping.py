@@ -51,6 +51,7 @@ ALIASES = {
     "lora_dropout": "model.lora.dropout",
     "lora_target_modules": "model.lora.target_modules",
     "lora_target": "model.lora.target_modules",
+    "lora_target_parameters": "model.lora.target_parameters",  # PEFT LoraConfig(target_parameters=...)
     "double_quant": "model.quantization.double_quant",
     "quant_type": "model.quantization.quant_type",
     "attn_implementation": "model.attn_implementation",
@@ -360,6 +361,7 @@ AXOLOTL = {
     "lora_alpha": "model.lora.alpha",
     "lora_dropout": "model.lora.dropout",
     "lora_target_modules": "model.lora.target_modules",
+    "lora_target_parameters": "model.lora.target_parameters",  # PEFT LoraConfig.target_parameters (lora.ParamWrapper)
     "trust_remote_code": "model.trust_remote_code",
     "attn_implementation": "model.attn_implementation",  # axolotl's current spelling (flash_attention: true before it)
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
@@ -554,6 +556,7 @@ class Mapped:
     # offloading, ...): the reviewer applies those planner.Setup has and names the rest as not planned yet
     planner_settings: dict[str, Any] = field(default_factory=dict)
     planner_origins: dict[str, Origin] = field(default_factory=dict)
+    accelerate_pin: Any = None  # the accelerate version the repository pins (vramfit.review.versions.Pin), else None
     trl_pin: Any = None  # the TRL version the repository pins (vramfit.review.versions.Pin), else None
     transformers_pin: Any = None  # the transformers version the repository pins (or --transformers-version), else None
     # where the files choose the attention themselves (attn_implementation, a flash-attn switch, a program that patches
@@ -653,6 +656,7 @@ def spelled(kind: str, key: str) -> str:
         "model.lora.alpha": "lora_alpha",
         "model.lora.dropout": "lora_dropout",
         "model.lora.target_modules": "lora_target_modules",
+        "model.lora.target_parameters": "lora_target_parameters",
         "model.attn_implementation": "attn_implementation",
         "hardware.gpus_per_node": "gpus",
         "hardware.nodes": "nodes",
@@ -942,6 +946,8 @@ class _Builder:
 
     # ---- helpers
     def set(self, key: str, value: Any, setting: Setting) -> None:
+        if key == "model.lora.target_parameters" and isinstance(value, str):  # axolotl: str | list[str]
+            value = [m.strip() for m in value.split(",") if m.strip()]
         if key == "model.lora.target_modules" and isinstance(value, str):
             # the trainers' comma lists and 'all' (LLaMA-Factory's FinetuningArguments split_arg / find_all_linear_modules,
             # ms-swift 2.x's ALL): PEFT would read one string as a regex matching nothing
@@ -1665,6 +1671,7 @@ class _Builder:
             )
         mapped.trl_pin = self.find_pin(self.primary, "trl") if self.grpo else None
         mapped.transformers_pin = self._transformers_pin()
+        mapped.accelerate_pin = self.find_pin(self.primary, "accelerate")
         self._linear_experts(mapped)
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
@@ -2159,6 +2166,9 @@ class _Builder:
                 elif key in ("fsdp_config", "fsdp_version") and isinstance(value, (dict, int)) and not uses_deepspeed:
                     out.setdefault("engine", "fsdp")
                     where.setdefault("engine", Origin(st.file, st.key, st.line))
+                    version = value.get("fsdp_version", value.get("version")) if isinstance(value, dict) else value
+                    if str(version) == "2":  # axolotl / accelerate: fsdp_version 2 (torch fully_shard)
+                        out["fsdp_version"], where["fsdp_version"] = 2, Origin(st.file, st.key, st.line)
                     if isinstance(value, dict) and any(value.get(k) in (True, "true") for k in ("offload_params", "fsdp_offload_params", "cpu_offload")):
                         out["offload"] = True
                     if isinstance(value, dict):
@@ -2175,6 +2185,8 @@ class _Builder:
                 fsdp = (src.document or {}).get("fsdp_config") or {} if isinstance(src.document, dict) else {}
                 if isinstance(fsdp, dict) and fsdp.get("fsdp_offload_params") in (True, "true"):
                     out["offload"] = True
+                if isinstance(fsdp, dict) and str(fsdp.get("fsdp_version")) == "2":  # accelerate config: FSDP2
+                    out["fsdp_version"], where["fsdp_version"] = 2, Origin(src.label, "fsdp_config.fsdp_version", src.line_of("fsdp_config"))
                 if isinstance(fsdp, dict):
                     self._fsdp_checkpointing(fsdp, Setting("fsdp_config", fsdp, src.label, src.line_of("fsdp_config")), "fsdp_config")
         knobs = mapped.recipe.get("planner") or {}

@@ -23,7 +23,7 @@ import yaml
 from vramfit.checks.deepspeed_json import CONFIG_DIR
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.planner.headroom import HEADROOM
-from vramfit.planner.setup import ATTENTION_TARGETS, PEFT_DROPOUT_RULE
+from vramfit.planner.setup import ATTENTION_TARGETS, PEFT_DROPOUT_RULE, PEFT_REFUSED_RULE
 from vramfit.problems import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, RECIPE_TREE, ConfigError, Problem
 from vramfit.review import mapping, reference
 from vramfit.review.findings import Finding, ordered
@@ -64,9 +64,11 @@ def review(
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
+    accelerate_version: str | None = None,
 ) -> Review:
     flags = dict(
         trl_version=trl_version,
+        accelerate_version=accelerate_version,
         torch_version=torch_version,
         bitsandbytes_version=bitsandbytes_version,
         gpu=gpu,
@@ -143,6 +145,7 @@ def _review_sources(
     torch_version: str | None = None,
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
+    accelerate_version: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
@@ -163,6 +166,7 @@ def _review_sources(
                         source="planner",
                     )
                 )
+            _accelerate_reading(mapped, accelerate_version)
             if bitsandbytes_version:  # the run's bitsandbytes (planner knob bitsandbytes_version): what a 4-bit linear keeps
                 mapped.recipe.setdefault("planner", {})["bitsandbytes_version"] = bitsandbytes_version
                 mapped.origins["planner.bitsandbytes_version"] = mapping.Origin(mapped.primary.label, "--bitsandbytes-version")
@@ -278,6 +282,13 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         fix = f"{mapped.edit('model.lora.dropout', 0)}, or {mapped.edit('model.lora.target_modules', ATTENTION_TARGETS)}."
         severity, what = _fused_experts_reading(mapped, what)
         fix = fix if severity != "info" else ""
+    if p.rule == PEFT_REFUSED_RULE and " to " in fix:  # the accepted targets, in the user's own keys
+        accepted = fix.split(" to ", 1)[1].rstrip(".")
+        o = mapped.origins.get("model.lora.target_modules")
+        if o is not None and "target_linear" in o.key:  # axolotl's switch names no modules: list them in its place
+            fix = f"{mapping.edit(mapped.settings.kind, 'model.lora.target_modules', accepted, None)} in place of {o.key}."
+        else:
+            fix = f"{mapped.edit('model.lora.target_modules', accepted)}."
     if "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
@@ -301,6 +312,22 @@ def _fused_experts_reading(mapped: mapping.Mapped, what: str) -> tuple[str, str]
     said = f"this repository pins {pin}" if pin is not None else "nothing beside the files pins transformers"
     how = "; the framework resolves the target modules itself" if own_resolution else ""
     return "info", f"{what} - under transformers 5 with PEFT resolving the targets only ({said}{how})"
+
+
+def _accelerate_reading(mapped: mapping.Mapped, given: str | None) -> None:
+    """The run's accelerate for the plan (planner knob accelerate_version: FSDP2 gradient accumulation, knobs.py
+    FSDP2_NO_SYNC_SINCE): --accelerate-version, else an exact pin beside the script (`accelerate==X`; a range or a git
+    pin does not say which release ran, so the installed one is read, as without a pin)."""
+    pin = mapped.accelerate_pin
+    if given:
+        version, where = given, "--accelerate-version"
+    elif pin is not None and pin.op == "==":
+        version, where = pin.version, f"this repository pins {pin}"
+    else:
+        return
+    mapped.recipe.setdefault("planner", {})["accelerate_version"] = version
+    mapped.origins["planner.accelerate_version"] = mapping.Origin(mapped.primary.label, "--accelerate-version" if given else pin.file)
+    mapped.findings.append(Finding("info", mapped.primary.label, "", f"planned under accelerate {version} ({where})", source="planner"))
 
 
 def _origin(mapped: mapping.Mapped, key: str) -> mapping.Origin:
@@ -327,11 +354,20 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         try:
             plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
         except ConfigError as error:
-            if not all(p.rule == PEFT_DROPOUT_RULE for p in error.problems.items):
+            rules = {p.rule for p in error.problems.items}
+            if not rules <= {PEFT_DROPOUT_RULE, PEFT_REFUSED_RULE}:
                 raise
-            # PEFT's lora.ParamWrapper on fused MoE experts (transformers 5) refuses dropout: said, and planned as it builds them
+            # PEFT's lora.ParamWrapper on fused MoE experts (transformers 5) refuses dropout; PEFT refuses some modules on
+            # some architectures (Mamba's out_proj): said, and planned as PEFT builds them once the run is fixed
             findings += [_finding(p, mapped) for p in error.problems.items]
-            recipe = with_overrides(recipe, {"model.lora.dropout": 0})
+            overrides: dict = {"model.lora.dropout": 0} if PEFT_DROPOUT_RULE in rules else {}
+            if PEFT_REFUSED_RULE in rules:
+                from vramfit.planner import params
+                from vramfit.planner.setup import peft_accepted_targets
+
+                arch = params.summary(recipe.path(recipe.model.config))
+                overrides["model.lora.target_modules"] = peft_accepted_targets(arch, recipe.model.lora.target_modules)[1]
+            recipe = with_overrides(recipe, overrides)
             plan = _plan_with_settings(recipe, mapped, findings) or plan_recipe(recipe)
     except ConfigError as error:
         findings += [_finding(p, mapped) for p in error.problems.items]

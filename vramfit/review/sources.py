@@ -894,7 +894,13 @@ def called(node) -> str:
 
 # What a script's own calls set beside its argument class: the model it loads, its LoRA and bitsandbytes configs, and the
 # length / packing it hands an SFTTrainer (TRL before 0.12 took them there).
-_LORA_KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout", "target_modules": "lora_target_modules"}
+_LORA_KEYS = {
+    "r": "lora_r",
+    "lora_alpha": "lora_alpha",
+    "lora_dropout": "lora_dropout",
+    "target_modules": "lora_target_modules",
+    "target_parameters": "lora_target_parameters",
+}
 _BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage"}
 _TRAINER_KEYS = {"max_seq_length", "packing"}
 
