@@ -647,6 +647,8 @@ def test_padding_free_batches_of_unknown_length_are_a_worst_case_warning(tmp_pat
     if severity == "warning":
         assert "4 x 8,192 = 32,768 tokens per micro-batch" in over[0].what and "it fits while a micro-batch holds at most" in over[0].what
         assert over[0].key == flags.split()[0] and result.plan.setup.padding_free and result.plan.setup.seq_len == 8192
+    # --json says the plan's length is a worst case exactly when the files leave the tokens per micro-batch unbounded
+    assert result.to_json()["length_worst_case"] is (severity == "warning")
 
 
 def test_torch_version_sets_the_trainers_default_optimizer(tmp_path):

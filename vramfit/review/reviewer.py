@@ -39,6 +39,9 @@ class Review:
     summary: list[str] = field(default_factory=list)  # how the files were read, for the human report
     # (the local path the files name, the table model planned for it by its folder's name): the verdict rests on it
     model_assumed: tuple[str, str] | None = None
+    # the plan's length is a worst case the files do not bound: batches padded to their longest sample, or padding-free,
+    # planned at the cap the data's unknown lengths may not reach (the verdict is said as such in a warning)
+    length_worst_case: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +50,7 @@ class Review:
             "closest_recipe": self.closest_recipe,
             "exit_code": self.exit_code,
             "model_assumed": None if self.model_assumed is None else {"path": self.model_assumed[0], "planned_as": self.model_assumed[1]},
+            "length_worst_case": self.length_worst_case,
         }
 
 
@@ -209,7 +213,8 @@ def _review_sources(
             else EXIT_OK
         )
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
-        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name)
+        worst = mapped.longest_unknown is not None or mapped.padding_free_worst_case is not None
+        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name, worst)
 
 
 def _unreadable(error: ConfigError) -> Review:
