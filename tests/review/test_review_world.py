@@ -92,7 +92,12 @@ KNOWN_MISSED: dict[str, str] = {
     "(TemplateArguments), and its --max_pixel is argparse's --max_pixels (768 tokens per image); ms-swift pads each batch "
     "to its longest sample and the data's lengths are not known, so the non-fit at 128,000 tokens is a warning naming the "
     "length that fits (review/lengths.py). The thread's OOM is consistent with long samples; the files cannot say",
-    "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "THUDM/glm-4-9b-chat has no config in vramfit's table (model table, another branch): incomplete",
+    "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "planned now that THUDM/glm-4-9b-chat is in the table (its ChatGLM "
+    "config planned as transformers' native Glm, model_configs/hub/stand-ins/glm-4-9b-chat.json): the plan fits, 34.6 of "
+    "79.2 GiB per A100 (DPO under ZeRO-3 over 8, 2 x 2,048 tokens, gradient checkpointing, logits 6.9). The reporter's fix "
+    "was --flash_attn: without it OpenRLHF loads the model with eager attention, which the review does not read from "
+    "OpenRLHF's own flags (planned as sdpa); even eager, one checkpointed layer's 2 x 32 x 2,048^2 scores leave it well "
+    "within 79 GiB, so the OOM 'after some dozens of steps' is not explained by the files",
     "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "read now (the script's `cd src/open-r1-multimodal` is taken from the "
     "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
     "fits, 45.6 of 79.2 GiB per GPU (GRPO, 1 completion per GPU, prompts of 4,096 tokens, no gradient checkpointing): the "
