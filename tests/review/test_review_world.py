@@ -95,9 +95,9 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-openrlhf384-glm4-9b-dpo-zero3-8xa100-80g": "planned now that THUDM/glm-4-9b-chat is in the table (its ChatGLM "
     "config planned as transformers' native Glm, model_configs/hub/stand-ins/glm-4-9b-chat.json): the plan fits, 34.6 of "
     "79.2 GiB per A100 (DPO under ZeRO-3 over 8, 2 x 2,048 tokens, gradient checkpointing, logits 6.9). The reporter's fix "
-    "was --flash_attn: without it OpenRLHF loads the model with eager attention, which the review does not read from "
-    "OpenRLHF's own flags (planned as sdpa); even eager, one checkpointed layer's 2 x 32 x 2,048^2 scores leave it well "
-    "within 79 GiB, so the OOM 'after some dozens of steps' is not explained by the files",
+    "was --flash_attn: without it OpenRLHF up to 0.8.9 loads the model with eager attention, which the review now plans "
+    "(Mapper._openrlhf_attention); one checkpointed layer's 2 x 32 x 2,048^2 eager scores leave it well within 79 GiB, "
+    "so the OOM 'after some dozens of steps' is not explained by the files",
     "issue-vlmr1-215-qwen2.5vl-7b-grpo-zero3-5xa800": "read now (the script's `cd src/open-r1-multimodal` is taken from the "
     "repository root, sources._cd_target: ZeRO-3 from local_scripts/zero3.json) and the missing backslash is named; the plan "
     "fits, 45.6 of 79.2 GiB per GPU (GRPO, 1 completion per GPU, prompts of 4,096 tokens, no gradient checkpointing): the "
@@ -989,6 +989,24 @@ def test_openrlhf_arguments_are_read(tmp_path, args):
     setup = result.plan.setup
     assert (setup.seq_len, setup.micro_batch, setup.zero.stage, setup.gradient_checkpointing, setup.method, setup.lora_r) == (1024, 2, 3, True, "lora", 16)
     assert not find(result, severity="warning") and not find(result, severity="error")
+
+
+@pytest.mark.parametrize(
+    "args, attention",
+    [
+        ("--pretrain Qwen/Qwen2.5-1.5B --max_len 1024 --bf16", "eager"),  # <= 0.8.9: eager unless --flash_attn
+        ("--pretrain Qwen/Qwen2.5-1.5B --max_len 1024 --bf16 --flash_attn", "flash"),
+        ("--pretrain Qwen/Qwen2.5-1.5B --max_len 1024 --attn_implementation sdpa", "sdpa"),  # 0.8.10+: its own choice
+        ("--model.model_name_or_path Qwen/Qwen2.5-1.5B --data.max_len 1024", "flash"),  # 0.9: --ds.attn_implementation's default
+    ],
+)
+def test_openrlhf_loads_its_models_with_its_own_attention_default(tmp_path, args, attention):
+    """openrlhf/models/actor.py up to 0.8.9: attn_implementation = "flash_attention_2" if --flash_attn else "eager";
+    OpenRLHF#384's GLM-4-9B DPO OOM came without --flash_attn. Not the installed transformers' sdpa."""
+    path = write(tmp_path, "train_dpo.sh", f"deepspeed --module openrlhf.cli.train_dpo {args}\n")
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.plan.setup.attention == attention
+    assert bool(find(result, key="--flash_attn", text="loads the model with eager attention")) == (attention == "eager")
 
 
 def test_a_zero_stage_flag_is_compared_by_its_stage(tmp_path):

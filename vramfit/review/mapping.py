@@ -1350,6 +1350,31 @@ class _Builder:
     def _openrlhf(self) -> bool:
         return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
 
+    def _openrlhf_attention(self) -> None:
+        """The attention OpenRLHF loads its models with when the files choose none. Up to 0.8.9 its own switch decides:
+        openrlhf/models/actor.py `attn_implementation = "flash_attention_2" if use_flash_attention_2 else "eager"`,
+        `use_flash_attention_2=args.flash_attn` (cli/train_*.py `--flash_attn`, default False), so a launch without it runs
+        eager. 0.8.10 (c250c21a) replaced the switch with `--attn_implementation`, default flash_attention_2, which 0.9's
+        dotted `--ds.attn_implementation` keeps. A launch with OpenRLHF's flat flags and neither is read as the former."""
+        if not self._openrlhf() or "model.attn_implementation" in self.origins:
+            return
+        named = {s.key.lstrip("-").replace("-", "_"): s for s in self.primary.settings}
+        switch = named.get("flash_attn")
+        if switch is not None and str(self.scalar(switch)).strip().lower() in ("true", "1", "[]"):
+            self.set("model.attn_implementation", "flash_attention_2", switch)
+        elif any("." in name for name in named):  # 0.9's dotted groups: --ds.attn_implementation's default
+            self.set("model.attn_implementation", "flash_attention_2", Setting("(OpenRLHF 0.9 default)", None, self.primary.label, self.primary.launch_line))
+        else:
+            where = Setting("--flash_attn", None, self.primary.label, self.primary.launch_line)
+            self.set("model.attn_implementation", "eager", where)
+            self.note(
+                "info",
+                where,
+                "not passed: OpenRLHF up to 0.8.9 loads the model with eager attention without it (models/actor.py), which "
+                "keeps every layer's seq x seq attention weights; planned eager (0.8.10 made flash_attention_2 the default)",
+                "pass --flash_attn (OpenRLHF <= 0.8.9) or --attn_implementation flash_attention_2.",
+            )
+
     def _openrlhf_argument(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
         if name in ("ds.param_dtype", "param_dtype"):
@@ -1624,6 +1649,7 @@ class _Builder:
                 self._llmfoundry(source)
         self._program_defaults()
         self._swift_defaults()
+        self._openrlhf_attention()
         self._model_name()
         self._liger()
         self._cce()
