@@ -892,7 +892,7 @@ class _Builder:
         for source in self.sources:
             for setting in source.settings:
                 name = setting.key.lstrip("-").replace("-", "_")
-                if name not in SHARDING_NOT_MODELLED:
+                if name not in SHARDING_NOT_MODELLED or _sequence_parallel_planned(source, name):
                     continue
                 value = setting.value[0] if isinstance(setting.value, list) and len(setting.value) == 1 else setting.value
                 text = str(value).strip().lower()
@@ -2173,6 +2173,11 @@ class _Builder:
                         out["offload"] = True
                     if isinstance(value, dict):
                         self._fsdp_checkpointing(value, st, st.key)
+                elif _sequence_parallel_planned(src, key) and str(value).strip().isdigit() and int(str(value).strip()) > 1:
+                    # each rank holds max_length / N tokens of every sample (planner/knobs.py sequence_parallel_fields)
+                    mapped.recipe.setdefault("planner", {})["sequence_parallel"] = int(str(value).strip())
+                    mapped.origins["planner.sequence_parallel"] = Origin(st.file, st.key, st.line)
+                    planned.add(st.key)
                 elif key in PLANNER_SWITCHES and value in (True, "true", "True"):
                     # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
                     knob = PLANNER_SWITCHES[key]
@@ -3145,6 +3150,18 @@ def axolotl_unfrozen(pattern: str) -> str:
     found = re.match(r"^(.+)\[([0-9]*)(?::([0-9]*))?\]$", pattern)
     base = found.group(1) if found else pattern
     return re.sub(r"\.(?!\+)", "\\.", base)
+
+
+# Sequence-parallel settings the planner models (the `sequence_parallel` knob), by the program whose implementation it
+# follows: ms-swift's swift/sequence_parallel (Ulysses / ring over a (data, sequence) mesh, labels split per rank, ZeRO over
+# every rank). The same names elsewhere (axolotl's ring-flash-attn, LLaMA-Factory forks) stay in SHARDING_NOT_MODELLED.
+SEQUENCE_PARALLEL_PLANNED = {"sequence_parallel_size": ("swift ",)}
+
+
+def _sequence_parallel_planned(source, name: str) -> bool:
+    """`name` is a sequence-parallel size the planner models for the program `source` launches."""
+    programs = SEQUENCE_PARALLEL_PLANNED.get(name.lstrip("-").replace("-", "_"))
+    return bool(programs) and (getattr(source, "program", "") or "").startswith(programs)
 
 
 SHARDING_NOT_MODELLED = {
