@@ -635,3 +635,17 @@ def test_sequence_parallel_knob_from_a_recipe_and_bad_values():
     with pytest.raises(ConfigError) as err:
         setup("sequence_parallel=two")
     assert "sequence_parallel" in str(err.value.problems.items[0])
+
+
+def test_ms_swift_chunked_sequence_parallel_loss_keeps_the_16bit_logits_and_one_fp32_chunk():
+    """CELOSS_PARALLEL_SIZE (ms-swift ChunkedCrossEntropyLoss, only under sequence parallelism): the whole bf16 logits are
+    saved and the fp32 upcast / log-softmax / their gradients exist for one chunk of tokens at a time."""
+    items = ("bf16=true", "per_device_train_batch_size=1", "seq_len=32768", "sequence_parallel=4", "attn_implementation=flash_attention_2")
+    whole, chunked = plan.plan(setup(*items)), plan.plan(setup(*items, "celoss_parallel_size=2048"))
+    vocab, hidden = params.summary(LLAMA).vocab, params.summary(LLAMA).text.hidden
+    tokens = 8192  # the GPU's share
+    expected = max(tokens * vocab * 2 + 2048 * vocab * 3 * FP32, tokens * vocab * 2 + tokens * hidden * 2 + vocab * hidden * 2)
+    assert gib(chunked, "logits") == pytest.approx(expected / GIB, rel=1e-6)
+    assert gib(chunked, "logits") < gib(whole, "logits") / 2
+    no_sp = plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2", "celoss_parallel_size=2048"))
+    assert gib(no_sp, "logits") == gib(plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2")), "logits")

@@ -178,6 +178,9 @@ class Setup:
     # sequence-parallel degree (knobs.sequence_parallel_fields): each rank holds seq_len / N tokens of every sample
     # for its layers, embeddings and loss; Ulysses attention sees all seq_len keys for heads / N (training.train_peak)
     sequence_parallel: int = 1
+    # ms-swift CELOSS_PARALLEL_SIZE: under sequence parallelism its loss runs ChunkedCrossEntropyLoss over chunks of this
+    # many tokens (activations.sp_chunked_logits_bytes); 0: CrossEntropyLoss over the whole shard
+    celoss_parallel_size: int = 0
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -698,6 +701,7 @@ ARG_KEYS = {
     "quantize_lm_head": bool,
     "quantize_moe_experts": bool,
     "sequence_parallel": int,
+    "celoss_parallel_size": int,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,

@@ -27,6 +27,7 @@ from vramfit.planner.activations import (
     logits_bytes,
     nograd_layer_bytes,
     position_bias_bytes,
+    sp_chunked_logits_bytes,
 )
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.setup import tile_patches
@@ -188,6 +189,11 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if s.head == "token_cls" and s.head_dropout > 0:
         final_norm += MASK * text.hidden * loss_tokens  # the dropout before the score keeps its bool mask
+    sp_chunk = s.celoss_parallel_size if getattr(s, "sequence_parallel", 1) > 1 and s.head == "lm" else 0
+    if loss_bytes is None and sp_chunk and not liger_active(s, arch) and s.loss_kernel == "torch":
+        # ms-swift's sequence-parallel loss with CELOSS_PARALLEL_SIZE: ChunkedCrossEntropyLoss (activations.py)
+        mode = LogitsMode(arch.vocab, text.hidden, a, False, counts.lm_head_trainable, a, loss_upcast(s, arch))
+        loss_bytes = sp_chunked_logits_bytes(mode, loss_tokens, sp_chunk)
     if loss_bytes is None:
         loss_bytes = logits_bytes(
             LogitsMode(

@@ -2184,6 +2184,11 @@ class _Builder:
                     mapped.recipe.setdefault("planner", {})[knob] = True
                     mapped.origins[f"planner.{knob}"] = Origin(st.file, st.key, st.line)
                     planned.add(st.key)
+            chunk = str(src.env.get("CELOSS_PARALLEL_SIZE", "")).strip() if (src.program or "").startswith("swift ") else ""
+            if chunk.isdigit() and int(chunk) > 0:
+                # ms-swift's sequence-parallel loss reads it (swift/trainers/utils.py per_token_loss_func_sp)
+                mapped.recipe.setdefault("planner", {})["celoss_parallel_size"] = int(chunk)
+                mapped.origins["planner.celoss_parallel_size"] = Origin(src.label, "CELOSS_PARALLEL_SIZE", src.launch_line)
             if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
                 out["engine"] = "fsdp"
                 where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
