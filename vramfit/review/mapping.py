@@ -3157,16 +3157,26 @@ def axolotl_unfrozen(pattern: str) -> str:
     return re.sub(r"\.(?!\+)", "\\.", base)
 
 
-# Sequence-parallel settings the planner models (the `sequence_parallel` knob), by the program whose implementation it
-# follows: ms-swift's swift/sequence_parallel (Ulysses / ring over a (data, sequence) mesh, labels split per rank, ZeRO over
-# every rank). The same names elsewhere (axolotl's ring-flash-attn, LLaMA-Factory forks) stay in SHARDING_NOT_MODELLED.
-SEQUENCE_PARALLEL_PLANNED = {"sequence_parallel_size": ("swift ",)}
+# Sequence-parallel settings the planner models (the `sequence_parallel` knob), by the reader whose implementation it
+# follows. ms-swift (swift/sequence_parallel/sequence_parallel.py): Ulysses / ring attention over a (data, sequence) mesh,
+# input_ids / labels split on the sequence dim, the loss on each rank's shard, DeepSpeed given no mpu (ZeRO over every
+# rank). axolotl (utils/ctx_managers/sequence_parallel.py `apply_sequence_parallelism`): every batch key chunked on dim 1
+# over the group, ring-flash-attn, the loss on the local chunk (outputs gathered only for GRPO / EBFT); FSDP2 shards over
+# accelerate's dp_shard x cp mesh, DeepSpeed over the world. Other readers (verl's ulysses_sequence_parallel_size,
+# LLaMA-Factory forks) stay in SHARDING_NOT_MODELLED.
+SEQUENCE_PARALLEL_PLANNED = {
+    "sequence_parallel_size": "swift",
+    "context_parallel_size": "axolotl",
+    "sequence_parallel_degree": "axolotl",  # axolotl's deprecated name for context_parallel_size
+}
 
 
 def _sequence_parallel_planned(source, name: str) -> bool:
-    """`name` is a sequence-parallel size the planner models for the program `source` launches."""
-    programs = SEQUENCE_PARALLEL_PLANNED.get(name.lstrip("-").replace("-", "_"))
-    return bool(programs) and (getattr(source, "program", "") or "").startswith(programs)
+    """`name` is a sequence-parallel size the planner models for the reader of `source`."""
+    reader = SEQUENCE_PARALLEL_PLANNED.get(name.lstrip("-").replace("-", "_"))
+    if reader == "swift":
+        return (getattr(source, "program", "") or "").startswith("swift ")
+    return reader == "axolotl" and getattr(source, "kind", "") == "axolotl"
 
 
 SHARDING_NOT_MODELLED = {
