@@ -245,7 +245,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     if terms is None:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
         if s.fused_lm_head and not is_grpo:
-            loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * seq)
+            loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * training.rank_tokens(ts, seq))
         if is_gkd:
             loss = gkd.loss_bytes(ts, arch, tarch, seq)
         terms = training.train_peak(ts, arch, counts, seq, loss)
