@@ -138,6 +138,11 @@ class Knobs(Strict):
     quantize_lm_head: bool = False
     # the fused 3-D MoE expert tensors quantized with the base (axolotl quantize_moe_experts)
     quantize_moe_experts: bool = False
+    # sequence parallelism (ms-swift --sequence_parallel_size: Ulysses / ring attention): each GPU holds
+    # max_length / N tokens of every sample of its micro-batch; planner/knobs.py sequence_parallel_fields
+    sequence_parallel: int = Field(default=1, ge=1, le=1024)
+    # ms-swift CELOSS_PARALLEL_SIZE (with sequence parallelism): its ChunkedCrossEntropyLoss over chunks of N tokens
+    celoss_parallel_size: int = Field(default=0, ge=0, le=1_048_576)
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

@@ -599,3 +599,53 @@ def test_zero3_step_with_multi_tensor_adamw_holds_its_intermediate_beside_the_fp
     sub = min(c.trainable / 8, fused.zero.sub_group_size)
     assert states.gpu_states(fused, c, arch).step == pytest.approx(sub * (FP32 + 2))
     assert states.gpu_states(foreach, c, arch).step == pytest.approx(sub * 2 * FP32)
+
+
+# ------------------------------------------------------------------------------ sequence parallelism
+def test_sequence_parallel_plans_each_gpus_share_of_the_sequence():
+    """ms-swift's sequence parallelism splits every sample's tokens over N ranks (pad_and_split_inputs): the layers'
+    kept activations and the logits of one GPU are those of seq_len / N tokens; the model states are unchanged."""
+    items = ("bf16=true", "per_device_train_batch_size=2", "seq_len=16384", "attn_implementation=flash_attention_2")
+    whole, split = plan.plan(setup(*items)), plan.plan(setup(*items, "sequence_parallel=4"))
+    assert gib(split, "activations") == pytest.approx(gib(whole, "activations") / 4, rel=1e-6)
+    assert gib(split, "logits") == pytest.approx(gib(whole, "logits") / 4, rel=1e-6)
+    for key in ("weights", "gradients", "optimizer_states"):
+        assert gib(split, key) == gib(whole, key)
+    assert any("each GPU holds 4,096 of every sample's 16,384 tokens" in n for n in split.notes)
+    assert not any("sequence parallelism" in n for n in whole.notes)
+
+
+def test_sequence_parallel_eager_scores_still_span_every_key():
+    """Ulysses gives each rank every query of heads / N: eager's fp32 score rows span all seq_len keys, so the split run
+    keeps more than a whole run at seq_len / N would."""
+    items = ("bf16=true", "per_device_train_batch_size=1", "attn_implementation=eager")
+    split = plan.plan(setup(*items, "seq_len=8192", "sequence_parallel=4"))
+    short = plan.plan(setup(*items, "seq_len=2048"))
+    arch = params.summary(LLAMA)
+    t = arch.text
+    scores = t.layers * (FP32 + 2) * t.heads * (8192 - 2048) * 2048 / GIB  # per query token: nh x keys, fp32 + bf16 copy
+    assert gib(split, "activations") - gib(short, "activations") == pytest.approx(scores, rel=0.02)
+
+
+def test_sequence_parallel_knob_from_a_recipe_and_bad_values():
+    from vramfit.recipe import load
+
+    recipe = load(recipe_path("axolotl-llama-3b-8xa100-80g"), ["planner.sequence_parallel=4"])
+    assert Setup.from_recipe(recipe).sequence_parallel == 4
+    with pytest.raises(ConfigError) as err:
+        setup("sequence_parallel=two")
+    assert "sequence_parallel" in str(err.value.problems.items[0])
+
+
+def test_ms_swift_chunked_sequence_parallel_loss_keeps_the_16bit_logits_and_one_fp32_chunk():
+    """CELOSS_PARALLEL_SIZE (ms-swift ChunkedCrossEntropyLoss, only under sequence parallelism): the whole bf16 logits are
+    saved and the fp32 upcast / log-softmax / their gradients exist for one chunk of tokens at a time."""
+    items = ("bf16=true", "per_device_train_batch_size=1", "seq_len=32768", "sequence_parallel=4", "attn_implementation=flash_attention_2")
+    whole, chunked = plan.plan(setup(*items)), plan.plan(setup(*items, "celoss_parallel_size=2048"))
+    vocab, hidden = params.summary(LLAMA).vocab, params.summary(LLAMA).text.hidden
+    tokens = 8192  # the GPU's share
+    expected = max(tokens * vocab * 2 + 2048 * vocab * 3 * FP32, tokens * vocab * 2 + tokens * hidden * 2 + vocab * hidden * 2)
+    assert gib(chunked, "logits") == pytest.approx(expected / GIB, rel=1e-6)
+    assert gib(chunked, "logits") < gib(whole, "logits") / 2
+    no_sp = plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2", "celoss_parallel_size=2048"))
+    assert gib(no_sp, "logits") == gib(plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2")), "logits")

@@ -140,3 +140,16 @@ def test_ms_swift_grpo_of_the_whole_model_follows_the_freeze_switches_too(tmp_pa
     )
     s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
     assert (s.method, s.train_llm, bool(s.train_vision), s.train_projector) == ("grpo", True, True, False)
+
+
+def test_ms_swift_sequence_parallel_size_is_planned_per_gpu_not_an_upper_bound(tmp_path):
+    """ms-swift --sequence_parallel_size 4 (swift/sequence_parallel): each GPU holds a quarter of every sample's tokens; the
+    review plans that (planner.sequence_parallel) instead of warning that sequence parallelism is not modelled."""
+    line = "NPROC_PER_NODE=4 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type full --max_length 32768 --attn_impl flash_attn"
+    whole = review([script(tmp_path, line, "whole.sh")], gpu="a100-80g")
+    split = review([script(tmp_path, line + " --sequence_parallel_size 4", "split.sh")], gpu="a100-80g")
+    assert split.plan.setup.sequence_parallel == 4 and whole.plan.setup.sequence_parallel == 1
+    assert not find(split, text="does not model") and not find(split, text="upper bound")
+    acts = [r.plan.phase_breakdowns["train"]["activations"] for r in (whole, split)]
+    assert acts[1] == pytest.approx(acts[0] / 4, rel=0.05)
+    assert any("sequence parallelism over 4 GPUs" in n for n in split.plan.notes)

@@ -705,11 +705,11 @@ def test_a_review_run_from_inside_a_checkout_with_its_own_deepspeed_configs_find
 
 @pytest.mark.parametrize(
     "flag",
-    ["context_parallel_size: 4", "tensor_parallel_size: 2", "sequence_parallel_degree: 4", "tiled_mlp: true"],
+    ["tensor_parallel_size: 2", "tiled_mlp: true"],
 )
 def test_sharding_the_planner_does_not_model_makes_no_fit_an_upper_bound_warning(tmp_path, flag):
-    """Context / tensor / sequence parallelism and tiled MLP hold less on each GPU than a data-parallel plan: a plan that
-    does not fit without them is a warning naming what was not modelled, never an error."""
+    """Tensor parallelism and tiled MLP hold less on each GPU than a data-parallel plan: a plan that does not fit without
+    them is a warning naming what was not modelled, never an error (axolotl's context parallelism is planned: below)."""
     config = write(
         tmp_path,
         "long.yml",
@@ -721,6 +721,18 @@ def test_sharding_the_planner_does_not_model_makes_no_fit_an_upper_bound_warning
     assert not [f for f in result.findings if f.severity == "error"], [str(f) for f in result.findings if f.severity == "error"]
     [warned] = find(result, severity="warning", key=flag.split(":")[0], text="which the planner does not model")
     assert "upper bound" in warned.what
+
+
+@pytest.mark.parametrize("flag", ["context_parallel_size: 4", "sequence_parallel_degree: 4"])
+def test_axolotl_context_parallelism_is_planned_per_gpu(tmp_path, flag):
+    """axolotl context_parallel_size (sequence_parallel_degree, its deprecated name): apply_sequence_parallelism chunks every
+    batch key on the sequence dim over the group and the loss runs on the local chunk: the plan holds a quarter of the
+    tokens per GPU (planner.sequence_parallel), not an upper-bound warning."""
+    body = "base_model: meta-llama/Llama-3.1-8B\nsequence_len: 65536\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\nflash_attention: true\n"
+    result = review([str(write(tmp_path, "long.yml", body + f"{flag}\n"))], gpu="a100-80g", gpus=8)
+    assert result.plan.setup.sequence_parallel == 4
+    assert not find(result, text="which the planner does not model")
+    assert any("each GPU holds 16,384 of every sample's 65,536 tokens" in n for n in result.plan.notes)
 
 
 def test_ms_swift_grpo_sleep_level_and_max_pixels_from_the_environment(tmp_path):

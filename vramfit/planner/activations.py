@@ -304,5 +304,20 @@ def logits_bytes(m: LogitsMode, tokens: int) -> float:
     return chunk * m.vocab * m.act + tokens * m.hidden * m.act + grad_weight
 
 
+def sp_chunked_logits_bytes(m: LogitsMode, tokens: int, chunk: int) -> float:
+    """ms-swift's ChunkedCrossEntropyLoss (swift/sequence_parallel/utils.py, CELOSS_PARALLEL_SIZE under sequence
+    parallelism): forward saves the whole logits in the compute dtype and runs CrossEntropyLoss on `chunk` rows at a time
+    (their fp32 upcast and log-softmax); backward re-runs each chunk under enable_grad (upcast, log-softmax, their
+    gradients) and writes its gradient into the saved logits, which it returns as the logits' gradient; then the head's
+    backward as `logits_bytes`."""
+    grad_weight = m.vocab * m.hidden * m.head_bytes if m.head_trainable else 0
+    rows = min(chunk, tokens) * m.vocab
+    kept = tokens * m.vocab * m.act
+    forward = kept + rows * (FP32 + FP32 if m.upcast else m.act)
+    backward = kept + rows * (3 * FP32 if m.upcast else 3 * m.act)
+    head = kept + tokens * m.hidden * m.act + grad_weight
+    return max(forward, backward, head)
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())

@@ -36,6 +36,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `quantize_lm_head=true` (planner; the LitGPT reader sets it for `quantize`) | Lightning `BitsandbytesPrecision` swaps every `nn.Linear`, lm_head included; each lm_head call dequantizes it whole | params.py `count`, training.py `previous_output_point` |
 | `quantize_moe_experts=true` (planner; the review reads axolotl `quantize_moe_experts:`) | transformers v5 stores MoE experts as fused 3-D parameters, which bitsandbytes (nn.Linear only) leaves in 16 bits; axolotl monkeypatch/moe_quant.py quantizes every >= 3-D parameter named "expert" as it loads (4-bit: bitsandbytes parametrize `replace_parameter_4bit`; 8-bit: its int8 parametrization), dequantized whole on access | params.py `count` (`Arch.expert_tensors`) |
 | `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
+| `sequence_parallel=N` (planner; the review reads ms-swift `--sequence_parallel_size`, axolotl `context_parallel_size` / `sequence_parallel_degree`: utils/ctx_managers/sequence_parallel.py chunks every batch key on dim 1, loss on the local chunk) | ms-swift swift/sequence_parallel/sequence_parallel.py: a (data, [ring,] sequence) device mesh of world / N data-parallel groups; `pad_and_split_inputs` splits input_ids / embeddings, position_ids and the rolled labels on the sequence dim, so each rank runs its layers, embeddings and loss on seq_len / N tokens of every sample of its per_device_train_batch_size (SequenceParallelSampler draws by data rank); Ulysses all-to-all gives attention all seq_len tokens for heads / N (N = gcd(heads, size), the rest ring attention over local keys); DeepSpeed is initialised without an mpu, so ZeRO shards over every rank | training.py `train_peak` (per-rank tokens; eager scores at all keys), states unchanged |
+| `celoss_parallel_size=N` (planner; the review reads ms-swift's `CELOSS_PARALLEL_SIZE` environment variable) | ms-swift swift/trainers/utils.py `per_token_loss_func_sp` -> sequence_parallel/utils.py `ChunkedCrossEntropyLoss`: saves the whole 16-bit logits, runs CrossEntropyLoss over N-token chunks and writes each chunk's gradient back into the saved logits (only with sequence_parallel > 1) | activations.py `sp_chunked_logits_bytes` |
 """
 
 from __future__ import annotations
@@ -325,6 +327,39 @@ def quant_fields(values: dict[str, Any], method: str, config: dict[str, Any], pr
 # delete useless buffered activation", bitsandbytes-foundation/bitsandbytes#1270, first in 0.43.2),
 # which keeps `(None, B)`. The pinned bitsandbytes (pyproject.toml) is newer.
 BNB_KEEPS_INPUT_BEFORE = (0, 43, 2)
+
+
+def sequence_parallel_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
+    """`sequence_parallel` (the planner's name; ms-swift spells it sequence_parallel_size): the ranks that split each
+    sample's sequence (training.train_peak plans seq_len / N tokens per rank)."""
+    value = values.get("sequence_parallel", values.get("sequence_parallel_size"))
+    if value in (None, "", False):
+        value = 1
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        size = 0
+    if size < 1 or str(value).strip() not in (str(size), f"{size}.0"):
+        problems.add(
+            file,
+            "sequence_parallel",
+            f"must be a whole number of GPUs >= 1 (got {value!r})",
+            "set sequence_parallel=1 (off) or the sequence-parallel group size, e.g. 4.",
+        )
+        return {}
+    chunk = values.get("celoss_parallel_size")
+    out: dict[str, Any] = {"sequence_parallel": size}
+    if chunk not in (None, "", False, 0, "0"):
+        if not str(chunk).strip().isdigit():
+            problems.add(
+                file,
+                "celoss_parallel_size",
+                f"must be a whole number of tokens (got {chunk!r})",
+                "set celoss_parallel_size=2048 (ms-swift's examples) or 0 (off).",
+            )
+        else:
+            out["celoss_parallel_size"] = int(str(chunk).strip())
+    return out
 
 
 def bnb_keeps_input(values: dict[str, Any], quantization: str | None, problems: Problems, file: str) -> bool:

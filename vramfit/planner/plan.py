@@ -37,6 +37,7 @@ out; only the device figure (nvidia-smi) holds them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,24 @@ def plan(setup: Setup, trace: bool = False) -> Plan:
     return result
 
 
+def sequence_parallel_note(s: Setup, seq: int, arch) -> str:
+    """What sequence parallelism changes in the plan (knobs.sequence_parallel_fields)."""
+    n = s.sequence_parallel
+    heads = arch.text.heads
+    ulysses = math.gcd(heads, n) if heads else n
+    how = f"Ulysses over {ulysses}" + (f", ring attention over {n // ulysses}" if ulysses < n else "")
+    text = (
+        f"sequence parallelism over {n} GPUs ({how}): each GPU holds {training.rank_tokens(s, seq):,} of every sample's "
+        f"{seq:,} tokens for its layers, embeddings and loss (planned per GPU); "
+        + (f"eager attention's scores span all {seq:,} keys for {heads}/{n} heads; " if s.attention == "eager" else "")
+        + f"model states sharded over all {s.world} ranks as the engine shards them (ms-swift gives DeepSpeed no mpu); "
+        "the all-to-all receive buffers (one layer's q / k / v / output at the GPU's share) are not added"
+    )
+    if s.world % n:
+        text += f". {s.world} GPUs are not a multiple of sequence_parallel={n} (ms-swift's device mesh needs world % N == 0)"
+    return text
+
+
 def lora_targets(setup: Setup, arch) -> Setup:
     """`all-linear` on the LLM only (`lora_vision_tower=false`): PEFT's own all-linear takes every
     nn.Linear but the output layer (peft tuners_utils.py `_maybe_include_all_linear_layers`), the
@@ -217,11 +236,16 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     # TRL's preference trainers run chosen + rejected as one batch: the step's activations are those of twice the
     # micro-batch (each sequence up to the cap); DPO's log-probs come from TRL's fused head, not whole logits
     ts = s.replace(micro_batch=s.micro_batch * s.sequences_per_sample) if s.sequences_per_sample > 1 else s
-    terms, notes, incomplete = tracing.train_terms(ts, arch, counts, wanted=trace)
+    sp = max(1, s.sequence_parallel)
+    # the trace runs one rank's share of each sequence (its layers, embeddings and loss); training.train_peak plans it
+    traced = ts.replace(seq_len=training.rank_tokens(ts, ts.seq_len), sequence_parallel=1) if sp > 1 else ts
+    terms, notes, incomplete = tracing.train_terms(traced, arch, counts, wanted=trace)
+    if sp > 1:
+        notes.append(sequence_parallel_note(s, seq, arch))
     if terms is None:
         loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
         if s.fused_lm_head and not is_grpo:
-            loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * seq)
+            loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * training.rank_tokens(ts, seq))
         if is_gkd:
             loss = gkd.loss_bytes(ts, arch, tarch, seq)
         terms = training.train_peak(ts, arch, counts, seq, loss)

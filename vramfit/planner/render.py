@@ -109,7 +109,9 @@ def render(p) -> str:
         f"{s.engine}{' ZeRO-' + str(s.zero.stage) if s.zero.stage else ''}"
         f"{f' {s.fsdp_sharding} v{s.fsdp_version}' if s.engine == 'fsdp' else ''}"
         f"{' + optimizer offload' if s.zero.offload_optimizer else ''}{' + param offload' if s.zero.offload_params else ''}, "
-        f"micro-batch {s.micro_batch} x {s.seq_len} tokens" + (f" + {s.max_completion_length} completion" if s.method == "grpo" else ""),
+        f"micro-batch {s.micro_batch} x {s.seq_len} tokens"
+        + (f" ({-(-s.seq_len // s.sequence_parallel)} per GPU, sequence parallel over {s.sequence_parallel})" if s.sequence_parallel > 1 else "")
+        + (f" + {s.max_completion_length} completion" if s.method == "grpo" else ""),
         f"parameters: {p.parameters['total'] / 1e9:.3f} B, trainable {p.parameters['trainable'] / 1e9:.3f} B",
         "",
     ]

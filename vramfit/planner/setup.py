@@ -175,6 +175,12 @@ class Setup:
     # the fused 3-D MoE expert tensors quantized with the base (axolotl `quantize_moe_experts`: bitsandbytes skips them,
     # axolotl's monkeypatch/moe_quant.py quantizes them as they load); params.py `count`
     quantize_moe_experts: bool = False
+    # sequence-parallel degree (knobs.sequence_parallel_fields): each rank holds seq_len / N tokens of every sample
+    # for its layers, embeddings and loss; Ulysses attention sees all seq_len keys for heads / N (training.train_peak)
+    sequence_parallel: int = 1
+    # ms-swift CELOSS_PARALLEL_SIZE: under sequence parallelism its loss runs ChunkedCrossEntropyLoss over chunks of this
+    # many tokens (activations.sp_chunked_logits_bytes); 0: CrossEntropyLoss over the whole shard
+    celoss_parallel_size: int = 0
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -527,6 +533,7 @@ def _knob_fields(
     out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
+    out.update(knobs.sequence_parallel_fields(values, problems, file))
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer
@@ -693,6 +700,8 @@ ARG_KEYS = {
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
     "quantize_moe_experts": bool,
+    "sequence_parallel": int,
+    "celoss_parallel_size": int,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,

@@ -27,6 +27,7 @@ from vramfit.planner.activations import (
     logits_bytes,
     nograd_layer_bytes,
     position_bias_bytes,
+    sp_chunked_logits_bytes,
 )
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.setup import tile_patches
@@ -150,6 +151,13 @@ def text_sequences(setup, arch: Arch, seq: int) -> list[tuple[str, int, int]]:
     return [("text", seq, 0)]
 
 
+def rank_tokens(setup, seq: int) -> int:
+    """Tokens of one sample a rank holds: all of them, or its 1/N share under sequence parallelism (ms-swift
+    `SequenceParallel.pad_and_split_inputs` pads the sequence to a multiple of N and splits it on dim 1)."""
+    n = max(1, int(getattr(setup, "sequence_parallel", 1) or 1))
+    return -(-seq // n)
+
+
 def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | None = None) -> dict[str, float]:
     """Activation components (bytes) at the training step's activation peak.
 
@@ -160,9 +168,11 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
     for name, own, cross in stacks:
         st = arch.stacks[name]
         mode = text_mode(s, arch, counts, name)
+        # eager scores per query token span all `own` keys: under Ulysses a rank holds every query of heads / N, the same
+        # bytes as seq_len / N queries over all keys (layer_bytes at the full length, tokens at the rank's share)
         per_token, per_sample = layer_bytes(st, mode, own, cross)
         bias, shared_bias = position_bias_bytes(st, mode, own, cross, s.gradient_checkpointing)
-        tokens = b * own
+        tokens = b * rank_tokens(s, own)
         merged, merged_bwd = expert_merge_bytes(counts.expert_merge, frozen_weight_bytes(s)) if name == "text" else (0.0, 0.0)
         full = per_token * tokens + per_sample * b + bias + merged
         per_layer = a * st.hidden * tokens if s.gradient_checkpointing else full  # checkpointed: the layer input
@@ -172,13 +182,18 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         else:
             recompute = max(recompute, backward_transient(st, a) * tokens + merged_bwd)
     text = arch.text
-    loss_tokens = b * stacks[-1][1]
-    embed_tokens = sum(b * own for _, own, _ in stacks)
+    loss_tokens = b * rank_tokens(s, stacks[-1][1])  # ms-swift splits the rolled labels: each rank's loss on its shard
+    embed_tokens = sum(b * rank_tokens(s, own) for _, own, _ in stacks)
     embeddings = a * text.hidden * embed_tokens * (2 if s.images_per_sample else 1)  # + masked_scatter merge
     final_norm = (FP32 if text.norm == "rms" and not liger_active(s, arch) else a) * text.hidden * loss_tokens
     final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
     if s.head == "token_cls" and s.head_dropout > 0:
         final_norm += MASK * text.hidden * loss_tokens  # the dropout before the score keeps its bool mask
+    sp_chunk = s.celoss_parallel_size if getattr(s, "sequence_parallel", 1) > 1 and s.head == "lm" else 0
+    if loss_bytes is None and sp_chunk and not liger_active(s, arch) and s.loss_kernel == "torch":
+        # ms-swift's sequence-parallel loss with CELOSS_PARALLEL_SIZE: ChunkedCrossEntropyLoss (activations.py)
+        mode = LogitsMode(arch.vocab, text.hidden, a, False, counts.lm_head_trainable, a, loss_upcast(s, arch))
+        loss_bytes = sp_chunked_logits_bytes(mode, loss_tokens, sp_chunk)
     if loss_bytes is None:
         loss_bytes = logits_bytes(
             LogitsMode(
@@ -356,6 +371,7 @@ def offloaded_activation_bytes(setup, arch: Arch, counts: Counts, seq: int) -> f
     for name, own, cross in text_sequences(s, arch, seq):
         st = arch.stacks[name]
         per_token, per_sample = layer_bytes(st, text_mode(s, arch, counts, name), own, cross)
-        per_layer = a * st.hidden * b * own if s.gradient_checkpointing else per_token * b * own + per_sample * b
+        tokens = b * rank_tokens(s, own)
+        per_layer = a * st.hidden * tokens if s.gradient_checkpointing else per_token * tokens + per_sample * b
         total += (st.layers - on_gpu_layers(s, st.layers)) * per_layer
     return total

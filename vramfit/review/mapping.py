@@ -892,7 +892,7 @@ class _Builder:
         for source in self.sources:
             for setting in source.settings:
                 name = setting.key.lstrip("-").replace("-", "_")
-                if name not in SHARDING_NOT_MODELLED:
+                if name not in SHARDING_NOT_MODELLED or _sequence_parallel_planned(source, name):
                     continue
                 value = setting.value[0] if isinstance(setting.value, list) and len(setting.value) == 1 else setting.value
                 text = str(value).strip().lower()
@@ -2199,12 +2199,22 @@ class _Builder:
                         out["offload"] = True
                     if isinstance(value, dict):
                         self._fsdp_checkpointing(value, st, st.key)
+                elif _sequence_parallel_planned(src, key) and str(value).strip().isdigit() and int(str(value).strip()) > 1:
+                    # each rank holds max_length / N tokens of every sample (planner/knobs.py sequence_parallel_fields)
+                    mapped.recipe.setdefault("planner", {})["sequence_parallel"] = int(str(value).strip())
+                    mapped.origins["planner.sequence_parallel"] = Origin(st.file, st.key, st.line)
+                    planned.add(st.key)
                 elif key in PLANNER_SWITCHES and value in (True, "true", "True"):
                     # the recipe's planner: section says these (vramfit/recipe.py Knobs), so the plan and its fixes see them
                     knob = PLANNER_SWITCHES[key]
                     mapped.recipe.setdefault("planner", {})[knob] = True
                     mapped.origins[f"planner.{knob}"] = Origin(st.file, st.key, st.line)
                     planned.add(st.key)
+            chunk = str(src.env.get("CELOSS_PARALLEL_SIZE", "")).strip() if (src.program or "").startswith("swift ") else ""
+            if chunk.isdigit() and int(chunk) > 0:
+                # ms-swift's sequence-parallel loss reads it (swift/trainers/utils.py per_token_loss_func_sp)
+                mapped.recipe.setdefault("planner", {})["celoss_parallel_size"] = int(chunk)
+                mapped.origins["planner.celoss_parallel_size"] = Origin(src.label, "CELOSS_PARALLEL_SIZE", src.launch_line)
             if src.accelerate.get("distributed_type") == "FSDP" and not uses_deepspeed:
                 out["engine"] = "fsdp"
                 where["engine"] = Origin(src.label, "distributed_type", src.line_of("distributed_type"))
@@ -3171,6 +3181,28 @@ def axolotl_unfrozen(pattern: str) -> str:
     found = re.match(r"^(.+)\[([0-9]*)(?::([0-9]*))?\]$", pattern)
     base = found.group(1) if found else pattern
     return re.sub(r"\.(?!\+)", "\\.", base)
+
+
+# Sequence-parallel settings the planner models (the `sequence_parallel` knob), by the reader whose implementation it
+# follows. ms-swift (swift/sequence_parallel/sequence_parallel.py): Ulysses / ring attention over a (data, sequence) mesh,
+# input_ids / labels split on the sequence dim, the loss on each rank's shard, DeepSpeed given no mpu (ZeRO over every
+# rank). axolotl (utils/ctx_managers/sequence_parallel.py `apply_sequence_parallelism`): every batch key chunked on dim 1
+# over the group, ring-flash-attn, the loss on the local chunk (outputs gathered only for GRPO / EBFT); FSDP2 shards over
+# accelerate's dp_shard x cp mesh, DeepSpeed over the world. Other readers (verl's ulysses_sequence_parallel_size,
+# LLaMA-Factory forks) stay in SHARDING_NOT_MODELLED.
+SEQUENCE_PARALLEL_PLANNED = {
+    "sequence_parallel_size": "swift",
+    "context_parallel_size": "axolotl",
+    "sequence_parallel_degree": "axolotl",  # axolotl's deprecated name for context_parallel_size
+}
+
+
+def _sequence_parallel_planned(source, name: str) -> bool:
+    """`name` is a sequence-parallel size the planner models for the reader of `source`."""
+    reader = SEQUENCE_PARALLEL_PLANNED.get(name.lstrip("-").replace("-", "_"))
+    if reader == "swift":
+        return (getattr(source, "program", "") or "").startswith("swift ")
+    return reader == "axolotl" and getattr(source, "kind", "") == "axolotl"
 
 
 SHARDING_NOT_MODELLED = {
