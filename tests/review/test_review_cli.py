@@ -206,8 +206,9 @@ def test_training_arguments_yaml(tmp_path):
 def test_json_shape(capsys):
     code, out = run_cli([str(SEEDS / "tinychart/scripts/train.sh"), "--gpu", "a100-80g", "--gpus", "8", "--host-ram-gib", "64", "--json"], capsys)
     data = json.loads(out)
-    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed"}
+    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed", "length_worst_case"}
     assert data["model_assumed"] is None  # the model named by Hub id: no plan rests on a folder's name
+    assert data["length_worst_case"] is False  # planned at a length the files bound, not a worst case
     assert code == data["exit_code"] == 1 and data["closest_recipe"] == "tinychart-3b-8xa100-80g-offload"
     for finding in data["findings"]:
         assert set(finding) == {"severity", "file", "key", "what", "fix", "source", "line"}
