@@ -42,6 +42,17 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "8 x H100 'at about 50GB'), but the same command is huggingface/open-r1#506's OOM on 96 GB H20s, and 16 packed sequences "
     "of 16,384 tokens give 262,144 positions whose logits alone (vocabulary 151,936, upcast to fp32 for the loss) are over "
     "150 GB: the plan (445 GiB of logits at the step's peak) cannot fit, and the report is doubted, not the arithmetic",
+    # Batch G (session 8), at first contact:
+    "issue-lf3716-llama3-8b-lora-dpo-1xa10": "planned at the cap: 4 pairs x 2 sequences of cutoff_len 1,024 tokens, 32.9 GiB "
+    "on the 24 GB A10 (weights 15.0, logits 11.7 at Llama-3's 128,256-token vocabulary, activations 2.2). LLaMA-Factory's "
+    "PairwiseDataCollatorWithPadding pads each batch to its longest pair, the data (rm_data_private) is not here, and "
+    "review/lengths.py has no padding fact for LLaMA-Factory, so the cap is the verdict (an error) where a collator that pads "
+    "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
+    "the setup that trains on an A10, not a measured peak",
+    "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "GRPOConfig's rule 'generation_batch_size (3) must be divisible by "
+    "num_generations (8)' of the installed TRL judged on Video-R1's own src/open_r1/grpo.py (a fork of TRL's GRPO from "
+    "before per_device_train_batch_size counted completions, TRL 0.15, huggingface/trl#2776, where each prompt is expanded "
+    "to num_generations completions and the rule does not exist); nothing pins trl in the paste",
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -111,6 +122,20 @@ KNOWN_MISSED: dict[str, str] = {
     "soft-capped logits differ across releases)",
     "issue-lf5070-qwen2-7b-lora-ds3-2x4090": "the plan fits, 14.6 of 23.6 GiB per RTX 4090 (LoRA, ZeRO-3, 2,048 tokens); the "
     "comment states the OOM with no log or reply, and the files do not explain it",
+    # Batch G (session 8), at first contact:
+    "issue-swift3504-qwen2.5vl-7b-full-zero3-4xa6000": "the plan fits: 43.8 of 47.5 GiB per RTX A6000 (full fine-tuning "
+    "of the LLM and aligner under ZeRO-3, ms-swift 3's default freeze_vit True, 1,024 tokens). The thread has no diagnosis "
+    "(only that LLaMA-Factory trains the same settings); the pasted comment line that ends the environment assignments "
+    "before 'swift sft' (so VIDEO_MAX_PIXELS never reaches it) is not named by the review",
+    "issue-r1v107-qwen2.5vl-3b-grpo-zero3-no-gc-8xa100": "incomplete: the command's --deepspeed ./local_scripts/zero3.json "
+    "(R1-V's) is not in the paste, so the memory is not planned (said as info); the A100's size is not in the thread either",
+    "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "no model: ${QWEN_PATH} and ${DS_CONFIG} are set outside the "
+    "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
+    "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
+    "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
+    "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
+    "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
+    "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
 }
 
 
