@@ -49,10 +49,8 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "review/lengths.py has no padding fact for LLaMA-Factory, so the cap is the verdict (an error) where a collator that pads "
     "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
     "the setup that trains on an A10, not a measured peak",
-    "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "GRPOConfig's rule 'generation_batch_size (3) must be divisible by "
-    "num_generations (8)' of the installed TRL judged on Video-R1's own src/open_r1/grpo.py (a fork of TRL's GRPO from "
-    "before per_device_train_batch_size counted completions, TRL 0.15, huggingface/trl#2776, where each prompt is expanded "
-    "to num_generations completions and the rule does not exist); nothing pins trl in the paste",
+    # (issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g left it: TRL 0.15's generation-batch rule on a repository's own
+    # GRPO script with nothing pinning trl is a warning naming both TRL semantics, review/reviewer.py _finding)
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -1575,3 +1573,21 @@ def test_lora_target_parameters_are_planned_not_left_unreviewed(tmp_path, name, 
     assert result.plan.setup.lora_target_parameters == ("experts.gate_up_proj", "experts.down_proj")
     assert any("lora.ParamWrapper: gate_up_proj x 32, down_proj x 32" in n for n in result.plan.notes)
     assert not [f for f in result.findings if "target_parameters" in f.what and "not reviewed" in f.what]
+
+
+def test_the_generation_batch_rule_is_trls_from_015_and_a_forks_script_unpinned_is_warned_not_failed(tmp_path):
+    # tulerfeng/Video-R1#15 (batch G): a repository's own src/open_r1/grpo.py on 3 ranks with 8 generations; the rule
+    # came with per_device_train_batch_size counting completions (TRL 0.15, huggingface/trl#2776)
+    run = (
+        "torchrun --nproc_per_node 3 src/open_r1/grpo.py --model_name_or_path Qwen/Qwen2.5-3B-Instruct --num_generations 8 "
+        "--per_device_train_batch_size 1 --max_completion_length 256 --gradient_checkpointing true --bf16\n"
+    )
+    unpinned = review([str(write(tmp_path, "none/run.sh", run))], gpu="a100-80g")
+    [rule] = find(unpinned, key="--num_generations", text="must be divisible by num_generations")
+    assert rule.severity == "warning" and "nothing pins trl" in rule.what
+    write(tmp_path, "new/setup.py", 'install_requires = ["trl==0.17.0"]\n')
+    [rule] = find(review([str(write(tmp_path, "new/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
+    assert rule.severity == "error"
+    write(tmp_path, "old/setup.py", 'install_requires = ["trl==0.14.0"]\n')
+    [rule] = find(review([str(write(tmp_path, "old/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
+    assert rule.severity == "info" and "pins trl==0.14.0" in rule.what
