@@ -42,6 +42,15 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "8 x H100 'at about 50GB'), but the same command is huggingface/open-r1#506's OOM on 96 GB H20s, and 16 packed sequences "
     "of 16,384 tokens give 262,144 positions whose logits alone (vocabulary 151,936, upcast to fp32 for the loss) are over "
     "150 GB: the plan (445 GiB of logits at the step's peak) cannot fit, and the report is doubted, not the arithmetic",
+    # Batch G (session 8), at first contact:
+    "issue-lf3716-llama3-8b-lora-dpo-1xa10": "planned at the cap: 4 pairs x 2 sequences of cutoff_len 1,024 tokens, 32.9 GiB "
+    "on the 24 GB A10 (weights 15.0, logits 11.7 at Llama-3's 128,256-token vocabulary, activations 2.2). LLaMA-Factory's "
+    "PairwiseDataCollatorWithPadding pads each batch to its longest pair, the data (rm_data_private) is not here, and "
+    "review/lengths.py has no padding fact for LLaMA-Factory, so the cap is the verdict (an error) where a collator that pads "
+    "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
+    "the setup that trains on an A10, not a measured peak",
+    # (issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g left it: TRL 0.15's generation-batch rule on a repository's own
+    # GRPO script with nothing pinning trl is a warning naming both TRL semantics, review/reviewer.py _finding)
 }
 
 # Documented problems the review still misses, each with its cause: a list that can only shrink.
@@ -116,6 +125,20 @@ KNOWN_MISSED: dict[str, str] = {
     "soft-capped logits differ across releases)",
     "issue-lf5070-qwen2-7b-lora-ds3-2x4090": "the plan fits, 14.6 of 23.6 GiB per RTX 4090 (LoRA, ZeRO-3, 2,048 tokens); the "
     "comment states the OOM with no log or reply, and the files do not explain it",
+    # Batch G (session 8), at first contact:
+    "issue-swift3504-qwen2.5vl-7b-full-zero3-4xa6000": "the plan fits: 43.8 of 47.5 GiB per RTX A6000 (full fine-tuning "
+    "of the LLM and aligner under ZeRO-3, ms-swift 3's default freeze_vit True, 1,024 tokens). The thread has no diagnosis "
+    "(only that LLaMA-Factory trains the same settings); the pasted comment line that ends the environment assignments "
+    "before 'swift sft' (so VIDEO_MAX_PIXELS never reaches it) is not named by the review",
+    "issue-r1v107-qwen2.5vl-3b-grpo-zero3-no-gc-8xa100": "incomplete: the command's --deepspeed ./local_scripts/zero3.json "
+    "(R1-V's) is not in the paste, so the memory is not planned (said as info); the A100's size is not in the thread either",
+    "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "no model: ${QWEN_PATH} and ${DS_CONFIG} are set outside the "
+    "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
+    "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
+    "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
+    "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
+    "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
+    "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
 }
 
 
@@ -1587,3 +1610,21 @@ def test_lora_target_parameters_are_planned_not_left_unreviewed(tmp_path, name, 
     assert result.plan.setup.lora_target_parameters == ("experts.gate_up_proj", "experts.down_proj")
     assert any("lora.ParamWrapper: gate_up_proj x 32, down_proj x 32" in n for n in result.plan.notes)
     assert not [f for f in result.findings if "target_parameters" in f.what and "not reviewed" in f.what]
+
+
+def test_the_generation_batch_rule_is_trls_from_015_and_a_forks_script_unpinned_is_warned_not_failed(tmp_path):
+    # tulerfeng/Video-R1#15 (batch G): a repository's own src/open_r1/grpo.py on 3 ranks with 8 generations; the rule
+    # came with per_device_train_batch_size counting completions (TRL 0.15, huggingface/trl#2776)
+    run = (
+        "torchrun --nproc_per_node 3 src/open_r1/grpo.py --model_name_or_path Qwen/Qwen2.5-3B-Instruct --num_generations 8 "
+        "--per_device_train_batch_size 1 --max_completion_length 256 --gradient_checkpointing true --bf16\n"
+    )
+    unpinned = review([str(write(tmp_path, "none/run.sh", run))], gpu="a100-80g")
+    [rule] = find(unpinned, key="--num_generations", text="must be divisible by num_generations")
+    assert rule.severity == "warning" and "nothing pins trl" in rule.what
+    write(tmp_path, "new/setup.py", 'install_requires = ["trl==0.17.0"]\n')
+    [rule] = find(review([str(write(tmp_path, "new/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
+    assert rule.severity == "error"
+    write(tmp_path, "old/setup.py", 'install_requires = ["trl==0.14.0"]\n')
+    [rule] = find(review([str(write(tmp_path, "old/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
+    assert rule.severity == "info" and "pins trl==0.14.0" in rule.what

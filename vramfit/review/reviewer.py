@@ -298,7 +298,28 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
         what = f"{what} - ms-swift checks its own arguments, not with TRL's class: not reviewed"
+    elif "refuses these arguments" in what and "divisible by num_generations" in what and not _trl_own_script(mapped):
+        # the rule came with per_device_train_batch_size counting completions (TRL 0.15, huggingface/trl#2776); a
+        # repository's own GRPO script on an older TRL (VLM-R1 / open-r1 / R1-V forks) expands each prompt to
+        # num_generations completions on its rank and has no such rule
+        counts = _trl_counts_completions(mapped.trl_pin)
+        if counts is False:
+            severity, fix = "info", ""
+            what = f"{what} - this repository pins {mapped.trl_pin}, before the rule (TRL 0.15, huggingface/trl#2776): not the run's"
+        elif counts is None:
+            severity = "warning"
+            what = (
+                f"{what} - a rule of TRL 0.15 and later (huggingface/trl#2776), where per_device_train_batch_size counts "
+                f"completions; nothing pins trl beside the files and {mapped.primary.program.split(' ', 1)[0]} is not TRL's "
+                "own script: on an older TRL each prompt is expanded to num_generations completions and the rule does not apply"
+            )
     return Finding(severity, file, key, what, fix, "validation", line)
+
+
+def _trl_own_script(mapped: mapping.Mapped) -> bool:
+    """TRL's own example scripts and CLI: only TRL's semantics apply to them."""
+    program = (mapped.primary.program or "").replace("\\", "/")
+    return "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program
 
 
 def _fused_experts_reading(mapped: mapping.Mapped, what: str) -> tuple[str, str]:
@@ -910,8 +931,7 @@ def _generations(recipe, setup, mapped: mapping.Mapped, findings: list[Finding])
     micro, g = setup.micro_batch, setup.num_generations
     origin = mapped.origin("training.per_device_train_batch_size")
     old = micro * g
-    program = mapped.primary.program.replace("\\", "/")
-    if "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program:
+    if _trl_own_script(mapped):
         return  # TRL's own script: only TRL's semantics apply
     ranks = recipe.world_size
     per_step = grpo_generation_batch(micro, ranks, 1, steps_per_generation=1)  # completions per micro-step, all ranks

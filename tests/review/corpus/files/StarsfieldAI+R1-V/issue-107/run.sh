@@ -1,0 +1,19 @@
+torchrun --nnodes $NNODES --nproc_per_node $GPUS_PER_NODE --node_rank $SLURM_NODEID --master_addr $(scontrol show hostname $SLURM_NODELIST | head -n1) --master_port ${MASTER_PORT} ./src/open_r1/grpo.py \
+    --output_dir ${SAVE_PATH}  \
+    --model_name_or_path Qwen/Qwen2.5-VL-3B-Instruct \
+    --dataset_name ${DATA_PATH} \
+    --deepspeed ./local_scripts/zero3.json \
+    --max_prompt_length 1024 \
+    --per_device_train_batch_size 1 \
+    --gradient_accumulation_steps 2 \
+    --logging_steps 1 \
+    --bf16 \
+    --report_to wandb \
+    --gradient_checkpointing false \
+    --attn_implementation flash_attention_2 \
+    --max_pixels 401408 \
+    --num_train_epochs 1 \
+    --run_name Qwen2-VL-2B-Debug \
+    --save_steps 100 \
+    --save_only_model true \
+    --num_generations 8
