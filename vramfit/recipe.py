@@ -138,6 +138,9 @@ class Knobs(Strict):
     quantize_lm_head: bool = False
     # the fused 3-D MoE expert tensors quantized with the base (axolotl quantize_moe_experts)
     quantize_moe_experts: bool = False
+    # GPUs one training process spreads its model over with device_map="auto" / "balanced" (naive layer-wise model
+    # parallelism: ms-swift without NPROC_PER_NODE, a plain script's from_pretrained(device_map="auto")): device_map.py
+    device_map_gpus: int = Field(default=1, ge=1, le=64)
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

@@ -629,3 +629,14 @@ def compile_fields(values: dict[str, Any], kernel: str) -> dict[str, bool]:
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
+
+
+def device_map_gpus(values: dict[str, Any], problems, file: str) -> int:
+    """GPUs one training process spreads its model over with device_map (planner `device_map_gpus`; device_map.py)."""
+    n = values.get("device_map_gpus")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        problems.add(file, "planner.device_map_gpus", f"{n!r} is not a GPU count", "write planner.device_map_gpus: 2 (or more).")
+        return 1
+    return n

@@ -175,6 +175,9 @@ class Setup:
     # the fused 3-D MoE expert tensors quantized with the base (axolotl `quantize_moe_experts`: bitsandbytes skips them,
     # axolotl's monkeypatch/moe_quant.py quantizes them as they load); params.py `count`
     quantize_moe_experts: bool = False
+    # GPUs one process spreads its model over with device_map (device_map.py); the planned GPU's share of them
+    device_map_gpus: int = 1
+    device_map_gpu: "object | None" = None  # device_map.Gpu: the GPU of the split being planned (None: the whole model)
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -527,6 +530,7 @@ def _knob_fields(
     out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
+    out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer
@@ -693,6 +697,7 @@ ARG_KEYS = {
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
     "quantize_moe_experts": bool,
+    "device_map_gpus": int,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
