@@ -79,3 +79,6 @@ def test_device_map_gpus_is_a_gpu_count(config):
 
     with pytest.raises(ConfigError, match="device_map_gpus"):
         Setup.from_args(config, "h100", 1, 1, None, [*FULL, "device_map_gpus=0"])
+    # accelerate refuses a model dispatched over several GPUs under FSDP / DeepSpeed
+    with pytest.raises(ConfigError, match="cannot be sharded by FSDP"):
+        Setup.from_args(config, "h100", 1, 1, None, [*FULL, "device_map_gpus=2", "fsdp=full_shard auto_wrap"])

@@ -531,6 +531,16 @@ def _knob_fields(
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
     out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
+    if out["device_map_gpus"] > 1 and (fsdp or zero.stage):
+        # accelerate Accelerator.prepare_model refuses a model dispatched over several GPUs under DeepSpeed / FSDP
+        # ("You can't train a model that has been loaded with `device_map='auto'` in any distributed mode")
+        sharded = "FSDP" if fsdp else f"DeepSpeed ZeRO-{zero.stage}"
+        problems.add(
+            file,
+            "planner.device_map_gpus",
+            f"a model spread over {out['device_map_gpus']} GPUs with device_map cannot be sharded by {sharded} (accelerate refuses both)",
+            "drop device_map_gpus, or the DeepSpeed JSON / fsdp key.",
+        )
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer

@@ -900,14 +900,30 @@ class _Builder:
                     return f"{SHARDING_NOT_MODELLED[name]} ({setting.key} {value})", Origin(setting.file, setting.key, setting.line)
         return None
 
-    def _device_map(self) -> None:
+    def _device_map(self) -> tuple[str, Origin] | None:
         """One process that spreads its model over several GPUs with device_map (ms-swift without NPROC_PER_NODE, or fewer
         processes than visible GPUs): each GPU holds its share of the layers, planned with the planner's
-        `device_map_gpus` (vramfit/planner/device_map.py: accelerate's balanced split, the busiest GPU)."""
+        `device_map_gpus` (vramfit/planner/device_map.py: accelerate's balanced split, the busiest GPU). Beside a
+        DeepSpeed JSON or FSDP (which accelerate refuses with a dispatched model) the one-GPU plan stays, said to be an
+        upper bound (what, where)."""
         source = self.primary
         if not source.device_map_gpus:
-            return
+            return None
         setting = Setting("CUDA_VISIBLE_DEVICES", [source.env.get("CUDA_VISIBLE_DEVICES", "")], source.label, source.launch_line)
+        origin = Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line)
+        sharded = any(
+            st.key.lstrip("-").replace("-", "_") in ("deepspeed", "fsdp") and str(st.value).strip().lower() not in ("", "none", "false", "[]")
+            for src in self.sources
+            for st in src.settings
+        )
+        if sharded:
+            self.note(
+                "info",
+                setting,
+                f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map) "
+                "beside DeepSpeed / FSDP: planned as one GPU holding the whole model, an upper bound of each GPU's share",
+            )
+            return f"the model spread over {source.device_map_gpus} GPUs per process (device_map)", origin
         self.note(
             "info",
             setting,
@@ -915,7 +931,8 @@ class _Builder:
             "accelerate's balanced split): planned per GPU of the split, the busiest one (the plan's note names it)",
         )
         self.recipe.setdefault("planner", {})["device_map_gpus"] = source.device_map_gpus
-        self.origins["planner.device_map_gpus"] = Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line)
+        self.origins["planner.device_map_gpus"] = origin
+        return None
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1678,8 +1695,8 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
-        self._device_map()
-        mapped.sharding_assumed = self._sharding_not_modelled()
+        split = self._device_map()
+        mapped.sharding_assumed = self._sharding_not_modelled() or split
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
