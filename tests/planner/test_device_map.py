@@ -82,3 +82,31 @@ def test_device_map_gpus_is_a_gpu_count(config):
     # accelerate refuses a model dispatched over several GPUs under FSDP / DeepSpeed
     with pytest.raises(ConfigError, match="cannot be sharded by FSDP"):
         Setup.from_args(config, "h100", 1, 1, None, [*FULL, "device_map_gpus=2", "fsdp=full_shard auto_wrap"])
+
+
+@pytest.mark.parametrize("tied, vocab, gpus", [(False, 8192, 4), (True, 8192, 4), (False, 32000, 4), (True, 8192, 2)])
+def test_the_split_is_accelerates_own_device_map(tmp_path, tied, vocab, gpus):
+    # the oracle: accelerate's get_balanced_memory + infer_auto_device_map over the model built on the meta device, as
+    # transformers' from_pretrained(device_map="auto") calls them (no GPU needed: max_memory given)
+    import collections
+
+    import torch
+    import transformers
+    from accelerate import init_empty_weights
+    from accelerate.utils import get_balanced_memory, infer_auto_device_map
+
+    values = {**TINY, "tie_word_embeddings": tied, "vocab_size": vocab}
+    with init_empty_weights():
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**values)).to(torch.bfloat16)
+    memory = {i: 80 * 2**30 for i in range(gpus)}
+    kwargs = {"no_split_module_classes": model._no_split_modules, "dtype": torch.bfloat16}
+    placed = infer_auto_device_map(model, max_memory=get_balanced_memory(model, max_memory=memory, **kwargs), **kwargs)
+    layers = collections.Counter(device for name, device in placed.items() if ".layers." in name)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(values))
+    s = Setup.from_args(path, "h100", 1, 1, None, [*FULL, f"device_map_gpus={gpus}"])
+    arch = params.summary(s.model_config)
+    split = device_map.split(s, arch, params.count(arch, s))
+    assert [g.layers for g in split] == [layers.get(i, 0) for i in range(gpus)]
+    assert [g.index for g in split if g.embed] == [placed["model.embed_tokens"]]
+    assert [g.index for g in split if g.head] == [placed["lm_head"]]

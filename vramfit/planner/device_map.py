@@ -9,8 +9,8 @@ accelerate (transformers `_get_device_map`: accelerate.utils.modeling `get_balan
   mean leaf module)`; the last GPU keeps its whole memory ("the buffer is not enough" case);
 - `infer_auto_device_map` walks the modules in their order (vision tower and projector, embeddings, decoder layers,
   final norm, lm_head), filling one GPU before the next; the first GPU is a "main device" and keeps room for the
-  largest layer (`current_max_size - max_layer_size`), so it holds less; tied weights are placed together, so a
-  tied lm_head sits with the embeddings on the first GPU.
+  largest layer (`current_max_size - max_layer_size`), so it holds less; a tied lm_head is sized as a module of its
+  own and goes last, as an untied one does (its weight stays with the embeddings; the logits are on the last GPU).
 The step runs one micro-batch through the GPUs in turn (no pipelining): a GPU holds its own layers' weights, the
 gradients and optimizer states of what trains there, the activations its own layers keep for backward, and, where the
 lm_head is, the logits and the loss. The planner plans every GPU of the split and reports the busiest.
@@ -70,16 +70,17 @@ def split(setup, arch: Arch, counts: Counts) -> list[Gpu]:
     front = (g.get("vision", 0) + g.get("projector", 0)) * LOAD_BYTES
     embed = g.get("embed", 0) * LOAD_BYTES
     head = g.get("lm_head", 0) * LOAD_BYTES
-    tied = arch.tied_embeddings or not head
+    tied = arch.tied_embeddings
+    if tied:
+        head = embed  # accelerate sizes a tied lm_head as its own module (the tied weight counted twice): placed as untied
     modules: list[tuple[str, float]] = []
     if front:
         modules.append(("front", front))
-    modules.append(("embed", embed + (head if tied else 0)))  # tied weights are placed together
+    modules.append(("embed", embed))
     modules += [("layer", layer)] * layers
-    if not tied:
-        modules.append(("head", head))
+    modules.append(("head", head))
     total = sum(size for _, size in modules)
-    largest = max(layer, embed, 0 if tied else head)
+    largest = max(layer, embed, head)
     per_gpu = total / n + BUFFER * layer
     caps = [per_gpu - (largest if i == 0 else 0) for i in range(n - 1)] + [math.inf]
     placed: list[list[tuple[str, float]]] = [[] for _ in range(n)]
@@ -94,7 +95,10 @@ def split(setup, arch: Arch, counts: Counts) -> list[Gpu]:
     for i, mods in enumerate(placed):
         here = sum(1 for name, _ in mods if name == "layer")
         names = {name for name, _ in mods}
-        share = sum(size for _, size in mods) / total if total else 1.0 / n
+        # a tied lm_head's weight is one tensor, kept with the embeddings (dispatch_model's hooks bring it to the
+        # lm_head's GPU for its matmul)
+        held = sum(0.0 if tied and name == "head" else size for name, size in mods)
+        share = held / (total - (head if tied else 0.0)) if total else 1.0 / n
         out.append(
             Gpu(
                 index=i,
@@ -102,7 +106,7 @@ def split(setup, arch: Arch, counts: Counts) -> list[Gpu]:
                 layers=here,
                 total_layers=layers,
                 embed="embed" in names,
-                head="head" in names or (tied and "embed" in names),
+                head="head" in names,
                 weight_share=share,
                 trainable_share=share if full else here / max(layers, 1),
             )
