@@ -238,6 +238,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         split_note = device_map.note(busiest, per_gpu)
     if s.device_map_gpu is not None:  # the split is planned analytically (the trace builds the whole model on one GPU)
         terms, notes, incomplete = None, [], []
+        if trace:
+            notes.append("--trace is not used for a device_map split (the trace builds the whole model on one GPU): planned analytically")
     else:
         terms, notes, incomplete = tracing.train_terms(ts, arch, counts, wanted=trace)
     if terms is None:
