@@ -143,6 +143,9 @@ class Knobs(Strict):
     sequence_parallel: int = Field(default=1, ge=1, le=1024)
     # ms-swift CELOSS_PARALLEL_SIZE (with sequence parallelism): its ChunkedCrossEntropyLoss over chunks of N tokens
     celoss_parallel_size: int = Field(default=0, ge=0, le=1_048_576)
+    # GPUs one training process spreads its model over with device_map="auto" / "balanced" (naive layer-wise model
+    # parallelism: ms-swift without NPROC_PER_NODE, a plain script's from_pretrained(device_map="auto")): device_map.py
+    device_map_gpus: int = Field(default=1, ge=1, le=64)
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import evaluation, gkd, grpo, host, knobs, params, states, training
+from vramfit.planner import device_map, evaluation, gkd, grpo, host, knobs, params, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
@@ -237,18 +237,39 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     # micro-batch (each sequence up to the cap); DPO's log-probs come from TRL's fused head, not whole logits
     ts = s.replace(micro_batch=s.micro_batch * s.sequences_per_sample) if s.sequences_per_sample > 1 else s
     sp = max(1, s.sequence_parallel)
-    # the trace runs one rank's share of each sequence (its layers, embeddings and loss); training.train_peak plans it
-    traced = ts.replace(seq_len=training.rank_tokens(ts, ts.seq_len), sequence_parallel=1) if sp > 1 else ts
-    terms, notes, incomplete = tracing.train_terms(traced, arch, counts, wanted=trace)
-    if sp > 1:
-        notes.append(sequence_parallel_note(s, seq, arch))
-    if terms is None:
-        loss = grpo.fused_head_bytes(s, arch, counts) if is_grpo else None
-        if s.fused_lm_head and not is_grpo:
+
+    def analytic_terms(ts: Setup) -> dict[str, float]:
+        loss = grpo.fused_head_bytes(ts, arch, counts) if is_grpo else None
+        if ts.fused_lm_head and not is_grpo:
             loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * training.rank_tokens(ts, seq))
         if is_gkd:
             loss = gkd.loss_bytes(ts, arch, tarch, seq)
-        terms = training.train_peak(ts, arch, counts, seq, loss)
+        return training.train_peak(ts, arch, counts, seq, loss)
+
+    split_note = None
+    if s.device_map_gpus > 1:  # one process, the model's layers spread over several GPUs: plan the busiest (device_map.py)
+        per_gpu = []
+        for g in device_map.split(s, arch, counts):
+            gterms = analytic_terms(ts.replace(device_map_gpu=g))
+            held = device_map.scale({**resident, "gradients": states.gradients_in_forward(s, st, gterms)}, g)
+            per_gpu.append((g, (sum(held.values()) + sum(gterms.values())) / GIB))
+        busiest = max(per_gpu, key=lambda item: item[1])[0]
+        s, ts = s.replace(device_map_gpu=busiest), ts.replace(device_map_gpu=busiest)
+        split_note = device_map.note(busiest, per_gpu)
+    if s.device_map_gpu is not None:  # the split is planned analytically (the trace builds the whole model on one GPU)
+        terms, notes, incomplete = None, [], []
+        if trace:
+            notes.append("--trace is not used for a device_map split (the trace builds the whole model on one GPU): planned analytically")
+    else:
+        # the trace runs one rank's share of each sequence (its layers, embeddings and loss); training.train_peak plans it
+        traced = ts.replace(seq_len=training.rank_tokens(ts, ts.seq_len), sequence_parallel=1) if sp > 1 else ts
+        terms, notes, incomplete = tracing.train_terms(traced, arch, counts, wanted=trace)
+    if sp > 1:
+        notes.append(sequence_parallel_note(s, seq, arch))
+    if terms is None:
+        terms = analytic_terms(ts)
+    if split_note:
+        notes.append(split_note)
     if is_gkd:
         notes.append(gkd.note(s, tarch, resident["teacher_model"], seq))
         if s.teacher_missing:
@@ -303,6 +324,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         if s.fused_lm_head:  # DPO / KTO evaluate through the fused head too (prediction_step -> compute_loss): one tile
             ev["logits"] = float(min(es.eval_batch * seq, grpo.TOKEN_TILE) * min(arch.vocab, grpo.VOCAB_TILE) * training.act_bytes(s))
         raw["evaluation"] = {**between_steps, "gathered_params": st.gathered, **ev}
+    if s.device_map_gpu is not None:  # every phase's model states: the planned GPU's share of them
+        raw = {name: device_map.scale(parts, s.device_map_gpu) for name, parts in raw.items()}
     frag = FRAGMENTATION_EXPANDABLE if s.expandable_segments else FRAGMENTATION
     carried = cached_train_blocks(ts, arch, st, raw["train"], frag, seq)
     phase_breakdowns, measures, phases = {}, {}, {}

@@ -181,6 +181,9 @@ class Setup:
     # ms-swift CELOSS_PARALLEL_SIZE: under sequence parallelism its loss runs ChunkedCrossEntropyLoss over chunks of this
     # many tokens (activations.sp_chunked_logits_bytes); 0: CrossEntropyLoss over the whole shard
     celoss_parallel_size: int = 0
+    # GPUs one process spreads its model over with device_map (device_map.py); the planned GPU's share of them
+    device_map_gpus: int = 1
+    device_map_gpu: "object | None" = None  # device_map.Gpu: the GPU of the split being planned (None: the whole model)
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
     seq_len: int = 2048  # LLM tokens per sample (GRPO: prompt tokens; enc-dec: encoder tokens)
@@ -534,6 +537,17 @@ def _knob_fields(
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
     out.update(knobs.sequence_parallel_fields(values, problems, file))
+    out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
+    if out["device_map_gpus"] > 1 and (fsdp or zero.stage):
+        # accelerate Accelerator.prepare_model refuses a model dispatched over several GPUs under DeepSpeed / FSDP
+        # ("You can't train a model that has been loaded with `device_map='auto'` in any distributed mode")
+        sharded = "FSDP" if fsdp else f"DeepSpeed ZeRO-{zero.stage}"
+        problems.add(
+            file,
+            "planner.device_map_gpus",
+            f"a model spread over {out['device_map_gpus']} GPUs with device_map cannot be sharded by {sharded} (accelerate refuses both)",
+            "drop device_map_gpus, or the DeepSpeed JSON / fsdp key.",
+        )
     optimizer = knobs.default_optimizer(values, problems, file)
     if optimizer and not zero.optimizer_block:  # a DeepSpeed JSON naming its optimizer runs DeepSpeed's, whatever torch
         out["optimizer"] = optimizer
@@ -702,6 +716,7 @@ ARG_KEYS = {
     "quantize_moe_experts": bool,
     "sequence_parallel": int,
     "celoss_parallel_size": int,
+    "device_map_gpus": int,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,

@@ -210,6 +210,13 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
             loss_tokens,
         )
     vision_kept, vision_bwd = vision_training(s, arch, counts)
+    gpu = s.device_map_gpu  # device_map: the planned GPU holds only its own modules' activations (device_map.py)
+    if gpu is not None and not gpu.embed:
+        embeddings, vision_kept, vision_bwd = 0.0, 0.0, 0.0
+    if gpu is not None and not gpu.head:
+        final_norm, loss_bytes = 0.0, 0.0
+    if gpu is not None and not gpu.layers:
+        recompute = 0.0
     base = kept + embeddings + final_norm
     copies, layer_copies = autocast_weight_copies(s, arch, counts)
     at_loss = {"activations": base + copies, "vision_activations": vision_kept, "logits": loss_bytes}
@@ -220,7 +227,8 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         "logits": 0.0,
     }
     at_vision = {"activations": 0.0, "vision_activations": vision_bwd, "logits": 0.0}
-    at_tail = {"activations": tied_embedding_tail(s, arch, counts, embed_tokens), "vision_activations": vision_kept, "logits": 0.0}
+    tail = tied_embedding_tail(s, arch, counts, embed_tokens) if gpu is None or gpu.embed else 0.0
+    at_tail = {"activations": tail, "vision_activations": vision_kept, "logits": 0.0}
     points = [at_loss, at_layer, at_vision, at_tail]
     if s.keeps_previous_output or s.quantize_lm_head:
         points.append(previous_output_point(s, arch, counts, seq, base + copies, vision_kept))
@@ -356,7 +364,10 @@ MAX_FWD_STASH_SIZE = 5
 
 
 def on_gpu_layers(setup, layers: int) -> int:
-    """Layers whose kept activations sit on the GPU at the loss."""
+    """Layers whose kept activations sit on the GPU at the loss (device_map: those placed on the planned GPU)."""
+    gpu = getattr(setup, "device_map_gpu", None)
+    if gpu is not None:
+        layers = gpu.layer_share(layers)
     if not setup.activation_offloading:
         return layers
     return min(layers, MAX_FWD_STASH_SIZE if setup.gradient_checkpointing else 1)

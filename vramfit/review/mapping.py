@@ -902,21 +902,37 @@ class _Builder:
 
     def _device_map(self) -> tuple[str, Origin] | None:
         """One process that spreads its model over several GPUs with device_map (ms-swift without NPROC_PER_NODE, or fewer
-        processes than visible GPUs): each GPU holds a share of the layers, which the planner does not model - it plans one
-        GPU holding them all, an upper bound (what, where)."""
+        processes than visible GPUs): each GPU holds its share of the layers, planned with the planner's
+        `device_map_gpus` (vramfit/planner/device_map.py: accelerate's balanced split, the busiest GPU). Beside a
+        DeepSpeed JSON or FSDP (which accelerate refuses with a dispatched model) the one-GPU plan stays, said to be an
+        upper bound (what, where)."""
         source = self.primary
         if not source.device_map_gpus:
             return None
+        setting = Setting("CUDA_VISIBLE_DEVICES", [source.env.get("CUDA_VISIBLE_DEVICES", "")], source.label, source.launch_line)
+        origin = Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line)
+        sharded = any(
+            st.key.lstrip("-").replace("-", "_") in ("deepspeed", "fsdp") and str(st.value).strip().lower() not in ("", "none", "false", "[]")
+            for src in self.sources
+            for st in src.settings
+        )
+        if sharded:
+            self.note(
+                "info",
+                setting,
+                f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map) "
+                "beside DeepSpeed / FSDP: planned as one GPU holding the whole model, an upper bound of each GPU's share",
+            )
+            return f"the model spread over {source.device_map_gpus} GPUs per process (device_map)", origin
         self.note(
             "info",
-            Setting("CUDA_VISIBLE_DEVICES", [source.env.get("CUDA_VISIBLE_DEVICES", "")], source.label, source.launch_line),
-            f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map): "
-            "planned as one GPU holding the whole model, an upper bound of each GPU's share",
+            setting,
+            f"each training process sees {source.device_map_gpus} GPUs and spreads the model's layers over them (device_map, "
+            "accelerate's balanced split): planned per GPU of the split, the busiest one (the plan's note names it)",
         )
-        return (
-            f"the model spread over {source.device_map_gpus} GPUs per process (device_map)",
-            Origin(source.label, "CUDA_VISIBLE_DEVICES", source.launch_line),
-        )
+        self.recipe.setdefault("planner", {})["device_map_gpus"] = source.device_map_gpus
+        self.origins["planner.device_map_gpus"] = origin
+        return None
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1705,7 +1721,8 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
-        mapped.sharding_assumed = self._sharding_not_modelled() or self._device_map()
+        split = self._device_map()
+        mapped.sharding_assumed = self._sharding_not_modelled() or split
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -3035,13 +3052,19 @@ class _Builder:
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
             # Lightning Fabric's / Composer's strategy: said by litgpt_strategy / llmfoundry_strategy
             litgpt_run = any(s.kind in ("litgpt", "llmfoundry") for s in self.sources)
+            split = self.primary.device_map_gpus  # device_map: every rank holds its GPUs' share of the model (_device_map)
+            held = (
+                f"every rank spreads the model, its gradients and optimizer states over its {split} GPUs"
+                if split
+                else "every rank holds the whole model, its gradients and optimizer states"
+            )
             if not litgpt_run and not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
                 self.findings.append(
                     Finding(
                         "info",
                         origin.file,
                         origin.key,
-                        "no DeepSpeed JSON: reviewed as plain data parallel (every rank holds the whole model, its gradients and optimizer states)",
+                        f"no DeepSpeed JSON: reviewed as plain data parallel ({held})",
                         line=origin.line,
                     )
                 )
