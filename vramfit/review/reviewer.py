@@ -306,12 +306,11 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
         if counts is False:
             severity, fix = "info", ""
             what = f"{what} - this repository pins {mapped.trl_pin}, before the rule (TRL 0.15, huggingface/trl#2776): not the run's"
-        elif counts is None:
-            severity = "warning"
+        elif counts is None:  # nothing pinned: the installed TRL's rule, which maintained forks' trainers keep too
             what = (
-                f"{what} - a rule of TRL 0.15 and later (huggingface/trl#2776), where per_device_train_batch_size counts "
-                f"completions; nothing pins trl beside the files and {mapped.primary.program.split(' ', 1)[0]} is not TRL's "
-                "own script: on an older TRL each prompt is expanded to num_generations completions and the rule does not apply"
+                f"{what} - a rule of TRL 0.15 and later (huggingface/trl#2776), which VLM-R1's and open-r1's own GRPO trainers "
+                "keep; nothing pins trl beside the files (a fork on an older TRL expands each prompt to num_generations "
+                "completions and has no such rule: pin it beside the script to review it so)"
             )
     return Finding(severity, file, key, what, fix, "validation", line)
 
