@@ -135,6 +135,12 @@ KNOWN_MISSED: dict[str, str] = {
     "before 'swift sft' (so VIDEO_MAX_PIXELS never reaches it) is not named by the review",
     "issue-r1v107-qwen2.5vl-3b-grpo-zero3-no-gc-8xa100": "incomplete: the command's --deepspeed ./local_scripts/zero3.json "
     "(R1-V's) is not in the paste, so the memory is not planned (said as info); the A100's size is not in the thread either",
+    "issue-swift3405-qwen2vl-7b-lora-4x4090": "found while the planner could not split a model over GPUs: the launch sets "
+    "no NPROC_PER_NODE, so one process spreads Qwen2-VL-7B over the 4 GPUs it sees (device_map); planned since session 8 "
+    "per GPU of accelerate's balanced split (planner/device_map.py), the busiest (GPU 0: the vision tower, the embeddings "
+    "and 2 of 28 layers) holds 7.8 of 23.6 GiB at ms-swift's default image cap (16,384 tokens per image) and max_length "
+    "1024, so no warning names the unbounded images (the MAX_PIXELS default is an info finding). Whether the vision "
+    "tower's activations at that size (4.1 GiB planned) are what the GPU holds was not traced this session",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "no model: ${QWEN_PATH} and ${DS_CONFIG} are set outside the "
     "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
     "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
