@@ -156,3 +156,15 @@ def test_ms_swift_sequence_parallel_size_is_planned_per_gpu_not_an_upper_bound(t
     acts = [r.plan.phase_breakdowns["train"]["activations"] for r in (whole, split)]
     assert acts[1] == pytest.approx(acts[0] / 4, rel=0.05)
     assert any("sequence parallelism over 4 GPUs" in n for n in split.plan.notes)
+
+
+def test_an_evaluation_above_the_card_under_sequence_parallelism_is_an_upper_bound_warning(tmp_path):
+    """The sequence split is planned for training only: an evaluation that exceeds the card under --sequence_parallel_size
+    is said as an upper bound (a warning), not an error (ms-swift's sequence_parallel_reranker.sh example, published to run)."""
+    line = (
+        "NPROC_PER_NODE=4 swift sft --model Qwen/Qwen2.5-0.5B-Instruct --tuner_type full --max_length 32768 --attn_impl flash_attn"
+        " --eval_strategy steps --eval_steps 50 --per_device_eval_batch_size 64 --prediction_loss_only false"
+    )
+    result = review([script(tmp_path, line + " --sequence_parallel_size 4", "split.sh")], gpu="a100-80g")
+    [ev] = find(result, text="evaluation peaks above training")
+    assert ev.severity == "warning" and "without the sequence split over 4 GPUs" in ev.what

@@ -584,14 +584,22 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         # where training itself does not fit, the run stops at its first step, before any evaluation: the training
         # verdict is the fault, and this the next one its fixes must also clear - said, not raised as a second error
         first = plan.phases.get("train", 0.0) > plan.usable_gib
+        # the sequence split is planned for training only: an evaluation under sequence parallelism is an upper bound
+        unsplit = max(1, plan.setup.sequence_parallel) > 1
         findings.append(
             Finding(
-                "error" if over and not first else "info",  # within the card it costs nothing: said, not warned
+                ("warning" if unsplit else "error") if over and not first else "info",  # within the card: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
                 f"{plan.phases['train']:.1f} GiB in training{kept}; every evaluation is the run's highest point"
-                + ("; training does not fit first, so fix that, then this" if over and first else ""),
+                + ("; training does not fit first, so fix that, then this" if over and first else "")
+                + (
+                    f"; evaluation is planned without the sequence split over {plan.setup.sequence_parallel} GPUs, which the "
+                    "planner applies to training only (an upper bound)"
+                    if unsplit
+                    else ""
+                ),
                 # prediction_loss_only helps only where logits are kept; the eval batch always
                 "; or ".join(
                     mapped.edit(_key(k), v)
