@@ -2280,9 +2280,7 @@ class _Builder:
             elif ALIASES.get(name, "").removeprefix("training.") in PROGRAM_TRAINING and isinstance(value, (int, bool)) and ALIASES[name] not in self.origins:
                 self.set(ALIASES[name], value, setting)  # the program's own name for a TrainingArguments field (InternVL's grad_checkpoint)
             elif str(ALIASES.get(name)).startswith("model.lora.") and isinstance(value, (int, float, str)) and ALIASES[name] not in self.origins:
-                if ALIASES[name] == "model.lora.target_modules" and isinstance(value, str) and "," in value:
-                    value = [m.strip() for m in value.split(",") if m.strip()]  # the program splits its comma list
-                self.set(ALIASES[name], value, setting)  # the program's LoRA shape (used only where LoRA is on)
+                self.set(ALIASES[name], value, setting)  # the program's LoRA shape (a comma list split by set, as the program does)
             elif name in QUANT_SETTINGS and f"model.quantization.{QUANT_SETTINGS[name][0]}" not in self.origins:
                 if not self._quant_setting(name, value, setting):  # used only where the model is quantized
                     continue
