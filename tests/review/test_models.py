@@ -286,6 +286,7 @@ QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "meth
 TRACE_ONLY = {
     "qwen3.5-4b",
     "qwen3.5-27b",
+    "qwen3.5-9b",
     "qwen3.5-35b-a3b",
     "qwen3.5-0.8b-base",
     "qwen3.6-35b-a3b",
