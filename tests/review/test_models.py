@@ -161,6 +161,7 @@ EXAMPLE_PEAKS_MODEL_IDS = {
     "Qwen/Qwen2.5-Math-1.5B": "Qwen/Qwen2.5-Math-1.5B",  # ms-swift examples/train/full/dft.sh
     # ms-swift examples/train/think_model/deepseek_r1.sh (alias: DeepSeek's card says the architecture is Qwen3-8B's)
     "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B": "Qwen/Qwen3-8B",
+    "LiquidAI/LFM2-350M": "LiquidAI/LFM2-350M",  # axolotl examples/LiquidAI/lfm2-350m-fft.yaml (short convolutions: trace-only)
 }
 
 
@@ -300,7 +301,8 @@ QLORA_ON_8_H100 = ["--gpu", "h100", "--gpus", "8", "--deepspeed", "zero3", "meth
 # cold-cache trace takes 33 s for Qwen3.5-4B and 39 s for Qwen3.5-35B-A3B on the 2-core CI machine (Qwen3.5-27B,
 # Qwen3.5-0.8B-Base, Qwen3.6-27B, Qwen3.6-35B-A3B and Qwen3-Next have the same layers; Kimi-Linear's Kimi Delta
 # Attention layers are traced too, 17 s, Jamba-v0.1's Mamba mixers, 96 s, and mamba-2.8b-hf's, 120 s for a full fine-tune; its
-# QLoRA plan here stops at PEFT refusing LoRA on Mamba's out_proj, exit 3 in 8 s), past this file's budget. The trace path on a
+# QLoRA plan here stops at PEFT refusing LoRA on Mamba's out_proj, exit 3 in 8 s; LFM2-350M's short convolutions, 23 s, and
+# Qwen3.5-9B's Gated DeltaNet), past this file's budget. The trace path on a
 # Qwen3.5 text stack stays covered here by minicpm-v-4_6 (Qwen3.5-0.8B inside, its vision tower traced too: 13 s cold); their
 # parameter counts by the meta test.
 TRACE_ONLY = {
@@ -315,6 +317,7 @@ TRACE_ONLY = {
     "kimi-linear-48b-a3b-instruct",
     "jamba-v0.1",
     "mamba-2.8b-hf",
+    "lfm2-350m",
 }
 PLANNED = [e for e in ENTRIES if _id(e) not in TRACE_ONLY]
 
