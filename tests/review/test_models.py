@@ -161,6 +161,7 @@ EXAMPLE_PEAKS_MODEL_IDS = {
     "Qwen/Qwen2.5-Math-1.5B": "Qwen/Qwen2.5-Math-1.5B",  # ms-swift examples/train/full/dft.sh
     # ms-swift examples/train/think_model/deepseek_r1.sh (alias: DeepSeek's card says the architecture is Qwen3-8B's)
     "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B": "Qwen/Qwen3-8B",
+    "Qwen/Qwen2.5-Omni-7B": "Qwen/Qwen2.5-Omni-7B",  # ms-swift examples/train/multimodal/omni/sft.sh (the Thinker, a stand-in)
     "LiquidAI/LFM2-350M": "LiquidAI/LFM2-350M",  # axolotl examples/LiquidAI/lfm2-350m-fft.yaml (short convolutions: trace-only)
 }
 
