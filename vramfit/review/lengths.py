@@ -8,7 +8,8 @@ longest sample is known, and says which:
 - a sample of the dataset: the training file the script names, where it lies here (its first `SAMPLE` records);
 - a published dataset whose samples are bounded by how it was made (`PUBLISHED`, each with its source).
 
-With neither, the cap is the verdict, as before. Facts about the upstream collators are in `PADDING`.
+With neither, the cap is the verdict, as before. Facts about the upstream collators are in `PADDING`, `PADDING_IF` and
+LLaMA-Factory's (`_llamafactory`: each batch padded to its longest sample unless it packs to cutoff_len).
 """
 
 from __future__ import annotations
@@ -114,6 +115,40 @@ PADDING_IF: list[tuple[re.Pattern[str], dict[str, str], str, str]] = [
 ]
 
 
+# LLaMA-Factory (hiyouga/LLaMA-Factory), read at v0.2.0 (d627ab48, 2023-10-15), v0.5.3 (48d2e6d7), v0.6.3 (c8fe3f54),
+# v0.8.0 (c0c387e4), 7f8ef8c1 (2024-11-09) and ff6d4d12 (2026-08-18), the same at each: every stage's collator is
+# transformers' DataCollatorForSeq2Seq / DataCollatorWithPadding or a subclass that calls it (SFT:
+# SFTDataCollatorWith4DAttentionMask, earlier DataCollatorForSeq2Seq; rm / dpo / orpo: PairwiseDataCollatorWithPadding,
+# earlier DPODataCollatorWithPadding; kto: KTODataCollatorWithPadding; ppo: MultiModalDataCollatorForSeq2Seq, earlier
+# DataCollatorWithPadding; pt: DataCollatorForLanguageModeling), built without `padding=` (its default True: the longest
+# sample of the batch; pad_to_multiple_of 8), the samples cut at cutoff_len by the dataset processors. Packing fills
+# every sequence to cutoff_len: `packing` / `neat_packing` (0.6 on; PackedSupervisedDatasetProcessor's greedy knapsack
+# pads each pack to exactly cutoff_len), `sft_packing` (0.2-0.5), and pretraining (`stage: pt`), which packs its text
+# into cutoff_len blocks by default (pretrain processor; hparams/parser.py: `packing` None -> stage == "pt").
+LLAMAFACTORY_PROGRAM = re.compile(r"^(llamafactory-cli|lmf)$")
+LLAMAFACTORY_ARGUMENTS = {"stage", "finetuning_type", "cutoff_len"}  # its own: FinetuningArguments, DataArguments
+LLAMAFACTORY_LONGEST = (
+    "LLaMA-Factory's collators pad each batch to its longest sample (DataCollatorForSeq2Seq's padding=True under "
+    "SFTDataCollatorWith4DAttentionMask, PairwiseDataCollatorWithPadding, KTODataCollatorWithPadding: "
+    "src/llamafactory/data/collator.py, train/*/workflow.py) and its dataset processors cut each sample at cutoff_len"
+)
+LLAMAFACTORY_PACKED = (
+    "LLaMA-Factory packs the samples into sequences of exactly cutoff_len ({how}: src/llamafactory/data/processor/{processor}.py, hparams/parser.py)"
+)
+
+
+def _llamafactory(p: str, said: dict[str, str]) -> tuple[bool, str] | None:
+    """LLaMA-Factory's padding for its arguments, where the launch is LLaMA-Factory (its CLI, or its own arguments)."""
+    if not (LLAMAFACTORY_PROGRAM.search(p) or len(LLAMAFACTORY_ARGUMENTS & set(said)) >= 2):
+        return None
+    for switch in ("neat_packing", "packing", "sft_packing"):
+        if said.get(switch) == "true":
+            return False, LLAMAFACTORY_PACKED.format(how=f"{switch}: true", processor="supervised")
+    if said.get("stage") == "pt" and said.get("packing") != "false":
+        return False, LLAMAFACTORY_PACKED.format(how="stage: pt, where packing defaults to true", processor="pretrain")
+    return True, LLAMAFACTORY_LONGEST
+
+
 def pads_to_longest(program: str | None, settings: dict[str, object] | None = None) -> tuple[bool | None, str]:
     """(True / False / None for not known, the fact's source) for the program a launch runs, given the script's
     arguments (name -> value) where a program's collator depends on them."""
@@ -129,7 +164,7 @@ def pads_to_longest(program: str | None, settings: dict[str, object] | None = No
             if any(said.get(k) == v for k, v in when.items()):
                 return True, longest_why
             return False, cap_why
-    return None, ""
+    return _llamafactory(p, said) or (None, "")
 
 
 def image_tokens(vision_tower: str | None, per_image: int | None) -> int | None:
