@@ -250,3 +250,37 @@ def test_llamafactory_at_a_cap_its_data_need_not_reach_is_a_worst_case_unless_it
     # the data's longest sample, as the user gives it, sizes the step where batches are padded to it, and only there
     given = review([str(config)], gpu="a10", gpus=1, sample_length=256)
     assert given.plan is not None and given.plan.setup.seq_len == (256 if severity == "warning" else 1024)
+
+
+def test_llamafactorys_datasets_are_read_through_its_dataset_info_where_they_lie_here(tmp_path):
+    """A LLaMA-Factory checkout: `dataset: my_pairs` is data/dataset_info.json's entry, a local file in the sharegpt
+    ranking format (the prompt's turns, then one chosen and one rejected message): its longest sample sizes the step, the
+    longer answer counted, and the cap is planned beside it. An entry on the Hub leaves the lengths unknown (the cap)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "examples").mkdir()
+    pairs = [
+        {
+            "conversations": [{"from": "human", "value": "q" * (20 * i)}],
+            "chosen": {"from": "gpt", "value": "c" * (30 * i)},
+            "rejected": {"from": "gpt", "value": "r" * (10 * i)},
+        }
+        for i in range(1, 11)
+    ]
+    (tmp_path / "data" / "my_pairs.json").write_text(json.dumps(pairs))
+    info = {
+        "my_pairs": {"file_name": "my_pairs.json", "formatting": "sharegpt", "ranking": True},
+        "hub_pairs": {"hf_hub_url": "llamafactory/DPO-En-Zh-20k", "ranking": True},
+    }
+    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps(info))
+    config = tmp_path / "examples" / "llama3_lora_dpo.yaml"
+    config.write_text(LLAMAFACTORY_DPO.format(stage="dpo", extra="").replace("rm_data_private", "my_pairs"))
+    result = review([str(config)], gpu="a10", gpus=1)
+    longest = len("q" * 200 + "\n" + "c" * 300) // lengths.CHARS_PER_TOKEN + 1
+    assert result.plan is not None and result.plan.setup.seq_len == longest and result.plan.fits
+    assert not [f for f in result.findings if f.severity == "error"] and not result.length_worst_case
+    said = [f for f in result.findings if f.key == "cutoff_len" and f.source == "planner"]
+    assert any("my_pairs of data/dataset_info.json" in f.what for f in said), [str(f) for f in said]
+    assert any(f.severity == "warning" and "at the cap of 1,024 tokens" in f.what for f in said), [str(f) for f in said]
+    config.write_text(LLAMAFACTORY_DPO.format(stage="dpo", extra="").replace("rm_data_private", "my_pairs,hub_pairs"))
+    unknown = review([str(config)], gpu="a10", gpus=1)
+    assert unknown.plan is not None and unknown.plan.setup.seq_len == 1024 and unknown.length_worst_case

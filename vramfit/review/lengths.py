@@ -194,6 +194,39 @@ def longest(train_file: str | None, per_image: int | None) -> Longest | None:
     return sampled
 
 
+# LLaMA-Factory names its datasets by their entries in `dataset_dir`/dataset_info.json (src/llamafactory/data/parser.py
+# get_dataset_list at ff6d4d12): an entry with a hub or script address is fetched, one with `file_name` is read from
+# dataset_dir (a file, or a folder whose files are all read: data/loader.py _load_single_dataset).
+LLAMAFACTORY_REMOTE = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
+
+
+def llamafactory_longest(dataset: object, info: Path | None, per_image: int | None) -> Longest | None:
+    """The longest sample of the LLaMA-Factory datasets `dataset` names (a comma list of dataset_info.json entries), each a
+    sample of its local files; None where any of them is not here (a hub or script entry, a file missing): then the
+    data's lengths are not known."""
+    names = [n.strip() for n in (dataset if isinstance(dataset, list) else str(dataset or "").split(",")) for n in str(n).split(",")]
+    names = [n for n in names if n]
+    if not names or info is None:
+        return None
+    try:
+        table = json.loads(info.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    found: list[Longest] = []
+    for name in names:
+        entry = table.get(name) if isinstance(table, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str) or any(k in entry for k in LLAMAFACTORY_REMOTE):
+            return None
+        path = info.parent / entry["file_name"]
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        sampled = [_sampled(f, per_image or 0) for f in files]
+        if not sampled or any(s is None for s in sampled):
+            return None
+        found += [s for s in sampled if s is not None]
+    best = max(found, key=lambda s: s.tokens)
+    return Longest(best.tokens, f"{best.how}; the datasets {', '.join(names)} of {info.parent.name}/{info.name}", False)
+
+
 def _records(path: Path) -> list:
     """The first SAMPLE records of a JSON list (read from its head, never whole) or of a JSON-lines file."""
     decoder = json.JSONDecoder()
@@ -239,6 +272,11 @@ def _texts(record) -> tuple[str, int]:
                 n += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
                 content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
             parts.append(str(content))
+        # a preference pair beside the prompt's turns (LLaMA-Factory's sharegpt ranking format: "chosen" / "rejected" as one
+        # message each): each sequence is the prompt and one of them, the longer sizing the step
+        answers = [record.get(k) for k in ("chosen", "rejected")]
+        answers = [str(a.get("value", a.get("content", ""))) if isinstance(a, dict) else a for a in answers]
+        parts += [max((a for a in answers if isinstance(a, str) and a), key=len)] if any(isinstance(a, str) and a for a in answers) else []
     else:
         parts = [str(v) for v in record.values() if isinstance(v, str)]
     text = "\n".join(parts)
