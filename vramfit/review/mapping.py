@@ -2901,6 +2901,11 @@ class _Builder:
             found = lengths.Longest(self.sample_length, "--sample-length, the data's longest sample as given", True)
         else:
             found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
+            if found is None and why == lengths.LLAMAFACTORY_LONGEST and ("vision_config" not in self.config or per_image):
+                # LLaMA-Factory's datasets by their dataset_info.json entries, where that lies here (dataset_dir, default
+                # data, from where the run starts); a model whose image tokens vary with the image is left at the cap
+                info = locate(f"{settings.get('dataset_dir') or 'data'}/dataset_info.json", self.primary.path, self.primary.cwd)
+                found = lengths.llamafactory_longest(settings.get("dataset"), info, per_image)
         if found is None:  # the data's lengths are not known: planned at the cap, which the reviewer says
             self.longest_unknown = self.origins.get("data.max_length") or Origin(
                 self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
