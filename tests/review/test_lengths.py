@@ -225,37 +225,32 @@ fp16: true
 
 
 @pytest.mark.parametrize(
-    "stage, extra, severity",
+    "stage, extra, said",
     [
-        ("dpo", "", "warning"),  # hiyouga/LlamaFactory#3716's run on one A10: pairs padded to the longest of the batch
-        ("sft", "packing: true\n", "error"),  # packed: every sequence is cutoff_len long, so the cap is what runs
-        ("pt", "", "error"),  # pretraining packs by default
+        ("dpo", "", "pad each batch to its longest sample"),  # hiyouga/LlamaFactory#3716's run on one A10: pairs padded to the longest
+        ("sft", "packing: true\n", None),  # packed: every sequence is cutoff_len long, so the cap is what runs
+        ("pt", "", None),  # pretraining packs by default
     ],
 )
-def test_llamafactory_at_a_cap_its_data_need_not_reach_is_a_worst_case_unless_it_packs(tmp_path, stage, extra, severity):
-    """LLaMA-Factory pads each batch to its longest sample: with data the review cannot read, a cutoff_len that does not fit
-    is a warning naming the length that fits (as for LLaVA, LitGPT and InternVL); packed sequences fill cutoff_len, so
-    there the cap is what runs and a non-fit is an error."""
+def test_llamafactory_at_a_cap_of_data_it_cannot_read_keeps_the_cap_and_the_sample_length_sizes_it(tmp_path, stage, extra, said):
+    """LLaMA-Factory pads each batch to its longest sample, but with data the review cannot read its cutoff_len stays the
+    verdict (an error where it does not fit), said with how to plan at the data's length; packed sequences fill cutoff_len,
+    so there the cap is simply what runs. The data's longest sample, given, sizes the step only where batches are padded."""
     config = tmp_path / "llama3_lora_dpo.yaml"
     config.write_text(LLAMAFACTORY_DPO.format(stage=stage, extra=extra))
     result = review([str(config)], gpu="a10", gpus=1)
     assert result.plan is not None and result.plan.setup.seq_len == 1024 and not result.plan.fits
-    errors = [f for f in result.findings if f.severity == "error"]
-    warned = [f for f in result.findings if f.severity == "warning" and f.key == "cutoff_len" and "padded to its longest sample" in f.what]
-    if severity == "warning":
-        assert not errors and len(warned) == 1 and result.length_worst_case, [str(f) for f in result.findings]
-        assert "cutoff_len: " in warned[0].fix
-    else:
-        assert [f for f in errors if f.key == "--gpu"] and not warned and not result.length_worst_case, [str(f) for f in result.findings]
-    # the data's longest sample, as the user gives it, sizes the step where batches are padded to it, and only there
+    assert [f for f in result.findings if f.severity == "error" and f.key == "--gpu"] and not result.length_worst_case
+    infos = [f for f in result.findings if f.severity == "info" and f.key == "cutoff_len" and "--sample-length" in f.what]
+    assert bool(infos) == bool(said) and all(said in f.what for f in infos), [str(f) for f in result.findings]
     given = review([str(config)], gpu="a10", gpus=1, sample_length=256)
-    assert given.plan is not None and given.plan.setup.seq_len == (256 if severity == "warning" else 1024)
+    assert given.plan is not None and given.plan.setup.seq_len == (256 if said else 1024)
 
 
 def test_llamafactorys_datasets_are_read_through_its_dataset_info_where_they_lie_here(tmp_path):
     """A LLaMA-Factory checkout: `dataset: my_pairs` is data/dataset_info.json's entry, a local file in the sharegpt
     ranking format (the prompt's turns, then one chosen and one rejected message): its longest sample sizes the step, the
-    longer answer counted, and the cap is planned beside it. An entry on the Hub leaves the lengths unknown (the cap)."""
+    longer answer counted, and the cap is planned beside it. An entry on the Hub leaves the lengths unknown: the cap is the verdict, said."""
     (tmp_path / "data").mkdir()
     (tmp_path / "examples").mkdir()
     pairs = [
@@ -283,4 +278,5 @@ def test_llamafactorys_datasets_are_read_through_its_dataset_info_where_they_lie
     assert any(f.severity == "warning" and "at the cap of 1,024 tokens" in f.what for f in said), [str(f) for f in said]
     config.write_text(LLAMAFACTORY_DPO.format(stage="dpo", extra="").replace("rm_data_private", "my_pairs,hub_pairs"))
     unknown = review([str(config)], gpu="a10", gpus=1)
-    assert unknown.plan is not None and unknown.plan.setup.seq_len == 1024 and unknown.length_worst_case
+    assert unknown.plan is not None and unknown.plan.setup.seq_len == 1024 and not unknown.length_worst_case
+    assert any(f.key == "cutoff_len" and "--sample-length" in f.what for f in unknown.findings), [str(f) for f in unknown.findings]

@@ -30,10 +30,7 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # issue-lf4311-qwen2-72b-lora-ds3-2xa800 left it: a known key written `key:value` is an error on its line, and the rest
     # of the file is reviewed as meant, review/sources.py NO_SPACE; the case's sidecar names that problem since session 7;
     # issue-alpaca86-llama-13b-full-fsdp-2xa100-80g left it: a quote never closed is an error with its fix, and the launch
-    # is reviewed as if it closed, review/shell.py; the case's sidecar names that problem since session 7;
-    # issue-lf3716-llama3-8b-lora-dpo-1xa10 left it (session 9): LLaMA-Factory's PairwiseDataCollatorWithPadding pads each
-    # batch to its longest pair (review/lengths.py, LLaMA-Factory's collators), and rm_data_private is not here, so the
-    # 4 x 1,024-token cap that does not fit the A10 is a warning naming the length that fits, 256 tokens (19.9 GiB))
+    # is reviewed as if it closed, review/shell.py; the case's sidecar names that problem since session 7)
     # Added, not shrunk: incomplete before Yi-34B was in the table (model_configs/hub/yi-34b.json, session 7), planned now.
     "issue-axolotl1000-yi-34b-chat-qlora-1xrtx4090": "planned now that Yi-34B is in the table: predicted peak 23.2 GiB on the "
     "one RTX 4090 (weights 18.7, 4-bit base and bf16 embeddings / head), within the 23.6 GiB the GPU has but above the 22.5 "
@@ -46,6 +43,13 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "of 16,384 tokens give 262,144 positions whose logits alone (vocabulary 151,936, upcast to fp32 for the loss) are over "
     "150 GB: the plan (445 GiB of logits at the step's peak) cannot fit, and the report is doubted, not the arithmetic",
     # Batch G (session 8), at first contact:
+    "issue-lf3716-llama3-8b-lora-dpo-1xa10": "planned at the cap: 4 pairs x 2 sequences of cutoff_len 1,024 tokens, 32.9 GiB "
+    "on the 24 GB A10 (weights 15.0, logits 11.7 at Llama-3's 128,256-token vocabulary, activations 2.2). LLaMA-Factory's "
+    "PairwiseDataCollatorWithPadding pads each batch to its longest pair (review/lengths.py since session 9), but the data "
+    "(rm_data_private) is not here, and for LLaMA-Factory an unknown-length cutoff_len stays the verdict: as a worst-case "
+    "warning it cost five OOM threads found at their explicit cutoff_len (lf10367, lf1053, lf3631, lf4311, lf5077) for this "
+    "one sound run, so the cap is kept as what a batch reaching it holds, said with --sample-length. The report is also weak: "
+    "the commenter gives the setup that trains on an A10, not a measured peak",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -142,27 +146,6 @@ KNOWN_MISSED: dict[str, str] = {
     "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
     "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
     "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
-    # Session 9: LLaMA-Factory's collators pad each batch to its longest sample (review/lengths.py, read in hiyouga/LLaMA-Factory
-    # v0.2.0 to ff6d4d12), so an explicit cutoff_len of data the review cannot read is the worst case, as for LLaVA, LitGPT
-    # and InternVL: a non-fit there is a warning naming the length that fits, which the sidecars' error labels do not count.
-    # Each is found as an error given --sample-length at the cap (the data reaching it); none of the threads gives a length.
-    "issue-lf10367-qwen3.5-27b-qlora-ds3-8k-3xl40s": "found as a warning, not an error: the data (xxx) is not in the thread, "
-    "so the 1 x 8,192-token cap (57.6 GiB per 44.4 GiB L40S) is a worst case and the warning names 4,096 tokens as fitting "
-    "(40.1 GiB). The thread's OOM at step 128, after 127 steps that fit, is a sample past what fits, as the warning says",
-    "issue-lf1053-qwen-7b-lora-rtx3090": "found as a warning, not an error: alpaca_gpt4_zh (LLaMA-Factory's dataset_info name, "
-    "not a file here) is not read, so 4 x 1,024 tokens (30.2 GiB per 23.7 GiB RTX 3090, in evaluation) is a worst case and "
-    "the warning names 256 tokens as fitting (18.7 GiB). The thread gives no sample length",
-    "issue-lf3631-llama3-8b-lora-ds3-8k-8xa800": "found as a warning, not an error: the public mix (alpaca_gpt4, lima, "
-    "glaive_toolcall, oaast_sft_zh, ...) is named by LLaMA-Factory's dataset_info names, not read here, so 6 x 8,192 tokens "
-    "(108.7 GiB per A800-80G) is a worst case and the warning names 4,096 tokens as fitting (56.5 GiB). The OOM after 129 of "
-    "882 steps, twice, is a batch holding long samples, as the warning says",
-    "issue-lf4311-qwen2-72b-lora-ds3-2xa800": "the missing space is found (an error); the OOM only as a warning: 1 x 1,024 "
-    "tokens plans 75.3 of 75.2 usable GiB per A800-80G, and at 512 tokens it fits (73.4 GiB), so with the data (inference_train) "
-    "not here it is a worst case. The thread's cause is the weights (72B bf16 over two GPUs), which no sample length changes "
-    "by more than a few GiB: the review's verdict hangs on a hair here either way",
-    "issue-lf5077-openchat-8b-rm-qlora-2xt4": "found as a warning, not an error: dpo_mix_en (LLaMA-Factory's dataset_info name) "
-    "is not read here, so 2 x 4,096-token sequences per pair (25.2 GiB per 14.6 GiB T4) are a worst case and the warning "
-    "names 1,024 tokens as fitting (12.1 GiB). The thread gives no sample length",
     "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
     "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
     "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
@@ -1208,9 +1191,7 @@ def test_an_evaluation_that_keeps_no_logits_is_not_told_to_keep_none(monkeypatch
     logits kept (no compute_metrics), so the fix is the eval batch, not --prediction_loss_only; and training itself does
     not fit, so the evaluation is the next fault, not a second error."""
     monkeypatch.chdir(review_corpus.CORPUS)
-    # LLaMA-Factory pads each batch to its longest sample: at samples reaching the 1,024-token cap (--sample-length), the
-    # cap is the length that runs; with the data's lengths unknown the non-fit is a worst-case warning (review/lengths.py)
-    result = review(["files/hiyouga+LLaMA-Factory/issue-1053/run.sh"], gpu="rtx3090", gpus=1, sample_length=1024)
+    result = review(["files/hiyouga+LLaMA-Factory/issue-1053/run.sh"], gpu="rtx3090", gpus=1)
     [peak] = find(result, key="--eval_steps", text="evaluation peaks above training")
     assert "kept eval logits" not in peak.what
     # training does not fit (the thread's OOM, an error): the run stops there first, so the evaluation is said, not a second error

@@ -2906,6 +2906,26 @@ class _Builder:
                 # data, from where the run starts); a model whose image tokens vary with the image is left at the cap
                 info = locate(f"{settings.get('dataset_dir') or 'data'}/dataset_info.json", self.primary.path, self.primary.cwd)
                 found = lengths.llamafactory_longest(settings.get("dataset"), info, per_image)
+        if found is None and why == lengths.LLAMAFACTORY_LONGEST:
+            # LLaMA-Factory with data the review cannot read: cutoff_len is the verdict. Its users size cutoff_len to their
+            # data (its examples set it), and the corpus's LLaMA-Factory OOM threads at an explicit cutoff_len outnumber its
+            # sound runs above it (5 to 1: tests/review/test_review_world.py); said, with how to plan at the data's length
+            where = self.origins.get("data.max_length") or Origin(
+                self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
+            )
+            self.findings.append(
+                Finding(
+                    "info",
+                    where.file,
+                    where.key,
+                    f"planned at the cap of {cap:,} tokens, as a batch that reaches it holds: {why}, and the data's lengths "
+                    "are not known here (its dataset_info.json entries are not local files); pass --sample-length N with "
+                    "the data's longest sample to plan at it",
+                    source="planner",
+                    line=where.line,
+                )
+            )
+            return
         if found is None:  # the data's lengths are not known: planned at the cap, which the reviewer says
             self.longest_unknown = self.origins.get("data.max_length") or Origin(
                 self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
