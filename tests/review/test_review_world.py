@@ -49,6 +49,10 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "review/lengths.py has no padding fact for LLaMA-Factory, so the cap is the verdict (an error) where a collator that pads "
     "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
     "the setup that trains on an A10, not a measured peak",
+    # Batch H (session 9), at first contact:
+    "issue-lf7055-qwen2.5-14b-lora-12k-ds3offload-2xa100-80g": "LLaMA-Factory's enable_liger_kernel is read as the script's "
+    "own argument, so the SFT run is planned with 87 GiB of full-vocabulary logits (4 x 12,800 tokens x 152,064) that "
+    "LLaMA-Factory's fused linear cross-entropy (model_utils/liger_kernel.py, stages pt and sft) never materialises",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -145,6 +149,15 @@ KNOWN_MISSED: dict[str, str] = {
     "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
     "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
     "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
+    # Batch H (session 9), at first contact:
+    "issue-swift6405-qwen3-30b-a3b-awq-lora-512-4xrtx3090": "incomplete: the model is a local folder named "
+    "cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ (an org__name cache folder of an AWQ checkpoint) that the folder-name "
+    "rule does not resolve",
+    "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
+    "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
+    "in the plan",
+    "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
+    "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
     "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
     "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
     "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
