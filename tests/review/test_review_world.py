@@ -50,9 +50,12 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
     "the setup that trains on an A10, not a measured peak",
     # Batch H (session 9), at first contact:
-    "issue-lf7055-qwen2.5-14b-lora-12k-ds3offload-2xa100-80g": "LLaMA-Factory's enable_liger_kernel is read as the script's "
-    "own argument, so the SFT run is planned with 87 GiB of full-vocabulary logits (4 x 12,800 tokens x 152,064) that "
-    "LLaMA-Factory's fused linear cross-entropy (model_utils/liger_kernel.py, stages pt and sft) never materialises",
+    "issue-lf7055-qwen2.5-14b-lora-12k-ds3offload-2xa100-80g": "training now fits (53.9 of 79.2 GiB: enable_liger_kernel "
+    "is read as LLaMA-Factory's fused loss at stage sft); the error left is evaluation at the cap: per_device_eval_batch_size 4 "
+    "x cutoff_len 12,800 tokens, where Liger's forward keeps the logits (its lce_forward fuses the loss only when "
+    "self.training), 101.3 GiB. LLaMA-Factory pads each batch to its longest sample and the data (deepseek-110k) is not "
+    "here, so the cap decides (review/lengths.py has no padding fact for LLaMA-Factory); the thread shows training, not "
+    "an evaluation",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -1651,3 +1654,44 @@ def test_the_generation_batch_rule_is_trls_from_015_and_a_pin_before_it_is_a_not
     write(tmp_path, "old/setup.py", 'install_requires = ["trl==0.14.0"]\n')
     [rule] = find(review([str(write(tmp_path, "old/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
     assert rule.severity == "info" and "pins trl==0.14.0" in rule.what
+
+
+@pytest.mark.parametrize(("stage", "fused"), [("sft", True), ("pt", True), ("dpo", False)])
+def test_llamafactory_enable_liger_kernel_fuses_the_loss_at_pt_and_sft_only(tmp_path, stage, fused):
+    """LLaMA-Factory's enable_liger_kernel: model/loader.py gives apply_liger_kernel require_logits=(stage not in
+    ["pt", "sft"]), which turns the fused linear cross-entropy off: the logits go at pt / sft and stay for DPO
+    (hiyouga/LlamaFactory#7055, batch H: an SFT run planned with 87 GiB of logits it never held)."""
+    path = write(
+        tmp_path,
+        "config.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-14B-Instruct\n"
+        f"stage: {stage}\ndo_train: true\nfinetuning_type: lora\nlora_target: all\nenable_liger_kernel: True\n"
+        "dataset: mine\ntemplate: qwen\ncutoff_len: 4096\noutput_dir: out\nper_device_train_batch_size: 2\nbf16: true\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan is not None
+    assert result.plan.setup.liger is fused
+    assert ("logits" in result.plan.breakdown) is not fused
+    assert bool(find(result, key="enable_liger_kernel", text="keeps its logits")) is not fused
+    assert not find(result, key="enable_liger_kernel", text="own argument")
+
+
+def test_unsloth_model_loading_and_lora_are_read_with_unsloths_defaults(tmp_path):
+    """unsloth scripts name the model in FastLanguageModel.from_pretrained and the adapters in get_peft_model
+    (hongbo-miao/hongbomiao.com#28949, batch H: no model was found). What the calls leave out takes unsloth's defaults
+    (unsloth/models/loader.py): 4-bit weights, max_seq_length 2048; "unsloth" checkpointing offloads the checkpoints."""
+    path = write(
+        tmp_path,
+        "train.py",
+        "from unsloth import FastLanguageModel\nfrom trl import SFTConfig, SFTTrainer\n\n"
+        'model, tokenizer = FastLanguageModel.from_pretrained("unsloth/Qwen2.5-7B-Instruct")\n'
+        "model = FastLanguageModel.get_peft_model(model, r=32)\n"
+        'trainer = SFTTrainer(model=model, args=SFTConfig(per_device_train_batch_size=2, output_dir="out"))\n'
+        "trainer.train()\n",
+    )
+    result = review([str(path)], gpu="l4", gpus=1)
+    setup = result.plan.setup
+    assert (setup.method, setup.lora_r, setup.seq_len) == ("qlora", 32, 2048)
+    assert setup.gradient_checkpointing and setup.activation_offloading
+    [note] = find(result, key="from_pretrained", text="load_in_4bit True, max_seq_length 2048")
+    assert "FastLanguageModel.from_pretrained defaults" in note.what

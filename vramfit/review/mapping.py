@@ -306,6 +306,7 @@ UPSTREAM_SPECIAL = {
     *QUANT_SWITCHES,
     *QUANT_SETTINGS,
     "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
+    "enable_liger_kernel",  # LLaMA-Factory: Liger's kernels, with its fused loss at stages pt / sft only
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -1351,6 +1352,8 @@ class _Builder:
             if value > 0:
                 on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
                 self.training("vllm_enable_sleep_mode", Setting(setting.key, on, setting.file, setting.line))
+        elif name == "enable_liger_kernel":
+            self._llamafactory_liger(value, setting)
         elif name == "dtype" and value in ("fp16", "bf16"):  # DeepSpeed-Chat's --dtype: the training precision
             self.set(f"training.{value}", True, setting)
         elif name == "dtype":
@@ -1362,6 +1365,25 @@ class _Builder:
             self.set("model.lora.modules_to_save", [m for word in setting.value for m in str(word).split(",") if m], setting)
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _llamafactory_liger(self, value, setting: Setting) -> None:
+        """LLaMA-Factory's `enable_liger_kernel` (ModelArguments). model/loader.py calls model_utils/liger_kernel.py's
+        apply_liger_kernel with require_logits=(stage not in ["pt", "sft"]) (since 20ee1d2e, 2024-09-30), and with
+        require_logits it passes fused_linear_cross_entropy=False: at pt / sft the model runs Liger's fused linear
+        cross-entropy, which keeps no logits tensor (the Trainer's use_liger_kernel, planned for the model types Liger
+        patches); at the other stages (dpo, kto, rm, ppo) the logits stay."""
+        if str(value).strip().lower() not in ("true", "1"):
+            return
+        if self.trainer in (None, "sft"):
+            on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
+            self.training("use_liger_kernel", Setting(setting.key, on, setting.file, setting.line))
+        else:
+            self.note(
+                "info",
+                setting,
+                f"LLaMA-Factory applies Liger's kernels without the fused linear cross-entropy outside stages pt / sft "
+                f"(model_utils/liger_kernel.py, require_logits): this {self.trainer} run keeps its logits, planned so",
+            )
 
     def _openrlhf(self) -> bool:
         return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
