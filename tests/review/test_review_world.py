@@ -1695,3 +1695,20 @@ def test_unsloth_model_loading_and_lora_are_read_with_unsloths_defaults(tmp_path
     assert setup.gradient_checkpointing and setup.activation_offloading
     [note] = find(result, key="from_pretrained", text="load_in_4bit True, max_seq_length 2048")
     assert "FastLanguageModel.from_pretrained defaults" in note.what
+
+
+@pytest.mark.parametrize(("flash_attn", "attention"), [("disabled", "eager"), ("fa2", "flash"), ("sdpa", "sdpa"), ("auto", "sdpa")])
+def test_llamafactory_flash_attn_chooses_the_attention(tmp_path, flash_attn, attention):
+    """LLaMA-Factory's flash_attn (AttentionFunction: auto / disabled / sdpa / fa2 / fa3) is the attention
+    model_utils/attention.py requests, not a program's own switch to leave unread (batch H: LlamaFactory#7055's `fa2`
+    was "read, not reviewed"); "auto" requests none, so transformers' default (sdpa) is planned."""
+    path = write(
+        tmp_path,
+        "config.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\ndo_train: true\nfinetuning_type: lora\nlora_target: all\n"
+        f"flash_attn: {flash_attn}\ndataset: mine\ntemplate: qwen\ncutoff_len: 4096\noutput_dir: out\n"
+        "per_device_train_batch_size: 2\nbf16: true\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.plan.setup.attention == attention
+    assert not find(result, key="flash_attn", text="own argument")

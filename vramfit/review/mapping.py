@@ -502,6 +502,9 @@ def _remote_code_only(model_id: str) -> bool:
 # A program's own switches that load the model with flash-attn (FastChat train_lora.py `flash_attn`: its Llama patch,
 # replace_llama_attn_with_flash_attn; peft examples/sft `use_flash_attn`; transformers 4.3x's `use_flash_attention_2`).
 FLASH_SWITCHES = frozenset({"flash_attn", "use_flash_attn", "use_flash_attention_2"})
+# LLaMA-Factory's `flash_attn` (ModelArguments; extras/constants.py AttentionFunction) -> the attn_implementation that
+# model/model_utils/attention.py configure_attn_implementation requests; "auto" requests none (transformers' default).
+LLAMAFACTORY_ATTENTION = {"disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 # Programs that patch flash-attn in before training, with the model types the patch covers (None: every model):
 # FastChat's train_mem.py ("monkey patching the LLaMA model with FlashAttn": replace_llama_attn_with_flash_attn(),
 # lm-sys/FastChat fastchat/train/train_mem.py) and LLaVA's (replace_llama_attn_with_flash_attn() in the transformers 4.31
@@ -1167,6 +1170,10 @@ class _Builder:
             self.alias(SWIFT2[name].split(".", 1), setting)
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
             self.upstream(name, setting)
+        elif name == "flash_attn" and str(self.scalar(setting)).strip().lower() in (*LLAMAFACTORY_ATTENTION, "auto"):
+            chosen = str(self.scalar(setting)).strip().lower()  # LLaMA-Factory's choice of attention, not a program's switch
+            if chosen != "auto":
+                self.set("model.attn_implementation", LLAMAFACTORY_ATTENTION[chosen], setting)
         elif name in NOT_MODELLED:
             self.not_modelled.append(setting.key)
         else:
