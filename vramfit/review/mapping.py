@@ -306,6 +306,7 @@ UPSTREAM_SPECIAL = {
     *QUANT_SWITCHES,
     *QUANT_SETTINGS,
     "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
+    "enable_liger_kernel",  # LLaMA-Factory: Liger's kernels, with its fused loss at stages pt / sft only
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -501,6 +502,9 @@ def _remote_code_only(model_id: str) -> bool:
 # A program's own switches that load the model with flash-attn (FastChat train_lora.py `flash_attn`: its Llama patch,
 # replace_llama_attn_with_flash_attn; peft examples/sft `use_flash_attn`; transformers 4.3x's `use_flash_attention_2`).
 FLASH_SWITCHES = frozenset({"flash_attn", "use_flash_attn", "use_flash_attention_2"})
+# LLaMA-Factory's `flash_attn` (ModelArguments; extras/constants.py AttentionFunction) -> the attn_implementation that
+# model/model_utils/attention.py configure_attn_implementation requests; "auto" requests none (transformers' default).
+LLAMAFACTORY_ATTENTION = {"disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 # Programs that patch flash-attn in before training, with the model types the patch covers (None: every model):
 # FastChat's train_mem.py ("monkey patching the LLaMA model with FlashAttn": replace_llama_attn_with_flash_attn(),
 # lm-sys/FastChat fastchat/train/train_mem.py) and LLaVA's (replace_llama_attn_with_flash_attn() in the transformers 4.31
@@ -1166,6 +1170,10 @@ class _Builder:
             self.alias(SWIFT2[name].split(".", 1), setting)
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
             self.upstream(name, setting)
+        elif name == "flash_attn" and str(self.scalar(setting)).strip().lower() in (*LLAMAFACTORY_ATTENTION, "auto"):
+            chosen = str(self.scalar(setting)).strip().lower()  # LLaMA-Factory's choice of attention, not a program's switch
+            if chosen != "auto":
+                self.set("model.attn_implementation", LLAMAFACTORY_ATTENTION[chosen], setting)
         elif name in NOT_MODELLED:
             self.not_modelled.append(setting.key)
         else:
@@ -1351,6 +1359,8 @@ class _Builder:
             if value > 0:
                 on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
                 self.training("vllm_enable_sleep_mode", Setting(setting.key, on, setting.file, setting.line))
+        elif name == "enable_liger_kernel":
+            self._llamafactory_liger(value, setting)
         elif name == "dtype" and value in ("fp16", "bf16"):  # DeepSpeed-Chat's --dtype: the training precision
             self.set(f"training.{value}", True, setting)
         elif name == "dtype":
@@ -1362,6 +1372,25 @@ class _Builder:
             self.set("model.lora.modules_to_save", [m for word in setting.value for m in str(word).split(",") if m], setting)
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _llamafactory_liger(self, value, setting: Setting) -> None:
+        """LLaMA-Factory's `enable_liger_kernel` (ModelArguments). model/loader.py calls model_utils/liger_kernel.py's
+        apply_liger_kernel with require_logits=(stage not in ["pt", "sft"]) (since 20ee1d2e, 2024-09-30), and with
+        require_logits it passes fused_linear_cross_entropy=False: at pt / sft the model runs Liger's fused linear
+        cross-entropy, which keeps no logits tensor (the Trainer's use_liger_kernel, planned for the model types Liger
+        patches); at the other stages (dpo, kto, rm, ppo) the logits stay."""
+        if str(value).strip().lower() not in ("true", "1"):
+            return
+        if self.trainer in (None, "sft"):
+            on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
+            self.training("use_liger_kernel", Setting(setting.key, on, setting.file, setting.line))
+        else:
+            self.note(
+                "info",
+                setting,
+                f"LLaMA-Factory applies Liger's kernels without the fused linear cross-entropy outside stages pt / sft "
+                f"(model_utils/liger_kernel.py, require_logits): this {self.trainer} run keeps its logits, planned so",
+            )
 
     def _openrlhf(self) -> bool:
         return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
