@@ -187,7 +187,9 @@ def _review_sources(
         with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
             warnings.simplefilter("ignore", FutureWarning)
             recipe, problems = _validate(path)
-        findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
+        findings += [
+            _finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p)) and not _trl_rule_on_verl(p, mapped)
+        ]
         plan = None
         missing = [m for s in sources for m in s.missing]
         if recipe is not None and not mapped.model_missing and not any("(deepspeed" in m or "(accelerate" in m for m in missing):
@@ -263,6 +265,11 @@ def _for_a_run(p: Problem) -> bool:
     return p.rule != RECIPE_TREE
 
 
+def _trl_rule_on_verl(p: Problem, mapped: mapping.Mapped) -> bool:
+    """A rule of TRL's GRPOConfig applied to a verl launch: verl builds its own config, checked by verl.check."""
+    return mapped.verl is not None and "refuses these arguments" in p.what
+
+
 def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
     """A validation problem, named in the user's files and keys."""
     ds_label = f"deepspeed_configs/{Path(mapped.recipe['deepspeed']).name}"
@@ -294,11 +301,7 @@ def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
             fix = f"{mapping.edit(mapped.settings.kind, 'model.lora.target_modules', accepted, None)} in place of {o.key}."
         else:
             fix = f"{mapped.edit('model.lora.target_modules', accepted)}."
-    if "refuses these arguments" in what and mapped.verl is not None:
-        # verl builds its own config dataclasses; TRL's GRPOConfig rules are not the ones it runs (its own: verl.check)
-        severity, fix = "info", ""
-        what = f"{what} - verl checks its own config, not with TRL's class: not reviewed"
-    elif "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
+    if "refuses these arguments" in what and mapped.primary.program.startswith("swift "):
         # ms-swift builds and checks its own argument classes; TRL's __post_init__ rules are not the ones it runs
         severity, fix = "info", ""
         what = f"{what} - ms-swift checks its own arguments, not with TRL's class: not reviewed"

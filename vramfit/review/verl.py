@@ -171,6 +171,8 @@ def parse_value(text: str) -> Any:
     quoted strings, [lists] and {maps}; anything YAML cannot read stays the string it is."""
     if text == "":
         return ""
+    if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text) and not re.fullmatch(r"[-+]?\d+", text):
+        return float(text)  # Hydra's grammar reads 1e-6 as a float; YAML 1.1 (PyYAML) would keep it a string
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
