@@ -17,6 +17,8 @@ Every fact below is read from verl at b178a3cd (2026-01-29), cited as file:line:
 - the batch: fsdp_workers.py:240-262: ppo_mini_batch_size *= rollout.n, then //= (world / ulysses size), asserted > 0;
   a global ppo_micro_batch_size //= (world / ulysses size) into ppo_micro_batch_size_per_gpu; the mini-batch must be a
   multiple of the micro-batch (both asserted: the run stops at init);
+- no accumulation of unsharded gradients: dp_actor.py update_policy calls loss.backward() for each micro-batch with no
+  no_sync context, so FSDP reduce-scatters every micro-batch (the plan's gradient_accumulation_steps stays 1);
 - dynamic batches: dp_actor.py:552-553 `max_token_len = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`,
   prepare_dynamic_batch packs each micro-batch up to that many tokens;
 - the loss: dp_actor.py:258-277: with use_remove_padding the model's whole logits over every token of the micro-batch
