@@ -141,3 +141,13 @@ def test_hydra_overrides_parse_as_hydra_reads_them():
     assert verl.get(config, "actor_rollout_ref.ref.log_prob_use_dynamic_bsz") is True
     assert verl.get(config, "critic.forward_max_token_len_per_gpu") == 32768  # ${.ppo_max_token_len_per_gpu}
     assert verl.is_known("actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space") and not verl.is_known("trainer.nnode")
+
+
+def test_a_vlm_s_image_tokens_are_capped_by_the_prompt_length(tmp_path):
+    """verl counts an image's tokens in the prompt and drops prompts over max_prompt_length (rl_dataset.py): the images
+    are planned at most that many tokens, inside the prompt, not on top of it."""
+    path = launch(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-7B-Instruct", "data.max_prompt_length=1024")
+    result = review([str(path)], gpu="h100", gpus=1)
+    s = result.plan.setup
+    assert (s.seq_len, s.image_tokens) == (1024, 1024)
+    assert find(result, key="data.max_prompt_length", text="image tokens planned at most 1,024")

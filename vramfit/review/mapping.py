@@ -3020,6 +3020,26 @@ class _Builder:
             # (qwen_vl_utils >= 0.0.14: IMAGE_MAX_TOKEN_NUM 16384 tokens, "IMAGE_MAX_TOKEN_NUM * 32 * 32" px for Qwen3-VL)
             images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS // 784 * ppt, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
+        verl_run = next((s for s in self.sources if s.kind == "verl"), None)
+        if dynamic and verl_run is not None and self.prompt_text and not data.get("max_pixels"):
+            # verl counts an image's tokens in the prompt and filters prompts longer than max_prompt_length
+            # (utils/dataset/rl_dataset.py:183-257 doc2len runs the processor over text and images): no image exceeds it
+            cap = min(images["default_max_pixels"], self.prompt_text * ppt)
+            if cap < images["default_max_pixels"]:
+                data["max_pixels"] = cap
+                where = next((s for s in verl_run.settings if s.key == "data.max_prompt_length"), None)
+                self.origins["data.max_pixels"] = Origin(verl_run.label, "data.max_prompt_length", where.line if where else None)
+                self.findings.append(
+                    Finding(
+                        "info",
+                        verl_run.label,
+                        "data.max_prompt_length",
+                        f"image tokens planned at most {self.prompt_text:,} per image: verl counts them in the prompt and filters "
+                        "prompts longer than max_prompt_length (rl_dataset.py)",
+                        source="planner",
+                        line=where.line if where else None,
+                    )
+                )
         if vision and self.image_tokens:
             if dynamic:
                 cap = data.get("max_pixels") or images["default_max_pixels"]
@@ -3159,6 +3179,8 @@ class _Builder:
             )
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
+            if any(s.kind == "verl" for s in self.sources):  # verl's max_prompt_length counts the image tokens too
+                data["max_length"] = text
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"

@@ -200,6 +200,8 @@ def _review_sources(
                 differences = reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
+                if mapped.verl is not None:  # only what a verl launch can say (its keys: mapping.VERL_SPELLING)
+                    differences = [f for f in differences if "no verl key" not in f"{f.key} {f.what} {f.fix}" and f.key != "data.max_prompt_length"]
                 if mapped.llmfoundry is not None:  # only what an llm-foundry YAML can say, in its own terms
                     own = ("max_seq_len", "device_train_microbatch_size", "fsdp_config.activation_checkpointing", "device_eval_batch_size")
                     differences = [f for f in differences if f.key in own and "global_train_batch_size" not in f"{f.what} {f.fix}"]
