@@ -87,6 +87,11 @@ def test_whole_logits_and_the_offload_knobs_move_the_plan(tmp_path):
     assert kept.phases["generation"] - result.plan.phases["generation"] > 20  # the fp32 weights of a 7B
 
 
+def test_activation_offload_is_planned(tmp_path):
+    on = review([str(launch(tmp_path, "actor_rollout_ref.model.enable_activation_offload=True"))], gpu="h100", gpus=1)
+    assert on.plan.setup.activation_offloading and find(on, key="actor_rollout_ref.model.enable_activation_offload", text="host RAM")
+
+
 def test_a_ppo_launch_with_a_critic_is_incomplete(tmp_path):
     result = review([str(launch(tmp_path, "algorithm.adv_estimator=gae"))], gpu="h100", gpus=1)
     assert result.exit_code == 3

@@ -2252,6 +2252,21 @@ class _Builder:
             w = origin(f"{M}.use_remove_padding")
             self.origins["planner.padding_free"] = Origin(w.file, w.key, w.line)
         self.set("training.gradient_checkpointing", bool(value(f"{M}.enable_gradient_checkpointing")), origin(f"{M}.enable_gradient_checkpointing"))
+        if value(f"{M}.enable_activation_offload"):
+            # fsdp_workers.py:568-569 enable_activation_offloading: the checkpointed layer inputs in host RAM
+            planner["activation_offloading"] = True
+            w = origin(f"{M}.enable_activation_offload")
+            self.origins["planner.activation_offloading"] = Origin(w.file, w.key, w.line)
+            self.note(
+                "info", w, "verl's activation offload (utils/activation_offload.py) planned as TRL's activation offloading: the kept activations in host RAM"
+            )
+        if value(f"{M}.use_liger"):
+            self.note(
+                "info",
+                origin(f"{M}.use_liger"),
+                "Liger's kernels on the model's norms and MLPs are not planned (verl computes its log-probs from the whole logits, "
+                "without Liger's fused cross-entropy): an upper bound",
+            )
         # the loss: whole logits over the micro-batch (no fused head unless use_fused_kernels)
         if not value(f"{M}.use_fused_kernels"):
             planner["grpo_whole_logits"] = True

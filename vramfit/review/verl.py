@@ -71,6 +71,8 @@ PLANNED = frozenset(
         f"{MODEL}.lora_alpha",
         f"{MODEL}.target_modules",
         f"{MODEL}.use_fused_kernels",
+        f"{MODEL}.enable_activation_offload",
+        f"{MODEL}.use_liger",
         f"{ACTOR}.strategy",
         f"{ACTOR}.ppo_mini_batch_size",
         f"{ACTOR}.ppo_micro_batch_size",
