@@ -2166,6 +2166,15 @@ class _Builder:
         self.grpo, self.trainer = True, "grpo"
         path = value(f"{M}.path")
         self.set("model.id", str(path), origin(f"{M}.path"))
+        # the attention: fsdp_workers.py:331 `override_model_config.get("attn_implementation", "flash_attention_2")`
+        override = value(f"{M}.override_config")
+        attention = override.get("attn_implementation") if isinstance(override, dict) else None
+        key = f"{M}.override_config.attn_implementation"
+        self.set(
+            "model.attn_implementation",
+            str(attention or "flash_attention_2"),
+            at.get(key) or Setting(f"({key}: verl's default)", None, label, source.launch_line),
+        )
         # LoRA (model.lora_rank > 0: PEFT over target_modules, default all-linear)
         rank = value(f"{M}.lora_rank")
         if rank:

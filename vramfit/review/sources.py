@@ -677,11 +677,28 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
                 source.notes.append(
                     Finding("info", source.label, "--config-name", f"read {label(found)} under the command line's overrides", line=source.launch_line)
                 )
-    verl.apply(config, overrides)
-    source.document = config
     after = source.launch_line or 1
+    # a value the script leaves to its environment (`trainer.n_gpus_per_node=$SLURM_GPUS_PER_NODE`): verl's default is
+    # planned in its place, said
+    # (the model's path stays as written: its folder's name may still name the model)
+    unresolved = [o for o in overrides if isinstance(o.value, str) and shell.UNRESOLVED.search(o.value) and o.key != f"{verl.MODEL}.path"]
+    verl.apply(config, [o for o in overrides if o not in unresolved])
+    source.document = config
     for o in overrides:
         source.settings.append(Setting(o.op + o.key, o.value, source.label, _word_line(source, o.word, after)))
+    for o in unresolved:
+        if o.key in verl.PLANNED:
+            source.notes.append(
+                Finding(
+                    "info",
+                    source.label,
+                    o.key,
+                    f"its value {o.value!r} is set when the script runs: planned at verl's default ({verl.get(config, o.key)!r})"
+                    + (", or the GPUs you pass" if o.key in ("trainer.n_gpus_per_node", "trainer.nnodes") else ""),
+                    "write the value in the script, or pass --gpus / --nodes.",
+                    line=_word_line(source, o.word, after),
+                )
+            )
     source.notes.extend(
         Finding(
             "info",
@@ -713,7 +730,8 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
     if problems:
         raise ConfigError(problems)
     for key, field_ in (("gpus_per_node", "trainer.n_gpus_per_node"), ("nodes", "trainer.nnodes")):
-        source.hardware[key] = (verl.get(config, field_), field_)
+        if not any(o.key == field_ for o in unresolved):  # left to the environment: the GPUs the review is given
+            source.hardware[key] = (verl.get(config, field_), field_)
     source.program = source.program.removeprefix("-m ")
 
 

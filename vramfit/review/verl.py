@@ -71,6 +71,7 @@ PLANNED = frozenset(
         f"{MODEL}.lora_alpha",
         f"{MODEL}.target_modules",
         f"{MODEL}.use_fused_kernels",
+        f"{MODEL}.override_config.attn_implementation",
         f"{MODEL}.enable_activation_offload",
         f"{MODEL}.use_liger",
         f"{ACTOR}.strategy",
