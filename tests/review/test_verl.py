@@ -156,3 +156,13 @@ def test_a_vlm_s_image_tokens_are_capped_by_the_prompt_length(tmp_path):
     s = result.plan.setup
     assert (s.seq_len, s.image_tokens) == (1024, 1024)
     assert find(result, key="data.max_prompt_length", text="image tokens planned at most 1,024")
+
+
+def test_a_value_left_to_the_environment_is_planned_at_verl_s_default(tmp_path):
+    """verl's own gspo / sapo examples write trainer.n_gpus_per_node=$SLURM_GPUS_PER_NODE: not an error, said, and the
+    GPUs the review is given decide."""
+    path = launch(tmp_path, "trainer.n_gpus_per_node=$SLURM_GPUS_PER_NODE", "actor_rollout_ref.rollout.n=$N")
+    result = review([str(path)], gpu="h100", gpus=2)
+    assert result.exit_code == 0 and result.plan.setup.world == 2
+    assert find(result, key="trainer.n_gpus_per_node", severity="info", text="set when the script runs")
+    assert find(result, key="actor_rollout_ref.rollout.n", severity="info", text="verl's default (1)")
