@@ -166,3 +166,17 @@ def test_a_value_left_to_the_environment_is_planned_at_verl_s_default(tmp_path):
     assert result.exit_code == 0 and result.plan.setup.world == 2
     assert find(result, key="trainer.n_gpus_per_node", severity="info", text="set when the script runs")
     assert find(result, key="actor_rollout_ref.rollout.n", severity="info", text="verl's default (1)")
+
+
+def test_overrides_in_a_bash_array_make_the_review_incomplete_not_wrong(tmp_path):
+    """verl's NPU examples pass their overrides as "${ACTOR_CONFIG[@]}": what the array holds is not read, so a key it
+    sets is not "missing" (no error), and the review says it is incomplete."""
+    path = tmp_path / "run.sh"
+    path.write_text(
+        "ACTOR_CONFIG=(\n    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1\n)\n"
+        "python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct \\\n"
+        '    actor_rollout_ref.rollout.name=vllm trainer.n_gpus_per_node=1 \\\n    "${ACTOR_CONFIG[@]}" "$@"\n'
+    )
+    result = review([str(path)], gpu="h100", gpus=1)
+    assert result.exit_code == 3 and not any(f.severity == "error" for f in result.findings)
+    assert find(result, text="bash arrays or variables")

@@ -2248,7 +2248,7 @@ class _Builder:
             key = f"{A}.ppo_micro_batch_size" if f"{A}.ppo_micro_batch_size" in at else f"{A}.ppo_micro_batch_size_per_gpu"
             if micro is None:
                 self.note(
-                    "error",
+                    "info" if source.missing else "error",
                     origin(key),
                     "is not set and use_dynamic_bsz is off: verl has no micro-batch size for the actor's update "
                     "(ppo_micro_batch_size_per_gpu defaults to null) and stops",

@@ -648,6 +648,7 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
     source.kind = "verl"
     config = verl.defaults()
     name = flags.get("--config-name") or flags.get("-cn")
+    name = name.removesuffix(".yaml") if name else name  # Hydra takes the name with or without its suffix
     if name and name != "ppo_trainer":
         if "megatron" in name:
             raise NotReviewed(
@@ -699,6 +700,22 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
                     line=_word_line(source, o.word, after),
                 )
             )
+    # `"${ACTOR_CONFIG[@]}"`: overrides in a bash array (shell.parse reads `ACTOR_CONFIG=( ... )` as the word "(") or a
+    # variable the review does not expand; `$@`: the caller's own, unknown here
+    hidden = [w for w in stray if w == "(" or (shell.UNRESOLVED.search(w) and w not in ("$@", "$*"))]
+    if hidden:
+        source.missing.append("overrides in bash arrays or variables the review does not expand: the run's settings may differ")
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "",
+                'the launch passes overrides through bash arrays or variables ("${NAME[@]}") that the review does not expand: '
+                "planned without them, at verl's defaults where nothing else sets a key (the review is incomplete)",
+                "write the overrides on the command line to review them.",
+                line=source.launch_line,
+            )
+        )
     source.notes.extend(
         Finding(
             "info",
@@ -709,7 +726,7 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
             line=_word_line(source, word, after) or source.launch_line,
         )
         for word in stray
-        if not shell.UNRESOLVED.search(word)  # `$@`: the caller's own overrides, unknown here
+        if not shell.UNRESOLVED.search(word) and word != "("
     )
     strategy = verl.get(config, f"{verl.ACTOR}.strategy")
     if strategy == "megatron":
