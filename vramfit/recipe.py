@@ -138,6 +138,10 @@ class Knobs(Strict):
     quantize_lm_head: bool = False
     # the fused 3-D MoE expert tensors quantized with the base (axolotl quantize_moe_experts)
     quantize_moe_experts: bool = False
+    # GRPO's log-probs from the whole logits (verl), not TRL's fused head
+    grpo_whole_logits: bool = False
+    # model states moved to host RAM outside the update (verl param_offload / optimizer_offload): "weights,optimizer"
+    offload_outside_update: Union[str, None] = None
     # sequence parallelism (ms-swift --sequence_parallel_size: Ulysses / ring attention): each GPU holds
     # max_length / N tokens of every sample of its micro-batch; planner/knobs.py sequence_parallel_fields
     sequence_parallel: int = Field(default=1, ge=1, le=1024)

@@ -56,6 +56,8 @@ launch knobs (docs/planner.md "Launch knobs"):
   keeps_previous_output=true (the loop holds the last step's logits into the next forward: LitGPT's fit)
   quantize_lm_head=true (lm_head quantized with the base, as Lightning's BitsandbytesPrecision does for LitGPT)
   quantize_moe_experts=true (the fused 3-D MoE expert tensors quantized with the base: axolotl quantize_moe_experts)
+  grpo_whole_logits=true (GRPO log-probs from the model's whole logits, as verl computes them; default TRL's fused head)
+  offload_outside_update=weights,optimizer (states in host RAM outside the update: verl param_offload / optimizer_offload)
   sequence_parallel=N (ms-swift --sequence_parallel_size, axolotl context_parallel_size: each GPU holds max_length / N
     tokens of every sample)  celoss_parallel_size=N (ms-swift CELOSS_PARALLEL_SIZE: its chunked sequence-parallel loss)
   device_map_gpus=N (one process spreads the model's layers over N GPUs with device_map="auto": ms-swift without

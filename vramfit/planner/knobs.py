@@ -34,6 +34,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
 | `quantize_lm_head=true` (planner; the LitGPT reader sets it for `quantize`) | Lightning `BitsandbytesPrecision` swaps every `nn.Linear`, lm_head included; each lm_head call dequantizes it whole | params.py `count`, training.py `previous_output_point` |
+| `grpo_whole_logits=true` (planner; the verl reader sets it) | verl workers/actor/dp_actor.py `_forward_micro_batch`: `logits_rmpad = output.logits` over every token of the micro-batch, log-probs (and the entropy) from them; TRL's GRPOTrainer uses its fused head instead | plan.py `analytic_terms` (training.py's logits term), `train_block` |
+| `offload_outside_update=weights,optimizer` (planner; the verl reader sets it from `fsdp_config.param_offload` / `optimizer_offload`) | verl workers/fsdp_workers.py: `update_actor` loads the offloaded weights / optimizer states to the GPU for the update and offloads them after it; `rollout_mode` offloads the weights again before the rollout engine resumes | plan.py `_vllm_phases`: the generation phase holds neither |
 | `quantize_moe_experts=true` (planner; the review reads axolotl `quantize_moe_experts:`) | transformers v5 stores MoE experts as fused 3-D parameters, which bitsandbytes (nn.Linear only) leaves in 16 bits; axolotl monkeypatch/moe_quant.py quantizes every >= 3-D parameter named "expert" as it loads (4-bit: bitsandbytes parametrize `replace_parameter_4bit`; 8-bit: its int8 parametrization), dequantized whole on access | params.py `count` (`Arch.expert_tensors`) |
 | `device_map_gpus=N` (planner; the review sets it for an ms-swift process that sees N GPUs) | transformers `from_pretrained(device_map="auto"\|"balanced")`: accelerate `get_balanced_memory` + `infer_auto_device_map` (whole `_no_split_modules` layers, the first GPU keeping room for the largest layer, tied weights together) and `dispatch_model`: one micro-batch through the GPUs in turn | device_map.py, training.py `on_gpu_layers` |
 | `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
@@ -600,6 +602,21 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
             return {}
     out["teacher_config"] = path
     return out
+
+
+OUTSIDE_UPDATE = ("weights", "optimizer")
+
+
+def offload_outside_update(value: Any, problems: Problems, file: str) -> tuple[str, ...]:
+    """`offload_outside_update`: the model states held in host RAM outside the update ("weights", "optimizer")."""
+    if value in (None, "", False):
+        return ()
+    parts = [p.strip() for p in (value.split(",") if isinstance(value, str) else list(value)) if str(p).strip()]
+    bad = [p for p in parts if p not in OUTSIDE_UPDATE]
+    if bad:
+        problems.add(file, "offload_outside_update", f"{bad[0]!r} is not one of {', '.join(OUTSIDE_UPDATE)}", "write offload_outside_update=weights,optimizer.")
+        return ()
+    return tuple(dict.fromkeys(parts))
 
 
 def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

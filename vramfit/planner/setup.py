@@ -175,6 +175,13 @@ class Setup:
     # the fused 3-D MoE expert tensors quantized with the base (axolotl `quantize_moe_experts`: bitsandbytes skips them,
     # axolotl's monkeypatch/moe_quant.py quantizes them as they load); params.py `count`
     quantize_moe_experts: bool = False
+    # GRPO's log-probs from the model's whole logits over every token of the micro-batch (verl's dp_actor.py), not TRL's
+    # fused head (grpo.fused_head_bytes)
+    grpo_whole_logits: bool = False
+    # model states the engine moves to host RAM outside the update and back for it (verl's fsdp_config.param_offload /
+    # optimizer_offload: fsdp_workers.py update_actor / rollout_mode): "weights", "optimizer" (the generation phase
+    # holds neither; the update holds both)
+    offload_outside_update: tuple[str, ...] = ()
     # sequence-parallel degree (knobs.sequence_parallel_fields): each rank holds seq_len / N tokens of every sample
     # for its layers, embeddings and loss; Ulysses attention sees all seq_len keys for heads / N (training.train_peak)
     sequence_parallel: int = 1
@@ -536,6 +543,8 @@ def _knob_fields(
     out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
+    out["grpo_whole_logits"] = bool(values.get("grpo_whole_logits"))
+    out["offload_outside_update"] = knobs.offload_outside_update(values.get("offload_outside_update"), problems, file)
     out.update(knobs.sequence_parallel_fields(values, problems, file))
     out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
     if out["device_map_gpus"] > 1 and (fsdp or zero.stage):
@@ -713,6 +722,8 @@ ARG_KEYS = {
     "fsdp_lora_units": str,
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
+    "grpo_whole_logits": bool,
+    "offload_outside_update": str,
     "quantize_moe_experts": bool,
     "sequence_parallel": int,
     "celoss_parallel_size": int,

@@ -585,11 +585,14 @@ class Mapped:
     padding_free_worst_case: Origin | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
     litgpt: Source | None = None  # a LitGPT config: its strategy and accumulation follow the GPUs reviewed (litgpt_strategy)
+    verl: Source | None = None  # a verl launch (vramfit.review.verl): its own batch rules, not TRL's
     llmfoundry: Source | None = None  # an llm-foundry YAML: its accumulation and sharding follow the GPUs (llmfoundry_strategy)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
         o = self.origins.get(key)
+        if self.settings.kind == "verl":  # verl's own key for the setting (a global micro-batch is written per GPU)
+            return edit("verl", key, value)
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args", "llmfoundry")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
@@ -639,9 +642,30 @@ LLMFOUNDRY_SPELLING = {
 }
 
 
+# recipe keys as a verl launch writes them (Hydra overrides; vramfit.review.verl); the rest have no verl key
+VERL_SPELLING = {
+    "training.per_device_train_batch_size": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "training.max_completion_length": "data.max_response_length",
+    "data.max_length": "data.max_prompt_length",
+    "training.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "training.vllm_gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "training.num_generations": "actor_rollout_ref.rollout.n",
+    "model.id": "actor_rollout_ref.model.path",
+    "model.lora.r": "actor_rollout_ref.model.lora_rank",
+    "model.lora.alpha": "actor_rollout_ref.model.lora_alpha",
+    "model.lora.target_modules": "actor_rollout_ref.model.target_modules",
+    "hardware.gpus_per_node": "trainer.n_gpus_per_node",
+    "hardware.nodes": "trainer.nnodes",
+    "hardware.gpu": "--gpu",
+    "hardware.host_ram_gib": "--host-ram-gib",
+}
+
+
 def spelled(kind: str, key: str) -> str:
     """A recipe key as the user's kind of file writes it."""
     name = key.split(".", 1)[1] if key.startswith(("training.", "data.", "model.")) else key
+    if kind == "verl":
+        return VERL_SPELLING.get(key, f"({name.split('.')[-1]}: no verl key)")
     if kind == "litgpt":
         return LITGPT_SPELLING.get(key, f"({name.split('.')[-1]}: no LitGPT key)")
     if kind == "llmfoundry":
@@ -677,6 +701,8 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
         return f"plugins: [{LIGER_PLUGIN}] with liger_fused_linear_cross_entropy: true" if value else "liger_fused_linear_cross_entropy: false"
     word = word or spelled(kind, key)
     text = json.dumps(value) if isinstance(value, (bool, dict, list)) or value is None else str(value)
+    if kind == "verl" and not word.startswith("-"):  # a Hydra override
+        return f"{word}={text}"
     return f"{word} {shlex.quote(text)}" if word.startswith("--") else f"{word}: {text}"
 
 
@@ -701,8 +727,12 @@ class _Builder:
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
-        self.primary = _first(sources, ("shell", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed", "program"))
-        self.settings = _first(sources, ("litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed", "program"))
+        self.primary = _first(
+            sources, ("shell", "verl", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed", "program", "verl_config")
+        )
+        self.settings = _first(
+            sources, ("verl", "litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed", "program", "verl_config")
+        )
         self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
@@ -1692,6 +1722,8 @@ class _Builder:
                 self._litgpt(source)
             elif source.kind == "llmfoundry":
                 self._llmfoundry(source)
+            elif source.kind == "verl":
+                self._verl(source)
         self._program_defaults()
         self._swift_defaults()
         self._openrlhf_attention()
@@ -1714,6 +1746,9 @@ class _Builder:
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
             self.recipe["env"] = env
+        if any(s.kind == "verl" for s in self.sources) and "PYTORCH_CUDA_ALLOC_CONF" not in env:
+            # verl's actor trains with expandable segments: fsdp_workers.py rollout_mode ends with set_expandable_segments(True)
+            self.recipe.setdefault("env", {})["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         mapped = Mapped(
             self.recipe,
             self.origins,
@@ -1750,6 +1785,7 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
+        mapped.verl = next((s for s in self.sources if s.kind == "verl"), None)
         split = self._device_map()
         mapped.sharding_assumed = self._sharding_not_modelled() or split
         mapped.switches = self.program.switches if self.program is not None else frozenset()
@@ -2135,6 +2171,210 @@ class _Builder:
             elif setting.key not in used and setting.value is not None and setting.key in ("fsdp_config.limit_all_gathers", "fsdp_config.forward_prefetch"):
                 self.not_modelled.append(setting.key)
         self._read_as(label, f"composer scripts/train/train.py {source.path.name}", llmfoundry.COMMIT, "llm-foundry", assumed)
+
+    def _verl(self, source: Source) -> None:
+        """A verl launch as the run main_ppo makes of it (vramfit.review.verl): the actor under FSDP with its rollout engine
+        colocated on every GPU. Each override that carries memory is planned, verl's defaults taken for those the script
+        does not write (said); the rest read, not reviewed; keys verl's config lacks are notes."""
+        from vramfit.review import verl
+
+        cfg, label = source.document, source.label
+        at = {s.key.lstrip("+"): s for s in source.settings if not s.key.startswith("~")}
+        assumed: list[str] = []
+        A, R, M = verl.ACTOR, verl.ROLLOUT, verl.MODEL
+
+        def value(key: str) -> Any:
+            return verl.get(cfg, key)
+
+        def origin(key: str) -> Setting:
+            if key in at:
+                return at[key]
+            assumed.append(f"{key}={value(key)}")
+            return Setting(f"({key}: verl's default)", value(key), label, source.launch_line)
+
+        self.grpo, self.trainer = True, "grpo"
+        path = value(f"{M}.path")
+        self.set("model.id", str(path), origin(f"{M}.path"))
+        # the attention: fsdp_workers.py:331 `override_model_config.get("attn_implementation", "flash_attention_2")`
+        override = value(f"{M}.override_config")
+        attention = override.get("attn_implementation") if isinstance(override, dict) else None
+        key = f"{M}.override_config.attn_implementation"
+        self.set(
+            "model.attn_implementation",
+            str(attention or "flash_attention_2"),
+            at.get(key) or Setting(f"({key}: verl's default)", None, label, source.launch_line),
+        )
+        # LoRA (model.lora_rank > 0: PEFT over target_modules, default all-linear)
+        rank = value(f"{M}.lora_rank")
+        if rank:
+            self.method, self.method_origin = "lora", Origin(label, f"{M}.lora_rank", at[f"{M}.lora_rank"].line if f"{M}.lora_rank" in at else None)
+            self.set("model.lora.r", int(rank), origin(f"{M}.lora_rank"))
+            self.set("model.lora.alpha", value(f"{M}.lora_alpha"), origin(f"{M}.lora_alpha"))
+            targets = value(f"{M}.target_modules")
+            self.set("model.lora.target_modules", list(targets) if isinstance(targets, list) else str(targets), origin(f"{M}.target_modules"))
+        # precision: fp32 master weights and AdamW states, bf16 compute (FSDP MixedPrecision), unless model_dtype says
+        model_dtype = str(value(f"{A}.fsdp_config.model_dtype") or "fp32")
+        compute = verl.DTYPES.get(str(value(f"{A}.fsdp_config.dtype") or "bf16"), "bfloat16")
+        planner = self.recipe.setdefault("planner", {})
+        where = origin(f"{A}.fsdp_config.model_dtype")
+        planner["dtype"] = verl.DTYPES[model_dtype]
+        self.origins["planner.dtype"] = Origin(where.file, where.key, where.line)
+        if verl.DTYPES[model_dtype] == "float32" and compute != "float32":
+            self.set("training.bf16" if compute == "bfloat16" else "training.fp16", True, origin(f"{A}.fsdp_config.dtype"))
+        # FSDP over every GPU (one worker per GPU), FSDP2 with strategy fsdp2; offload_policy: FSDP2's CPUOffloadPolicy
+        strategy = str(value(f"{A}.strategy"))
+        reshard = value(f"{A}.fsdp_config.reshard_after_forward")
+        options = ["full_shard" if reshard in (True, None) else "shard_grad_op", "auto_wrap"]
+        if strategy == "fsdp2" and value(f"{A}.fsdp_config.offload_policy"):
+            options.append("offload")
+        self.set("training.fsdp", " ".join(options), origin(f"{A}.strategy"))
+        if strategy == "fsdp2":
+            self.set(
+                "training.fsdp_config",
+                {"version": 2, "reshard_after_forward": bool(reshard in (True, None))},
+                at.get(f"{A}.strategy") or origin(f"{A}.strategy"),
+            )
+        away = [name for name, key in (("weights", "param_offload"), ("optimizer", "optimizer_offload")) if value(f"{A}.fsdp_config.{key}")]
+        if away and "offload" not in options:
+            first = at.get(f"{A}.fsdp_config.param_offload") or at.get(f"{A}.fsdp_config.optimizer_offload") or origin(f"{A}.fsdp_config.param_offload")
+            planner["offload_outside_update"] = ",".join(away)
+            self.origins["planner.offload_outside_update"] = Origin(first.file, first.key, first.line)
+            self.note(
+                "info",
+                first,
+                f"verl moves the actor's {' and '.join(away)} to host RAM outside the update and back to the GPU for it "
+                "(fsdp_workers.py update_actor / rollout_mode): planned on the GPU for the update, in host RAM while generating",
+            )
+        # the batch: micro-batch per GPU, or the dynamic token budget
+        sp = int(value(f"{A}.ulysses_sequence_parallel_size") or 1)
+        if sp > 1:
+            planner["sequence_parallel"] = sp
+            w = origin(f"{A}.ulysses_sequence_parallel_size")
+            self.origins["planner.sequence_parallel"] = Origin(w.file, w.key, w.line)
+        prompt, response = int(value("data.max_prompt_length")), int(value("data.max_response_length"))
+        self.prompt_text = prompt
+        origin("data.max_prompt_length")
+        self.set("training.max_completion_length", response, origin("data.max_response_length"))
+        self.set("training.num_generations", int(value(f"{R}.n")), origin(f"{R}.n"))
+        padding_free = bool(value(f"{M}.use_remove_padding"))
+        if value(f"{A}.use_dynamic_bsz"):
+            budget = int(value(f"{A}.ppo_max_token_len_per_gpu")) * sp
+            # the micro-batches split each rank's mini-batch (ppo_mini_batch_size x n / data-parallel ranks sequences)
+            ranks = int(value("trainer.n_gpus_per_node")) * int(value("trainer.nnodes"))
+            mini = max(1, int(value(f"{A}.ppo_mini_batch_size")) * int(value(f"{R}.n")) // max(1, ranks // sp))
+            micro = max(1, min(mini, budget // (prompt + response)))
+            w = origin(f"{A}.ppo_max_token_len_per_gpu")
+            self.set("training.per_device_train_batch_size", micro, w)
+            self.note(
+                "info",
+                w,
+                f"use_dynamic_bsz: each micro-batch packs up to {budget:,} tokens (ppo_max_token_len_per_gpu x ulysses size, "
+                f"dp_actor.py) of the rank's {mini} sequences per mini-batch; planned as {micro} sequence(s) of {prompt + response:,} "
+                "tokens (max_prompt_length + max_response_length)",
+            )
+        else:
+            micro = verl.micro_per_gpu(cfg)
+            key = f"{A}.ppo_micro_batch_size" if f"{A}.ppo_micro_batch_size" in at else f"{A}.ppo_micro_batch_size_per_gpu"
+            if micro is None:
+                self.note(
+                    "info" if source.missing else "error",
+                    origin(key),
+                    "is not set and use_dynamic_bsz is off: verl has no micro-batch size for the actor's update "
+                    "(ppo_micro_batch_size_per_gpu defaults to null) and stops",
+                    f"set {A}.ppo_micro_batch_size_per_gpu=4 (or {A}.use_dynamic_bsz=True).",
+                )
+                micro = 1
+            self.set("training.per_device_train_batch_size", micro, origin(key))
+        if padding_free:  # a micro-batch holds its sequences' own tokens: planned at the cap (the data's lengths unknown)
+            planner["padding_free"] = True
+            w = origin(f"{M}.use_remove_padding")
+            self.origins["planner.padding_free"] = Origin(w.file, w.key, w.line)
+        self.set("training.gradient_checkpointing", bool(value(f"{M}.enable_gradient_checkpointing")), origin(f"{M}.enable_gradient_checkpointing"))
+        if value(f"{M}.enable_activation_offload"):
+            # fsdp_workers.py:568-569 enable_activation_offloading: the checkpointed layer inputs in host RAM
+            planner["activation_offloading"] = True
+            w = origin(f"{M}.enable_activation_offload")
+            self.origins["planner.activation_offloading"] = Origin(w.file, w.key, w.line)
+            self.note(
+                "info", w, "verl's activation offload (utils/activation_offload.py) planned as TRL's activation offloading: the kept activations in host RAM"
+            )
+        if value(f"{M}.use_liger"):
+            self.note(
+                "info",
+                origin(f"{M}.use_liger"),
+                "Liger's kernels on the model's norms and MLPs are not planned (verl computes its log-probs from the whole logits, "
+                "without Liger's fused cross-entropy): an upper bound",
+            )
+        # the loss: whole logits over the micro-batch (no fused head unless use_fused_kernels)
+        if not value(f"{M}.use_fused_kernels"):
+            planner["grpo_whole_logits"] = True
+            self.origins["planner.grpo_whole_logits"] = Origin(label, "(verl dp_actor.py: log-probs from the whole logits)", None)
+        else:
+            self.note("info", origin(f"{M}.use_fused_kernels"), "verl's fused kernels compute the log-probs without whole logits: planned as TRL's fused head")
+        if value(f"{A}.entropy_coeff") or value(f"{A}.calculate_entropy"):
+            self.note(
+                "info",
+                origin(f"{A}.entropy_coeff"),
+                "the entropy is computed from the whole logits too (dp_actor.py entropy_from_logits: a softmax over the "
+                "vocabulary kept for backward): not planned",
+            )
+        # the rollout engine, colocated on every GPU; asleep outside generation with free_cache_engine
+        name = value(f"{R}.name")
+        if name in (None, "???"):
+            self.note(
+                "warning",
+                origin(f"{R}.name"),
+                f"not set: at {verl.COMMIT} rollout.name has no default ('???') and the run stops asking for it; verl's "
+                "releases before that defaulted to vllm, which is what is planned",
+                f"set {R}.name=vllm.",
+            )
+            name = "vllm"
+        if name in ("vllm", "sglang", "trtllm"):
+            self.set("training.use_vllm", True, origin(f"{R}.name"))
+            self.set("training.vllm_mode", "colocate", origin(f"{R}.name"))
+            self.set("training.vllm_gpu_memory_utilization", float(value(f"{R}.gpu_memory_utilization")), origin(f"{R}.gpu_memory_utilization"))
+            self.set("training.vllm_enable_sleep_mode", bool(value(f"{R}.free_cache_engine")), origin(f"{R}.free_cache_engine"))
+            if name != "vllm":
+                self.note(
+                    "info",
+                    origin(f"{R}.name"),
+                    f"{name}'s share planned as vLLM's: verl gives it rollout.gpu_memory_utilization of each GPU (SGLang's mem_fraction_static)",
+                )
+        else:  # hf: transformers' generate on the FSDP actor
+            self.set("training.use_vllm", False, origin(f"{R}.name"))
+        # the reference policy: FSDP with CPUOffload forced (fsdp_workers.py:524-526), or the actor without its adapter
+        self.set("training.beta", 0.0, Setting("(verl: the reference policy's weights live in host RAM)", None, label, source.launch_line))
+        if verl.needs_reference(cfg):
+            w = at.get(f"{A}.use_kl_loss") or at.get("algorithm.use_kl_in_reward") or origin(f"{A}.use_kl_loss")
+            self.note(
+                "info",
+                w,
+                "the reference policy is planned off the GPU: verl forces CPUOffload on it (fsdp_workers.py), so its weights are "
+                "gathered a unit at a time; its log-prob pass (and the actor's old log-prob pass) are forward-only phases at "
+                "log_prob_micro_batch_size_per_gpu, not planned apart",
+            )
+        if verl.needs_critic(cfg):
+            w = at.get("algorithm.adv_estimator") or at.get("critic.enable") or origin("algorithm.adv_estimator")
+            self.terms_missing.append("verl's critic (a second model trained on the same GPUs: algorithm.adv_estimator gae or critic.enable)")
+            self.note(
+                "info",
+                w,
+                "PPO with a critic (gae): verl trains a value model on the same GPUs, whose weights, gradients and optimizer states are not planned",
+            )
+        # the rest: planned, read but not reviewed, or not a key of verl's config
+        for setting in source.settings:
+            if setting.key.startswith(("+", "~")):  # added or deleted on purpose (+key=value, ~key)
+                self.not_modelled.append(setting.key)
+            elif not verl.is_known(setting.key):
+                self.note(
+                    "info",
+                    setting,
+                    f"not a key of verl's ppo_trainer config at {verl.COMMIT}: Hydra refuses an override of a key the config "
+                    "lacks (write +key=value to add one); another verl version may have it",
+                )
+            elif setting.key not in verl.PLANNED:
+                self.not_modelled.append(setting.key)
+        self._read_as(label, f"python3 -m {verl.ENTRY_MODULES[0]} (Hydra overrides over ppo_trainer.yaml)", verl.COMMIT, "verl", assumed)
 
     def _read_as(self, label: str, command: str, commit: str, library: str, assumed: list[str]) -> None:
         """The note saying how a framework's config file was read, and which of its defaults were taken."""
@@ -2833,6 +3073,26 @@ class _Builder:
             # (qwen_vl_utils >= 0.0.14: IMAGE_MAX_TOKEN_NUM 16384 tokens, "IMAGE_MAX_TOKEN_NUM * 32 * 32" px for Qwen3-VL)
             images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS // 784 * ppt, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
+        verl_run = next((s for s in self.sources if s.kind == "verl"), None)
+        if dynamic and verl_run is not None and self.prompt_text and not data.get("max_pixels"):
+            # verl counts an image's tokens in the prompt and filters prompts longer than max_prompt_length
+            # (utils/dataset/rl_dataset.py:183-257 doc2len runs the processor over text and images): no image exceeds it
+            cap = min(images["default_max_pixels"], self.prompt_text * ppt)
+            if cap < images["default_max_pixels"]:
+                data["max_pixels"] = cap
+                where = next((s for s in verl_run.settings if s.key == "data.max_prompt_length"), None)
+                self.origins["data.max_pixels"] = Origin(verl_run.label, "data.max_prompt_length", where.line if where else None)
+                self.findings.append(
+                    Finding(
+                        "info",
+                        verl_run.label,
+                        "data.max_prompt_length",
+                        f"image tokens planned at most {self.prompt_text:,} per image: verl counts them in the prompt and filters "
+                        "prompts longer than max_prompt_length (rl_dataset.py)",
+                        source="planner",
+                        line=where.line if where else None,
+                    )
+                )
         if vision and self.image_tokens:
             if dynamic:
                 cap = data.get("max_pixels") or images["default_max_pixels"]
@@ -2997,6 +3257,8 @@ class _Builder:
             )
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
+            if any(s.kind == "verl" for s in self.sources):  # verl's max_prompt_length counts the image tokens too
+                data["max_length"] = text
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
@@ -3103,7 +3365,7 @@ class _Builder:
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
             # Lightning Fabric's / Composer's strategy: said by litgpt_strategy / llmfoundry_strategy
-            litgpt_run = any(s.kind in ("litgpt", "llmfoundry") for s in self.sources)
+            litgpt_run = any(s.kind in ("litgpt", "llmfoundry", "verl") for s in self.sources)
             split = self.primary.device_map_gpus  # device_map: every rank holds its GPUs' share of the model (_device_map)
             held = (
                 f"every rank spreads the model, its gradients and optimizer states over its {split} GPUs"
