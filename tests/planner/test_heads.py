@@ -118,3 +118,8 @@ def test_recipe_planner_section_takes_the_task():
     assert (s.head, s.sequences_per_sample) == ("embedding", 2)
     with pytest.raises(ConfigError):
         load(path, ["planner.negatives=-2"])
+
+
+def test_packed_groups_fill_the_packed_rows():
+    """With packing every row is filled to max_length whatever sequences it holds: a reranker group is not a multiplier."""
+    assert setup("task_type=generative_reranker", "packing=true").sequences_per_sample == 1

@@ -469,7 +469,7 @@ def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Proble
             return {}
         counts[key] = value
     n, what = heads.sequences_per_sample(head, swift_task, counts["negatives"], counts["positives"])
-    if n > 1:
+    if n > 1 and not _truthy(values.get("packing")):  # packed: the group's sequences fill the packed rows of max_length
         out["sequences_per_sample"], out["sequences_what"] = n, what
     return out
 
