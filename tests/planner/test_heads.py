@@ -123,3 +123,26 @@ def test_recipe_planner_section_takes_the_task():
 def test_packed_groups_fill_the_packed_rows():
     """With packing every row is filled to max_length whatever sequences it holds: a reranker group is not a multiplier."""
     assert setup("task_type=generative_reranker", "packing=true").sequences_per_sample == 1
+
+
+@pytest.mark.parametrize("head, labels", [("seq_cls", 1), ("token_cls", 3)])
+def test_the_trace_builds_the_classification_class_and_agrees_with_the_plan(tmp_path, head, labels):
+    """plan --trace for a classification head runs transformers' AutoModelFor{Sequence,Token}Classification under fake
+    tensors (no fallback to the analytic terms), keyed apart from the causal LM's trace, and its activations agree with
+    the analytic plan's."""
+    import json
+
+    from transformers import LlamaConfig
+
+    from vramfit.planner import trace
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+    path = tmp_path / "llama.json"
+    path.write_text(json.dumps(cfg.to_dict(), default=str))
+    s = Setup.from_args(path, "h100", 1, 1, None, ["bf16=true", "per_device_train_batch_size=2", "max_length=256", f"head={head}", f"num_labels={labels}"])
+    assert trace.trace_key(s) != trace.trace_key(s.replace(head="lm"))
+    traced, analytic = plan.plan(s, trace=True), plan.plan(s)
+    assert not any("builds transformers' classes" in n for n in traced.notes)
+    assert any("traced with fake tensors" in n for n in traced.notes)
+    t, a = (sum(p.phase_breakdowns["train"].get(k, 0.0) for k in ("activations", "logits")) for p in (traced, analytic))
+    assert t == pytest.approx(a, rel=0.10)

@@ -169,6 +169,9 @@ def trace_key(setup) -> str:
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
         knobs["lora_fp32_adapters"] = True
+    if getattr(setup, "head", "lm") != "lm":
+        # a classification head (the class the trace builds, its labels): only these keys change
+        knobs["head"], knobs["num_labels"] = setup.head, setup.num_labels
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -661,6 +664,9 @@ def _runs(
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
+    head = getattr(setup, "head", "lm")
+    if head in CLASSIFIERS:
+        _classifier_config(config, setup)
     attention = "eager" if setup.attention == "eager" else "sdpa"
     try:
         config._attn_implementation = attention
@@ -674,7 +680,7 @@ def _runs(
     try:
         with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
             where.stage = "building the model"
-            model = _build(config, train_dtype)
+            model = _build(config, train_dtype, head)
             model.train()
             where.stage = "applying LoRA with PEFT (get_peft_model)" if setup.lora else "setting the trained parameters"
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
@@ -972,16 +978,33 @@ def _valueless_init():
             table["trunc_normal_"] = saved_table
 
 
-def _build(config, dtype):
+# the auto class transformers builds for a classification head (knobs.head_fields; training.with_head plans the same)
+CLASSIFIERS = {"seq_cls": "AutoModelForSequenceClassification", "token_cls": "AutoModelForTokenClassification"}
+
+
+def _classifier_config(config, setup) -> None:
+    """num_labels, the loss's problem type, and a pad token for the sequence classifier's last-token pooling
+    (GenericForSequenceClassification refuses batches > 1 without one; which id it is changes no memory)."""
+    config.num_labels = setup.num_labels
+    if setup.head == "seq_cls":
+        config.problem_type = "regression" if setup.num_labels == 1 else "single_label_classification"
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = 0
+
+
+def _build(config, dtype, head: str = "lm"):
     with _valueless_init():
-        return _build_model(config, dtype)
+        return _build_model(config, dtype, head)
 
 
-def _build_model(config, dtype):
+def _build_model(config, dtype, head: str = "lm"):
     import torch
+    import transformers
 
     errors = []
-    for auto in params.auto_classes(config):
+    classes = [getattr(transformers, CLASSIFIERS[head])] if head in CLASSIFIERS else params.auto_classes(config)
+    for auto in classes:
         try:
             model = auto.from_config(config, dtype=dtype)
             return model
@@ -1030,7 +1053,8 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
             lora_dropout=setup.lora_dropout,
             target_modules=targets,
             target_parameters=list(getattr(setup, "lora_target_parameters", ())) or None,
-            modules_to_save=list(setup.modules_to_save) or None,
+            # PEFT's SEQ_CLS / TOKEN_CLS task types add the new `score` head to modules_to_save (plan.py trains it too)
+            modules_to_save=list(setup.modules_to_save) + (["score"] if getattr(setup, "head", "lm") in CLASSIFIERS else []) or None,
         )
         # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's
         # device and dtype (tuners_utils `_move_adapter_to_device_of_base_layer`), a parameter swap
@@ -1095,6 +1119,11 @@ def _inputs(model, config, setup, arch, pixel_dtype):
     vocab = max(2, min(arch.vocab or 2, 1000))
     ids = torch.randint(0, vocab, (b, seq))
     batch: dict[str, Any] = {"input_ids": ids, "labels": ids.clone()}
+    head = getattr(setup, "head", "lm")
+    if head == "seq_cls":  # a score per sequence: MSE on a float for one label, cross-entropy on a class id else
+        batch["labels"] = torch.randn(b) if setup.num_labels == 1 else torch.randint(0, setup.num_labels, (b,))
+    elif head == "token_cls":
+        batch["labels"] = torch.randint(0, setup.num_labels, (b, seq))
     if arch.encoder_decoder:  # decoder inputs given: some configs lack decoder_start_token_id
         dec = setup.decoder_seq_len or seq
         batch["labels"] = torch.randint(0, vocab, (b, dec))
@@ -1515,8 +1544,8 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not GKD's divergence over student and teacher logits (gkd.py)", arch)
     if getattr(setup, "fused_lm_head", False):
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not TRL's fused log-prob head (DPO)", arch)
-    if getattr(setup, "head", "lm") != "lm":
-        return _fallback(gap, notes, f"{why}the trace builds the causal-LM class, not the {setup.head} head's", arch)
+    if getattr(setup, "head", "lm") not in ("lm", *CLASSIFIERS):
+        return _fallback(gap, notes, f"{why}the trace builds transformers' classes, not ms-swift's patched {setup.head} head", arch)
     try:
         t = trace_step(setup, arch)
     except TraceError as exc:
