@@ -82,7 +82,7 @@ def sequences_per_sample(head: str, task: str | None, negatives: int | None, pos
     if head == "generative_reranker" or task in RERANKER_TASKS:
         p = RERANKER_POSITIVES if positives is None else positives
         n = RERANKER_NEGATIVES if negatives is None else negatives
-        return p * (1 + n), f"{p} positive{'s' if p != 1 else ''} x (itself + {n} negatives)"
+        return p * (1 + n), f"{p} positive{'s' if p != 1 else ''} x (itself + {n} negative{'s' if n != 1 else ''})"
     return 1, ""
 
 
