@@ -788,6 +788,8 @@ CHOICES = {
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
 FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
+# numeric keys for which 0 is a value (every other one must be positive)
+ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 
 
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
@@ -841,18 +843,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else isinstance(value, str)
             )
         )
-        if (
-            ok
-            and kind in (int, float)
-            and (
-                value < 0
-                or (
-                    value == 0
-                    and key
-                    not in ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
-                )
-            )
-        ):
+        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ZERO_ALLOWED)):
             ok = False
         if ok and key in FRACTIONS and value > 1:
             ok = False
@@ -865,7 +856,12 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else (
                     f"true, false or {' or '.join(words)}"
                     if words
-                    else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+                    else {
+                        bool: "true or false",
+                        int: "a whole number >= 0" if key in ZERO_ALLOWED else "a positive whole number",
+                        float: "a non-negative number",
+                        str: "a name",
+                    }[kind]
                 )
             )
             problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")
