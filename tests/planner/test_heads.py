@@ -125,11 +125,12 @@ def test_packed_groups_fill_the_packed_rows():
     assert setup("task_type=generative_reranker", "packing=true").sequences_per_sample == 1
 
 
-@pytest.mark.parametrize("head, labels", [("seq_cls", 1), ("token_cls", 3)])
-def test_the_trace_builds_the_classification_class_and_agrees_with_the_plan(tmp_path, head, labels):
+@pytest.mark.parametrize("head, labels", [("seq_cls", 1), ("token_cls", 3), ("embedding", 1), ("generative_reranker", 1)])
+def test_the_trace_builds_the_task_s_head_and_agrees_with_the_plan(tmp_path, head, labels):
     """plan --trace for a classification head runs transformers' AutoModelFor{Sequence,Token}Classification under fake
-    tensors (no fallback to the analytic terms), keyed apart from the causal LM's trace, and its activations agree with
-    the analytic plan's."""
+    tensors, for ms-swift's embedding / generative reranker the causal LM with its lm_head forward replaced as ms-swift
+    replaces it and ms-swift's loss on the last position (no fallback to the analytic terms), keyed apart from the causal
+    LM's trace; its activations agree with the analytic plan's."""
     import json
 
     from transformers import LlamaConfig
@@ -142,7 +143,7 @@ def test_the_trace_builds_the_classification_class_and_agrees_with_the_plan(tmp_
     s = Setup.from_args(path, "h100", 1, 1, None, ["bf16=true", "per_device_train_batch_size=2", "max_length=256", f"head={head}", f"num_labels={labels}"])
     assert trace.trace_key(s) != trace.trace_key(s.replace(head="lm"))
     traced, analytic = plan.plan(s, trace=True), plan.plan(s)
-    assert not any("builds transformers' classes" in n for n in traced.notes)
+    assert not any(n.startswith("trace: not used") for n in traced.notes)
     assert any("traced with fake tensors" in n for n in traced.notes)
     t, a = (sum(p.phase_breakdowns["train"].get(k, 0.0) for k in ("activations", "logits")) for p in (traced, analytic))
     assert t == pytest.approx(a, rel=0.10)

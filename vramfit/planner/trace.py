@@ -170,7 +170,7 @@ def trace_key(setup) -> str:
         # before; only these keys change
         knobs["lora_fp32_adapters"] = True
     if getattr(setup, "head", "lm") != "lm":
-        # a classification head (the class the trace builds, its labels): only these keys change
+        # a classification head (the class the trace builds, its labels) or a patched one: only these keys change
         knobs["head"], knobs["num_labels"] = setup.head, setup.num_labels
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
@@ -681,6 +681,8 @@ def _runs(
         with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
             where.stage = "building the model"
             model = _build(config, train_dtype, head)
+            if head in PATCHED_HEADS:
+                _patch_head(model, head)
             model.train()
             where.stage = "applying LoRA with PEFT (get_peft_model)" if setup.lora else "setting the trained parameters"
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
@@ -1168,6 +1170,47 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
+# ms-swift's tasks whose lm_head forward it replaces (heads.py): traced with the same replacement on the causal LM
+PATCHED_HEADS = ("embedding", "generative_reranker")
+
+
+def _patch_head(model, head: str) -> None:
+    """Replace the causal LM's lm_head forward as ms-swift does: swift/model/patcher.py `patch_output_normalizer`
+    (`return hidden_states`) or swift/utils/torch_utils.py `get_generative_reranker_logits` (F.linear over the yes / no
+    rows of lm_head's weight, then their difference)."""
+    import types
+
+    import torch.nn.functional as F
+
+    out = model.get_output_embeddings()
+    if head == "embedding":
+        out.forward = types.MethodType(lambda self, hidden_states: hidden_states, out)
+    else:
+
+        def scores(self, hidden_states):
+            logits = F.linear(hidden_states, self.weight[[1, 0]])  # the yes / no token ids: which ones changes no memory
+            return logits[..., 0:1] - logits[..., 1:2]
+
+        out.forward = types.MethodType(scores, out)
+
+
+def _task_loss(runner, batch, setup):
+    """ms-swift's loss of the patched head on the last position of every sequence: an embedding's L2-normalised rows and
+    InfoNCE over consecutive (anchor, positive) pairs (swift/loss/embedding.py InfonceLoss, in-batch), a reranker's score
+    and BCE (swift/loss/reranker.py PointwiseRerankerLoss); sizes as ms-swift's, values irrelevant."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = runner(input_ids=batch["input_ids"]).logits
+    rows = torch.arange(logits.shape[0])
+    last = logits[rows, -1]  # get_last_valid_indices of an unpadded batch
+    if setup.head == "embedding":
+        emb = F.normalize(last, p=2, dim=1)
+        anchors, docs = emb[0::2], emb[1::2]
+        return F.cross_entropy((anchors @ docs.T) / 0.1, torch.arange(anchors.shape[0]))
+    return F.binary_cross_entropy_with_logits(last.squeeze(-1), torch.zeros(last.shape[0], dtype=last.dtype))
+
+
 def _forward(model, batch, vision, setup, where=None, on_text=None):
     import torch
 
@@ -1176,6 +1219,8 @@ def _forward(model, batch, vision, setup, where=None, on_text=None):
 
     peft = model.__dict__.get("_vramfit_peft")
     runner = peft if peft is not None else model
+    if vision is None and getattr(setup, "head", "lm") in PATCHED_HEADS:
+        return _task_loss(runner, batch, setup)
     if vision is None:
         return runner(**batch).loss
     inner = getattr(model, "model", None)
@@ -1544,8 +1589,8 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not GKD's divergence over student and teacher logits (gkd.py)", arch)
     if getattr(setup, "fused_lm_head", False):
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not TRL's fused log-prob head (DPO)", arch)
-    if getattr(setup, "head", "lm") not in ("lm", *CLASSIFIERS):
-        return _fallback(gap, notes, f"{why}the trace builds transformers' classes, not ms-swift's patched {setup.head} head", arch)
+    if getattr(setup, "head", "lm") in PATCHED_HEADS and setup.images_per_sample:
+        return _fallback(gap, notes, f"{why}the trace patches ms-swift's {setup.head} head on a text model only", arch)
     try:
         t = trace_step(setup, arch)
     except TraceError as exc:
