@@ -118,9 +118,17 @@ class Knobs(Strict):
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
-    # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs
-    head: Literal["lm", "seq_cls", "token_cls"] = "lm"
+    # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs; embedding (the
+    # last token's hidden state, no output layer) or generative_reranker (lm_head's yes / no rows only): ms-swift's
+    # task types (vramfit/planner/heads.py)
+    head: Literal["lm", "seq_cls", "token_cls", "embedding", "generative_reranker"] = "lm"
+    # PEFT's (SEQ_CLS, TOKEN_CLS) or ms-swift's (embedding, reranker, generative_reranker, seq_cls) task type naming the head
+    task_type: Union[str, None] = None
     num_labels: Union[int, None] = Field(default=None, ge=1, le=1_000_000)  # None: the config's, else transformers' 2
+    # sequences of one embedding / reranker sample in the forward: its hard negatives (embedding default 0; reranker 7,
+    # ms-swift MAX_NEGATIVE_SAMPLES) and positives (reranker: MAX_POSITIVE_SAMPLES, default 1)
+    negatives: Union[int, None] = Field(default=None, ge=0, le=100_000)
+    positives: Union[int, None] = Field(default=None, ge=1, le=100_000)
     optimizer_in_bwd: bool = False  # torchtune
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only

@@ -64,6 +64,9 @@ launch knobs (docs/planner.md "Launch knobs"):
     NPROC_PER_NODE; planned on the busiest GPU of accelerate's balanced split)
   unfrozen_parameters="^lm_head;model.layers.3.mlp.down_proj" (full fine-tuning of only the weights whose names the
     regexes match, re.match, the rest frozen: axolotl unfrozen_parameters, Spectrum YAMLs)
+  head=lm|seq_cls|token_cls|embedding|generative_reranker  num_labels=N  task_type=SEQ_CLS (PEFT) or
+    embedding|reranker|generative_reranker|seq_cls (ms-swift)  negatives=N positives=N (an embedding / reranker
+    sample's sequences in one batch: 2 + negatives; positives x (1 + negatives), ms-swift's defaults 1 and 7)
   trainer=sft|dpo|orpo|cpo|reward|kto (TRL: dpo/orpo/cpo/reward run chosen + rejected, 2 x the micro-batch)
   ref_model=copy|none|precomputed (dpo/kto; default as TRL: none with LoRA or precompute_ref_log_probs=true)
   fused_lm_head=false (a TRL before the DPO/KTO fused log-prob head: whole logits of the 2 x micro-batch)

@@ -22,6 +22,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 | `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
+| `head=embedding\|generative_reranker`; ms-swift `task_type=embedding\|reranker\|generative_reranker\|seq_cls`; `negatives`, `positives` (planner; the review reads ms-swift's MAX_NEGATIVE_SAMPLES / MAX_POSITIVE_SAMPLES) | ms-swift swift/model/register.py `get_model` + patcher.py `patch_output_normalizer` (lm_head forward = identity, last-token pooling), `_patch_generative_reranker` (yes / no rows of lm_head only), reranker = AutoModelForSequenceClassification num_labels 1; swift/template/base.py: an embedding sample is anchor + positive + negatives sequences, a reranker sample positives x (1 + negatives) (defaults 1 and 7), all in one batch | heads.py, training.py `train_peak`, evaluation.py |
 | `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
 | `accelerate_version=1.10.1` (planner; review: an `accelerate==` pin beside the script or `--accelerate-version`) | accelerate < 1.11.0 (before huggingface/accelerate#3762) runs FSDP2 accumulation micro-batches synced: sharded gradients, not unsharded | states.py `fsdp_accumulated_gradients`, knobs.py `FSDP2_NO_SYNC_SINCE` |
 | `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
@@ -59,7 +60,8 @@ ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard",
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
-HEADS = ("lm", "seq_cls", "token_cls")
+# `embedding` and `generative_reranker`: the causal LM with its lm_head's forward replaced (heads.py).
+HEADS = ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker")
 # PEFT TaskType values (peft/utils/peft_types.py) that name a head; other task types keep the model's own.
 PEFT_TASK_HEADS = {"CAUSAL_LM": "lm", "SEQ_CLS": "seq_cls", "TOKEN_CLS": "token_cls"}
 # transformers PretrainedConfig: num_labels defaults to 2 (id2label of two labels) when neither the call nor
@@ -426,20 +428,31 @@ def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
 
 
 def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
-    """`head` (lm | seq_cls | token_cls) or PEFT's `task_type` naming it, and `num_labels` (the call's, else the
-    config's `num_labels` / `id2label`, else transformers' default of 2)."""
+    """`head` (lm | seq_cls | token_cls | embedding | generative_reranker), or the task type naming it: PEFT's
+    (CAUSAL_LM, SEQ_CLS, TOKEN_CLS) or ms-swift's (causal_lm, seq_cls, embedding, reranker, generative_reranker:
+    heads.SWIFT_TASKS); `num_labels` (the call's, else the config's `num_labels` / `id2label`, else transformers' default
+    of 2; ms-swift's reranker 1); and for an embedding or reranker task the sequences one sample brings into the forward
+    (`negatives`, `positives`: heads.sequences_per_sample)."""
+    from vramfit.planner import heads
+
     head = values.get("head")
     task = values.get("task_type")
-    if head is None and task is not None:
-        head = PEFT_TASK_HEADS.get(str(task).upper())
-        if head is None:
-            problems.add(file, "task_type", f"{task!r} is not a PEFT task type the planner models", f"use one of {', '.join(PEFT_TASK_HEADS)}.")
+    swift_task = None
+    if task is not None:
+        named = PEFT_TASK_HEADS.get(str(task).upper()) or heads.SWIFT_TASKS.get(str(task).lower())
+        swift_task = str(task).lower() if str(task).lower() in heads.SWIFT_TASKS else None
+        if named is None:
+            choices = ", ".join((*PEFT_TASK_HEADS, *heads.SWIFT_TASKS))
+            problems.add(file, "task_type", f"{task!r} is not a PEFT or ms-swift task type the planner models", f"use one of {choices}.")
             return {}
+        head = named if head in (None, "lm") else head  # a recipe's `head` defaults to lm: the task names it
     head = "lm" if head is None else str(head).lower()
     if head not in HEADS:
         problems.add(file, "head", f"{head!r} is not a model head the planner models", f"use one of {', '.join(HEADS)}.")
         return {}
     labels = values.get("num_labels")
+    if labels is None and swift_task == "reranker":
+        labels = 1  # swift/model/model_meta.py: "Default to 1 for reranker tasks"
     if labels is None:
         labels = config.get("num_labels") or len(config.get("id2label") or {}) or DEFAULT_NUM_LABELS
     if isinstance(labels, bool) or not isinstance(labels, int) or labels < 1:
@@ -449,7 +462,18 @@ def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Proble
     dropout = 0.0
     if head == "token_cls":
         dropout = next((float(config[k]) for k in ("classifier_dropout", "hidden_dropout") if config.get(k) is not None), TOKEN_CLS_DROPOUT)
-    return {"head": head, "num_labels": int(labels), "head_dropout": dropout}
+    out: dict[str, Any] = {"head": head, "num_labels": int(labels), "head_dropout": dropout}
+    counts = {}
+    for key, least in (("negatives", 0), ("positives", 1)):
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            problems.add(file, key, f"{value!r} is not a whole number >= {least}", f"write {key}=N, the {key} one sample brings into the forward.")
+            return {}
+        counts[key] = value
+    n, what = heads.sequences_per_sample(head, swift_task, counts["negatives"], counts["positives"])
+    if n > 1 and not _truthy(values.get("packing")):  # packed: the group's sequences fill the packed rows of max_length
+        out["sequences_per_sample"], out["sequences_what"] = n, what
+    return out
 
 
 def trainer_fields(values: dict[str, Any], lora: bool, problems: Problems, file: str) -> dict[str, Any]:

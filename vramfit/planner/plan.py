@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import device_map, evaluation, gkd, grpo, host, knobs, params, states, training
+from vramfit.planner import device_map, evaluation, gkd, grpo, heads, host, knobs, params, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
@@ -204,7 +204,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     arch = training.with_head(params.summary(s.model_config), s)
     s = lora_targets(s, arch)
     counts = params.count(arch, s)
-    if s.head != "lm" and not counts.lm_head_trainable:
+    if s.head in ("seq_cls", "token_cls") and not counts.lm_head_trainable:
         # the new `score` head always trains (PEFT SEQ_CLS / TOKEN_CLS task types add it to modules_to_save)
         counts = dataclasses.replace(counts, copies=counts.copies + arch.groups["lm_head"], lm_head_trainable=True)
     extra = embedding_lora(s, arch)
@@ -278,6 +278,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             incomplete.append(f"the GKD teacher's weights and logits ({s.teacher_missing})")
     elif s.trainer != "sft":
         notes.append(trainer_note(s, seq, resident["reference_model"]))
+    if s.head in heads.NOTES or s.sequences_what:
+        notes.append(heads.note(s, seq))
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
@@ -457,7 +459,8 @@ def train_block(setup: Setup, arch, seq: int) -> float:
     grpo_fused = setup.method == "grpo" and not setup.grpo_whole_logits
     fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or grpo_fused or setup.fused_lm_head
     upcast = training.loss_upcast(setup, arch) and not setup.grpo_whole_logits  # verl: 16-bit logits (grpo.whole_logits_bytes)
-    logits = 0 if fused else tokens * arch.vocab * (FP32_BYTES if upcast else a)
+    width = heads.output(setup, arch).width  # the vocabulary, a classification head's labels, or a task's few columns
+    logits = 0 if fused else tokens * width * (FP32_BYTES if upcast else a)
     module = arch.largest_module * (2 if setup.sixteen_bit else FP32_BYTES)
     widest = tokens * a * max((max(st.ffn, st.hidden) for st in arch.stacks.values()), default=0)
     # eager attention materialises each layer's fp32 softmax over heads x s x s (activations.layer_bytes)

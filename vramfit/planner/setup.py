@@ -159,7 +159,9 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
-    head: str = "lm"  # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head (knobs.head_fields)
+    # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head; embedding | generative_reranker:
+    # the causal LM with its lm_head's forward replaced (knobs.head_fields, heads.py)
+    head: str = "lm"
     num_labels: int = 2  # outputs of a classification head (TRL RewardTrainer: 1)
     head_dropout: float = 0.0  # token classification: the dropout before the score (it keeps a bool mask)
     activation_offloading: bool = False  # TRL OffloadActivations: kept activations live in host RAM
@@ -223,7 +225,8 @@ class Setup:
     trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
     ref_model: str = "none"  # copy | none | precomputed
     fused_lm_head: bool = False
-    sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len
+    sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len; embedding / reranker groups (heads.py)
+    sequences_what: str = ""  # what an embedding / reranker sample's sequences are (heads.sequences_per_sample)
     # GKD (trainer=gkd; knobs.gkd_fields, gkd.py): the frozen teacher, the on-policy fraction, the divergence
     teacher_config: Path | None = None  # the teacher's config.json (None: served elsewhere, self-distillation, or unresolved)
     teacher_server: bool = False  # ms-swift --teacher_model_server: the teacher runs elsewhere
@@ -734,6 +737,8 @@ ARG_KEYS = {
     "head": str,
     "task_type": str,
     "num_labels": int,
+    "negatives": int,
+    "positives": int,
     "lora_vision_tower": bool,
     "images_past_max_length": bool,
     "trust_remote_code": bool,
@@ -783,7 +788,7 @@ CHOICES = {
     "vllm_mode": ("colocate", "server"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
     "fsdp_lora_units": ("separate", "layer"),
-    "head": ("lm", "seq_cls", "token_cls"),
+    "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),
     "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),
     "gkd_loss": ("trl", "swift"),
     "ref_model": ("copy", "none", "precomputed"),
@@ -794,6 +799,8 @@ CHOICES = {
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
 FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
+# numeric keys for which 0 is a value (every other one must be positive)
+ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 
 
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
@@ -847,14 +854,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else isinstance(value, str)
             )
         )
-        if (
-            ok
-            and kind in (int, float)
-            and (
-                value < 0
-                or (value == 0 and key not in ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample"))
-            )
-        ):
+        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ZERO_ALLOWED)):
             ok = False
         if ok and key in FRACTIONS and value > 1:
             ok = False
@@ -867,7 +867,12 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else (
                     f"true, false or {' or '.join(words)}"
                     if words
-                    else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+                    else {
+                        bool: "true or false",
+                        int: "a whole number >= 0" if key in ZERO_ALLOWED else "a positive whole number",
+                        float: "a non-negative number",
+                        str: "a name",
+                    }[kind]
                 )
             )
             problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")

@@ -1831,9 +1831,15 @@ class _Builder:
         """The model class's output layer, as the files select it: a reward model (TRL's RewardTrainer loads
         AutoModelForSequenceClassification with num_labels=1; axolotl `reward_model: true` likewise), a process reward
         model (TRL's PRMTrainer script, axolotl `process_reward_model: true`: AutoModelForTokenClassification, 2 labels),
-        a script's own `AutoModelFor...Classification` call, PEFT's task type (`--lora_task_type SEQ_CLS`, `task_type`).
-        Planned with the `score` head (planner knob `head`), no vocabulary-wide logits."""
-        head, labels, origin = None, None, None
+        a script's own `AutoModelFor...Classification` call, PEFT's task type (`--lora_task_type SEQ_CLS`, `task_type`),
+        ms-swift's `--task_type` (seq_cls, embedding, reranker, generative_reranker; `--num_labels` alone means seq_cls:
+        swift/model/model_meta.py) and `--rlhf_type rm` (seq_cls with 1 label since ms-swift v3.0.2,
+        swift/arguments/rlhf_args.py `_init_rm`). Planned with the head the task builds (planner knobs `head`,
+        `task_type`, `num_labels`, `negatives`, `positives`: vramfit/planner/heads.py), no vocabulary-wide logits."""
+        from vramfit.planner import heads
+
+        head, labels, origin, task = None, None, None, None
+        swift = (self.primary.program or "").startswith("swift ")
         for src in self.sources:
             for st in src.settings:
                 key = st.key.lstrip("-").replace("-", "_")
@@ -1843,6 +1849,25 @@ class _Builder:
                     origin = Origin(st.file, st.key, st.line)
                 elif key in ("lora_task_type", "task_type") and str(value).upper() in ("SEQ_CLS", "TOKEN_CLS") and head is None:
                     head, origin = str(value).lower(), Origin(st.file, st.key, st.line)
+                elif swift and key == "task_type" and str(value).lower() in heads.SWIFT_TASKS and str(value).lower() != "causal_lm":
+                    task, head, origin = str(value).lower(), heads.SWIFT_TASKS[str(value).lower()], Origin(st.file, st.key, st.line)
+                elif swift and key == "num_labels" and str(value).isdigit() and int(value) > 0:
+                    labels = int(value)
+                    if head is None:  # model_meta.py: no task_type, num_labels given -> seq_cls
+                        head, origin = "seq_cls", Origin(st.file, st.key, st.line)
+        if swift and any(
+            st.key.lstrip("-") == "task_type" and str(st.value[0] if isinstance(st.value, list) and st.value else st.value).lower() == "causal_lm"
+            for st in self.primary.settings
+        ):
+            head = None  # `--task_type causal_lm` said outright: the causal LM whatever num_labels says
+        named = {st.key.lstrip("-").replace("-", "_") for src in self.sources for st in src.settings}
+        rm = self.trainer == "reward" and swift and "rlhf_type" in named
+        if rm and head is None and not named & SWIFT2_ONLY:
+            head, labels = "seq_cls", labels or 1  # ms-swift >= 3.0.2 `_init_rm`: task_type seq_cls, num_labels 1
+            origin = next(
+                (Origin(st.file, st.key, st.line) for src in self.sources for st in src.settings if st.key.lstrip("-").replace("-", "_") == "rlhf_type"),
+                Origin(self.primary.label, self.primary.program or "", self.primary.launch_line),
+            )
         python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
         text = python.text if python is not None else ""
         call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
@@ -1852,7 +1877,7 @@ class _Builder:
                 origin = Origin(python.label, f"AutoModelFor{call.group(1)}Classification", text[: call.start()].count("\n") + 1)
             found = re.search(r"num_labels\s*=\s*(\d+)", call.group(2))
             labels = labels or (int(found.group(1)) if found else None)
-        # LLaMA-Factory's `stage: rm` (and ms-swift's `--rlhf_type rm`) wrap the causal LM in TRL's
+        # LLaMA-Factory's `stage: rm` (and ms-swift 2.x's `--rlhf_type rm`) wrap the causal LM in TRL's
         # AutoModelForCausalLMWithValueHead instead, whose forward still computes the lm_head's logits: planned as lm
         staged = any(st.key.lstrip("-").replace("-", "_") in ("stage", "rlhf_type") for src in self.sources for st in src.settings)
         if head is None and self.trainer == "reward" and not staged:
@@ -1860,26 +1885,46 @@ class _Builder:
             origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         if head is None:
             return
-        if labels is None and self.trainer == "reward":
-            labels = 1
+        if labels is None and (self.trainer == "reward" or task == "reranker"):
+            labels = 1  # ms-swift model_meta.py: "Default to 1 for reranker tasks"
         planner = mapped.recipe.setdefault("planner", {})
         planner["head"] = head
-        if labels is not None:
+        if task is not None:
+            planner["task_type"] = task
+        if labels is not None and head in ("seq_cls", "token_cls"):
             planner["num_labels"] = labels
         mapped.origins["planner.head"] = origin
-        what = "sequence-classification" if head == "seq_cls" else "token-classification"
-        outputs = f"{labels} output{'s' if labels != 1 else ''}" if labels else "the config's num_labels outputs"
-        mapped.findings.append(
-            Finding(
-                "info",
-                origin.file,
-                origin.key,
+        mapped.findings.append(Finding("info", origin.file, origin.key, self._task_counts(planner, task, head, labels), source="planner", line=origin.line))
+
+    def _task_counts(self, planner: dict, task: str | None, head: str, labels: int | None) -> str:
+        """Set the sequences of one embedding / reranker sample (ms-swift's MAX_POSITIVE_SAMPLES / MAX_NEGATIVE_SAMPLES, read
+        from the launch's environment) and say what the head is planned as."""
+        from vramfit.planner import heads
+
+        if head in ("seq_cls", "token_cls") and task != "reranker":
+            what = "sequence-classification" if head == "seq_cls" else "token-classification"
+            outputs = f"{labels} output{'s' if labels != 1 else ''}" if labels else "the config's num_labels outputs"
+            return (
                 f"planned as a {what} model: a score head of {outputs} in place of lm_head, "
-                "no vocabulary-wide logits (transformers GenericFor" + ("Sequence" if head == "seq_cls" else "Token") + "Classification)",
-                source="planner",
-                line=origin.line,
+                "no vocabulary-wide logits (transformers GenericFor" + ("Sequence" if head == "seq_cls" else "Token") + "Classification)"
             )
-        )
+        env = self.primary.env
+        said = []
+        for name, knob in (("MAX_POSITIVE_SAMPLES", "positives"), ("MAX_NEGATIVE_SAMPLES", "negatives")):
+            value = str(env.get(name, "")).strip()
+            if head != "embedding" and value.isdigit() and (int(value) > 0 or knob == "negatives"):
+                planner[knob] = int(value)
+                said.append(f"{name}={value}")
+        n, what = heads.sequences_per_sample(head, task, planner.get("negatives"), planner.get("positives"))
+        if head == "embedding":
+            return (
+                "planned as an embedding model (ms-swift --task_type embedding): lm_head returns the hidden states, the last "
+                f"token's is pooled; no vocabulary-wide logits; {n} sequences per sample ({what}): the data's hard negatives "
+                "are not known here, each adds one sequence per sample"
+            )
+        kind = "a generative reranker (lm_head's yes / no rows only)" if head == "generative_reranker" else "a reranker (a 1-output score head)"
+        source = ", ".join(said) if said else "ms-swift's defaults MAX_POSITIVE_SAMPLES=1, MAX_NEGATIVE_SAMPLES=7"
+        return f"planned as {kind}, no vocabulary-wide logits; {n} sequences per sample in one batch ({what}, {source}; fewer where the data has fewer)"
 
     def _litgpt(self, source: Source) -> None:
         """A LitGPT fine-tuning config as the run its script makes of it (vramfit.review.litgpt): the keys it sets, LitGPT's

@@ -513,15 +513,15 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "warning",
                 origin.file,
                 origin.key,
-                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch} x "
-                f"{s.seq_len:,} = {s.micro_batch * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
+                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch * s.sequences_per_sample} x "
+                f"{s.seq_len:,} = {s.micro_batch * s.sequences_per_sample * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
                 f"samples' own tokens and the data's length is not known: {over}; "
                 f"it fits while a micro-batch holds at most {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
-                f"check your data's tokens per micro-batch ({s.micro_batch} samples); to bound them, "
+                f"check your data's tokens per micro-batch ({s.micro_batch * s.sequences_per_sample} sequences); to bound them, "
                 + (
-                    _verl_lengths(plan.setup, tokens // max(1, s.micro_batch), mapped)
+                    _verl_lengths(plan.setup, tokens // max(1, s.micro_batch * s.sequences_per_sample), mapped)
                     if mapped.verl is not None
-                    else mapped.edit("data.max_length", max(1, tokens // max(1, s.micro_batch)))
+                    else mapped.edit("data.max_length", max(1, tokens // max(1, s.micro_batch * s.sequences_per_sample)))
                 )
                 + or_fixes,
                 "planner",
@@ -1073,7 +1073,8 @@ def _verl_lengths(setup, per_sample: int, mapped: mapping.Mapped) -> str:
 def _padding_free_tokens_that_fit(plan):
     """(tokens per micro-batch, plan) for the largest padding-free micro-batch at which the run fits (`_shorter_that_fits`)."""
     found = _shorter_that_fits(plan)
-    return None if found is None else (plan.setup.micro_batch * found[0], found[1])
+    # every sequence of the micro-batch: chosen + rejected, an embedding / reranker sample's group (sequences_per_sample)
+    return None if found is None else (plan.setup.micro_batch * plan.setup.sequences_per_sample * found[0], found[1])
 
 
 def _shortest_sample(plan) -> int:
