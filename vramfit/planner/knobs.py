@@ -676,3 +676,22 @@ def device_map_gpus(values: dict[str, Any], problems, file: str) -> int:
         problems.add(file, "planner.device_map_gpus", f"{n!r} is not a GPU count", "write planner.device_map_gpus: 2 (or more).")
         return 1
     return n
+
+
+def device_map_fields(values: dict[str, Any], problems, file: str) -> dict[str, Any]:
+    """How accelerate fills the device_map GPUs (planner `device_map_policy`: balanced | sequential) and the max_memory cap
+    from_pretrained gives each (planner `device_map_max_memory_gib`); device_map.py."""
+    out: dict[str, Any] = {}
+    policy = values.get("device_map_policy")
+    if policy is not None:
+        if policy not in ("balanced", "sequential"):
+            problems.add(file, "planner.device_map_policy", f"{policy!r} is not balanced or sequential", "write planner.device_map_policy: balanced.")
+        else:
+            out["device_map_policy"] = policy
+    cap = values.get("device_map_max_memory_gib")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            problems.add(file, "planner.device_map_max_memory_gib", f"{cap!r} is not a size in GiB", "write planner.device_map_max_memory_gib: 20.")
+        else:
+            out["device_map_max_memory_gib"] = float(cap)
+    return out

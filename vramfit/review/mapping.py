@@ -576,6 +576,9 @@ class Mapped:
     # model / sequence sharding besides data parallelism that the planner does not model: (what, where); the plan holds
     # every weight and every token of a sample on each GPU of its data-parallel group, an upper bound
     sharding_assumed: tuple[str, Origin] | None = None
+    # a Python file's model load that spreads the model over GPUs with device_map (review/device_map.py Launch): what it
+    # does depends on the launch and the GPUs, settled with the hardware (fill_hardware)
+    python_device_map: Any = None
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
@@ -933,6 +936,43 @@ class _Builder:
         self.recipe.setdefault("planner", {})["device_map_gpus"] = source.device_map_gpus
         self.origins["planner.device_map_gpus"] = origin
         return None
+
+    def _python_device_map(self):
+        """The device_map (and max_memory) of the Python file the review reads or the launch runs (review/device_map.py):
+        a spreading one is kept for fill_hardware, which knows the GPUs; one chosen when the script runs is said."""
+        from vramfit.review import device_map
+
+        read = device_map.found(self.sources, self.program, self.primary)
+        if read is None or self.primary.device_map_gpus:  # ms-swift's own device_map: _device_map
+            return None
+        dm, file = read
+        if dm.kind == "unknown":
+            self.findings.append(
+                Finding(
+                    "info",
+                    file,
+                    "device_map",
+                    f"device_map={dm.written} is chosen when the script runs: not read (planned with the whole model on each "
+                    "process's GPU; a map that spreads it over several GPUs holds less on each)",
+                    line=dm.line,
+                )
+            )
+            return None
+        if dm.kind == "one":
+            return None
+        sharded = next(
+            (
+                "FSDP" if name == "fsdp" else "DeepSpeed"
+                for src in self.sources
+                for st in src.settings
+                if (name := st.key.lstrip("-").replace("-", "_")) in ("deepspeed", "fsdp")
+                and str(st.value).strip().lower() not in ("", "none", "false", "[]", "['']")
+            ),
+            "",
+        )
+        seen = self.primary.seen_gpus if self.primary.launcher == "python" else self.primary.visible_gpus
+        quantized = bool(((self.recipe.get("model") or {}).get("quantization") or {}).get("bits"))
+        return device_map.Launch(dm, file, self.primary.launcher, seen, sharded, quantized)
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1723,6 +1763,7 @@ class _Builder:
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
         split = self._device_map()
         mapped.sharding_assumed = self._sharding_not_modelled() or split
+        mapped.python_device_map = self._python_device_map()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -3396,6 +3437,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         )
     hw.setdefault("nodes", 1)
     hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
+    from vramfit.review import device_map
+
+    findings += device_map.apply(mapped, hw, lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line))
     t = mapped.recipe["training"]
     for key, on in (("bf16", CATALOGUE[hw["gpu"]].bf16), ("fp16", not CATALOGUE[hw["gpu"]].bf16 and t.get("bf16") is not True)):
         if t.get(key) == "auto":

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import yaml
 
 from vramfit.problems import ConfigError, Problems, did_you_mean
-from vramfit.review import litgpt, llmfoundry, shell
+from vramfit.review import device_map, litgpt, llmfoundry, shell
 from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
@@ -118,6 +118,9 @@ class Source:
     visible_gpus: int | None = None
     # GPUs one process spreads its model over with device_map (ms-swift: a process that sees several GPUs), where known
     device_map_gpus: int | None = None
+    # a Python file's model load: its device_map and max_memory (vramfit.review.device_map.DeviceMap), where it passes one
+    device_map: Any = None
+    seen_gpus: int | None = None  # GPUs a plain `python train.py` sees (its CUDA_VISIBLE_DEVICES), where listed
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -755,6 +758,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             source = _read_shell(path, text, script, launch)
             if any(os.path.basename(w) == path.name for c in script.commands for w in c.argv):  # it launches this file
                 _code_settings(tree, source, path)
+                source.device_map = device_map.read(tree, text)
             source.notes.append(
                 Finding(
                     "info",
@@ -773,6 +777,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     name = called(call)
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
+    source.device_map = device_map.read(tree, text)
     literals = _python_literals(tree)
     for key, value, line in _call_arguments(call, literals, source):
         source.settings.append(Setting(key, value, source.label, line))
@@ -821,6 +826,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
     source = Source(path, label(path), "program", text, program=path.name)
     source.trainer = trainers.from_classes(parsed_classes(tree)) or ""
     source.settings = _python_setup(tree, _python_literals(tree), source, set())
+    source.device_map = device_map.read(tree, text)
     for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
         if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
             for kw in node.keywords:
@@ -1128,6 +1134,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     """Launcher settings into `source`; returns the program's arguments."""
     if launcher == "python":
         source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
+        source.seen_gpus = _visible_gpus(command)  # one process: the GPUs a device_map="auto" spreads the model over
         return tokens[2:] if tokens[0] == "-m" else tokens[1:]
     if launcher == "axolotl":
         # `axolotl train x.yaml --launcher torchrun|accelerate -- <launcher arguments>`: those go to the launcher underneath
