@@ -113,6 +113,9 @@ def test_a_python_file_alone_with_device_map_auto_is_one_process_over_the_nodes_
 def test_a_plain_python_launch_spreads_over_the_gpus_its_cuda_visible_devices_lists(tmp_path):
     mapped, findings = _mapped(tmp_path, 'device_map="auto"', "CUDA_VISIBLE_DEVICES=0,1 python train.py")
     assert mapped.recipe["planner"]["device_map_gpus"] == 2
+    # a program without an argument parser: its own code gives the model and the Trainer's arguments
+    assert mapped.recipe["model"]["id"] == "meta-llama/Llama-2-13b-hf"
+    assert mapped.recipe["training"]["gradient_accumulation_steps"] == 8
     assert "CUDA_VISIBLE_DEVICES" in _about_device_map(findings)[0].what
 
 

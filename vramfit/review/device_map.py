@@ -80,7 +80,7 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
     written = (ast.get_source_segment(text, node) or "").strip()
     spreading = next((value for kind, value in kinds if kind == "spread"), None)
     if not isinstance(node, ast.Constant) and spreading is not None:  # a name or expression: say the value it takes
-        written = f'"{spreading}" ({written} in the file)'
+        written = f'"{spreading}" (through {written})'
     line = getattr(node, "lineno", call.lineno)
     memory = _keyword(call, "max_memory", literals)
     cap, named, memory_read = _max_memory(memory, literals) if memory is not None else (None, None, False)

@@ -724,6 +724,11 @@ class _Builder:
         given = next((s for s in sources if s.kind == "program"), None)  # the program given beside its config file
         if self.program is None and given is not None:
             self.program = program_mod.find(given.path.name, given.path)
+        if self.program is not None and self.primary.kind == "shell" and given is None:  # `python train.py` with its settings in its code
+            from vramfit.review.sources import program_code
+
+            self.findings += program_code(self.primary, self.program.text, Path(self.program.path))
+            names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
         self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:

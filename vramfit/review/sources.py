@@ -1038,6 +1038,28 @@ def _code_settings(tree, source: Source, path: Path) -> None:
         )
 
 
+def program_code(source: Source, text: str, path: Path) -> list[Finding]:
+    """A launch script's program that takes no arguments (no argument parser: `python train.py` whose model, LoRA and
+    `TrainingArguments(...)` are written in its code): what its code fixes, read into the launch as `_code_settings`
+    reads a docstring's command; the notes it adds. A program with a parser gives its defaults (vramfit.review.program)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    if any(isinstance(n, ast.Call) and called(n) in _PARSERS for n in ast.walk(tree)):
+        return []
+    before, settings = len(source.notes), len(source.settings)
+    _code_settings(tree, source, path)
+    own = label(path)  # the lines are the program's, not the launch script's: its settings keep no line, its note names it
+    for setting in source.settings[settings:]:
+        setting.line = None
+    added = source.notes[before:]
+    del source.notes[before:]
+    for note in added:
+        note.file = own
+    return added
+
+
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
 # POSIX / util-linux utilities that run the command after them unchanged (`nohup swift sft ...`, `nice -n 10 torchrun ...`,
