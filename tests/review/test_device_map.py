@@ -35,7 +35,7 @@ def _read(code: str):
             True,
         ),
         (LOAD.format(kwargs='device_map={"": Accelerator().process_index}'), "one", "", False),
-        (LOAD.format(kwargs="device_map=get_kbit_device_map() if quantization_config is not None else None"), "unknown", "", False),
+        (LOAD.format(kwargs="device_map=get_kbit_device_map() if quantization_config is not None else None"), "one", "", False),
         (LOAD.format(kwargs="device_map=get_kbit_device_map()"), "one", "", False),
         (LOAD.format(kwargs='device_map="cuda:0"'), "one", "", False),
         (LOAD.format(kwargs="device_map=args.device_map"), "unknown", "", False),
@@ -50,6 +50,14 @@ def test_the_device_map_of_the_model_load_is_read_as_written(code, kind, policy,
 
 def test_no_device_map_and_a_tokenizer_load_are_not_a_device_map():
     assert _read('tok = AutoTokenizer.from_pretrained("x", device_map="auto")\n' + LOAD.format(kwargs="torch_dtype=torch.bfloat16")) is None
+    assert _read(LOAD.format(kwargs="device_map=None")) is None
+    # MiniCPM-o's finetune.py: None, or {"": LOCAL_RANK} under DDP: never spread
+    assert _read('device_map = None\nif q:\n    device_map = {"": local_rank} if ddp else None\n' + LOAD.format(kwargs="device_map=device_map")).kind == "one"
+    # Qwen's finetune.py: None unless q_lora, then "auto" or per process: the arguments decide
+    assert (
+        _read('device_map = None\nif q:\n    device_map = {"": local_rank} if ddp else "auto"\n' + LOAD.format(kwargs="device_map=device_map")).kind
+        == "unknown"
+    )
 
 
 def test_the_first_model_load_decides_not_a_later_one_for_inference():

@@ -92,15 +92,18 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
     )
     spread = [k for k in kinds if k[0] in ("spread", "hand")]
     one = any(k[0] == "one" for k in kinds)
-    unknown = any(k[0] in ("unknown", "none") for k in kinds)
-    if spread and not unknown:
+    unknown = any(k[0] == "unknown" for k in kinds)
+    none = any(k[0] == "none" for k in kinds)  # device_map=None: the model loads whole, the Trainer moves it to the process's GPU
+    if spread and not (unknown or none):
         kind, value = spread[0]
         policy = value if kind == "spread" else ""
         gpus = value if kind == "hand" else None
         return DeviceMap(kind, written, line, policy, per_process_when_distributed=one, gpus=gpus, **memory_fields)
-    if one and not spread and not unknown:
+    if spread or unknown:  # it may spread the model, as the script's arguments or environment decide
+        return DeviceMap("unknown", written, line, **memory_fields)
+    if one:
         return DeviceMap("one", written, line, **memory_fields)
-    return DeviceMap("unknown", written, line, **memory_fields)
+    return None
 
 
 def _is_model_load(call: ast.Call) -> bool:
