@@ -340,6 +340,8 @@ def apply(mapped, hw: dict, finding) -> list:
     mapped.script_ranks = 1
     how = "python" if launch.launcher in (None, "python") else f"{launch.launcher} with one process"
     split = "GPU 0 filled first (sequential)" if dm.policy == "sequential" else "accelerate's balanced split"
+    if dm.policy == "balanced_low_0":  # get_balanced_memory(low_zero=True): GPU 0 keeps only what the others cannot hold
+        split += " (balanced_low_0 keeps GPU 0 nearly empty, which is not modelled: planned as balanced)"
     memory = ""
     if dm.max_memory_written and dm.max_memory_read:
         memory = f", max_memory {dm.max_memory_gib:g} GiB per GPU ({dm.max_memory_written})"
