@@ -162,3 +162,26 @@ def test_device_map_auto_beside_deepspeed_in_one_process_is_refused(tmp_path):
     mapped, findings = _mapped(tmp_path, 'device_map="auto"', extra=', deepspeed="ds.json"')
     assert [f.severity for f in _about_device_map(findings)] == ["error"]
     assert "device_map_gpus" not in mapped.recipe.get("planner", {})
+
+
+def test_a_programs_own_optim_default_is_the_runs(tmp_path):
+    # artidoro/qlora's qlora.py: its TrainingArguments subclass defaults optim to paged_adamw_32bit, which the script keeps
+    (tmp_path / "qlora.py").write_text(
+        textwrap.dedent(
+            """\
+            from dataclasses import dataclass, field
+            import transformers
+
+            @dataclass
+            class TrainingArguments(transformers.Seq2SeqTrainingArguments):
+                optim: str = field(default="paged_adamw_32bit")
+
+            parser = transformers.HfArgumentParser((TrainingArguments,))
+            """
+        )
+    )
+    (tmp_path / "run.sh").write_text("python qlora.py --model_name_or_path meta-llama/Llama-2-13b-hf --output_dir out\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    mapped = mapping.build(read_all([str(tmp_path / "run.sh")], known=mapping.known_key), work)
+    assert mapped.recipe["training"]["optim"] == "paged_adamw_32bit"

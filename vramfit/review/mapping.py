@@ -2316,6 +2316,8 @@ class _Builder:
             setting = Setting(f"--{name}", value, self.program.label, line)
             if name in PROGRAM_TRAINING and isinstance(value, (int, bool)) and f"training.{name}" not in self.origins:
                 self.set(f"training.{name}", value, setting)
+            elif name == "optim" and "training.optim" not in self.origins and _optimizer_name(value):
+                self.set("training.optim", value, setting)  # its TrainingArguments subclass's default (artidoro/qlora: paged_adamw_32bit)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
             elif name == "model_name" and isinstance(value, str) and value and self.model_name is None:
@@ -3178,6 +3180,13 @@ class _Builder:
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _optimizer_name(value: Any) -> bool:
+    """A TrainingArguments `optim` value (transformers OptimizerNames): a program's own default for it is the run's."""
+    from transformers.training_args import OptimizerNames
+
+    return isinstance(value, str) and value in {o.value for o in OptimizerNames}
 
 
 def _installed(package: str) -> str:
