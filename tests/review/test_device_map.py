@@ -185,3 +185,24 @@ def test_a_programs_own_optim_default_is_the_runs(tmp_path):
     work.mkdir()
     mapped = mapping.build(read_all([str(tmp_path / "run.sh")], known=mapping.known_key), work)
     assert mapped.recipe["training"]["optim"] == "paged_adamw_32bit"
+
+
+def test_a_notebooks_python_cells_give_its_length_and_its_trainer_no_eval_logits(tmp_path):
+    # brevdev/notebooks mixtral-finetune.ipynb: tokenizer(..., truncation=True, max_length=max_length) pads and cuts every
+    # sample to 340 tokens, and its Trainer gets no compute_metrics (Trainer.evaluate keeps no logits)
+    import json
+
+    cells = [
+        "import transformers\nfrom transformers import AutoModelForCausalLM\nmax_length = 340\n",
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-13b-hf", device_map="auto")\n',
+        'def tokenize(prompt):\n    return tokenizer(prompt, truncation=True, max_length=max_length, padding="max_length")\n',
+        "trainer = transformers.Trainer(model=model, args=transformers.TrainingArguments(output_dir='o', "
+        "per_device_train_batch_size=1, eval_strategy='steps', eval_steps=50))\n",
+    ]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": c.splitlines(keepends=True)} for c in cells], "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "ft.ipynb").write_text(json.dumps(notebook, indent=1))
+    work = tmp_path / "work"
+    work.mkdir()
+    mapped = mapping.build(read_all([str(tmp_path / "ft.ipynb")], known=mapping.known_key), work)
+    assert mapped.recipe["data"]["max_length"] == 340
+    assert mapped.recipe["training"]["prediction_loss_only"] is True

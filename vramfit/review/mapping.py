@@ -942,6 +942,13 @@ class _Builder:
         self.origins["planner.device_map_gpus"] = origin
         return None
 
+    def _python_file(self) -> Source | None:
+        """The Python file the review reads: a .py, or a notebook read as its Python cells (not one read as its `!` commands)."""
+        return next(
+            (src for src in self.sources if src.path.suffix == ".py" or (src.path.suffix == ".ipynb" and src.kind in ("training_args", "program"))),
+            None,
+        )
+
     def _python_device_map(self):
         """The device_map (and max_memory) of the Python file the review reads or the launch runs (review/device_map.py):
         a spreading one is kept for fill_hardware, which knows the GPUs; one chosen when the script runs is said."""
@@ -1824,7 +1831,7 @@ class _Builder:
                     origin = Origin(st.file, st.key, st.line)
                 elif key in ("lora_task_type", "task_type") and str(value).upper() in ("SEQ_CLS", "TOKEN_CLS") and head is None:
                     head, origin = str(value).lower(), Origin(st.file, st.key, st.line)
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        python = self._python_file() or self.program
         text = python.text if python is not None else ""
         call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
         if call:
@@ -2352,7 +2359,7 @@ class _Builder:
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
         scripts pin TRL versions whose defaults differ."""
         t = self.recipe["training"]
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        python = self._python_file() or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
         if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
@@ -2994,7 +3001,7 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
-            python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+            python = self._python_file() or self.program
             missing = _missing_trl_configs(python.text) if python is not None else []
             if missing:  # the script's own config class (and its max_length default) is not in the installed TRL
                 own = True

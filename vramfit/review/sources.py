@@ -988,6 +988,13 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
         elif name == "BitsAndBytesConfig":
             for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
                 add(key, value, line)
+        elif (name == "tokenizer" or name.endswith(("_tokenizer", "processor"))) and any(
+            kw.arg == "truncation" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in node.keywords
+        ):
+            # tokenizer(text, truncation=True, max_length=340, padding="max_length"): every sample cut (and padded) to it
+            for _, value, line in _call_arguments(node, literals, source, {"max_length"}):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    add("model_max_length", value, line)
         elif name.endswith("Trainer") and name not in PYTHON_CONFIGS:
             for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
                 add(key, value, line)
