@@ -300,7 +300,12 @@ def apply(mapped, hw: dict, finding) -> list:
                 what=f"device_map={dm.written} under {launch.launcher} with {ranks} processes: every process spreads its own copy of the "
                 "model over all the GPUs it sees, and the Trainer's accelerate refuses it (\"You can't train a model that has been "
                 "loaded with `device_map='auto'` in any distributed mode\": Accelerator.prepare_model, huggingface/accelerate#1810, "
-                f"since v0.22.0{'; for 4-/8-bit models #1523, v0.20.0' if launch.quantized else ''})",
+                f"since v0.22.0{'; for 4-/8-bit models #1523, v0.20.0' if launch.quantized else ''})"
+                + (
+                    '; under DeepSpeed ZeRO-3 transformers refuses any device_map first ("DeepSpeed Zero-3 is not compatible with passing a `device_map`")'
+                    if launch.sharded == "DeepSpeed"
+                    else ""
+                ),
                 fix='load it on each process\'s own GPU: device_map={"": PartialState().process_index} (from accelerate import '
                 "PartialState), or run one process (python <script>) to spread the model over the GPUs.",
                 **where,
