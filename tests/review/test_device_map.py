@@ -206,3 +206,17 @@ def test_a_notebooks_python_cells_give_its_length_and_its_trainer_no_eval_logits
     mapped = mapping.build(read_all([str(tmp_path / "ft.ipynb")], known=mapping.known_key), work)
     assert mapped.recipe["data"]["max_length"] == 340
     assert mapped.recipe["training"]["prediction_loss_only"] is True
+
+
+def test_gpus_given_for_an_ms_swift_device_map_launch_count_gpus_not_processes(tmp_path):
+    # CUDA_VISIBLE_DEVICES=0,1,2,3 swift sft (no NPROC_PER_NODE): one process over the 4 GPUs; --gpus 4 is those GPUs
+    (tmp_path / "run.sh").write_text(
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora --max_length 1024 "
+        "--per_device_train_batch_size 1 --gradient_accumulation_steps 16\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    mapped = mapping.build(read_all([str(tmp_path / "run.sh")], known=mapping.known_key), work)
+    findings = mapping.fill_hardware(mapped, "rtx4090", 4, None, None, None)
+    assert mapped.recipe["planner"]["device_map_gpus"] == 4 and mapped.recipe["hardware"]["gpus_per_node"] == 1
+    assert not [f for f in findings if "reviewed with --gpus" in f.what]

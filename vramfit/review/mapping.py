@@ -3431,6 +3431,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     ):
         if value is None:
             continue
+        split = (mapped.recipe.get("planner") or {}).get("device_map_gpus") or 1
+        if key == "gpus_per_node" and split > 1:  # ms-swift's device_map: --gpus counts GPUs, each process spreads over `split`
+            value = max(1, value // split)
         said = hw.get(key)
         if said is not None and said != value:
             o = mapped.origins[f"hardware.{key}"]
