@@ -158,6 +158,10 @@ class Knobs(Strict):
     # GPUs one training process spreads its model over with device_map="auto" / "balanced" (naive layer-wise model
     # parallelism: ms-swift without NPROC_PER_NODE, a plain script's from_pretrained(device_map="auto")): device_map.py
     device_map_gpus: int = Field(default=1, ge=1, le=64)
+    # how accelerate fills those GPUs: "balanced" (device_map "auto" / "balanced") or "sequential" (GPU 0 first), and the
+    # max_memory cap from_pretrained gives each GPU (GiB), where the script passes one: device_map.py
+    device_map_policy: Literal["balanced", "sequential"] = "balanced"
+    device_map_max_memory_gib: Union[float, None] = Field(default=None, gt=0, le=4096)
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

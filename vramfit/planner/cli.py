@@ -61,7 +61,9 @@ launch knobs (docs/planner.md "Launch knobs"):
   sequence_parallel=N (ms-swift --sequence_parallel_size, axolotl context_parallel_size: each GPU holds max_length / N
     tokens of every sample)  celoss_parallel_size=N (ms-swift CELOSS_PARALLEL_SIZE: its chunked sequence-parallel loss)
   device_map_gpus=N (one process spreads the model's layers over N GPUs with device_map="auto": ms-swift without
-    NPROC_PER_NODE; planned on the busiest GPU of accelerate's balanced split)
+    NPROC_PER_NODE, a plain `python train.py` loading with device_map="auto"; planned on the busiest GPU of
+    accelerate's balanced split); device_map_policy=sequential (GPU 0 filled first), device_map_max_memory_gib=G
+    (from_pretrained's max_memory cap on each GPU)
   unfrozen_parameters="^lm_head;model.layers.3.mlp.down_proj" (full fine-tuning of only the weights whose names the
     regexes match, re.match, the rest frozen: axolotl unfrozen_parameters, Spectrum YAMLs)
   head=lm|seq_cls|token_cls|embedding|generative_reranker  num_labels=N  task_type=SEQ_CLS (PEFT) or

@@ -38,7 +38,8 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `grpo_whole_logits=true` (planner; the verl reader sets it) | verl workers/actor/dp_actor.py `_forward_micro_batch`: `logits_rmpad = output.logits` over every token of the micro-batch, log-probs (and the entropy) from them; TRL's GRPOTrainer uses its fused head instead | plan.py `analytic_terms` (training.py's logits term), `train_block` |
 | `offload_outside_update=weights,optimizer` (planner; the verl reader sets it from `fsdp_config.param_offload` / `optimizer_offload`) | verl workers/fsdp_workers.py: `update_actor` loads the offloaded weights / optimizer states to the GPU for the update and offloads them after it; `rollout_mode` offloads the weights again before the rollout engine resumes | plan.py `_vllm_phases`: the generation phase holds neither |
 | `quantize_moe_experts=true` (planner; the review reads axolotl `quantize_moe_experts:`) | transformers v5 stores MoE experts as fused 3-D parameters, which bitsandbytes (nn.Linear only) leaves in 16 bits; axolotl monkeypatch/moe_quant.py quantizes every >= 3-D parameter named "expert" as it loads (4-bit: bitsandbytes parametrize `replace_parameter_4bit`; 8-bit: its int8 parametrization), dequantized whole on access | params.py `count` (`Arch.expert_tensors`) |
-| `device_map_gpus=N` (planner; the review sets it for an ms-swift process that sees N GPUs) | transformers `from_pretrained(device_map="auto"\|"balanced")`: accelerate `get_balanced_memory` + `infer_auto_device_map` (whole `_no_split_modules` layers, the first GPU keeping room for the largest layer, tied weights together) and `dispatch_model`: one micro-batch through the GPUs in turn | device_map.py, training.py `on_gpu_layers` |
+| `device_map_gpus=N` (planner; the review sets it for an ms-swift process that sees N GPUs, and for one process whose Python file loads the model with device_map "auto" / "balanced" / "sequential": vramfit/review/device_map.py) | transformers `from_pretrained(device_map="auto"\|"balanced")`: accelerate `get_balanced_memory` + `infer_auto_device_map` (whole `_no_split_modules` layers, the first GPU keeping room for the largest layer, tied weights together) and `dispatch_model`: one micro-batch through the GPUs in turn | device_map.py, training.py `on_gpu_layers` |
+| `device_map_policy=sequential`, `device_map_max_memory_gib=G` (planner; the review reads `from_pretrained(device_map="sequential", max_memory=...)` in a Python file: vramfit/review/device_map.py) | transformers `_get_device_map`: "sequential" takes `get_max_memory` (the caps, else each GPU's memory: GPU 0 filled first), the others `get_balanced_memory`, which caps every GPU but the last at min(balanced share, max_memory) | device_map.py `_caps` |
 | `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
 | `sequence_parallel=N` (planner; the review reads ms-swift `--sequence_parallel_size`, axolotl `context_parallel_size` / `sequence_parallel_degree`: utils/ctx_managers/sequence_parallel.py chunks every batch key on dim 1, loss on the local chunk) | ms-swift swift/sequence_parallel/sequence_parallel.py: a (data, [ring,] sequence) device mesh of world / N data-parallel groups; `pad_and_split_inputs` splits input_ids / embeddings, position_ids and the rolled labels on the sequence dim, so each rank runs its layers, embeddings and loss on seq_len / N tokens of every sample of its per_device_train_batch_size (SequenceParallelSampler draws by data rank); Ulysses all-to-all gives attention all seq_len tokens for heads / N (N = gcd(heads, size), the rest ring attention over local keys); DeepSpeed is initialised without an mpu, so ZeRO shards over every rank | training.py `train_peak` (per-rank tokens; eager scores at all keys), states unchanged |
 | `celoss_parallel_size=N` (planner; the review reads ms-swift's `CELOSS_PARALLEL_SIZE` environment variable) | ms-swift swift/trainers/utils.py `per_token_loss_func_sp` -> sequence_parallel/utils.py `ChunkedCrossEntropyLoss`: saves the whole 16-bit logits, runs CrossEntropyLoss over N-token chunks and writes each chunk's gradient back into the saved logits (only with sequence_parallel > 1) | activations.py `sp_chunked_logits_bytes` |
@@ -717,3 +718,22 @@ def device_map_gpus(values: dict[str, Any], problems, file: str) -> int:
         problems.add(file, "planner.device_map_gpus", f"{n!r} is not a GPU count", "write planner.device_map_gpus: 2 (or more).")
         return 1
     return n
+
+
+def device_map_fields(values: dict[str, Any], problems, file: str) -> dict[str, Any]:
+    """How accelerate fills the device_map GPUs (planner `device_map_policy`: balanced | sequential) and the max_memory cap
+    from_pretrained gives each (planner `device_map_max_memory_gib`); device_map.py."""
+    out: dict[str, Any] = {}
+    policy = values.get("device_map_policy")
+    if policy is not None:
+        if policy not in ("balanced", "sequential"):
+            problems.add(file, "planner.device_map_policy", f"{policy!r} is not balanced or sequential", "write planner.device_map_policy: balanced.")
+        else:
+            out["device_map_policy"] = policy
+    cap = values.get("device_map_max_memory_gib")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            problems.add(file, "planner.device_map_max_memory_gib", f"{cap!r} is not a size in GiB", "write planner.device_map_max_memory_gib: 20.")
+        else:
+            out["device_map_max_memory_gib"] = float(cap)
+    return out

@@ -257,7 +257,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             per_gpu.append((g, (sum(held.values()) + sum(gterms.values())) / GIB))
         busiest = max(per_gpu, key=lambda item: item[1])[0]
         s, ts = s.replace(device_map_gpu=busiest), ts.replace(device_map_gpu=busiest)
-        split_note = device_map.note(busiest, per_gpu)
+        split_note = device_map.note(busiest, per_gpu, s)
     if s.device_map_gpu is not None:  # the split is planned analytically (the trace builds the whole model on one GPU)
         terms, notes, incomplete = None, [], []
         if trace:

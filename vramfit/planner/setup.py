@@ -192,6 +192,8 @@ class Setup:
     celoss_parallel_size: int = 0
     # GPUs one process spreads its model over with device_map (device_map.py); the planned GPU's share of them
     device_map_gpus: int = 1
+    device_map_policy: str = "balanced"  # "sequential": accelerate fills GPU 0 first (device_map.py)
+    device_map_max_memory_gib: float | None = None  # from_pretrained's max_memory cap on each GPU (device_map.py)
     device_map_gpu: "object | None" = None  # device_map.Gpu: the GPU of the split being planned (None: the whole model)
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
@@ -550,6 +552,7 @@ def _knob_fields(
     out["offload_outside_update"] = knobs.offload_outside_update(values.get("offload_outside_update"), problems, file)
     out.update(knobs.sequence_parallel_fields(values, problems, file))
     out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
+    out.update(knobs.device_map_fields(values, problems, file))
     if out["device_map_gpus"] > 1 and (fsdp or zero.stage):
         # accelerate Accelerator.prepare_model refuses a model dispatched over several GPUs under DeepSpeed / FSDP
         # ("You can't train a model that has been loaded with `device_map='auto'` in any distributed mode")
@@ -731,6 +734,8 @@ ARG_KEYS = {
     "sequence_parallel": int,
     "celoss_parallel_size": int,
     "device_map_gpus": int,
+    "device_map_policy": str,
+    "device_map_max_memory_gib": float,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
@@ -786,6 +791,7 @@ CHOICES = {
     "method": ("full", "lora", "qlora", "grpo"),
     "attn_implementation": tuple(ATTENTION),
     "vllm_mode": ("colocate", "server"),
+    "device_map_policy": ("balanced", "sequential"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),

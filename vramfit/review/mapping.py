@@ -580,6 +580,9 @@ class Mapped:
     # model / sequence sharding besides data parallelism that the planner does not model: (what, where); the plan holds
     # every weight and every token of a sample on each GPU of its data-parallel group, an upper bound
     sharding_assumed: tuple[str, Origin] | None = None
+    # a Python file's model load that spreads the model over GPUs with device_map (review/device_map.py Launch): what it
+    # does depends on the launch and the GPUs, settled with the hardware (fill_hardware)
+    python_device_map: Any = None
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
@@ -755,6 +758,11 @@ class _Builder:
         given = next((s for s in sources if s.kind == "program"), None)  # the program given beside its config file
         if self.program is None and given is not None:
             self.program = program_mod.find(given.path.name, given.path)
+        if self.program is not None and self.primary.kind == "shell" and given is None:  # `python train.py` with its settings in its code
+            from vramfit.review.sources import program_code
+
+            self.findings += program_code(self.primary, self.program.text, Path(self.program.path))
+            names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
         self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:
@@ -967,6 +975,50 @@ class _Builder:
         self.recipe.setdefault("planner", {})["device_map_gpus"] = source.device_map_gpus
         self.origins["planner.device_map_gpus"] = origin
         return None
+
+    def _python_file(self) -> Source | None:
+        """The Python file the review reads: a .py, or a notebook read as its Python cells (not one read as its `!` commands)."""
+        return next(
+            (src for src in self.sources if src.path.suffix == ".py" or (src.path.suffix == ".ipynb" and src.kind in ("training_args", "program"))),
+            None,
+        )
+
+    def _python_device_map(self):
+        """The device_map (and max_memory) of the Python file the review reads or the launch runs (review/device_map.py):
+        a spreading one is kept for fill_hardware, which knows the GPUs; one chosen when the script runs is said."""
+        from vramfit.review import device_map
+
+        read = device_map.found(self.sources, self.program, self.primary)
+        if read is None or self.primary.device_map_gpus:  # ms-swift's own device_map: _device_map
+            return None
+        dm, file = read
+        if dm.kind == "unknown":
+            self.findings.append(
+                Finding(
+                    "info",
+                    file,
+                    "device_map",
+                    f"device_map={dm.written} is chosen when the script runs: not read (planned with the whole model on each "
+                    "process's GPU; a map that spreads it over several GPUs holds less on each)",
+                    line=dm.line,
+                )
+            )
+            return None
+        if dm.kind == "one":
+            return None
+        sharded = next(
+            (
+                "FSDP" if name == "fsdp" else "DeepSpeed"
+                for src in self.sources
+                for st in src.settings
+                if (name := st.key.lstrip("-").replace("-", "_")) in ("deepspeed", "fsdp")
+                and str(st.value).strip().lower() not in ("", "none", "false", "[]", "['']")
+            ),
+            "",
+        )
+        seen = self.primary.seen_gpus if self.primary.launcher == "python" else self.primary.visible_gpus
+        quantized = bool(((self.recipe.get("model") or {}).get("quantization") or {}).get("bits"))
+        return device_map.Launch(dm, file, self.primary.launcher, seen, sharded, quantized)
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1788,6 +1840,7 @@ class _Builder:
         mapped.verl = next((s for s in self.sources if s.kind == "verl"), None)
         split = self._device_map()
         mapped.sharding_assumed = self._sharding_not_modelled() or split
+        mapped.python_device_map = self._python_device_map()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1868,7 +1921,7 @@ class _Builder:
                 (Origin(st.file, st.key, st.line) for src in self.sources for st in src.settings if st.key.lstrip("-").replace("-", "_") == "rlhf_type"),
                 Origin(self.primary.label, self.primary.program or "", self.primary.launch_line),
             )
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        python = self._python_file() or self.program
         text = python.text if python is not None else ""
         call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
         if call:
@@ -2584,6 +2637,8 @@ class _Builder:
             setting = Setting(f"--{name}", value, self.program.label, line)
             if name in PROGRAM_TRAINING and isinstance(value, (int, bool)) and f"training.{name}" not in self.origins:
                 self.set(f"training.{name}", value, setting)
+            elif name == "optim" and "training.optim" not in self.origins and _optimizer_name(value):
+                self.set("training.optim", value, setting)  # its TrainingArguments subclass's default (artidoro/qlora: paged_adamw_32bit)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
             elif name == "model_name" and isinstance(value, str) and value and self.model_name is None:
@@ -2618,7 +2673,7 @@ class _Builder:
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
         scripts pin TRL versions whose defaults differ."""
         t = self.recipe["training"]
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        python = self._python_file() or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
         if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
@@ -3307,7 +3362,7 @@ class _Builder:
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
-            python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+            python = self._python_file() or self.program
             missing = _missing_trl_configs(python.text) if python is not None else []
             if missing:  # the script's own config class (and its max_length default) is not in the installed TRL
                 own = True
@@ -3493,6 +3548,13 @@ class _Builder:
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _optimizer_name(value: Any) -> bool:
+    """A TrainingArguments `optim` value (transformers OptimizerNames): a program's own default for it is the run's."""
+    from transformers.training_args import OptimizerNames
+
+    return isinstance(value, str) and value in {o.value for o in OptimizerNames}
 
 
 def _installed(package: str) -> str:
@@ -3730,6 +3792,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     ):
         if value is None:
             continue
+        split = (mapped.recipe.get("planner") or {}).get("device_map_gpus") or 1
+        if key == "gpus_per_node" and split > 1:  # ms-swift's device_map: --gpus counts GPUs, each process spreads over `split`
+            value = max(1, value // split)
         said = hw.get(key)
         if said is not None and said != value:
             o = mapped.origins[f"hardware.{key}"]
@@ -3757,6 +3822,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         )
     hw.setdefault("nodes", 1)
     hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
+    from vramfit.review import device_map
+
+    findings += device_map.apply(mapped, hw, lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line))
     t = mapped.recipe["training"]
     for key, on in (("bf16", CATALOGUE[hw["gpu"]].bf16), ("fp16", not CATALOGUE[hw["gpu"]].bf16 and t.get("bf16") is not True)):
         if t.get(key) == "auto":

@@ -1170,6 +1170,7 @@ def _trl_counts_completions(pin) -> bool | None:
 
 def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:
     r = mapped.recipe
+    split = (r.get("planner") or {}).get("device_map_gpus") or 1  # GPUs each process spreads the model over (device_map)
     hw = r["hardware"]
     t = r["training"]
     host = f", {hw['host_ram_gib']:g} GiB host RAM per node" if "host_ram_gib" in mapped.stated else ""
@@ -1195,7 +1196,12 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
         how = f"{r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})"
     lines = [
         f"read as: {r['method']} of {named} ({config}), {how}",
-        f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
+        f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node'] * split} x {hw['gpu']}{host}"
+        + (
+            f" (device_map: {hw['gpus_per_node']} process{'es' if hw['gpus_per_node'] > 1 else ''} per node, each spreading the model over {split} GPUs)"
+            if split > 1
+            else ""
+        ),
         f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
         + (
             f" (the files, as written for {mapped.script_ranks} ranks: {r['global_batch_size']})"

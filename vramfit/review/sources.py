@@ -28,7 +28,7 @@ from typing import Any, Callable
 import yaml
 
 from vramfit.problems import ConfigError, Problems, did_you_mean
-from vramfit.review import litgpt, llmfoundry, shell, verl
+from vramfit.review import device_map, litgpt, llmfoundry, shell, verl
 from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
@@ -118,6 +118,9 @@ class Source:
     visible_gpus: int | None = None
     # GPUs one process spreads its model over with device_map (ms-swift: a process that sees several GPUs), where known
     device_map_gpus: int | None = None
+    # a Python file's model load: its device_map and max_memory (vramfit.review.device_map.DeviceMap), where it passes one
+    device_map: Any = None
+    seen_gpus: int | None = None  # GPUs a plain `python train.py` sees (its CUDA_VISIBLE_DEVICES), where listed
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -883,6 +886,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             source = _read_shell(path, text, script, launch)
             if any(os.path.basename(w) == path.name for c in script.commands for w in c.argv):  # it launches this file
                 _code_settings(tree, source, path)
+                source.device_map = device_map.read(tree, text)
             source.notes.append(
                 Finding(
                     "info",
@@ -901,6 +905,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     name = called(call)
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
+    source.device_map = device_map.read(tree, text)
     literals = _python_literals(tree)
     for key, value, line in _call_arguments(call, literals, source):
         source.settings.append(Setting(key, value, source.label, line))
@@ -949,6 +954,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
     source = Source(path, label(path), "program", text, program=path.name)
     source.trainer = trainers.from_classes(parsed_classes(tree)) or ""
     source.settings = _python_setup(tree, _python_literals(tree), source, set())
+    source.device_map = device_map.read(tree, text)
     for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
         if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
             for kw in node.keywords:
@@ -1128,6 +1134,13 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
         elif name == "BitsAndBytesConfig":
             for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
                 add(key, value, line)
+        elif (name == "tokenizer" or name.endswith(("_tokenizer", "processor"))) and any(
+            kw.arg == "truncation" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in node.keywords
+        ):
+            # tokenizer(text, truncation=True, max_length=340, padding="max_length"): every sample cut (and padded) to it
+            for _, value, line in _call_arguments(node, literals, source, {"max_length"}):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    add("model_max_length", value, line)
         elif name.endswith("Trainer") and name not in PYTHON_CONFIGS:
             for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
                 add(key, value, line)
@@ -1228,6 +1241,28 @@ def _code_settings(tree, source: Source, path: Path) -> None:
         )
 
 
+def program_code(source: Source, text: str, path: Path) -> list[Finding]:
+    """A launch script's program that takes no arguments (no argument parser: `python train.py` whose model, LoRA and
+    `TrainingArguments(...)` are written in its code): what its code fixes, read into the launch as `_code_settings`
+    reads a docstring's command; the notes it adds. A program with a parser gives its defaults (vramfit.review.program)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    if any(isinstance(n, ast.Call) and called(n) in _PARSERS for n in ast.walk(tree)):
+        return []
+    before, settings = len(source.notes), len(source.settings)
+    _code_settings(tree, source, path)
+    own = label(path)  # the lines are the program's, not the launch script's: its settings keep no line, its note names it
+    for setting in source.settings[settings:]:
+        setting.line = None
+    added = source.notes[before:]
+    del source.notes[before:]
+    for note in added:
+        note.file = own
+    return added
+
+
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
 # POSIX / util-linux utilities that run the command after them unchanged (`nohup swift sft ...`, `nice -n 10 torchrun ...`,
@@ -1324,6 +1359,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     """Launcher settings into `source`; returns the program's arguments."""
     if launcher == "python":
         source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
+        source.seen_gpus = _visible_gpus(command)  # one process: the GPUs a device_map="auto" spreads the model over
         return tokens[2:] if tokens[0] == "-m" else tokens[1:]
     if launcher == "axolotl":
         # `axolotl train x.yaml --launcher torchrun|accelerate -- <launcher arguments>`: those go to the launcher underneath
