@@ -29,6 +29,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from vramfit.review.python_literals import assigned_literals, unreached_lines
+
 # device_map strings that let accelerate place the model's modules over every GPU the process sees
 SPREAD = ("auto", "balanced", "balanced_low_0", "sequential")
 # calls whose value is one device for this process (TRL's get_kbit_device_map: {"": PartialState().local_process_index})
@@ -68,9 +70,7 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
     )
     if not loads:
         return None
-    from vramfit.review.sources import _python_literals, _unreached
-
-    unreached = _unreached(tree, _python_literals(tree))
+    unreached = unreached_lines(tree, assigned_literals(tree))
     reached = [n for n in loads if not any(a <= n.lineno <= b for a, b in unreached)]
     call = (reached or loads)[0]
     node = _keyword(call, "device_map", literals)

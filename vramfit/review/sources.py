@@ -30,6 +30,7 @@ import yaml
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.review import device_map, litgpt, llmfoundry, shell, verl
 from vramfit.review.findings import Finding
+from vramfit.review.python_literals import assigned_literals as _python_literals, literal as _literal, unreached_lines as _unreached
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
 # Top-level keys that only a DeepSpeed JSON has.
@@ -967,36 +968,6 @@ def _program_source(path: Path, text: str, tree) -> Source:
 LOADING_DTYPE = "<torch_dtype>"  # a BitsAndBytesConfig dtype the program sets to the dtype the model loads in (its torch_dtype argument)
 
 
-def _python_literals(tree) -> dict[str, Any]:
-    """Names a script assigns a literal to (`training_config = {...}`, `checkpoint_path = "microsoft/Phi-3-mini-4k-instruct"`,
-    `model_kwargs = dict(...)`); a name assigned twice keeps its first literal."""
-    import ast
-
-    out: dict[str, Any] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id not in out:
-            value = node.value
-            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "dict" and not value.args:
-                value = ast.Dict(keys=[ast.Constant(k.arg) for k in value.keywords if k.arg], values=[k.value for k in value.keywords if k.arg])
-            out[node.targets[0].id] = value
-    return out
-
-
-def _literal(node, literals: dict[str, Any]) -> Any:
-    """A literal value, a name assigned one, or a `torch.bfloat16`-style dtype; raises ValueError otherwise."""
-    import ast
-
-    if isinstance(node, ast.Name) and node.id in literals:
-        node = literals[node.id]
-    if isinstance(node, ast.IfExp):  # `"HuggingFaceTB/SmolVLM-Base" if SMOL else "..."` with SMOL = True: the branch taken
-        return _literal(node.body if _literal(node.test, literals) else node.orelse, literals)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
-        return node.attr
-    if isinstance(node, ast.Dict):
-        return {_literal(k, literals): _literal(v, literals) for k, v in zip(node.keys, node.values) if k is not None}
-    return ast.literal_eval(node)
-
-
 def _call_arguments(call, literals: dict[str, Any], source: Source, wanted: set[str] | None = None):
     """(name, value, line) of a call's keywords (those in `wanted`, else all), a `**config` dict spread into it included
     (`TrainingArguments(**training_config)`); a value computed when the script runs is said, not reviewed."""
@@ -1051,39 +1022,6 @@ _UNSLOTH_PEFT = {
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "use_gradient_checkpointing": "unsloth",
 }
-
-
-def _truth(node, literals: dict[str, Any]) -> bool | None:
-    """An `if` test's value where the file fixes it (`USE_QLORA = True`, `USE_QLORA or USE_LORA`, `not SMOL`); None otherwise."""
-    import ast
-
-    if isinstance(node, ast.BoolOp):
-        values = [_truth(v, literals) for v in node.values]
-        if isinstance(node.op, ast.Or):
-            return True if True in values else False if all(v is False for v in values) else None
-        return False if False in values else True if all(v is True for v in values) else None
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        value = _truth(node.operand, literals)
-        return None if value is None else not value
-    try:
-        return bool(_literal(node, literals))
-    except (ValueError, SyntaxError, TypeError, KeyError, RecursionError):
-        return None
-
-
-def _unreached(tree, literals: dict[str, Any]) -> list[tuple[int, int]]:
-    """Line ranges of branches the file does not fix as taken: `if args.use_bnb:` runs when the arguments say."""
-    import ast
-
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            taken = _truth(node.test, literals)
-            if taken is not True:
-                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
-            if taken is not False and node.orelse:
-                out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno))
-    return out
 
 
 # switches a call sets only where it runs: under an `if` the arguments decide (`if model_args.load_in_4bit:
