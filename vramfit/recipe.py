@@ -126,6 +126,8 @@ class Knobs(Strict):
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
     # max_length cuts a sample before its image placeholders become the images' tokens (ms-swift 2.x, Qwen2-VL)
     images_past_max_length: bool = False
+    # an Omni checkpoint's speech output (Qwen2.5-Omni's Talker and vocoder) loaded beside the model, frozen, unused
+    audio_output: bool = False
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)
     accelerate_version: Union[str, None] = None  # the run's accelerate (< 1.11.0: FSDP2 reduce-scatters every micro-batch)
     torch_version: Union[str, None] = None  # the run's torch (< 2.0: zero_grad keeps the gradients allocated)

@@ -58,6 +58,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   quantize_moe_experts=true (the fused 3-D MoE expert tensors quantized with the base: axolotl quantize_moe_experts)
   sequence_parallel=N (ms-swift --sequence_parallel_size, axolotl context_parallel_size: each GPU holds max_length / N
     tokens of every sample)  celoss_parallel_size=N (ms-swift CELOSS_PARALLEL_SIZE: its chunked sequence-parallel loss)
+  audio_output=true (Qwen2.5-Omni: its Talker and vocoder loaded beside the Thinker, frozen: ms-swift's ENABLE_AUDIO_OUTPUT)
   device_map_gpus=N (one process spreads the model's layers over N GPUs with device_map="auto": ms-swift without
     NPROC_PER_NODE; planned on the busiest GPU of accelerate's balanced split)
   unfrozen_parameters="^lm_head;model.layers.3.mlp.down_proj" (full fine-tuning of only the weights whose names the

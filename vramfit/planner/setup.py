@@ -147,6 +147,10 @@ class Setup:
     # the runner cuts a sample at max_length before it expands each image placeholder into the image's tokens (ms-swift
     # 2.x's Qwen2-VL template): the LLM sequence is max_length + images x (image tokens - 1)
     images_past_max_length: bool = False
+    # frozen parameters the checkpoint loads beside the model planned, unused by training (knobs.audio_output_fields:
+    # Qwen2.5-Omni's Talker and vocoder), in the compute dtype; states.gpu_states adds their weights
+    resident_frozen: int = 0
+    resident_frozen_what: str = ""
     remote_code: bool = False  # the model runs its repository's own code (trust_remote_code), not transformers' class
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
     # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
@@ -581,6 +585,7 @@ def _knob_fields(
             )
     out.update(knobs.vllm_fields(values, problems, file))
     out.update(knobs.gkd_fields(values, out.get("trainer", "sft"), problems, file, model_config, beside))
+    out.update(knobs.audio_output_fields(values, model_config, problems, file))
     out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
     out["images_past_max_length"] = bool(values.get("images_past_max_length", False))
@@ -725,6 +730,7 @@ ARG_KEYS = {
     "num_labels": int,
     "lora_vision_tower": bool,
     "images_past_max_length": bool,
+    "audio_output": bool,
     "trust_remote_code": bool,
     "train_projector": bool,
     "max_tiles": int,

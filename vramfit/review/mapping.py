@@ -885,6 +885,53 @@ class _Builder:
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
 
+    def _swift_audio_output(self) -> None:
+        """ms-swift loads an Omni checkpoint whole (Qwen2_5OmniForConditionalGeneration: swift/model/models/qwen.py
+        Qwen2_5OmniLoader.get_model), so its Talker and vocoder sit beside the Thinker whenever `config.enable_audio_output`
+        is on: the published config's value unless the launch sets ENABLE_AUDIO_OUTPUT (`get_config`: get_env_args(...,
+        bool, None), read with strtobool). The planner builds the Thinker: planner.audio_output adds their weights."""
+        from vramfit import models
+        from vramfit.planner import params
+
+        if self.primary.launcher != "swift" or not (self.recipe.get("model") or {}).get("config"):
+            return
+        published = models.published_for(self.recipe["model"]["config"])
+        try:
+            config = params.read_config(published)
+        except ConfigError:
+            return
+        if config.get("model_type") not in params.AUDIO_OUTPUT_MODULES:
+            return
+        raw = str(self.primary.env.get("ENABLE_AUDIO_OUTPUT", "")).strip().lower()
+        on = {
+            "y": True,
+            "yes": True,
+            "t": True,
+            "true": True,
+            "on": True,
+            "1": True,
+            "n": False,
+            "no": False,
+            "f": False,
+            "false": False,
+            "off": False,
+            "0": False,
+        }
+        if raw in on:
+            enabled, origin = on[raw], Origin(self.primary.label, "ENABLE_AUDIO_OUTPUT", self.primary.launch_line)
+        else:
+            enabled = bool(config.get("enable_audio_output", True))  # Qwen2_5OmniConfig's default: True
+            origin = Origin(self.primary.label, "", self.primary.launch_line)
+            where = "ENABLE_AUDIO_OUTPUT unset: the published config's enable_audio_output"
+            self.note(
+                "info",
+                Setting("ENABLE_AUDIO_OUTPUT", [str(enabled)], origin.file, origin.line),
+                f"{where} ({enabled}) decides whether ms-swift loads the Talker and vocoder",
+            )
+        if enabled:
+            self.recipe.setdefault("planner", {})["audio_output"] = True
+            self.origins["planner.audio_output"] = origin
+
     def _sharding_not_modelled(self) -> tuple[str, Origin] | None:
         """A setting that shards the model or the sequence over GPUs besides data parallelism (tensor / pipeline / context /
         sequence / expert parallelism, tiled MLP, KTransformers' CPU experts), which the planner does not model:
@@ -1679,6 +1726,7 @@ class _Builder:
         self._unfrozen_with_adapter()
         self._swift_tuning()
         self._swift_environment()
+        self._swift_audio_output()
         self._data()
         self._longest_sample()
         self._precision()
