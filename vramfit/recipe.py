@@ -117,6 +117,10 @@ class Knobs(Strict):
     typical_length: Union[int, None] = Field(default=None, gt=0, le=1_048_576)  # a typical sample's tokens
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
+    # loss_kernel chunked: its chunks (torchtune / axolotl num_output_chunks, default 8), and whether the per-chunk
+    # cross-entropy runs under torch.compile (axolotl's chunked_cross_entropy always compiles it)
+    loss_chunks: int = Field(default=8, ge=1, le=1024)
+    compile_loss: bool = False
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
     # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs
     head: Literal["lm", "seq_cls", "token_cls"] = "lm"

@@ -661,7 +661,22 @@ def compile_fields(values: dict[str, Any], kernel: str) -> dict[str, bool]:
     (`compile_loss` patches `compute_cross_entropy` in place; other losses are returned compiled but the
     recipes discard the return value, so they run eagerly)."""
     hf, tune = bool(values.get("torch_compile")), bool(values.get("compile"))
-    return {"compile_layers": hf or tune, "compile_loss": hf or (tune and kernel == "chunked")}
+    # planner `compile_loss=true`: the chunked loss alone compiled (axolotl `chunked_cross_entropy`: monkeypatch/loss/
+    # chunked.py `_build_chunked_ce_loss_fn` wraps `compute_cross_entropy` in torch.compile, whatever torch_compile says)
+    alone = _truthy(values.get("compile_loss", False)) and kernel == "chunked"
+    return {"compile_layers": hf or tune, "compile_loss": hf or (tune and kernel == "chunked") or alone}
+
+
+def loss_chunks(values: dict[str, Any], problems: Problems, file: str) -> int:
+    """Chunks of the chunked cross-entropy (planner `loss_chunks`; default 8, torchtune CEWithChunkedOutputLoss's and
+    axolotl's `num_output_chunks`)."""
+    n = values.get("loss_chunks")
+    if n is None:
+        return 8
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        problems.add(file, "loss_chunks", f"{n!r} is not a chunk count", "write loss_chunks: 8 (or another count of 1 or more).")
+        return 8
+    return n
 
 
 def audio_output_fields(values: dict[str, Any], model_config, problems: Problems, file: str) -> dict[str, Any]:

@@ -163,6 +163,7 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    loss_chunks: int = 8  # loss_kernel chunked: the chunks (torchtune CEWithChunkedOutputLoss / axolotl num_output_chunks)
     head: str = "lm"  # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head (knobs.head_fields)
     num_labels: int = 2  # outputs of a classification head (TRL RewardTrainer: 1)
     head_dropout: float = 0.0  # token classification: the dropout before the score (it keeps a bool mask)
@@ -561,6 +562,8 @@ def _knob_fields(
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
     out.update(knobs.compile_fields(values, kernel))
+    if kernel == "chunked":
+        out["loss_chunks"] = knobs.loss_chunks(values, problems, file)
     out.update(knobs.head_fields(values, config, problems, file))
     out["packing"] = bool(values.get("packing"))
     out["padding_free"] = bool(values.get("padding_free")) or out["packing"]  # TRL: BFD packing is padding-free
@@ -725,6 +728,8 @@ ARG_KEYS = {
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
+    "loss_chunks": int,
+    "compile_loss": bool,
     "head": str,
     "task_type": str,
     "num_labels": int,

@@ -206,6 +206,7 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
                 loss_upcast(s, arch),
                 s.loss_kernel if s.head == "lm" else "torch",
                 s.compile_loss,
+                s.loss_chunks,
             ),
             loss_tokens,
         )

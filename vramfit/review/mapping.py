@@ -376,6 +376,8 @@ AXOLOTL_SPECIAL = {
     "eager_attention",
     "plugins",
     "cut_cross_entropy",
+    "chunked_cross_entropy",
+    "chunked_cross_entropy_num_chunks",
     "quantize_moe_experts",
     "deepspeed",
     "bf16",
@@ -1584,6 +1586,16 @@ class _Builder:
             self.cce_plugin = setting if CCE_PLUGIN in (value or []) else None
         elif name == "cut_cross_entropy":
             self.cce_setting = setting
+        elif name == "chunked_cross_entropy" and value is True:
+            # axolotl loaders/patch_manager.py `_apply_chunked_cross_entropy_patch` -> monkeypatch/loss/chunked.py (at
+            # 130ef7c51): transformers' ForCausalLM loss replaced by a chunked cross-entropy over the whole 16-bit logits,
+            # its per-chunk function compiled (`_build_chunked_ce_loss_fn`: torch.compile(..., backend="inductor"))
+            planner = self.recipe.setdefault("planner", {})
+            planner["loss_kernel"], planner["compile_loss"] = "chunked", True
+            self.origins["planner.loss_kernel"] = self.origins["planner.compile_loss"] = Origin(setting.file, setting.key, setting.line)
+        elif name == "chunked_cross_entropy_num_chunks" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.recipe.setdefault("planner", {})["loss_chunks"] = value  # patch_chunked_ce_loss_fn(num_chunks); default 8
+            self.origins["planner.loss_chunks"] = Origin(setting.file, setting.key, setting.line)
         elif name == "quantize_moe_experts" and value is True:
             # axolotl monkeypatch/moe_quant.py: the fused 3-D expert tensors quantized as they load (with load_in_4bit /
             # load_in_8bit; its schema refuses the key without them)
