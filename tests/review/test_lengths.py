@@ -186,3 +186,97 @@ def test_internvls_collator_depends_on_the_template_and_group_by_length(settings
 )
 def test_image_tokens_of_a_tower(tower, per_image, tokens):
     assert lengths.image_tokens(tower, per_image) == tokens
+
+
+@pytest.mark.parametrize(
+    "program, settings, pads",
+    [
+        ("llamafactory-cli train", {"stage": "sft"}, True),  # SFTDataCollatorWith4DAttentionMask: padding=True
+        ("llamafactory-cli train", {"stage": "dpo", "cutoff_len": 1024}, True),  # PairwiseDataCollatorWithPadding
+        ("lmf train", {"stage": "kto"}, True),  # KTODataCollatorWithPadding
+        (None, {"stage": "rm", "finetuning_type": "lora", "cutoff_len": 4096, "packing": False}, True),  # its YAML alone
+        ("src/train_bash.py", {"stage": "sft", "cutoff_len": "1024"}, True),  # 0.2-0.5: DataCollatorForSeq2Seq
+        ("llamafactory-cli train", {"stage": "sft", "packing": True}, False),  # packed to exactly cutoff_len
+        ("llamafactory-cli train", {"stage": "sft", "neat_packing": "true"}, False),
+        ("src/train_bash.py", {"stage": "sft", "sft_packing": "True", "cutoff_len": 2048}, False),  # 0.2-0.5
+        ("llamafactory-cli train", {"stage": "pt"}, False),  # pretraining packs by default ...
+        ("llamafactory-cli train", {"stage": "pt", "packing": "false"}, True),  # ... unless told not to
+        ("train.py", {"cutoff_len": 1024}, None),  # one argument of its name is not LLaMA-Factory
+    ],
+)
+def test_llamafactorys_collators_pad_to_the_longest_sample_unless_it_packs(program, settings, pads):
+    assert lengths.pads_to_longest(program, settings)[0] is pads
+
+
+LLAMAFACTORY_DPO = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: {stage}
+do_train: true
+finetuning_type: lora
+lora_target: q_proj,v_proj
+dataset: rm_data_private
+template: llama3
+cutoff_len: 1024
+output_dir: saves/llama3-8b/lora/dpo
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 8
+learning_rate: 0.00001
+fp16: true
+{extra}"""
+
+
+@pytest.mark.parametrize(
+    "stage, extra, said",
+    [
+        ("dpo", "", "pad each batch to its longest sample"),  # hiyouga/LlamaFactory#3716's run on one A10: pairs padded to the longest
+        ("sft", "packing: true\n", None),  # packed: every sequence is cutoff_len long, so the cap is what runs
+        ("pt", "", None),  # pretraining packs by default
+    ],
+)
+def test_llamafactory_at_a_cap_of_data_it_cannot_read_keeps_the_cap_and_the_sample_length_sizes_it(tmp_path, stage, extra, said):
+    """LLaMA-Factory pads each batch to its longest sample, but with data the review cannot read its cutoff_len stays the
+    verdict (an error where it does not fit), said with how to plan at the data's length; packed sequences fill cutoff_len,
+    so there the cap is simply what runs. The data's longest sample, given, sizes the step only where batches are padded."""
+    config = tmp_path / "llama3_lora_dpo.yaml"
+    config.write_text(LLAMAFACTORY_DPO.format(stage=stage, extra=extra))
+    result = review([str(config)], gpu="a10", gpus=1)
+    assert result.plan is not None and result.plan.setup.seq_len == 1024 and not result.plan.fits
+    assert [f for f in result.findings if f.severity == "error" and f.key == "--gpu"] and not result.length_worst_case
+    infos = [f for f in result.findings if f.severity == "info" and f.key == "cutoff_len" and "--sample-length" in f.what]
+    assert bool(infos) == bool(said) and all(said in f.what for f in infos), [str(f) for f in result.findings]
+    given = review([str(config)], gpu="a10", gpus=1, sample_length=256)
+    assert given.plan is not None and given.plan.setup.seq_len == (256 if said else 1024)
+
+
+def test_llamafactorys_datasets_are_read_through_its_dataset_info_where_they_lie_here(tmp_path):
+    """A LLaMA-Factory checkout: `dataset: my_pairs` is data/dataset_info.json's entry, a local file in the sharegpt
+    ranking format (the prompt's turns, then one chosen and one rejected message): its longest sample sizes the step, the
+    longer answer counted, and the cap is planned beside it. An entry on the Hub leaves the lengths unknown: the cap is the verdict, said."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "examples").mkdir()
+    pairs = [
+        {
+            "conversations": [{"from": "human", "value": "q" * (20 * i)}],
+            "chosen": {"from": "gpt", "value": "c" * (30 * i)},
+            "rejected": {"from": "gpt", "value": "r" * (10 * i)},
+        }
+        for i in range(1, 11)
+    ]
+    (tmp_path / "data" / "my_pairs.json").write_text(json.dumps(pairs))
+    info = {
+        "my_pairs": {"file_name": "my_pairs.json", "formatting": "sharegpt", "ranking": True},
+        "hub_pairs": {"hf_hub_url": "llamafactory/DPO-En-Zh-20k", "ranking": True},
+    }
+    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps(info))
+    config = tmp_path / "examples" / "llama3_lora_dpo.yaml"
+    config.write_text(LLAMAFACTORY_DPO.format(stage="dpo", extra="").replace("rm_data_private", "my_pairs"))
+    result = review([str(config)], gpu="a10", gpus=1)
+    longest = len("q" * 200 + "\n" + "c" * 300) // lengths.CHARS_PER_TOKEN + 1
+    assert result.plan is not None and result.plan.setup.seq_len == longest and result.plan.fits
+    assert not [f for f in result.findings if f.severity == "error"] and not result.length_worst_case
+    said = [f for f in result.findings if f.key == "cutoff_len" and f.source == "planner"]
+    assert any("my_pairs of data/dataset_info.json" in f.what for f in said), [str(f) for f in said]
+    assert any(f.severity == "warning" and "at the cap of 1,024 tokens" in f.what for f in said), [str(f) for f in said]
+    config.write_text(LLAMAFACTORY_DPO.format(stage="dpo", extra="").replace("rm_data_private", "my_pairs,hub_pairs"))
+    unknown = review([str(config)], gpu="a10", gpus=1)
+    assert unknown.plan is not None and unknown.plan.setup.seq_len == 1024 and not unknown.length_worst_case
+    assert any(f.key == "cutoff_len" and "--sample-length" in f.what for f in unknown.findings), [str(f) for f in unknown.findings]

@@ -45,10 +45,18 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # Batch G (session 8), at first contact:
     "issue-lf3716-llama3-8b-lora-dpo-1xa10": "planned at the cap: 4 pairs x 2 sequences of cutoff_len 1,024 tokens, 32.9 GiB "
     "on the 24 GB A10 (weights 15.0, logits 11.7 at Llama-3's 128,256-token vocabulary, activations 2.2). LLaMA-Factory's "
-    "PairwiseDataCollatorWithPadding pads each batch to its longest pair, the data (rm_data_private) is not here, and "
-    "review/lengths.py has no padding fact for LLaMA-Factory, so the cap is the verdict (an error) where a collator that pads "
-    "to the longest sample would make it a warning naming the length that fits. The report is also weak: the commenter gives "
-    "the setup that trains on an A10, not a measured peak",
+    "PairwiseDataCollatorWithPadding pads each batch to its longest pair (review/lengths.py since session 9), but the data "
+    "(rm_data_private) is not here, and for LLaMA-Factory an unknown-length cutoff_len stays the verdict: as a worst-case "
+    "warning it cost five OOM threads found at their explicit cutoff_len (lf10367, lf1053, lf3631, lf4311, lf5077) for this "
+    "one sound run, so the cap is kept as what a batch reaching it holds, said with --sample-length. The report is also weak: "
+    "the commenter gives the setup that trains on an A10, not a measured peak",
+    # Batch H (session 9), at first contact:
+    "issue-lf7055-qwen2.5-14b-lora-12k-ds3offload-2xa100-80g": "training now fits (53.9 of 79.2 GiB: enable_liger_kernel "
+    "is read as LLaMA-Factory's fused loss at stage sft); the error left is evaluation at the cap: per_device_eval_batch_size 4 "
+    "x cutoff_len 12,800 tokens, where Liger's forward keeps the logits (its lce_forward fuses the loss only when "
+    "self.training), 101.3 GiB. LLaMA-Factory pads each batch to its longest sample and the data (deepseek-110k) is not "
+    "here, so the cap decides (for LLaMA-Factory an unknown-length cutoff_len is the verdict, see lf3716); the thread shows "
+    "training, not an evaluation",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -145,6 +153,15 @@ KNOWN_MISSED: dict[str, str] = {
     "pasted command, so the memory is not planned (the exit 1 is the generation-batch rule, a false error)",
     "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
     "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
+    # Batch H (session 9), at first contact:
+    "issue-swift6405-qwen3-30b-a3b-awq-lora-512-4xrtx3090": "incomplete: the model is a local folder named "
+    "cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ (an org__name cache folder of an AWQ checkpoint) that the folder-name "
+    "rule does not resolve",
+    "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
+    "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
+    "in the plan",
+    "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
+    "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
     "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
     "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
     "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
@@ -1638,3 +1655,61 @@ def test_the_generation_batch_rule_is_trls_from_015_and_a_pin_before_it_is_a_not
     write(tmp_path, "old/setup.py", 'install_requires = ["trl==0.14.0"]\n')
     [rule] = find(review([str(write(tmp_path, "old/run.sh", run))], gpu="a100-80g"), key="--num_generations", text="divisible")
     assert rule.severity == "info" and "pins trl==0.14.0" in rule.what
+
+
+@pytest.mark.parametrize(("stage", "fused"), [("sft", True), ("pt", True), ("dpo", False)])
+def test_llamafactory_enable_liger_kernel_fuses_the_loss_at_pt_and_sft_only(tmp_path, stage, fused):
+    """LLaMA-Factory's enable_liger_kernel: model/loader.py gives apply_liger_kernel require_logits=(stage not in
+    ["pt", "sft"]), which turns the fused linear cross-entropy off: the logits go at pt / sft and stay for DPO
+    (hiyouga/LlamaFactory#7055, batch H: an SFT run planned with 87 GiB of logits it never held)."""
+    path = write(
+        tmp_path,
+        "config.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-14B-Instruct\n"
+        f"stage: {stage}\ndo_train: true\nfinetuning_type: lora\nlora_target: all\nenable_liger_kernel: True\n"
+        "dataset: mine\ntemplate: qwen\ncutoff_len: 4096\noutput_dir: out\nper_device_train_batch_size: 2\nbf16: true\n",
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan is not None
+    assert result.plan.setup.liger is fused
+    assert ("logits" in result.plan.breakdown) is not fused
+    assert bool(find(result, key="enable_liger_kernel", text="keeps its logits")) is not fused
+    assert not find(result, key="enable_liger_kernel", text="own argument")
+
+
+def test_unsloth_model_loading_and_lora_are_read_with_unsloths_defaults(tmp_path):
+    """unsloth scripts name the model in FastLanguageModel.from_pretrained and the adapters in get_peft_model
+    (hongbo-miao/hongbomiao.com#28949, batch H: no model was found). What the calls leave out takes unsloth's defaults
+    (unsloth/models/loader.py): 4-bit weights, max_seq_length 2048; "unsloth" checkpointing offloads the checkpoints."""
+    path = write(
+        tmp_path,
+        "train.py",
+        "from unsloth import FastLanguageModel\nfrom trl import SFTConfig, SFTTrainer\n\n"
+        'model, tokenizer = FastLanguageModel.from_pretrained("unsloth/Qwen2.5-7B-Instruct")\n'
+        "model = FastLanguageModel.get_peft_model(model, r=32)\n"
+        'trainer = SFTTrainer(model=model, args=SFTConfig(per_device_train_batch_size=2, output_dir="out"))\n'
+        "trainer.train()\n",
+    )
+    result = review([str(path)], gpu="l4", gpus=1)
+    setup = result.plan.setup
+    assert (setup.method, setup.lora_r, setup.seq_len) == ("qlora", 32, 2048)
+    assert setup.gradient_checkpointing and setup.activation_offloading
+    [note] = find(result, key="from_pretrained", text="load_in_4bit True, max_seq_length 2048")
+    assert "FastLanguageModel.from_pretrained defaults" in note.what
+
+
+@pytest.mark.parametrize(("flash_attn", "attention"), [("disabled", "eager"), ("fa2", "flash"), ("sdpa", "sdpa"), ("auto", "sdpa")])
+def test_llamafactory_flash_attn_chooses_the_attention(tmp_path, flash_attn, attention):
+    """LLaMA-Factory's flash_attn (AttentionFunction: auto / disabled / sdpa / fa2 / fa3) is the attention
+    model_utils/attention.py requests, not a program's own switch to leave unread (batch H: LlamaFactory#7055's `fa2`
+    was "read, not reviewed"); "auto" requests none, so transformers' default (sdpa) is planned."""
+    path = write(
+        tmp_path,
+        "config.yaml",
+        "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\ndo_train: true\nfinetuning_type: lora\nlora_target: all\n"
+        f"flash_attn: {flash_attn}\ndataset: mine\ntemplate: qwen\ncutoff_len: 4096\noutput_dir: out\n"
+        "per_device_train_batch_size: 2\nbf16: true\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.plan.setup.attention == attention
+    assert not find(result, key="flash_attn", text="own argument")

@@ -8,7 +8,8 @@ longest sample is known, and says which:
 - a sample of the dataset: the training file the script names, where it lies here (its first `SAMPLE` records);
 - a published dataset whose samples are bounded by how it was made (`PUBLISHED`, each with its source).
 
-With neither, the cap is the verdict, as before. Facts about the upstream collators are in `PADDING`.
+With neither, the cap is the verdict, as before. Facts about the upstream collators are in `PADDING`, `PADDING_IF` and
+LLaMA-Factory's (`_llamafactory`: each batch padded to its longest sample unless it packs to cutoff_len).
 """
 
 from __future__ import annotations
@@ -114,6 +115,40 @@ PADDING_IF: list[tuple[re.Pattern[str], dict[str, str], str, str]] = [
 ]
 
 
+# LLaMA-Factory (hiyouga/LLaMA-Factory), read at v0.2.0 (d627ab48, 2023-10-15), v0.5.3 (48d2e6d7), v0.6.3 (c8fe3f54),
+# v0.8.0 (c0c387e4), 7f8ef8c1 (2024-11-09) and ff6d4d12 (2026-08-18), the same at each: every stage's collator is
+# transformers' DataCollatorForSeq2Seq / DataCollatorWithPadding or a subclass that calls it (SFT:
+# SFTDataCollatorWith4DAttentionMask, earlier DataCollatorForSeq2Seq; rm / dpo / orpo: PairwiseDataCollatorWithPadding,
+# earlier DPODataCollatorWithPadding; kto: KTODataCollatorWithPadding; ppo: MultiModalDataCollatorForSeq2Seq, earlier
+# DataCollatorWithPadding; pt: DataCollatorForLanguageModeling), built without `padding=` (its default True: the longest
+# sample of the batch; pad_to_multiple_of 8), the samples cut at cutoff_len by the dataset processors. Packing fills
+# every sequence to cutoff_len: `packing` / `neat_packing` (0.6 on; PackedSupervisedDatasetProcessor's greedy knapsack
+# pads each pack to exactly cutoff_len), `sft_packing` (0.2-0.5), and pretraining (`stage: pt`), which packs its text
+# into cutoff_len blocks by default (pretrain processor; hparams/parser.py: `packing` None -> stage == "pt").
+LLAMAFACTORY_PROGRAM = re.compile(r"^(llamafactory-cli|lmf)$")
+LLAMAFACTORY_ARGUMENTS = {"stage", "finetuning_type", "cutoff_len"}  # its own: FinetuningArguments, DataArguments
+LLAMAFACTORY_LONGEST = (
+    "LLaMA-Factory's collators pad each batch to its longest sample (DataCollatorForSeq2Seq's padding=True under "
+    "SFTDataCollatorWith4DAttentionMask, PairwiseDataCollatorWithPadding, KTODataCollatorWithPadding: "
+    "src/llamafactory/data/collator.py, train/*/workflow.py) and its dataset processors cut each sample at cutoff_len"
+)
+LLAMAFACTORY_PACKED = (
+    "LLaMA-Factory packs the samples into sequences of exactly cutoff_len ({how}: src/llamafactory/data/processor/{processor}.py, hparams/parser.py)"
+)
+
+
+def _llamafactory(p: str, said: dict[str, str]) -> tuple[bool, str] | None:
+    """LLaMA-Factory's padding for its arguments, where the launch is LLaMA-Factory (its CLI, or its own arguments)."""
+    if not (LLAMAFACTORY_PROGRAM.search(p) or len(LLAMAFACTORY_ARGUMENTS & set(said)) >= 2):
+        return None
+    for switch in ("neat_packing", "packing", "sft_packing"):
+        if said.get(switch) == "true":
+            return False, LLAMAFACTORY_PACKED.format(how=f"{switch}: true", processor="supervised")
+    if said.get("stage") == "pt" and said.get("packing") != "false":
+        return False, LLAMAFACTORY_PACKED.format(how="stage: pt, where packing defaults to true", processor="pretrain")
+    return True, LLAMAFACTORY_LONGEST
+
+
 def pads_to_longest(program: str | None, settings: dict[str, object] | None = None) -> tuple[bool | None, str]:
     """(True / False / None for not known, the fact's source) for the program a launch runs, given the script's
     arguments (name -> value) where a program's collator depends on them."""
@@ -129,7 +164,7 @@ def pads_to_longest(program: str | None, settings: dict[str, object] | None = No
             if any(said.get(k) == v for k, v in when.items()):
                 return True, longest_why
             return False, cap_why
-    return None, ""
+    return _llamafactory(p, said) or (None, "")
 
 
 def image_tokens(vision_tower: str | None, per_image: int | None) -> int | None:
@@ -157,6 +192,39 @@ def longest(train_file: str | None, per_image: int | None) -> Longest | None:
         if sampled is None or sampled.tokens <= bound.tokens:
             return bound
     return sampled
+
+
+# LLaMA-Factory names its datasets by their entries in `dataset_dir`/dataset_info.json (src/llamafactory/data/parser.py
+# get_dataset_list at ff6d4d12): an entry with a hub or script address is fetched, one with `file_name` is read from
+# dataset_dir (a file, or a folder whose files are all read: data/loader.py _load_single_dataset).
+LLAMAFACTORY_REMOTE = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
+
+
+def llamafactory_longest(dataset: object, info: Path | None, per_image: int | None) -> Longest | None:
+    """The longest sample of the LLaMA-Factory datasets `dataset` names (a comma list of dataset_info.json entries), each a
+    sample of its local files; None where any of them is not here (a hub or script entry, a file missing): then the
+    data's lengths are not known."""
+    names = [n.strip() for n in (dataset if isinstance(dataset, list) else str(dataset or "").split(",")) for n in str(n).split(",")]
+    names = [n for n in names if n]
+    if not names or info is None:
+        return None
+    try:
+        table = json.loads(info.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    found: list[Longest] = []
+    for name in names:
+        entry = table.get(name) if isinstance(table, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("file_name"), str) or any(k in entry for k in LLAMAFACTORY_REMOTE):
+            return None
+        path = info.parent / entry["file_name"]
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        sampled = [_sampled(f, per_image or 0) for f in files]
+        if not sampled or any(s is None for s in sampled):
+            return None
+        found += [s for s in sampled if s is not None]
+    best = max(found, key=lambda s: s.tokens)
+    return Longest(best.tokens, f"{best.how}; the datasets {', '.join(names)} of {info.parent.name}/{info.name}", False)
 
 
 def _records(path: Path) -> list:
@@ -204,6 +272,11 @@ def _texts(record) -> tuple[str, int]:
                 n += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "image")
                 content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
             parts.append(str(content))
+        # a preference pair beside the prompt's turns (LLaMA-Factory's sharegpt ranking format: "chosen" / "rejected" as one
+        # message each): each sequence is the prompt and one of them, the longer sizing the step
+        answers = [record.get(k) for k in ("chosen", "rejected")]
+        answers = [str(a.get("value", a.get("content", ""))) if isinstance(a, dict) else a for a in answers]
+        parts += [max((a for a in answers if isinstance(a, str) and a), key=len)] if any(isinstance(a, str) and a for a in answers) else []
     else:
         parts = [str(v) for v in record.values() if isinstance(v, str)]
     text = "\n".join(parts)

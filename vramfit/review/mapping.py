@@ -306,6 +306,7 @@ UPSTREAM_SPECIAL = {
     *QUANT_SWITCHES,
     *QUANT_SETTINGS,
     "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
+    "enable_liger_kernel",  # LLaMA-Factory: Liger's kernels, with its fused loss at stages pt / sft only
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -503,6 +504,9 @@ def _remote_code_only(model_id: str) -> bool:
 # A program's own switches that load the model with flash-attn (FastChat train_lora.py `flash_attn`: its Llama patch,
 # replace_llama_attn_with_flash_attn; peft examples/sft `use_flash_attn`; transformers 4.3x's `use_flash_attention_2`).
 FLASH_SWITCHES = frozenset({"flash_attn", "use_flash_attn", "use_flash_attention_2"})
+# LLaMA-Factory's `flash_attn` (ModelArguments; extras/constants.py AttentionFunction) -> the attn_implementation that
+# model/model_utils/attention.py configure_attn_implementation requests; "auto" requests none (transformers' default).
+LLAMAFACTORY_ATTENTION = {"disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 # Programs that patch flash-attn in before training, with the model types the patch covers (None: every model):
 # FastChat's train_mem.py ("monkey patching the LLaMA model with FlashAttn": replace_llama_attn_with_flash_attn(),
 # lm-sys/FastChat fastchat/train/train_mem.py) and LLaVA's (replace_llama_attn_with_flash_attn() in the transformers 4.31
@@ -1215,6 +1219,10 @@ class _Builder:
             self.alias(SWIFT2[name].split(".", 1), setting)
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
             self.upstream(name, setting)
+        elif name == "flash_attn" and str(self.scalar(setting)).strip().lower() in (*LLAMAFACTORY_ATTENTION, "auto"):
+            chosen = str(self.scalar(setting)).strip().lower()  # LLaMA-Factory's choice of attention, not a program's switch
+            if chosen != "auto":
+                self.set("model.attn_implementation", LLAMAFACTORY_ATTENTION[chosen], setting)
         elif name in NOT_MODELLED:
             self.not_modelled.append(setting.key)
         else:
@@ -1400,6 +1408,8 @@ class _Builder:
             if value > 0:
                 on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
                 self.training("vllm_enable_sleep_mode", Setting(setting.key, on, setting.file, setting.line))
+        elif name == "enable_liger_kernel":
+            self._llamafactory_liger(value, setting)
         elif name == "dtype" and value in ("fp16", "bf16"):  # DeepSpeed-Chat's --dtype: the training precision
             self.set(f"training.{value}", True, setting)
         elif name == "dtype":
@@ -1411,6 +1421,25 @@ class _Builder:
             self.set("model.lora.modules_to_save", [m for word in setting.value for m in str(word).split(",") if m], setting)
         elif name in ALIASES:
             self.set(ALIASES[name], value, setting)
+
+    def _llamafactory_liger(self, value, setting: Setting) -> None:
+        """LLaMA-Factory's `enable_liger_kernel` (ModelArguments). model/loader.py calls model_utils/liger_kernel.py's
+        apply_liger_kernel with require_logits=(stage not in ["pt", "sft"]) (since 20ee1d2e, 2024-09-30), and with
+        require_logits it passes fused_linear_cross_entropy=False: at pt / sft the model runs Liger's fused linear
+        cross-entropy, which keeps no logits tensor (the Trainer's use_liger_kernel, planned for the model types Liger
+        patches); at the other stages (dpo, kto, rm, ppo) the logits stay."""
+        if str(value).strip().lower() not in ("true", "1"):
+            return
+        if self.trainer in (None, "sft"):
+            on = ["true"] if isinstance(setting.value, list) else True  # a shell word, or a YAML value
+            self.training("use_liger_kernel", Setting(setting.key, on, setting.file, setting.line))
+        else:
+            self.note(
+                "info",
+                setting,
+                f"LLaMA-Factory applies Liger's kernels without the fused linear cross-entropy outside stages pt / sft "
+                f"(model_utils/liger_kernel.py, require_logits): this {self.trainer} run keeps its logits, planned so",
+            )
 
     def _openrlhf(self) -> bool:
         return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
@@ -2961,6 +2990,31 @@ class _Builder:
             found = lengths.Longest(self.sample_length, "--sample-length, the data's longest sample as given", True)
         else:
             found = lengths.longest(str(data.get("train_file", "")), lengths.image_tokens(tower, per_image))
+            if found is None and why == lengths.LLAMAFACTORY_LONGEST and ("vision_config" not in self.config or per_image):
+                # LLaMA-Factory's datasets by their dataset_info.json entries, where that lies here (dataset_dir, default
+                # data, from where the run starts); a model whose image tokens vary with the image is left at the cap
+                info = locate(f"{settings.get('dataset_dir') or 'data'}/dataset_info.json", self.primary.path, self.primary.cwd)
+                found = lengths.llamafactory_longest(settings.get("dataset"), info, per_image)
+        if found is None and why == lengths.LLAMAFACTORY_LONGEST:
+            # LLaMA-Factory with data the review cannot read: cutoff_len is the verdict. Its users size cutoff_len to their
+            # data (its examples set it), and the corpus's LLaMA-Factory OOM threads at an explicit cutoff_len outnumber its
+            # sound runs above it (5 to 1: tests/review/test_review_world.py); said, with how to plan at the data's length
+            where = self.origins.get("data.max_length") or Origin(
+                self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
+            )
+            self.findings.append(
+                Finding(
+                    "info",
+                    where.file,
+                    where.key,
+                    f"planned at the cap of {cap:,} tokens, as a batch that reaches it holds: {why}, and the data's lengths "
+                    "are not known here (its dataset_info.json entries are not local files); pass --sample-length N with "
+                    "the data's longest sample to plan at it",
+                    source="planner",
+                    line=where.line,
+                )
+            )
+            return
         if found is None:  # the data's lengths are not known: planned at the cap, which the reviewer says
             self.longest_unknown = self.origins.get("data.max_length") or Origin(
                 self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line

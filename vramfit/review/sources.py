@@ -903,6 +903,20 @@ _LORA_KEYS = {
 }
 _BNB_KEYS = {"load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage"}
 _TRAINER_KEYS = {"max_seq_length", "packing"}
+# unsloth's model classes (unsloth/models/loader.py: FastLanguageModel, FastModel and its FastVisionModel / FastTextModel)
+# and the defaults of their from_pretrained / get_peft_model (unslothai/unsloth 015bdef0, as in its 2025 releases):
+# 4-bit loading unless told otherwise (full_finetuning turns 4 / 8-bit off), max_seq_length 2048 (which unsloth's
+# patched TRL trainers take as the trainer's length when the config sets none: models/rl.py), LoRA r 16 / alpha 16 on
+# the seven projections, use_gradient_checkpointing "unsloth" (checkpointing with the checkpoints offloaded to host RAM,
+# what axolotl calls `gradient_checkpointing: offload`).
+_UNSLOTH_MODELS = ("FastLanguageModel", "FastModel", "FastVisionModel", "FastTextModel")
+_UNSLOTH_LOAD = {"model_name": None, "max_seq_length": 2048, "load_in_4bit": True, "load_in_8bit": False, "load_in_16bit": False, "full_finetuning": False}
+_UNSLOTH_PEFT = {
+    "r": 16,
+    "lora_alpha": 16,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "use_gradient_checkpointing": "unsloth",
+}
 
 
 def _truth(node, literals: dict[str, Any]) -> bool | None:
@@ -975,6 +989,10 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
                     add("model_name_or_path", model, node.lineno)
                     for key, value, line in _call_arguments(node, literals, source, {"attn_implementation", "torch_dtype", "dtype"}):
                         add(key, value, line)
+        elif name == "from_pretrained" and owner in _UNSLOTH_MODELS:
+            _unsloth_load(node, literals, source, add, seen)
+        elif name == "get_peft_model" and owner in _UNSLOTH_MODELS:
+            _unsloth_peft(node, literals, source, add)
         elif name == "LoraConfig":
             add("use_peft", True, node.lineno)
             for key, value, line in _call_arguments(node, literals, source, set(_LORA_KEYS)):
@@ -990,6 +1008,56 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
                 if kw.arg == "model" and isinstance(named, ast.Constant) and isinstance(named.value, str):
                     add("model_name_or_path", named.value, kw.value.lineno)
     return out
+
+
+def _unsloth_load(node, literals: dict[str, Any], source: Source, add, seen: set[str]) -> None:
+    """`FastLanguageModel.from_pretrained(model_name=..., max_seq_length=..., load_in_4bit=..., ...)`: the model, how its
+    weights load and the length unsloth hands the trainer, with unsloth's defaults for what the call leaves out (said)."""
+    given = {key: value for key, value, _ in _call_arguments(node, literals, source, set(_UNSLOTH_LOAD))}
+    if node.args:
+        try:
+            given.setdefault("model_name", _literal(node.args[0], literals))
+        except (ValueError, SyntaxError, TypeError):
+            pass
+    values = {**_UNSLOTH_LOAD, **given}
+    if isinstance(values["model_name"], str):
+        add("model_name_or_path", values["model_name"], node.lineno)
+    if values["full_finetuning"] is True:
+        pass  # unsloth loads 16-bit weights for full fine-tuning, whatever load_in_4bit / load_in_8bit say
+    elif values["load_in_8bit"] is True:
+        add("load_in_8bit", True, node.lineno)
+    elif values["load_in_4bit"] is True and values["load_in_16bit"] is not True:
+        add("load_in_4bit", True, node.lineno)
+    if not {"max_length", "max_seq_length"} & seen and isinstance(values["max_seq_length"], int):
+        add("max_seq_length", values["max_seq_length"], node.lineno)
+    defaults = [f"{k} {_UNSLOTH_LOAD[k]}" for k in ("load_in_4bit", "max_seq_length") if k not in given and not values["full_finetuning"]]
+    if defaults:
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "from_pretrained",
+                f"unsloth's {node.func.value.id}.from_pretrained defaults (unsloth/models/loader.py) for what the call leaves out: {', '.join(defaults)}",
+                line=node.lineno,
+            )
+        )
+
+
+def _unsloth_peft(node, literals: dict[str, Any], source: Source, add) -> None:
+    """`FastLanguageModel.get_peft_model(model, r=..., target_modules=..., use_gradient_checkpointing=...)`: LoRA with
+    unsloth's defaults; "unsloth" checkpointing keeps the layer checkpoints in host RAM (activation offloading)."""
+    given = {key: value for key, value, _ in _call_arguments(node, literals, source, set(_UNSLOTH_PEFT))}
+    values = {**_UNSLOTH_PEFT, **given}
+    add("use_peft", True, node.lineno)
+    for key in ("r", "lora_alpha", "target_modules"):
+        add(_LORA_KEYS[key], values[key], node.lineno)
+    checkpointing = values["use_gradient_checkpointing"]
+    if checkpointing in (True, "unsloth"):
+        add("gradient_checkpointing", True, node.lineno)
+        if checkpointing == "unsloth":
+            add("activation_offloading", True, node.lineno)
+    elif checkpointing is False:
+        add("gradient_checkpointing", False, node.lineno)
 
 
 _PARSERS = ("HfArgumentParser", "TrlParser", "ArgumentParser", "H4ArgumentParser")

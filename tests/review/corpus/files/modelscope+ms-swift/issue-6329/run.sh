@@ -1,0 +1,25 @@
+swift pt \
+    --model /root/development/model/Qwen3-8B \
+    --train_type full \
+    --dataset '/root/development/data/chinese-c4#420000' \
+              '/root/development/data/tfs-c4' \
+    --torch_dtype bfloat16 \
+    --streaming true \
+    --per_device_train_batch_size 1 \
+    --per_device_eval_batch_size 1 \
+    --learning_rate 1e-5 \
+    --gradient_accumulation_steps 16 \
+    --packing true \
+    --eval_steps 500 \
+    --save_steps 500 \
+    --save_total_limit 2 \
+    --logging_steps 5 \
+    --deepspeed zero3 \
+    --max_length 3000 \
+    --max_steps 10000 \
+    --warmup_ratio 0.05 \
+    --dataloader_num_workers 4 \
+    --dataset_num_proc 4 \
+    --save_only_model true \
+    --output_dir /root/development/output/train_1028_pt_8b \
+    --attn_impl flash_attn
