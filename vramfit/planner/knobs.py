@@ -697,7 +697,7 @@ def audio_output_fields(values: dict[str, Any], model_config, problems: Problems
         problems.add(
             file,
             "audio_output",
-            f"{published.name} ({params.read_config(published).get('model_type')}) has no speech-output modules the planner knows",
+            f"{published.name} ({params.read_config(published).get('model_type')}) has no speech-output modules the installed transformers builds",
             "drop audio_output (it is for Qwen2.5-Omni's Talker and vocoder).",
         )
         return {}

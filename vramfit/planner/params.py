@@ -1284,11 +1284,14 @@ def audio_output_params(config: dict[str, Any]) -> dict[str, int] | None:
     import torch
 
     module_path, config_class, parts = spec
-    module = importlib.import_module(module_path)
-    full = getattr(importlib.import_module("transformers"), config_class)(**{k: v for k, v in config.items() if not k.startswith("_")})
     out = {}
-    with torch.device("meta"):
-        for key, cls in parts:
-            out[cls] = sum(p.numel() for p in getattr(module, cls)(getattr(full, key)).parameters())
+    try:
+        module = importlib.import_module(module_path)
+        full = getattr(importlib.import_module("transformers"), config_class)(**{k: v for k, v in config.items() if not k.startswith("_")})
+        with torch.device("meta"):
+            for key, cls in parts:
+                out[cls] = sum(p.numel() for p in getattr(module, cls)(getattr(full, key)).parameters())
+    except (ImportError, AttributeError, TypeError, ValueError, KeyError):  # a transformers without these classes
+        return None
     store_json(disk, out)
     return out
