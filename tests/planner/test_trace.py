@@ -555,3 +555,12 @@ def test_chunked_loss_is_traced_as_axolotl_patches_it(tmp_path):
     assert compiled < eager < own
     assert own - compiled >= tokens * vocab * 4  # at least one whole fp32 logits tensor fewer
     assert trace.trace_key(_setup(path, loss_kernel="chunked", compile_loss=True)) != trace.trace_key(_setup(path))
+
+
+def test_a_traced_plan_with_cut_cross_entropy_says_it_traced_the_models_own_loss(tmp_path):
+    from vramfit.planner import params
+
+    s = _setup(_llama(tmp_path), loss_kernel="cce")
+    arch = params.summary(s.model_config)
+    _, notes, _ = trace.train_terms(s, arch, params.count(arch, s), wanted=True)
+    assert any("Cut Cross-Entropy" in n and "over-counts" in n for n in notes)

@@ -1593,6 +1593,11 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
     notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
     if gap:
         notes.append(f"analytic model: {gap}; the trace stands in for it")
+    if setup.loss_kernel == "cce" and getattr(setup, "head", "lm") == "lm":
+        notes.append(
+            "trace: the loss ran as the model's own cross-entropy over its whole logits; Cut Cross-Entropy (Triton, not run "
+            "under fake tensors) writes no logits, so the traced peak over-counts them (an upper bound)"
+        )
     notes.extend(f"trace: {n}" for n in t.notes)
     return {"activations": float(t.train_transient + extra), "vision_activations": 0.0, "logits": 0.0}, notes, []
 
