@@ -85,6 +85,45 @@ WHY_OFF: dict[str, str] = {  # case id -> why it stays more than 25% off after i
         "NousResearch/Llama-2-7b-hf in 8 bits at 2 x 4096 packed tokens"
     ),
 }
+MS = "modelscope+ms-swift/examples/train/"
+WHY_OFF.update(
+    {
+        AX + "gpt-oss/gpt-oss-120b-fft-fsdp2-offload.yaml": (
+            "FSDP2's communication buffers, not planned: with offload_params the GPU holds the gathered units, the root "
+            "unit (embeddings + lm_head, 2.4 GiB, never resharded) and activations; the plan counts two gathered units "
+            "(2 x 5.98 GiB: a decoder layer is 3.2B parameters, 128 experts) where torch's FSDP2 also holds, in a unit's "
+            "post-backward, its unsharded bf16 gradients and the reduce-scatter input they are copied into, together "
+            "(torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce: 'Only after the copy-in finishes can "
+            "we free the gradients'), and each all-gather's flat output before its copy-out into the unsharded parameters; "
+            "that output is allocated on FSDP2's all-gather copy-in stream (foreach_all_gather), whose freed blocks the "
+            "caching allocator keeps apart from the default stream's, and the reduce-scatter input is used on the "
+            "reduce-scatter stream, which delays its block's reuse, so `device_mem_reserved` (the README's reading) holds "
+            "more: 2 to 4 units (12-24 GiB) beyond the plan's. Not modelled this session: it changes every FSDP full-shard plan "
+            "and needs GPU measurements (none lent). Also: the config's `dp_shard_size: 16  # requires 2x8xH100 nodes` "
+            "contradicts the README's 8x80GB; planned over the README's 8 ranks (the states are offloaded, so the count "
+            "moves only the root's 1/dp shard)"
+        ),
+        MS + "full/dft.sh": (
+            "the figure is the card: '# 4*80G' (written G) equals the 80 GB card's size, a machine rather than a peak "
+            "(sidecar notes). Checked in ms-swift at 3602360a and at ce426e1f8 (the commit that added this script): "
+            "--enable_dft_loss pops the labels, so the model returns its 16-bit logits, and swift/trainers/utils.py "
+            "per_token_loss_func runs F.cross_entropy(logits.float(), reduction='none') and multiplies it by exp(-loss) "
+            "taken under no_grad (one value per token): the same full-vocabulary tensors as the model's own loss, which "
+            "the plan holds (27.8 GiB of logits and loss at 8 x 2,048 tokens x 151,936). PR #5355's first draft took "
+            "softmax(logits) for the token probabilities (one more fp32 tokens x vocab tensor, 9.3 GiB), but the merged "
+            "commit that added this script already used exp(-loss)"
+        ),
+        MS + "grpo/qwen2_5_omni/grpo.sh": (
+            "not explained: with the Talker and vocoder planned (ENABLE_AUDIO_OUTPUT=1: 3.35 GiB of frozen weights) the "
+            "plan is 28.4 GiB against 50. Checked: no --use_vllm, so the training process generates (planned as the "
+            "generation phase, 23.7 GiB); LoRA rank 8 under ZeRO-2; 8 completions of up to 2,048 tokens per step over 4 "
+            "ranks, 2 per GPU per forward (TRL's semantics, which ms-swift follows); MAX_PIXELS 1,003,520 planned at "
+            "1,280 image tokens per image, the maximum. Not checked: whether ms-swift's generation with "
+            "ENABLE_AUDIO_OUTPUT=1 runs the Talker, and the audio tower's activations (the plan says it does not model "
+            "them)"
+        ),
+    }
+)
 # cases the review stops before planning, and why that is right
 STOPPED_RIGHTLY = {
     AX + "qwen3.5/27b-fft.yaml": (

@@ -155,6 +155,18 @@ def stand_in_for(path) -> Path | None:
     return None
 
 
+def published_for(path) -> Path:
+    """The published config file the table plans through this stand-in (the inverse of `stand_in_for`), else `path`."""
+    try:
+        target = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path)
+    for entry in entries():
+        if entry.planner != entry.config and entry.planner.resolve() == target and entry.config.is_file():
+            return entry.config
+    return Path(path)
+
+
 def entry_for(model_id: str) -> Entry | None:
     """The table entry of a model id or local path: its Hub id or an alias exactly; else the repository name
     exactly (a local folder named like the model); else the longest table name it starts with followed by

@@ -117,6 +117,10 @@ class Knobs(Strict):
     typical_length: Union[int, None] = Field(default=None, gt=0, le=1_048_576)  # a typical sample's tokens
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
+    # loss_kernel chunked: its chunks (torchtune / axolotl num_output_chunks, default 8), and whether the per-chunk
+    # cross-entropy runs under torch.compile (axolotl's chunked_cross_entropy always compiles it)
+    loss_chunks: int = Field(default=8, ge=1, le=1024)
+    compile_loss: bool = False
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
     # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs; embedding (the
     # last token's hidden state, no output layer) or generative_reranker (lm_head's yes / no rows only): ms-swift's
@@ -134,6 +138,8 @@ class Knobs(Strict):
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
     # max_length cuts a sample before its image placeholders become the images' tokens (ms-swift 2.x, Qwen2-VL)
     images_past_max_length: bool = False
+    # an Omni checkpoint's speech output (Qwen2.5-Omni's Talker and vocoder) loaded beside the model, frozen, unused
+    audio_output: bool = False
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)
     accelerate_version: Union[str, None] = None  # the run's accelerate (< 1.11.0: FSDP2 reduce-scatters every micro-batch)
     torch_version: Union[str, None] = None  # the run's torch (< 2.0: zero_grad keeps the gradients allocated)

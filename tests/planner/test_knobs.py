@@ -649,3 +649,15 @@ def test_ms_swift_chunked_sequence_parallel_loss_keeps_the_16bit_logits_and_one_
     assert gib(chunked, "logits") < gib(whole, "logits") / 2
     no_sp = plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2", "celoss_parallel_size=2048"))
     assert gib(no_sp, "logits") == gib(plan.plan(setup(*items[:3], "attn_implementation=flash_attention_2")), "logits")
+
+
+def test_audio_output_on_a_model_without_speech_modules_is_bad_input():
+    from vramfit.planner import knobs
+    from vramfit.problems import Problems
+
+    problems = Problems()
+    assert knobs.audio_output_fields({"audio_output": True}, REPO / "model_configs/hub/qwen3-8b.json", problems, "f") == {}
+    assert [p.key for p in problems.errors] == ["audio_output"]
+    problems = Problems()  # the Omni stand-in: its published config's Talker and vocoder
+    out = knobs.audio_output_fields({"audio_output": True}, REPO / "model_configs/hub/stand-ins/qwen2.5-omni-7b.json", problems, "f")
+    assert not problems and out["resident_frozen"] == 1_351_360_256 + 449_051_264

@@ -538,3 +538,29 @@ def test_review_of_a_model_whose_trace_fails_is_incomplete_not_fits(tmp_path, mo
     result = review([str(script)], gpu="a100-80g")
     said = [f.what for f in result.findings if f.what.startswith("memory plan incomplete")]
     assert result.exit_code == 3 and said and "the language model's forward (module model.layers.0.linear_attn)" in said[0], [str(f) for f in result.findings]
+
+
+def test_chunked_loss_is_traced_as_axolotl_patches_it(tmp_path):
+    """axolotl `chunked_cross_entropy` (monkeypatch/loss/chunked.py at 130ef7c51): the whole 16-bit logits chunked, each
+    chunk's cross-entropy compiled, so no fp32 copy of the whole logits exists; eager chunks keep each chunk's fp32
+    log-softmax. Before, the trace ran the model's own loss whatever loss_kernel said."""
+    vocab = 8192
+    path = _llama(tmp_path, layers=4)
+    cfg = json.loads(path.read_text())
+    path.write_text(json.dumps({**cfg, "vocab_size": vocab}))
+    tokens = 2 * 256
+    own = trace.trace_step(_setup(path), cache=False).train_transient
+    eager = trace.trace_step(_setup(path, loss_kernel="chunked"), cache=False).train_transient
+    compiled = trace.trace_step(_setup(path, loss_kernel="chunked", compile_loss=True), cache=False).train_transient
+    assert compiled < eager < own
+    assert own - compiled >= tokens * vocab * 4  # at least one whole fp32 logits tensor fewer
+    assert trace.trace_key(_setup(path, loss_kernel="chunked", compile_loss=True)) != trace.trace_key(_setup(path))
+
+
+def test_a_traced_plan_with_cut_cross_entropy_says_it_traced_the_models_own_loss(tmp_path):
+    from vramfit.planner import params
+
+    s = _setup(_llama(tmp_path), loss_kernel="cce")
+    arch = params.summary(s.model_config)
+    _, notes, _ = trace.train_terms(s, arch, params.count(arch, s), wanted=True)
+    assert any("Cut Cross-Entropy" in n and "over-counts" in n for n in notes)

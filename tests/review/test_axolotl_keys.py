@@ -81,3 +81,14 @@ def test_which_checkpoints_store_per_expert_linears_is_read_off_transformers_con
     assert all(_experts_merged_on_load(t) for t in ("jamba", "mixtral", "qwen3_moe", "qwen3_next", "glm4_moe_lite"))
     # 3-D experts in the checkpoint already (transformers 4 built them so too), and dense models
     assert not any(_experts_merged_on_load(t) for t in ("gpt_oss", "llama4_text", "llama", "qwen3"))
+
+
+def test_chunked_cross_entropy_plans_the_compiled_chunked_loss(tmp_path):
+    # axolotl loaders/patch_manager.py -> monkeypatch/loss/chunked.py (130ef7c51): the ForCausalLM loss chunked over the
+    # whole 16-bit logits, each chunk's cross-entropy under torch.compile; chunked_cross_entropy_num_chunks, default 8
+    plain = _review(tmp_path, BASE)
+    chunked = _review(tmp_path, BASE + "chunked_cross_entropy: true\nchunked_cross_entropy_num_chunks: 16\n")
+    s = chunked.plan.setup
+    assert (s.loss_kernel, s.compile_loss, s.loss_chunks) == ("chunked", True, 16)
+    assert chunked.plan.breakdown["logits"] < 0.5 * plain.plan.breakdown["logits"]
+    assert not any("chunked_cross_entropy" in str(f) and "not reviewed" in str(f) for f in chunked.findings)

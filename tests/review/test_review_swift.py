@@ -224,3 +224,25 @@ def test_an_embedding_run_of_unknown_length_at_the_model_s_context_is_a_worst_ca
     assert result.exit_code == 0
     [worst] = find(result, severity="warning", key="--padding_free")
     assert "512 x 32,768" in worst.what  # 256 samples x (anchor + positive)
+
+
+# Qwen2.5-Omni-7B's Talker and token2wav vocoder, built from the published config on the meta device (the table's sidecar
+# model_configs/hub/qwen2.5-omni-7b.source.json gives the same counts from a build of the whole model)
+OMNI_AUDIO_OUTPUT = 1_351_360_256 + 449_051_264
+
+
+@pytest.mark.parametrize("env, loaded", [("", True), ("ENABLE_AUDIO_OUTPUT=1", True), ("ENABLE_AUDIO_OUTPUT=0", False)])
+def test_ms_swift_plans_the_omni_talker_and_vocoder_it_loads(tmp_path, env, loaded):
+    # swift/model/models/qwen.py Qwen2_5OmniLoader: the whole Qwen2_5OmniForConditionalGeneration is loaded, and with
+    # config.enable_audio_output (published: true; ENABLE_AUDIO_OUTPUT overrides it) it builds the Talker and vocoder
+    # beside the Thinker the planner builds: frozen weights, whole on each GPU under ZeRO-2
+    line = f"NPROC_PER_NODE=2 {env} swift sft --model Qwen/Qwen2.5-Omni-7B --tuner_type lora --max_length 512 --per_device_train_batch_size 1 --deepspeed zero2"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert s.resident_frozen == (OMNI_AUDIO_OUTPUT if loaded else 0)
+    from vramfit.planner import states
+
+    assert states.resident_frozen_bytes(s) == (2 * OMNI_AUDIO_OUTPUT if loaded else 0)
+    assert states.resident_frozen_bytes(s.replace(zero=s.zero.__class__(stage=3), engine="deepspeed")) == (
+        OMNI_AUDIO_OUTPUT if loaded else 0
+    )  # ZeRO-3 over 2 ranks

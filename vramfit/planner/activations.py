@@ -251,6 +251,7 @@ class LogitsMode:
     # rows of the output weight whose gradient the head's backward writes when it trains (None: `vocab`, the logits'
     # width; heads.Output.weight_rows: the generative reranker reads 2 rows of lm_head and writes a dense vocab-row gradient)
     weight_rows: int | None = None
+    chunks: int = 8  # kernel "chunked": its chunks (setup.loss_chunks; CHUNKED_OUTPUT_CHUNKS by default)
 
 
 # torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss: num_output_chunks = 8.
@@ -271,7 +272,7 @@ def logits_bytes(m: LogitsMode, tokens: int) -> float:
         # CEWithChunkedOutputLoss upcasts one chunk at a time, and cross_entropy keeps each chunk's
         # fp32 log-softmax for backward. Backward: the kept log-probs, then per chunk its two fp32
         # gradients; then the head's backward as below.
-        chunk = -(-tokens // CHUNKED_OUTPUT_CHUNKS)
+        chunk = -(-tokens // (m.chunks or CHUNKED_OUTPUT_CHUNKS))
         if m.compiled:
             # compiled `compute_cross_entropy`: the upcast and log-softmax fuse into one kernel that
             # saves its 16-bit input chunk and a log-sum-exp per row; backward writes the chunk's fp32

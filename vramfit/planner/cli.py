@@ -60,6 +60,7 @@ launch knobs (docs/planner.md "Launch knobs"):
   offload_outside_update=weights,optimizer (states in host RAM outside the update: verl param_offload / optimizer_offload)
   sequence_parallel=N (ms-swift --sequence_parallel_size, axolotl context_parallel_size: each GPU holds max_length / N
     tokens of every sample)  celoss_parallel_size=N (ms-swift CELOSS_PARALLEL_SIZE: its chunked sequence-parallel loss)
+  audio_output=true (Qwen2.5-Omni: its Talker and vocoder loaded beside the Thinker, frozen: ms-swift's ENABLE_AUDIO_OUTPUT)
   device_map_gpus=N (one process spreads the model's layers over N GPUs with device_map="auto": ms-swift without
     NPROC_PER_NODE, a plain `python train.py` loading with device_map="auto"; planned on the busiest GPU of
     accelerate's balanced split); device_map_policy=sequential (GPU 0 filled first), device_map_max_memory_gib=G

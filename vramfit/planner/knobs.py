@@ -42,6 +42,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `device_map_policy=sequential`, `device_map_max_memory_gib=G` (planner; the review reads `from_pretrained(device_map="sequential", max_memory=...)` in a Python file: vramfit/review/device_map.py) | transformers `_get_device_map`: "sequential" takes `get_max_memory` (the caps, else each GPU's memory: GPU 0 filled first), the others `get_balanced_memory`, which caps every GPU but the last at min(balanced share, max_memory) | device_map.py `_caps` |
 | `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
 | `sequence_parallel=N` (planner; the review reads ms-swift `--sequence_parallel_size`, axolotl `context_parallel_size` / `sequence_parallel_degree`: utils/ctx_managers/sequence_parallel.py chunks every batch key on dim 1, loss on the local chunk) | ms-swift swift/sequence_parallel/sequence_parallel.py: a (data, [ring,] sequence) device mesh of world / N data-parallel groups; `pad_and_split_inputs` splits input_ids / embeddings, position_ids and the rolled labels on the sequence dim, so each rank runs its layers, embeddings and loss on seq_len / N tokens of every sample of its per_device_train_batch_size (SequenceParallelSampler draws by data rank); Ulysses all-to-all gives attention all seq_len tokens for heads / N (N = gcd(heads, size), the rest ring attention over local keys); DeepSpeed is initialised without an mpu, so ZeRO shards over every rank | training.py `train_peak` (per-rank tokens; eager scores at all keys), states unchanged |
+| `audio_output=true` (planner; the review sets it for an ms-swift launch of Qwen2.5-Omni unless ENABLE_AUDIO_OUTPUT is false) | transformers `Qwen2_5OmniForConditionalGeneration.enable_talker` (with `config.enable_audio_output`): the Talker and token2wav vocoder built beside the Thinker the planner builds, frozen, unused by training | states.py `resident_frozen_bytes` |
 | `celoss_parallel_size=N` (planner; the review reads ms-swift's `CELOSS_PARALLEL_SIZE` environment variable) | ms-swift swift/trainers/utils.py `per_token_loss_func_sp` -> sequence_parallel/utils.py `ChunkedCrossEntropyLoss`: saves the whole 16-bit logits, runs CrossEntropyLoss over N-token chunks and writes each chunk's gradient back into the saved logits (only with sequence_parallel > 1) | activations.py `sp_chunked_logits_bytes` |
 """
 
@@ -702,7 +703,48 @@ def compile_fields(values: dict[str, Any], kernel: str) -> dict[str, bool]:
     (`compile_loss` patches `compute_cross_entropy` in place; other losses are returned compiled but the
     recipes discard the return value, so they run eagerly)."""
     hf, tune = bool(values.get("torch_compile")), bool(values.get("compile"))
-    return {"compile_layers": hf or tune, "compile_loss": hf or (tune and kernel == "chunked")}
+    # planner `compile_loss=true`: the chunked loss alone compiled (axolotl `chunked_cross_entropy`: monkeypatch/loss/
+    # chunked.py `_build_chunked_ce_loss_fn` wraps `compute_cross_entropy` in torch.compile, whatever torch_compile says)
+    alone = _truthy(values.get("compile_loss", False)) and kernel == "chunked"
+    return {"compile_layers": hf or tune, "compile_loss": hf or (tune and kernel == "chunked") or alone}
+
+
+def loss_chunks(values: dict[str, Any], problems: Problems, file: str) -> int:
+    """Chunks of the chunked cross-entropy (planner `loss_chunks`; default 8, torchtune CEWithChunkedOutputLoss's and
+    axolotl's `num_output_chunks`)."""
+    n = values.get("loss_chunks")
+    if n is None:
+        return 8
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        problems.add(file, "loss_chunks", f"{n!r} is not a chunk count", "write loss_chunks: 8 (or another count of 1 or more).")
+        return 8
+    return n
+
+
+def audio_output_fields(values: dict[str, Any], model_config, problems: Problems, file: str) -> dict[str, Any]:
+    """`audio_output=true`: the checkpoint's speech-output modules (Qwen2.5-Omni's Talker and token2wav vocoder) are
+    loaded beside the model planned, frozen and unused by training (params.AUDIO_OUTPUT_MODULES): ms-swift loads
+    Qwen2_5OmniForConditionalGeneration, which builds them while `config.enable_audio_output` (the published default,
+    ENABLE_AUDIO_OUTPUT overrides it: swift/model/models/qwen.py Qwen2_5OmniLoader.get_config). Their weights stay in the
+    dtype from_pretrained loads them in: transformers casts the vocoder to fp32 only to generate audio
+    (modeling_qwen2_5_omni.py `generate`: `if self.token2wav.dtype != torch.float: self.token2wav.float()`)."""
+    if not _truthy(values.get("audio_output", False)) or model_config is None:
+        return {}
+    from vramfit import models
+    from vramfit.planner import params
+
+    published = models.published_for(model_config)
+    counts = params.audio_output_params(params.read_config(published))
+    if not counts:
+        problems.add(
+            file,
+            "audio_output",
+            f"{published.name} ({params.read_config(published).get('model_type')}) has no speech-output modules the installed transformers builds",
+            "drop audio_output (it is for Qwen2.5-Omni's Talker and vocoder).",
+        )
+        return {}
+    said = " + ".join(f"{name} {n / 1e9:.2f}B" for name, n in counts.items())
+    return {"resident_frozen": sum(counts.values()), "resident_frozen_what": f"speech output loaded, not trained: {said}"}
 
 
 def _truthy(value: Any) -> bool:

@@ -1245,3 +1245,53 @@ def _expert_lora(arch: Arch, setup) -> tuple[int, tuple[int, ...]]:
     wrapped = [name for name in shapes if name in new or name in explicit]
     total = sum(shapes[n][1] * (stack.layers if n in new else len(explicit[n])) for n in wrapped)
     return total, tuple(shapes[n][0] for n in wrapped)
+
+
+# ----------------------------------------------------------------------------------------------
+# Modules a checkpoint loads beside the model the planner builds
+# ----------------------------------------------------------------------------------------------
+
+# The speech-output modules of an Omni checkpoint: (config key, transformers class). transformers 5.23
+# modeling_qwen2_5_omni.py `Qwen2_5OmniForConditionalGeneration.__init__`: `if config.enable_audio_output:
+# self.enable_talker()`, which builds `Qwen2_5OmniTalkerForConditionalGeneration(config.talker_config)` and
+# `Qwen2_5OmniToken2WavModel(config.token2wav_config)` beside the Thinker. Training runs the Thinker alone, so they are
+# frozen weights that take no part in forward or backward.
+AUDIO_OUTPUT_MODULES = {
+    "qwen2_5_omni": (
+        "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni",
+        "Qwen2_5OmniConfig",
+        (("talker_config", "Qwen2_5OmniTalkerForConditionalGeneration"), ("token2wav_config", "Qwen2_5OmniToken2WavModel")),
+    ),
+}
+
+
+def audio_output_params(config: dict[str, Any]) -> dict[str, int] | None:
+    """Parameters of each speech-output module a published Omni config builds when its audio output is on (the Talker,
+    the vocoder), counted on the meta device from transformers' own classes; None for a model that has none. Cached
+    on disk by the config's text and the transformers version."""
+    spec = AUDIO_OUTPUT_MODULES.get(str(config.get("model_type")))
+    if spec is None:
+        return None
+    text = json.dumps(config, sort_keys=True)
+    disk = cache_dir() / "planner" / f"audio-{config_key(text)}.json"
+    if disk.is_file():
+        try:
+            return {str(k): int(v) for k, v in json.loads(disk.read_text()).items()}
+        except (ValueError, TypeError, AttributeError):
+            pass  # a damaged cache file: count again
+    import importlib
+
+    import torch
+
+    module_path, config_class, parts = spec
+    out = {}
+    try:
+        module = importlib.import_module(module_path)
+        full = getattr(importlib.import_module("transformers"), config_class)(**{k: v for k, v in config.items() if not k.startswith("_")})
+        with torch.device("meta"):
+            for key, cls in parts:
+                out[cls] = sum(p.numel() for p in getattr(module, cls)(getattr(full, key)).parameters())
+    except (ImportError, AttributeError, TypeError, ValueError, KeyError):  # a transformers without these classes
+        return None
+    store_json(disk, out)
+    return out

@@ -287,6 +287,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     notes = list(s.notes) + notes
     fsdp2_note = knobs.fsdp2_accumulation_note(s)
     notes += [fsdp2_note] if fsdp2_note else []
+    if s.resident_frozen:
+        notes.append(f"weights include {states.resident_frozen_bytes(s) / GIB:.2f} GiB per GPU of the checkpoint's {s.resident_frozen_what} (audio_output)")
     if st.accumulated:
         shards = "the shards in host RAM" if st.gradients == 0 else f"not {st.gradients / GIB:.2f} GiB of shards"
         frozen = ", the frozen weights sharing the adapters' units included" if states.fsdp_unit_frozen(s, counts, arch) else ""

@@ -147,6 +147,10 @@ class Setup:
     # the runner cuts a sample at max_length before it expands each image placeholder into the image's tokens (ms-swift
     # 2.x's Qwen2-VL template): the LLM sequence is max_length + images x (image tokens - 1)
     images_past_max_length: bool = False
+    # frozen parameters the checkpoint loads beside the model planned, unused by training (knobs.audio_output_fields:
+    # Qwen2.5-Omni's Talker and vocoder), in the compute dtype; states.gpu_states adds their weights
+    resident_frozen: int = 0
+    resident_frozen_what: str = ""
     remote_code: bool = False  # the model runs its repository's own code (trust_remote_code), not transformers' class
     # The loss sees fp32 logits (transformers 5.23 loss_utils upcasts; so does torch.autocast, which
     # runs cross_entropy in fp32). False: the model's own code computes CrossEntropyLoss on its
@@ -159,6 +163,7 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    loss_chunks: int = 8  # loss_kernel chunked: the chunks (torchtune CEWithChunkedOutputLoss / axolotl num_output_chunks)
     # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head; embedding | generative_reranker:
     # the causal LM with its lm_head's forward replaced (knobs.head_fields, heads.py)
     head: str = "lm"
@@ -572,6 +577,8 @@ def _knob_fields(
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
     out.update(knobs.compile_fields(values, kernel))
+    if kernel == "chunked":
+        out["loss_chunks"] = knobs.loss_chunks(values, problems, file)
     out.update(knobs.head_fields(values, config, problems, file))
     out["packing"] = bool(values.get("packing"))
     out["padding_free"] = bool(values.get("padding_free")) or out["packing"]  # TRL: BFD packing is padding-free
@@ -596,6 +603,7 @@ def _knob_fields(
             )
     out.update(knobs.vllm_fields(values, problems, file))
     out.update(knobs.gkd_fields(values, out.get("trainer", "sft"), problems, file, model_config, beside))
+    out.update(knobs.audio_output_fields(values, model_config, problems, file))
     out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
     out["images_past_max_length"] = bool(values.get("images_past_max_length", False))
@@ -739,6 +747,8 @@ ARG_KEYS = {
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
+    "loss_chunks": int,
+    "compile_loss": bool,
     "head": str,
     "task_type": str,
     "num_labels": int,
@@ -746,6 +756,7 @@ ARG_KEYS = {
     "positives": int,
     "lora_vision_tower": bool,
     "images_past_max_length": bool,
+    "audio_output": bool,
     "trust_remote_code": bool,
     "train_projector": bool,
     "max_tiles": int,

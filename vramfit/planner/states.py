@@ -148,6 +148,8 @@ def dequantized_bytes(setup, counts: Counts) -> float:
 
 def gpu_states(setup, counts: Counts, arch: Arch) -> States:
     st = _gpu_states(setup, counts, arch)
+    if setup.resident_frozen:
+        st = replace(st, weights=st.weights + resident_frozen_bytes(setup))
     if setup.optimizer_in_backward:
         # torchtune `optimizer_in_bwd` (training/_optimizer_in_bwd / torch `register_post_accumulate_grad_hook`):
         # each parameter steps as soon as its gradient is accumulated and the gradient is freed, so
@@ -157,6 +159,18 @@ def gpu_states(setup, counts: Counts, arch: Arch) -> States:
         dp = _fsdp_dp(setup) if setup.engine == "fsdp" else 1
         st = replace(st, gradients=min(counts.trainable, largest) * b / dp, step=0.0, persistent_grads=False)
     return st
+
+
+def resident_frozen_bytes(setup) -> float:
+    """Frozen parameters the checkpoint loads beside the planned model (setup.resident_frozen: Qwen2.5-Omni's Talker and
+    vocoder), in the 16-bit dtype they load in: whole on every GPU, a shard under ZeRO-3 (none with offload_param) or
+    FSDP, which partition every parameter of the module they wrap."""
+    b = (2 if setup.sixteen_bit else 4) * setup.resident_frozen
+    if setup.engine == "deepspeed" and setup.zero.stage == 3:
+        return 0.0 if setup.zero.offload_params else b / setup.world
+    if setup.engine == "fsdp":
+        return 0.0 if setup.fsdp_offload else b / _fsdp_dp(setup)
+    return b
 
 
 def _fsdp_dp(setup) -> int:

@@ -165,6 +165,10 @@ def trace_key(setup) -> str:
         knobs["architecture"] = arch.architecture
     from vramfit.planner.training import lora_input_copy_bytes
 
+    if setup.loss_kernel == "chunked":
+        # the causal LM's loss patched as a chunked cross-entropy (`_chunked_loss`); traces of the model's own loss keep
+        # their keys
+        knobs["loss"] = f"chunked-{setup.loss_chunks}" + ("-compiled" if setup.compile_loss else "")
     if setup.lora and lora_input_copy_bytes(setup):
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
@@ -424,6 +428,8 @@ def _trace(setup, arch, check_linear: bool = True, cache: bool = True) -> Trace:
         modelled.append("quantized base (traced as its 16-bit layout; dequantized weight added analytically)")
     if setup.liger:
         modelled.append("Liger kernels (Triton; the trace runs the unpatched model)")
+    if setup.loss_kernel == "chunked" and setup.compile_loss and not setup.liger:
+        modelled.append("the compiled per-chunk cross-entropy (emulated as activations.logits_bytes models it: torch.compile cannot run under fake tensors)")
     if setup.images_per_sample and "vision" in arch.stacks and not base.get("vision_traced"):
         modelled.append("vision tower (its image features could not be traced)")
     notes.extend(base.get("notes", []))
@@ -679,6 +685,8 @@ def _runs(
     length = setup.seq_len
     try:
         with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
+            if setup.loss_kernel == "chunked" and setup.head == "lm" and not setup.liger:
+                stack.enter_context(_chunked_loss(setup.loss_chunks, setup.compile_loss))
             where.stage = "building the model"
             model = _build(config, train_dtype, head)
             if head in PATCHED_HEADS:
@@ -756,6 +764,56 @@ def _runs(
             depth += f", {length} tokens"
         raise TraceError(f"{where.describe()} at {depth}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}") from None
     return outs
+
+
+@contextlib.contextmanager
+def _chunked_loss(chunks: int, compiled: bool):
+    """The causal LM's loss as a chunked cross-entropy (setup.loss_kernel "chunked"), patched in the way axolotl's
+    `chunked_cross_entropy: true` patches it (src/axolotl/monkeypatch/loss/chunked.py at 130ef7c51,
+    `patch_chunked_ce_loss_fn`: transformers' LOSS_MAPPING["ForCausalLM"] replaced; the model's whole 16-bit logits
+    `.chunk(num_output_chunks, dim=1)`, no upcast of the whole, then `F.cross_entropy(chunk.float(), ...)` per chunk).
+    axolotl runs that per-chunk function under torch.compile (`_build_chunked_ce_loss_fn`), which fake tensors cannot
+    run: its memory is emulated by `_CompiledChunkCE` as activations.logits_bytes models the compiled chunk (forward: one
+    fp32 chunk, the 16-bit chunk saved; backward: the chunk's fp32 gradient and its 16-bit cast). Not compiled, each
+    chunk runs eagerly and is traced as it is."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.loss import loss_utils
+
+    class _CompiledChunkCE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, chunk, labels):
+            upcast = torch.empty(chunk.shape, dtype=torch.float32, device=chunk.device)
+            del upcast
+            ctx.save_for_backward(chunk)
+            return chunk.new_zeros((), dtype=torch.float32)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (chunk,) = ctx.saved_tensors
+            grad32 = torch.empty(chunk.shape, dtype=torch.float32, device=chunk.device)
+            out = grad32.to(chunk.dtype)
+            del grad32
+            return out, None
+
+    def loss(logits, labels, vocab_size=None, num_items_in_batch=None, ignore_index=-100, shift_labels=None, **kwargs):
+        if shift_labels is None:
+            shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:].contiguous()
+        total = logits.new_zeros((), dtype=torch.float32)
+        for part, target in zip(logits.chunk(chunks, dim=1), shift_labels.chunk(chunks, dim=1)):
+            part = part.reshape(-1, part.size(-1))
+            if compiled:
+                total = total + _CompiledChunkCE.apply(part, target)
+            else:
+                total = total + F.cross_entropy(part.float(), target.reshape(-1), ignore_index=ignore_index, reduction="sum")
+        return total / (num_items_in_batch or 1)
+
+    saved = loss_utils.LOSS_MAPPING.get("ForCausalLM")
+    loss_utils.LOSS_MAPPING["ForCausalLM"] = loss
+    try:
+        yield
+    finally:
+        loss_utils.LOSS_MAPPING["ForCausalLM"] = saved
 
 
 @contextlib.contextmanager
@@ -1609,6 +1667,11 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
     notes.append(f"modelled, not traced: {', '.join(t.modelled)}; the optimizer step's transients")
     if gap:
         notes.append(f"analytic model: {gap}; the trace stands in for it")
+    if setup.loss_kernel == "cce" and getattr(setup, "head", "lm") == "lm":
+        notes.append(
+            "trace: the loss ran as the model's own cross-entropy over its whole logits; Cut Cross-Entropy (Triton, not run "
+            "under fake tensors) writes no logits, so the traced peak over-counts them (an upper bound)"
+        )
     notes.extend(f"trace: {n}" for n in t.notes)
     return {"activations": float(t.train_transient + extra), "vision_activations": 0.0, "logits": 0.0}, notes, []
 

@@ -214,6 +214,7 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
                 s.loss_kernel if s.head == "lm" else "torch",
                 s.compile_loss,
                 out.weight_rows,
+                s.loss_chunks,
             ),
             head_tokens,
         )

@@ -377,6 +377,8 @@ AXOLOTL_SPECIAL = {
     "eager_attention",
     "plugins",
     "cut_cross_entropy",
+    "chunked_cross_entropy",
+    "chunked_cross_entropy_num_chunks",
     "quantize_moe_experts",
     "deepspeed",
     "bf16",
@@ -926,6 +928,53 @@ class _Builder:
         value = self.primary.env.get("MAX_PIXELS", "").strip()
         if value.isdigit() and int(value) > 0:
             self.set("data.max_pixels", int(value), Setting("MAX_PIXELS", [value], self.primary.label, self.primary.launch_line))
+
+    def _swift_audio_output(self) -> None:
+        """ms-swift loads an Omni checkpoint whole (Qwen2_5OmniForConditionalGeneration: swift/model/models/qwen.py
+        Qwen2_5OmniLoader.get_model), so its Talker and vocoder sit beside the Thinker whenever `config.enable_audio_output`
+        is on: the published config's value unless the launch sets ENABLE_AUDIO_OUTPUT (`get_config`: get_env_args(...,
+        bool, None), read with strtobool). The planner builds the Thinker: planner.audio_output adds their weights."""
+        from vramfit import models
+        from vramfit.planner import params
+
+        if self.primary.launcher != "swift" or not (self.recipe.get("model") or {}).get("config"):
+            return
+        published = models.published_for(self.recipe["model"]["config"])
+        try:
+            config = params.read_config(published)
+        except ConfigError:
+            return
+        if config.get("model_type") not in params.AUDIO_OUTPUT_MODULES:
+            return
+        raw = str(self.primary.env.get("ENABLE_AUDIO_OUTPUT", "")).strip().lower()
+        on = {
+            "y": True,
+            "yes": True,
+            "t": True,
+            "true": True,
+            "on": True,
+            "1": True,
+            "n": False,
+            "no": False,
+            "f": False,
+            "false": False,
+            "off": False,
+            "0": False,
+        }
+        if raw in on:
+            enabled, origin = on[raw], Origin(self.primary.label, "ENABLE_AUDIO_OUTPUT", self.primary.launch_line)
+        else:
+            enabled = bool(config.get("enable_audio_output", True))  # Qwen2_5OmniConfig's default: True
+            origin = Origin(self.primary.label, "", self.primary.launch_line)
+            where = "ENABLE_AUDIO_OUTPUT unset: the published config's enable_audio_output"
+            self.note(
+                "info",
+                Setting("ENABLE_AUDIO_OUTPUT", [str(enabled)], origin.file, origin.line),
+                f"{where} ({enabled}) decides whether ms-swift loads the Talker and vocoder",
+            )
+        if enabled:
+            self.recipe.setdefault("planner", {})["audio_output"] = True
+            self.origins["planner.audio_output"] = origin
 
     def _sharding_not_modelled(self) -> tuple[str, Origin] | None:
         """A setting that shards the model or the sequence over GPUs besides data parallelism (tensor / pipeline / context /
@@ -1648,6 +1697,16 @@ class _Builder:
             self.cce_plugin = setting if CCE_PLUGIN in (value or []) else None
         elif name == "cut_cross_entropy":
             self.cce_setting = setting
+        elif name == "chunked_cross_entropy" and value is True:
+            # axolotl loaders/patch_manager.py `_apply_chunked_cross_entropy_patch` -> monkeypatch/loss/chunked.py (at
+            # 130ef7c51): transformers' ForCausalLM loss replaced by a chunked cross-entropy over the whole 16-bit logits,
+            # its per-chunk function compiled (`_build_chunked_ce_loss_fn`: torch.compile(..., backend="inductor"))
+            planner = self.recipe.setdefault("planner", {})
+            planner["loss_kernel"], planner["compile_loss"] = "chunked", True
+            self.origins["planner.loss_kernel"] = self.origins["planner.compile_loss"] = Origin(setting.file, setting.key, setting.line)
+        elif name == "chunked_cross_entropy_num_chunks" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.recipe.setdefault("planner", {})["loss_chunks"] = value  # patch_chunked_ce_loss_fn(num_chunks); default 8
+            self.origins["planner.loss_chunks"] = Origin(setting.file, setting.key, setting.line)
         elif name == "quantize_moe_experts" and value is True:
             # axolotl monkeypatch/moe_quant.py: the fused 3-D expert tensors quantized as they load (with load_in_4bit /
             # load_in_8bit; its schema refuses the key without them)
@@ -1792,6 +1851,7 @@ class _Builder:
         self._unfrozen_with_adapter()
         self._swift_tuning()
         self._swift_environment()
+        self._swift_audio_output()
         self._data()
         self._longest_sample()
         self._precision()
