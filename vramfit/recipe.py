@@ -117,6 +117,9 @@ class Knobs(Strict):
     typical_length: Union[int, None] = Field(default=None, gt=0, le=1_048_576)  # a typical sample's tokens
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
+    # Mamba / gated-delta-rule / short-convolution layers: the kernels of mamba-ssm, causal-conv1d and
+    # flash-linear-attention (fused), or transformers' torch fallback (torch); planner/mixer_kernels.py
+    mixer_kernels: Literal["fused", "torch"] = "fused"
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
     # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs
     head: Literal["lm", "seq_cls", "token_cls"] = "lm"

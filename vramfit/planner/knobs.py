@@ -55,6 +55,7 @@ SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2",
 # HYBRID_SHARD=4, _HYBRID_SHARD_ZERO2=5).
 ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
+MIXER_KERNELS = ("fused", "torch")  # planner/mixer_kernels.py
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
 HEADS = ("lm", "seq_cls", "token_cls")
@@ -421,6 +422,29 @@ def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
         problems.add(file, "loss_kernel", f"{kernel!r} is not a loss the planner models", f"use one of {', '.join(LOSS_KERNELS)}.")
         return "torch"
     return str(kernel)
+
+
+def mixer_kernels(values: dict[str, Any], problems: Problems, file: str) -> str:
+    """Which code the sequence mixers run (planner/mixer_kernels.py): "fused", the kernels of mamba-ssm,
+    causal-conv1d and flash-linear-attention, which transformers calls whenever they import (the default: transformers
+    warns on every fallback call that it is "much slower" and tells the user to install them), or "torch", its
+    reference PyTorch path. transformers 5.23 refuses packed sequences (`cu_seqlens` / `seq_idx`) on the torch path
+    (hub_kernels.py `use_kernel_func_from_hub_with_fallback`), so a packed or padding-free run has the kernels."""
+    value = values.get("mixer_kernels")
+    if value is None:
+        return "fused"
+    if value not in MIXER_KERNELS:
+        problems.add(file, "mixer_kernels", f"{value!r} is not a mixer path the planner models", f"use one of {', '.join(MIXER_KERNELS)}.")
+        return "fused"
+    if value == "torch" and (_truthy(values.get("packing")) or _truthy(values.get("padding_free"))):
+        problems.add(
+            file,
+            "mixer_kernels",
+            "packed or padding-free sequences cannot run on the torch path of the sequence mixers (transformers raises "
+            "\"can't keep packed sequences apart without\" the kernels' package)",
+            "drop mixer_kernels=torch (the run has the kernels), or packing / padding_free.",
+        )
+    return str(value)
 
 
 def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

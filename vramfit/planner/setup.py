@@ -159,6 +159,10 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    # the sequence mixers' kernels (Mamba, Mamba-2, gated delta rule, short convolutions; knobs.mixer_kernels): "fused"
+    # (mamba-ssm / causal-conv1d / flash-linear-attention installed, which transformers then calls) or "torch" (its
+    # reference PyTorch path, taken when they are not); the trace sizes each (planner/mixer_kernels.py)
+    mixer_kernels: str = "fused"
     head: str = "lm"  # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head (knobs.head_fields)
     num_labels: int = 2  # outputs of a classification head (TRL RewardTrainer: 1)
     head_dropout: float = 0.0  # token classification: the dropout before the score (it keeps a bool mask)
@@ -553,6 +557,7 @@ def _knob_fields(
         out["optimizer"] = optimizer
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
+    out["mixer_kernels"] = knobs.mixer_kernels(values, problems, file)
     if kernel == "liger":
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
@@ -720,6 +725,7 @@ ARG_KEYS = {
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
+    "mixer_kernels": str,
     "head": str,
     "task_type": str,
     "num_labels": int,
@@ -771,6 +777,7 @@ CHOICES = {
     "attn_implementation": tuple(ATTENTION),
     "vllm_mode": ("colocate", "server"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
+    "mixer_kernels": ("fused", "torch"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls"),
     "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),

@@ -165,6 +165,9 @@ def trace_key(setup) -> str:
         knobs["architecture"] = arch.architecture
     from vramfit.planner.training import lora_input_copy_bytes
 
+    if any(s.mixers for s in arch.stacks.values()):
+        # the sequence mixers' path (mixer_kernels.py): a trace of a model without such layers keeps its key
+        knobs["mixer_kernels"] = setup.mixer_kernels
     if setup.lora and lora_input_copy_bytes(setup):
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
@@ -347,8 +350,34 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     stack = arch.stacks.get("text")
     if stack is None or not stack.mixers or arch.encoder_decoder or setup.attention == "eager":
         return None  # eager attention keeps each layer's s x s scores: traced at the length itself
+    if setup.mixer_kernels == "fused" and not _looping_kernels(setup):
+        return None  # the kernels' Functions (mixer_kernels.py) loop over nothing: traced at the length itself
     lengths = tuple(LENGTH_STEP * i for i in range(1, 5))
     return lengths if setup.seq_len > 2 * lengths[-1] else None
+
+
+# Kernels whose torch path loops over the sequence and which mixer_kernels.py has no Function for: a model calling one is
+# traced at short lengths even with mixer_kernels=fused (Kimi-Linear's chunk_kda: its torch path is traced)
+LOOPING_UNMODELLED = ("chunk_kda",)
+
+
+def _looping_kernels(setup) -> tuple[str, ...]:
+    """The kernels of LOOPING_UNMODELLED that the model's modeling module declares (transformers'
+    `use_kernel_func_from_hub_with_fallback` names, read off its source by mixer_kernels.decorated)."""
+    import importlib
+
+    from vramfit.planner import mixer_kernels
+
+    config = params.config_object(params.read_config(setup.model_config))
+    found: set[str] = set()
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        name = type(cfg).__module__.replace(".configuration_", ".modeling_")
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - no modeling module of that name: nothing known to loop
+            continue
+        found |= set(mixer_kernels.decorated(name)) & set(LOOPING_UNMODELLED)
+    return tuple(sorted(found))
 
 
 # Lengths traced for a sequence-mixer stack (`_length_plan`): multiples of the Gated DeltaNet chunk (64 tokens,
@@ -423,6 +452,30 @@ def _trace(setup, arch, check_linear: bool = True, cache: bool = True) -> Trace:
         modelled.append("Liger kernels (Triton; the trace runs the unpatched model)")
     if setup.images_per_sample and "vision" in arch.stacks and not base.get("vision_traced"):
         modelled.append("vision tower (its image features could not be traced)")
+    mixers = [m for s in arch.stacks.values() for m in s.mixers]
+    if mixers:
+        from vramfit.planner.mixer_kernels import PACKAGES
+
+        kernels = base.get("mixer_kernels") or []
+        if setup.mixer_kernels == "fused" and kernels:
+            packages = sorted({p for k in kernels for p in PACKAGES[k].split(" and ")})
+            modelled.append(
+                f"the fused kernels of the sequence mixers ({', '.join(kernels)}): what they allocate and keep for backward, "
+                "read from their source (planner/mixer_kernels.py), inside the traced step"
+            )
+            notes.append(
+                f"the {', '.join(dict.fromkeys(mixers))} layers are planned with the kernels of {' and '.join(packages)} "
+                "(mixer_kernels=fused: transformers calls them when they are installed); without them transformers runs its "
+                "torch fallback, which keeps more: plan it with mixer_kernels=torch"
+            )
+        else:
+            traced.append(f"the sequence mixers' torch fallback ({', '.join(dict.fromkeys(mixers))})")
+            if setup.mixer_kernels == "torch":
+                notes.append(
+                    f"the {', '.join(dict.fromkeys(mixers))} layers are traced on transformers' torch fallback (mixer_kernels=torch: "
+                    "the run without mamba-ssm / causal-conv1d / flash-linear-attention); with them installed they keep less: "
+                    "mixer_kernels=fused"
+                )
     notes.extend(base.get("notes", []))
     return Trace(
         peak_bytes=int(result["peak"]),
@@ -660,6 +713,8 @@ def _runs(
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from vramfit.planner import mixer_kernels
+
     cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
     attention = "eager" if setup.attention == "eager" else "sdpa"
     try:
@@ -694,8 +749,11 @@ def _runs(
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
             stack.enter_context(_real_vision_geometry())
+            kernels: tuple[str, ...] = ()
+            if setup.mixer_kernels == "fused":
+                kernels = stack.enter_context(mixer_kernels.fused(model))
             for length in lengths:
-                out: dict[str, Any] = {"notes": []}
+                out: dict[str, Any] = {"notes": [], "mixer_kernels": list(kernels)}
                 at = setup if length == setup.seq_len else setup.replace(seq_len=length)
                 where.stage = "building the inputs"
                 batch, vision = _inputs(model, config, at, arch, train_dtype if autocast is None else frozen_dtype)
