@@ -77,31 +77,30 @@ def decorated(module_name: str) -> dict[str, str]:
 @contextlib.contextmanager
 def fused(model):
     """Within: every decorated mixer function of the model's modeling modules that a kernel below stands for runs that
-    kernel's Function. Yields the kernel names replaced (sorted)."""
+    kernel's Function. Yields the set of the kernel names called so far (filled as the model calls them)."""
     emulations = _emulations()
     modules = {type(m).__module__ for m in model.modules()}
     undo: list[tuple[Any, str, Any]] = []
-    used: set[str] = set()
+    called: set[str] = set()
+
+    def calling(kernel, function):
+        def call(*args, **kwargs):
+            called.add(kernel)
+            return function(*args, **kwargs)
+
+        return call
+
     try:
         for module_name in sorted(modules):
             for kernel, name in decorated(module_name).items():
                 if kernel in emulations:
                     module = sys.modules[module_name]
                     undo.append((module, name, getattr(module, name)))
-                    setattr(module, name, emulations[kernel])
-                    used.add(kernel)
-        yield tuple(sorted(used))
+                    setattr(module, name, calling(kernel, emulations[kernel]))
+        yield called
     finally:
         for module, name, value in reversed(undo):
             setattr(module, name, value)
-
-
-def mixer_kernel_names(model) -> tuple[str, ...]:
-    """The kernels of `_emulations` that the model's modeling modules call (empty for a model without such mixers)."""
-    names = set()
-    for module_name in {type(m).__module__ for m in model.modules()}:
-        names |= set(decorated(module_name)) & set(PACKAGES)
-    return tuple(sorted(names))
 
 
 def _emulations() -> dict[str, Any]:

@@ -342,7 +342,7 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     other op takes the same time at any size. Their memory grows linearly with the length (chunk-local tensors and one
     recurrent state per chunk), so a few short lengths extrapolate to the run's (`_length_extrapolate`, checked).
 
-    Four lengths, LENGTH_STEP apart, fixed for the setup whatever its length, so one set of short traces serves every
+    Four lengths, a step apart (LENGTH_STEPS: 8 tokens for a per-token loop, 128 for a per-chunk one), fixed for the setup whatever its length, so one set of short traces serves every
     length asked (a review's shorter-sample plans, the padding-free typical length). A VLM's sample shorter than its
     image tokens takes as many image features as it holds (`_forward`): the gradient rows of the merged features then
     grow with the traced length and stop growing at the image tokens, an over-count of at most (length - image tokens)
@@ -350,23 +350,33 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     stack = arch.stacks.get("text")
     if stack is None or not stack.mixers or arch.encoder_decoder or setup.attention == "eager":
         return None  # eager attention keeps each layer's s x s scores: traced at the length itself
-    if setup.mixer_kernels == "fused" and not _looping_kernels(setup):
-        return None  # the kernels' Functions (mixer_kernels.py) loop over nothing: traced at the length itself
-    lengths = tuple(LENGTH_STEP * i for i in range(1, 5))
+    loops = _looping_kernels(setup)
+    if not loops:
+        return None  # nothing loops over the sequence (the kernels' Functions, Mamba-2's chunked einsums): traced at the length itself
+    step = min(LENGTH_STEPS[k] for k in loops)
+    lengths = tuple(step * i for i in range(1, 5))
     return lengths if setup.seq_len > 2 * lengths[-1] else None
 
 
-# Kernels whose torch path loops over the sequence and which mixer_kernels.py has no Function for: a model calling one is
-# traced at short lengths even with mixer_kernels=fused (Kimi-Linear's chunk_kda: its torch path is traced)
+# The kernels whose torch path (what transformers runs without the kernel) loops in Python over the sequence, and the
+# step of the lengths such a model is traced at (`_length_plan`): per token (modeling_mamba.py `mamba_selective_scan`'s
+# `for index in range(seq_len)`, also in Jamba, Zamba, FalconMamba), or per 64-token chunk (`torch_chunk_gated_delta_rule`,
+# Kimi-Linear's `chunk_kimi_delta_attention`: multiples of the chunk, so that no traced length pads its last chunk).
+# Mamba-2's `mamba2_chunk_scan` is chunked einsums with no loop: traced at its length.
+LENGTH_STEPS = {"selective_scan_fn": 8, "chunk_gated_delta_rule": 128, "chunk_kda": 128}
+# Of those, the ones mixer_kernels.py has no Function for: traced on their torch path even with mixer_kernels=fused
 LOOPING_UNMODELLED = ("chunk_kda",)
 
 
 def _looping_kernels(setup) -> tuple[str, ...]:
-    """The kernels of LOOPING_UNMODELLED that the model's modeling module declares (transformers'
-    `use_kernel_func_from_hub_with_fallback` names, read off its source by mixer_kernels.decorated)."""
+    """The kernels of the model's modeling module (transformers' `use_kernel_func_from_hub_with_fallback` names, read off
+    its source by mixer_kernels.decorated) whose trace loops over the sequence: those of LENGTH_STEPS on the torch path,
+    those of LOOPING_UNMODELLED with the fused kernels."""
     import importlib
 
     from vramfit.planner import mixer_kernels
+
+    looping = LENGTH_STEPS if setup.mixer_kernels == "torch" else LOOPING_UNMODELLED
 
     config = params.config_object(params.read_config(setup.model_config))
     found: set[str] = set()
@@ -376,13 +386,10 @@ def _looping_kernels(setup) -> tuple[str, ...]:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - no modeling module of that name: nothing known to loop
             continue
-        found |= set(mixer_kernels.decorated(name)) & set(LOOPING_UNMODELLED)
+        found |= set(mixer_kernels.decorated(name)) & set(looping)
     return tuple(sorted(found))
 
 
-# Lengths traced for a sequence-mixer stack (`_length_plan`): multiples of the Gated DeltaNet chunk (64 tokens,
-# transformers modeling_qwen3_next.py / modeling_qwen3_5.py `chunk_size`) so that no traced length pads its last chunk.
-LENGTH_STEP = 128
 # A quadratic term in length (an s x s tensor: the attention mask of a padded batch) is taken only when the parabola
 # through the three longest lengths meets the shortest within this many bytes (fake tensors count exactly; MemTracker
 # rounds each storage up to 512 bytes); otherwise the line through the two longest, checked like depth (LINEARITY_TOLERANCE).
@@ -749,11 +756,11 @@ def _runs(
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
             stack.enter_context(_real_vision_geometry())
-            kernels: tuple[str, ...] = ()
+            kernels: set[str] = set()
             if setup.mixer_kernels == "fused":
                 kernels = stack.enter_context(mixer_kernels.fused(model))
             for length in lengths:
-                out: dict[str, Any] = {"notes": [], "mixer_kernels": list(kernels)}
+                out: dict[str, Any] = {"notes": []}
                 at = setup if length == setup.seq_len else setup.replace(seq_len=length)
                 where.stage = "building the inputs"
                 batch, vision = _inputs(model, config, at, arch, train_dtype if autocast is None else frozen_dtype)
@@ -785,6 +792,7 @@ def _runs(
                     optimizer.zero_grad(set_to_none=True)
                 else:
                     model.zero_grad(set_to_none=True)
+                out["mixer_kernels"] = sorted(kernels)  # the kernels' Functions the step called (mixer_kernels.fused)
                 out["flops"] = tracker.flops
                 snap = tracker.peak_snap
                 out["peak"] = tracker.peak
