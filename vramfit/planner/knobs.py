@@ -18,6 +18,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `activation_offloading=true` (TRL SFTConfig), `gradient_checkpointing=offload` (axolotl) | trl/models/activation_offloading.py `OffloadActivations` | training.py |
 | `packing`, `padding_free` (TRL SFTConfig), `typical_length` (planner) | trl/trainer/sft_trainer.py BFD packing, `DataCollatorForLanguageModeling(padding_free=True)` | activations.py / plan.py |
 | `loss_kernel=torch\|liger\|cce\|chunked` (planner), `cut_cross_entropy=true` (axolotl) | liger FLCE, apple ml-cross-entropy, torchtune `CEWithChunkedOutputLoss` | activations.py `logits_bytes` |
+| `mixer_kernels=fused\|torch` (planner; review `--mixer-kernels`) | transformers hub_kernels.py `use_kernel_func_from_hub_with_fallback`; mamba-ssm `MambaInnerFn` / `SelectiveScanFn` / `MambaSplitConv1dScanCombinedFn`, causal-conv1d `CausalConv1dFn`, fla `ChunkGatedDeltaRuleFunction` | mixer_kernels.py (traced step) |
 | `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |

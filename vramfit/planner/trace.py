@@ -327,10 +327,37 @@ def _mixer_period(setup, arch) -> int:
     for section in (cfg.get("text_config"), cfg.get("llm_config"), cfg):
         types = section.get("layer_types") if isinstance(section, dict) else None
         if isinstance(types, list) and len(types) == stack.layers and len(set(map(str, types))) > 1:
-            for p in range(2, len(types) // 2 + 1):
-                if all(types[i] == types[i % p] for i in range(len(types))):
-                    return p
-            return 1
+            return _period(types)
+    # the config class's own per-layer lists where the file has none: Jamba's `layer_types` and `layers_num_experts`
+    # (properties of attn_layer_period / offset and expert_layer_period / offset: attention every 8th layer, experts every
+    # 2nd, so a period of 8), NemotronH's from its hybrid_override_pattern
+    try:
+        text = params.config_object(cfg).get_text_config()
+    except Exception:  # noqa: BLE001 - a config the class refuses was planned otherwise
+        return 1
+    lists = []
+    for name in PER_LAYER_LISTS:
+        try:
+            value = getattr(text, name, None)
+        except Exception:  # noqa: BLE001 - a property that cannot be read at this config
+            continue
+        if isinstance(value, (list, tuple)) and len(value) == stack.layers:
+            lists.append([str(v) for v in value])
+    if not lists:
+        return 1
+    types = list(zip(*lists))
+    return _period(types) if len(set(types)) > 1 else 1
+
+
+# Per-layer lists of the config classes that say which layers differ (transformers 5.23 configuration_*.py)
+PER_LAYER_LISTS = ("layer_types", "layers_block_type", "layers_num_experts", "mlp_layer_types")
+
+
+def _period(types) -> int:
+    """The shortest period of a per-layer pattern repeated from the first layer, 1 when it does not repeat."""
+    for p in range(2, len(types) // 2 + 1):
+        if all(types[i] == types[i % p] for i in range(len(types))):
+            return p
     return 1
 
 
