@@ -784,7 +784,7 @@ def _runs(
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
             stack.enter_context(_real_vision_geometry())
             kernels: set[str] = set()
-            if setup.mixer_kernels == "fused":
+            if setup.mixer_kernels == "fused" and any(s.mixers for s in arch.stacks.values()):
                 kernels = stack.enter_context(mixer_kernels.fused(model))
             for length in lengths:
                 out: dict[str, Any] = {"notes": []}
