@@ -1,7 +1,7 @@
 """The sequence mixers' fused kernels (planner/mixer_kernels.py): what mamba-ssm, causal-conv1d and
 flash-linear-attention keep for backward, read from their source, traced inside the step in place of transformers'
 torch fallback; the knob `mixer_kernels=fused|torch` that says which path the run takes; and the trace's lengths (the
-fused path loops over nothing and is traced at the run's length, a per-token torch loop at 4-16 tokens)."""
+fused path loops over nothing and is traced at the run's length, a per-token torch loop at 8-32 tokens)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_a_mamba_plan_is_traced_with_the_kernels_at_its_own_length_and_says_so(t
     assert any("mamba_inner_fn" in m for m in fused.modelled)
     assert any("mamba-ssm" in n and "mixer_kernels=torch" in n for n in fused.notes), fused.notes
     arch = params.summary(path)
-    assert trace._length_plan(_setup(path, seq_len=4096, mixer_kernels="torch"), arch) == (4, 8, 12, 16)
+    assert trace._length_plan(_setup(path, seq_len=4096, mixer_kernels="torch"), arch) == (8, 16, 24, 32)
 
 
 @pytest.mark.parametrize("build", [_mamba2, _lfm2, qwen3_next_config], ids=["mamba2", "lfm2", "qwen3_next"])

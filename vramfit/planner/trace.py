@@ -369,7 +369,7 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     other op takes the same time at any size. Their memory grows linearly with the length (chunk-local tensors and one
     recurrent state per chunk), so a few short lengths extrapolate to the run's (`_length_extrapolate`, checked).
 
-    Four lengths, a step apart (LENGTH_STEPS: 4 tokens for a per-token loop, 128 for a per-chunk one), fixed for the setup whatever its length, so one set of short traces serves every
+    Four lengths, a step apart (LENGTH_STEPS: 8 tokens for a per-token loop, 128 for a per-chunk one), fixed for the setup whatever its length, so one set of short traces serves every
     length asked (a review's shorter-sample plans, the padding-free typical length). A VLM's sample shorter than its
     image tokens takes as many image features as it holds (`_forward`): the gradient rows of the merged features then
     grow with the traced length and stop growing at the image tokens, an over-count of at most (length - image tokens)
@@ -390,7 +390,7 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
 # `for index in range(seq_len)`, also in Jamba, Zamba, FalconMamba), or per 64-token chunk (`torch_chunk_gated_delta_rule`,
 # Kimi-Linear's `chunk_kimi_delta_attention`: multiples of the chunk, so that no traced length pads its last chunk).
 # Mamba-2's `mamba2_chunk_scan` is chunked einsums with no loop: traced at its length.
-LENGTH_STEPS = {"selective_scan_fn": 4, "chunk_gated_delta_rule": 128, "chunk_kda": 128}
+LENGTH_STEPS = {"selective_scan_fn": 8, "chunk_gated_delta_rule": 128, "chunk_kda": 128}
 # Of those, the ones mixer_kernels.py has no Function for: traced on their torch path even with mixer_kernels=fused
 LOOPING_UNMODELLED = ("chunk_kda",)
 
