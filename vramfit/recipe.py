@@ -121,6 +121,9 @@ class Knobs(Strict):
     # cross-entropy runs under torch.compile (axolotl's chunked_cross_entropy always compiles it)
     loss_chunks: int = Field(default=8, ge=1, le=1024)
     compile_loss: bool = False
+    # Mamba / gated-delta-rule / short-convolution layers: the kernels of mamba-ssm, causal-conv1d and
+    # flash-linear-attention (fused), or transformers' torch fallback (torch); planner/mixer_kernels.py
+    mixer_kernels: Literal["fused", "torch"] = "fused"
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
     # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs; embedding (the
     # last token's hidden state, no output layer) or generative_reranker (lm_head's yes / no rows only): ms-swift's

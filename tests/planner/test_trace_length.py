@@ -18,7 +18,7 @@ def test_long_context_delta_net_is_traced_short_and_extrapolated_in_length(tmp_p
     from 128-512 tokens agrees with the direct trace: exactly, as fake tensors count, 0.1% allowed. The padded batch's
     attention mask (1 byte per token squared per sample) is the parabola's term; the plan says what was done."""
     path = qwen3_next_config(tmp_path, layers=4)
-    overrides = ["method=lora", "per_device_train_batch_size=2", "lora_target_modules=q_proj,v_proj"]
+    overrides = ["method=lora", "per_device_train_batch_size=2", "lora_target_modules=q_proj,v_proj", "mixer_kernels=torch"]
     long = Setup.from_args(path, "h100", 1, overrides=[*overrides, "seq_len=65536"])
     run = trace._runs
     longest: list[int] = []
@@ -50,7 +50,7 @@ def test_short_runs_are_shared_by_every_length_of_one_setup(tmp_path, monkeypatc
     """A review plans one setup at several lengths (shorter samples, the padding-free typical length): the short runs
     are cached apart from the length, so only the first length traces."""
     path = qwen3_next_config(tmp_path, layers=8)  # traced at 4 and 8 layers: 8 at the shortest and longest length only
-    base = Setup.from_args(path, "h100", 1, overrides=["method=lora", "lora_target_modules=q_proj,v_proj", "seq_len=8192"])
+    base = Setup.from_args(path, "h100", 1, overrides=["method=lora", "lora_target_modules=q_proj,v_proj", "seq_len=8192", "mixer_kernels=torch"])
     first = trace.trace_step(base)
     assert first.lengths and not first.cached
 

@@ -45,6 +45,8 @@ launch knobs (docs/planner.md "Launch knobs"):
   lora_vision_tower=false  train_projector=true|false  activation_offloading=true  packing=true
   padding_free=true  typical_length=N (planned beside the cap; the verdict uses the cap)
   loss_kernel=torch|liger|cce|chunked  cut_cross_entropy=true  torch_compile=true  compile=true (torchtune)
+  mixer_kernels=fused|torch (Mamba / gated-delta-rule layers: mamba-ssm, causal-conv1d, flash-linear-attention
+    kernels, the default; or transformers' torch fallback, what runs without those packages)
   optimizer_in_bwd=true  use_vllm=true vllm_mode=colocate|server vllm_gpu_memory_utilization=0.3
   vllm_enable_sleep_mode=true  max_tiles=N (InternVL)  frames_per_sample=N video_max_pixels=N (Qwen2-VL)
   bitsandbytes_version=0.41.1 (the run's bitsandbytes; before 0.43.2 each 4-bit linear keeps its input)

@@ -18,6 +18,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `activation_offloading=true` (TRL SFTConfig), `gradient_checkpointing=offload` (axolotl) | trl/models/activation_offloading.py `OffloadActivations` | training.py |
 | `packing`, `padding_free` (TRL SFTConfig), `typical_length` (planner) | trl/trainer/sft_trainer.py BFD packing, `DataCollatorForLanguageModeling(padding_free=True)` | activations.py / plan.py |
 | `loss_kernel=torch\|liger\|cce\|chunked` (planner), `cut_cross_entropy=true` (axolotl) | liger FLCE, apple ml-cross-entropy, torchtune `CEWithChunkedOutputLoss` | activations.py `logits_bytes` |
+| `mixer_kernels=fused\|torch` (planner; review `--mixer-kernels`) | transformers hub_kernels.py `use_kernel_func_from_hub_with_fallback`; mamba-ssm `MambaInnerFn` / `SelectiveScanFn` / `MambaSplitConv1dScanCombinedFn`, causal-conv1d `CausalConv1dFn`, fla `ChunkGatedDeltaRuleFunction` | mixer_kernels.py (traced step) |
 | `torch_compile=true` (TrainingArguments), `compile=true` (torchtune) | torch/_functorch/partitioners.py `min_cut_rematerialization_partition` | activations.py (norms, MLP, loss) |
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
@@ -60,6 +61,7 @@ SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2",
 # HYBRID_SHARD=4, _HYBRID_SHARD_ZERO2=5).
 ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
+MIXER_KERNELS = ("fused", "torch")  # planner/mixer_kernels.py
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
 # `embedding` and `generative_reranker`: the causal LM with its lm_head's forward replaced (heads.py).
@@ -427,6 +429,29 @@ def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
         problems.add(file, "loss_kernel", f"{kernel!r} is not a loss the planner models", f"use one of {', '.join(LOSS_KERNELS)}.")
         return "torch"
     return str(kernel)
+
+
+def mixer_kernels(values: dict[str, Any], problems: Problems, file: str) -> str:
+    """Which code the sequence mixers run (planner/mixer_kernels.py): "fused", the kernels of mamba-ssm,
+    causal-conv1d and flash-linear-attention, which transformers calls whenever they import (the default: transformers
+    warns on every fallback call that it is "much slower" and tells the user to install them), or "torch", its
+    reference PyTorch path. transformers 5.23 refuses packed sequences (`cu_seqlens` / `seq_idx`) on the torch path
+    (hub_kernels.py `use_kernel_func_from_hub_with_fallback`), so a packed or padding-free run has the kernels."""
+    value = values.get("mixer_kernels")
+    if value is None:
+        return "fused"
+    if value not in MIXER_KERNELS:
+        problems.add(file, "mixer_kernels", f"{value!r} is not a mixer path the planner models", f"use one of {', '.join(MIXER_KERNELS)}.")
+        return "fused"
+    if value == "torch" and (_truthy(values.get("packing")) or _truthy(values.get("padding_free"))):
+        problems.add(
+            file,
+            "mixer_kernels",
+            "packed or padding-free sequences cannot run on the torch path of the sequence mixers (transformers raises "
+            "\"can't keep packed sequences apart without\" the kernels' package)",
+            "drop mixer_kernels=torch (the run has the kernels), or packing / padding_free.",
+        )
+    return str(value)
 
 
 def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:

@@ -82,6 +82,7 @@ def to_json(p) -> dict[str, Any]:
             "quant_storage_float": s.quant_storage_float,
             "modules_to_save": list(s.modules_to_save),
             "loss_kernel": s.loss_kernel,
+            "mixer_kernels": s.mixer_kernels,
             "activation_offloading": s.activation_offloading,
             "packing": s.packing,
             "padding_free": s.padding_free,

@@ -163,6 +163,10 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
+    # the sequence mixers' kernels (Mamba, Mamba-2, gated delta rule, short convolutions; knobs.mixer_kernels): "fused"
+    # (mamba-ssm / causal-conv1d / flash-linear-attention installed, which transformers then calls) or "torch" (its
+    # reference PyTorch path, taken when they are not); the trace sizes each (planner/mixer_kernels.py)
+    mixer_kernels: str = "fused"
     loss_chunks: int = 8  # loss_kernel chunked: the chunks (torchtune CEWithChunkedOutputLoss / axolotl num_output_chunks)
     # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head; embedding | generative_reranker:
     # the causal LM with its lm_head's forward replaced (knobs.head_fields, heads.py)
@@ -573,6 +577,7 @@ def _knob_fields(
         out["optimizer"] = optimizer
     kernel = knobs.loss_kernel(values, problems, file)
     out["loss_kernel"] = kernel
+    out["mixer_kernels"] = knobs.mixer_kernels(values, problems, file)
     if kernel == "liger":
         out["liger"] = True
     out["activation_offloading"] = knobs.offloading(values)
@@ -749,6 +754,7 @@ ARG_KEYS = {
     "loss_kernel": str,
     "loss_chunks": int,
     "compile_loss": bool,
+    "mixer_kernels": str,
     "head": str,
     "task_type": str,
     "num_labels": int,
@@ -804,6 +810,7 @@ CHOICES = {
     "vllm_mode": ("colocate", "server"),
     "device_map_policy": ("balanced", "sequential"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
+    "mixer_kernels": ("fused", "torch"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),
     "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),

@@ -169,6 +169,9 @@ def trace_key(setup) -> str:
         # the causal LM's loss patched as a chunked cross-entropy (`_chunked_loss`); traces of the model's own loss keep
         # their keys
         knobs["loss"] = f"chunked-{setup.loss_chunks}" + ("-compiled" if setup.compile_loss else "")
+    if any(s.mixers for s in arch.stacks.values()):
+        # the sequence mixers' path (mixer_kernels.py): a trace of a model without such layers keeps its key
+        knobs["mixer_kernels"] = setup.mixer_kernels
     if setup.lora and lora_input_copy_bytes(setup):
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
@@ -331,10 +334,37 @@ def _mixer_period(setup, arch) -> int:
     for section in (cfg.get("text_config"), cfg.get("llm_config"), cfg):
         types = section.get("layer_types") if isinstance(section, dict) else None
         if isinstance(types, list) and len(types) == stack.layers and len(set(map(str, types))) > 1:
-            for p in range(2, len(types) // 2 + 1):
-                if all(types[i] == types[i % p] for i in range(len(types))):
-                    return p
-            return 1
+            return _period(types)
+    # the config class's own per-layer lists where the file has none: Jamba's `layer_types` and `layers_num_experts`
+    # (properties of attn_layer_period / offset and expert_layer_period / offset: attention every 8th layer, experts every
+    # 2nd, so a period of 8), NemotronH's from its hybrid_override_pattern
+    try:
+        text = params.config_object(cfg).get_text_config()
+    except Exception:  # noqa: BLE001 - a config the class refuses was planned otherwise
+        return 1
+    lists = []
+    for name in PER_LAYER_LISTS:
+        try:
+            value = getattr(text, name, None)
+        except Exception:  # noqa: BLE001 - a property that cannot be read at this config
+            continue
+        if isinstance(value, (list, tuple)) and len(value) == stack.layers:
+            lists.append([str(v) for v in value])
+    if not lists:
+        return 1
+    types = list(zip(*lists))
+    return _period(types) if len(set(types)) > 1 else 1
+
+
+# Per-layer lists of the config classes that say which layers differ (transformers 5.23 configuration_*.py)
+PER_LAYER_LISTS = ("layer_types", "layers_block_type", "layers_num_experts", "mlp_layer_types")
+
+
+def _period(types) -> int:
+    """The shortest period of a per-layer pattern repeated from the first layer, 1 when it does not repeat."""
+    for p in range(2, len(types) // 2 + 1):
+        if all(types[i] == types[i % p] for i in range(len(types))):
+            return p
     return 1
 
 
@@ -346,7 +376,7 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     other op takes the same time at any size. Their memory grows linearly with the length (chunk-local tensors and one
     recurrent state per chunk), so a few short lengths extrapolate to the run's (`_length_extrapolate`, checked).
 
-    Four lengths, LENGTH_STEP apart, fixed for the setup whatever its length, so one set of short traces serves every
+    Four lengths, a step apart (LENGTH_STEPS: 8 tokens for a per-token loop, 128 for a per-chunk one), fixed for the setup whatever its length, so one set of short traces serves every
     length asked (a review's shorter-sample plans, the padding-free typical length). A VLM's sample shorter than its
     image tokens takes as many image features as it holds (`_forward`): the gradient rows of the merged features then
     grow with the traced length and stop growing at the image tokens, an over-count of at most (length - image tokens)
@@ -354,13 +384,46 @@ def _length_plan(setup, arch) -> tuple[int, ...] | None:
     stack = arch.stacks.get("text")
     if stack is None or not stack.mixers or arch.encoder_decoder or setup.attention == "eager":
         return None  # eager attention keeps each layer's s x s scores: traced at the length itself
-    lengths = tuple(LENGTH_STEP * i for i in range(1, 5))
+    loops = _looping_kernels(setup)
+    if not loops:
+        return None  # nothing loops over the sequence (the kernels' Functions, Mamba-2's chunked einsums): traced at the length itself
+    step = min(LENGTH_STEPS[k] for k in loops)
+    lengths = tuple(step * i for i in range(1, 5))
     return lengths if setup.seq_len > 2 * lengths[-1] else None
 
 
-# Lengths traced for a sequence-mixer stack (`_length_plan`): multiples of the Gated DeltaNet chunk (64 tokens,
-# transformers modeling_qwen3_next.py / modeling_qwen3_5.py `chunk_size`) so that no traced length pads its last chunk.
-LENGTH_STEP = 128
+# The kernels whose torch path (what transformers runs without the kernel) loops in Python over the sequence, and the
+# step of the lengths such a model is traced at (`_length_plan`): per token (modeling_mamba.py `mamba_selective_scan`'s
+# `for index in range(seq_len)`, also in Jamba, Zamba, FalconMamba), or per 64-token chunk (`torch_chunk_gated_delta_rule`,
+# Kimi-Linear's `chunk_kimi_delta_attention`: multiples of the chunk, so that no traced length pads its last chunk).
+# Mamba-2's `mamba2_chunk_scan` is chunked einsums with no loop: traced at its length.
+LENGTH_STEPS = {"selective_scan_fn": 8, "chunk_gated_delta_rule": 128, "chunk_kda": 128}
+# Of those, the ones mixer_kernels.py has no Function for: traced on their torch path even with mixer_kernels=fused
+LOOPING_UNMODELLED = ("chunk_kda",)
+
+
+def _looping_kernels(setup) -> tuple[str, ...]:
+    """The kernels of the model's modeling module (transformers' `use_kernel_func_from_hub_with_fallback` names, read off
+    its source by mixer_kernels.decorated) whose trace loops over the sequence: those of LENGTH_STEPS on the torch path,
+    those of LOOPING_UNMODELLED with the fused kernels."""
+    import importlib
+
+    from vramfit.planner import mixer_kernels
+
+    looping = LENGTH_STEPS if setup.mixer_kernels == "torch" else LOOPING_UNMODELLED
+
+    config = params.config_object(params.read_config(setup.model_config))
+    found: set[str] = set()
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        name = type(cfg).__module__.replace(".configuration_", ".modeling_")
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - no modeling module of that name: nothing known to loop
+            continue
+        found |= set(mixer_kernels.decorated(name)) & set(looping)
+    return tuple(sorted(found))
+
+
 # A quadratic term in length (an s x s tensor: the attention mask of a padded batch) is taken only when the parabola
 # through the three longest lengths meets the shortest within this many bytes (fake tensors count exactly; MemTracker
 # rounds each storage up to 512 bytes); otherwise the line through the two longest, checked like depth (LINEARITY_TOLERANCE).
@@ -432,6 +495,30 @@ def _trace(setup, arch, check_linear: bool = True, cache: bool = True) -> Trace:
         modelled.append("the compiled per-chunk cross-entropy (emulated as activations.logits_bytes models it: torch.compile cannot run under fake tensors)")
     if setup.images_per_sample and "vision" in arch.stacks and not base.get("vision_traced"):
         modelled.append("vision tower (its image features could not be traced)")
+    mixers = [m for s in arch.stacks.values() for m in s.mixers]
+    if mixers:
+        from vramfit.planner.mixer_kernels import PACKAGES
+
+        kernels = base.get("mixer_kernels") or []
+        if setup.mixer_kernels == "fused" and kernels:
+            packages = sorted({p for k in kernels for p in PACKAGES[k].split(" and ")})
+            modelled.append(
+                f"the fused kernels of the sequence mixers ({', '.join(kernels)}): what they allocate and keep for backward, "
+                "read from their source (planner/mixer_kernels.py), inside the traced step"
+            )
+            notes.append(
+                f"the {', '.join(dict.fromkeys(mixers))} layers are planned with the kernels of {' and '.join(packages)} "
+                "(mixer_kernels=fused: transformers calls them when they are installed); without them transformers runs its "
+                "torch fallback, which keeps more: plan it with mixer_kernels=torch"
+            )
+        else:
+            traced.append(f"the sequence mixers' torch fallback ({', '.join(dict.fromkeys(mixers))})")
+            if setup.mixer_kernels == "torch":
+                notes.append(
+                    f"the {', '.join(dict.fromkeys(mixers))} layers are traced on transformers' torch fallback (mixer_kernels=torch: "
+                    "the run without mamba-ssm / causal-conv1d / flash-linear-attention); with them installed they keep less: "
+                    "mixer_kernels=fused"
+                )
     notes.extend(base.get("notes", []))
     return Trace(
         peak_bytes=int(result["peak"]),
@@ -669,6 +756,8 @@ def _runs(
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from vramfit.planner import mixer_kernels
+
     cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
     head = getattr(setup, "head", "lm")
     if head in CLASSIFIERS:
@@ -710,6 +799,9 @@ def _runs(
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)  # transformers Trainer: model.zero_grad() sets None
             stack.enter_context(_real_vision_geometry())
+            kernels: set[str] = set()
+            if setup.mixer_kernels == "fused" and any(s.mixers for s in arch.stacks.values()):
+                kernels = stack.enter_context(mixer_kernels.fused(model))
             for length in lengths:
                 out: dict[str, Any] = {"notes": []}
                 at = setup if length == setup.seq_len else setup.replace(seq_len=length)
@@ -743,6 +835,7 @@ def _runs(
                     optimizer.zero_grad(set_to_none=True)
                 else:
                     model.zero_grad(set_to_none=True)
+                out["mixer_kernels"] = sorted(kernels)  # the kernels' Functions the step called (mixer_kernels.fused)
                 out["flops"] = tracker.flops
                 snap = tracker.peak_snap
                 out["peak"] = tracker.peak

@@ -84,6 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "1.11.0 FSDP2 reduce-scatters every gradient accumulation micro-batch (no no_sync), which is planned",
     )
     parser.add_argument(
+        "--mixer-kernels",
+        choices=("fused", "torch"),
+        help="Mamba / gated-delta-rule layers: planned with the kernels of mamba-ssm, causal-conv1d and flash-linear-attention "
+        "(fused, the default: transformers calls them when they are installed) or on transformers' torch fallback (torch: "
+        "the run without them, which keeps more)",
+    )
+    parser.add_argument(
         "--torch-version",
         metavar="X.Y.Z",
         help="the torch the run uses (default: the installed one): before 2.8 the Trainer's default optimizer is the "
@@ -128,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         torch_version=getattr(args, "torch_version", None),
         trl_version=getattr(args, "trl_version", None),
         accelerate_version=getattr(args, "accelerate_version", None),
+        mixer_kernels=getattr(args, "mixer_kernels", None),
     )
     if result.exit_code == 2 and result.plan is None:  # bad input: the one problem format of every command
         from vramfit.problems import Problem, as_dicts, report

@@ -69,8 +69,10 @@ def review(
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
     accelerate_version: str | None = None,
+    mixer_kernels: str | None = None,
 ) -> Review:
     flags = dict(
+        mixer_kernels=mixer_kernels,
         trl_version=trl_version,
         accelerate_version=accelerate_version,
         torch_version=torch_version,
@@ -150,6 +152,7 @@ def _review_sources(
     bitsandbytes_version: str | None = None,
     trl_version: str | None = None,
     accelerate_version: str | None = None,
+    mixer_kernels: str | None = None,
 ) -> Review:
     with tempfile.TemporaryDirectory(prefix="vramfit-review-") as tmp:
         workdir = Path(tmp)
@@ -171,6 +174,9 @@ def _review_sources(
                     )
                 )
             _accelerate_reading(mapped, accelerate_version)
+            if mixer_kernels:  # the sequence mixers' path (planner knob mixer_kernels, planner/mixer_kernels.py)
+                mapped.recipe.setdefault("planner", {})["mixer_kernels"] = mixer_kernels
+                mapped.origins["planner.mixer_kernels"] = mapping.Origin(mapped.primary.label, "--mixer-kernels")
             if bitsandbytes_version:  # the run's bitsandbytes (planner knob bitsandbytes_version): what a 4-bit linear keeps
                 mapped.recipe.setdefault("planner", {})["bitsandbytes_version"] = bitsandbytes_version
                 mapped.origins["planner.bitsandbytes_version"] = mapping.Origin(mapped.primary.label, "--bitsandbytes-version")
@@ -584,7 +590,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
             names, packages = mixers
             over += (
                 f"; the activations are those of the torch fallback of {names}, the path transformers takes when neither the "
-                f"`kernels` package's Hub kernels nor {packages} are installed; with them the run keeps less (not modelled)"
+                f"`kernels` package's Hub kernels nor {packages} are installed; with them the run keeps less (--mixer-kernels fused plans it)"
             )
             fixes.append(f"install {packages} and measure the first steps (torch.cuda.max_memory_allocated)")
         findings.append(Finding("error", file, "--gpu", over, "; or ".join(fixes), "planner"))
@@ -1099,6 +1105,8 @@ def _torch_path_mixers(plan) -> tuple[str, str] | None:
         stack = params.summary(plan.setup.model_config).stacks.get("text")
     except Exception:  # a model the summary cannot build was planned otherwise: nothing traced on a fallback
         return None
+    if getattr(plan.setup, "mixer_kernels", "torch") == "fused":
+        return None  # planned with the kernels (planner/mixer_kernels.py), not their fallback
     mixers = [m for m in (stack.mixers if stack is not None else ()) if any(part in m for part, _ in MIXER_KERNELS)]
     if not mixers:
         return None
