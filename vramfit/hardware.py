@@ -197,6 +197,24 @@ CATALOGUE: dict[str, GPU] = {
             f"NVIDIA L40S datasheet: 362.05 TFLOPS bf16 with sparsity = 181 dense, 864 GB/s GDDR6, PCIe Gen4 x16; {PCIE_SERVER}",
         ),
         GPU(
+            "l20",
+            "NVIDIA L20 48GB",
+            44.53,
+            True,
+            0.6,
+            362.05 / 2 * 92 / 142,
+            864,
+            32,
+            "PCIe Gen4",
+            32,
+            1.6,
+            "NVIDIA L20 (China export Ada AD102 data-centre card, 48 GB GDDR6): memory: '44.53 GiB' total capacity in a "
+            "PyTorch OOM message on an 'NVIDIA L20 (48GB)' (bytedance/HLLM#3); 92 SMs at the L40S's 2,520 MHz boost, "
+            "864 GB/s GDDR6 on a 384-bit bus, PCIe Gen4 x16, no NVLink (technical.city/en/video/L20, topcpu.net's "
+            "A40 vs L20 page); bf16 dense tensor rate taken as the L40S's per SM (181 TFLOPS over 142 SMs) times 92 = "
+            f"117 TFLOPS, derived, not from an NVIDIA datasheet; {PCIE_SERVER}",
+        ),
+        GPU(
             "a100-40g",
             "NVIDIA A100-SXM4-40GB",
             39.59,

@@ -125,7 +125,9 @@ def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
 
 def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(tmp_path):
     """A path relative to where the script is run from: the rest is reviewed, memory is not planned (no ZeRO stage known),
-    and the exit code says incomplete (3), not bad input."""
+    and the exit code says incomplete (3), not bad input. Kept deliberately since session 9, when a missing JSON whose
+    name says its stage (zero3.json, ds_config_zero2.json) became planned from its name (the tests below): `ds.json`
+    says no stage, so guessing one would be a plan the files do not support."""
     path = script(tmp_path, "")
     (tmp_path / "ds.json").unlink()
     result = review([str(path)], gpu="a100-80g")
@@ -135,6 +137,66 @@ def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(
     assert missing.fix == f"pass the file as another PATH: vramfit review {missing.file} path/to/ds.json."
     assert not find(result, text="reviewed as plain data parallel")
     assert not find(result, severity="error")
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("zero0.json", (0, False, False)),
+        ("./scripts/zero3.json", (3, False, False)),
+        ("ds_config_zero2.json", (2, False, False)),
+        ("ds_z2_config.json", (2, False, False)),
+        ("stage1.json", (1, False, False)),
+        ("local_scripts/zero3_offload.json", (3, True, True)),  # R1-V's: both on the CPU, as LLaVA's zero3_offload.json
+        ("ds_z3_offload_config.json", (3, True, True)),
+        ("zero2_offload.json", (2, True, False)),  # stage 2 offloads the optimizer only
+        ("zero3_bf16_cpuoffload_params.json", (3, False, True)),
+        ("zero_stage3_offload_optimizer.json", (3, True, False)),
+        ("ds_config.json", None),  # says no stage
+        ("zero2_zero3.json", None),  # says two
+        ("zero3_nvme_offload.json", None),  # an offload the plan cannot place
+        ("zero2_offload_param.json", None),  # parameters offload at stage 3 only
+        ("config_1z3.json", None),
+    ],
+)
+def test_a_deepspeed_json_names_its_stage_only_where_its_name_is_unambiguous(written, expected):
+    from vramfit.review.sources import zero_from_name
+
+    assert zero_from_name(written) == expected
+
+
+def test_a_missing_deepspeed_json_whose_name_says_the_stage_is_planned_from_it(tmp_path):
+    """Users paste commands without their JSON (R1-V#107's ./local_scripts/zero3.json, LlamaFactory#1409's
+    ds_config_zero2.json): the name's ZeRO stage with DeepSpeed's own defaults for the rest (the plan equals that of a
+    JSON holding only the stage), and, planned without offload, a fit is a fit (offload only lowers the plan)."""
+    path = script(tmp_path, "")
+    (tmp_path / "ds.json").unlink()
+    path.write_text(path.read_text().replace("ds.json", "./scripts/zero3.json"))
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 0 and result.plan is not None and result.plan.setup.zero.stage == 3
+    [note] = find(result, key="--deepspeed", text="memory planned from its file name: ZeRO stage 3 without offload")
+    assert note.severity == "info" and "DeepSpeed's defaults" in note.what
+    assert find(result, key="--gpu", text="an upper bound: offload in the JSON only lowers it")
+    assert "zero3.json named in" in result.summary[0]
+    given = script(tmp_path / "given", "", ds={**DS_ZERO3, "fp16": {"enabled": "auto"}})
+    assert review([str(given)], gpu="a100-80g").plan.per_gpu_peak_gib == pytest.approx(result.plan.per_gpu_peak_gib)
+
+
+def test_a_missing_deepspeed_json_planned_from_its_name_that_does_not_fit_is_a_warning(tmp_path):
+    """Planned without the offload the name does not say, a non-fit depends on the JSON's offload settings: a warning
+    naming that and what fits, not an error. A name that says offload is planned with it."""
+    text = (
+        "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.1-8B --deepspeed {} "
+        "--bf16 true --gradient_checkpointing true --model_max_length 1024\n"
+    )
+    result = review([str(write(tmp_path, "run.sh", text.format("ds_config_zero2.json")))], gpu="a100-40g")
+    assert result.exit_code == 0 and not find(result, severity="error") and not result.plan.fits
+    [warning] = find(result, key="--deepspeed", severity="warning", text="depends on the JSON's offload settings")
+    assert "ds_config_zero2.json, not found: ZeRO stage 2 without offload" in warning.what
+    assert "zero2_offload_optimizer.json" in warning.fix and "predicted" in warning.fix  # what fits
+    offload = review([str(write(tmp_path, "off.sh", text.format("zero2_offload.json")))], gpu="a100-40g")
+    assert offload.plan.setup.zero.offload_optimizer and not offload.plan.setup.zero.offload_params
+    assert find(offload, key="--gpu", text="holds if the JSON offloads what its name says")
 
 
 def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):

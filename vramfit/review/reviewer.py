@@ -466,12 +466,18 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
             )
         )
     elif plan.fits:
+        by_name = ""
+        if mapped.deepspeed_from_name is not None:  # the DeepSpeed JSON not found: its stage read from its name (sources)
+            json_name, _, offload = mapped.deepspeed_from_name
+            by_name = f"; planned from the DeepSpeed JSON's name ({json_name}, not found) with DeepSpeed's defaults otherwise" + (
+                ", which holds if the JSON offloads what its name says" if offload else ", an upper bound: offload in the JSON only lowers it"
+            )
         findings.append(
             Finding(
                 "info",
                 file,
                 "--gpu",
-                f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts})",
+                f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts}){by_name}",
                 source="planner",
             )
         )
@@ -526,6 +532,23 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 f"not known: {over}; it fits while no sample exceeds {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
                 f"check your data's longest samples (images included), or pass --sample-length N to plan at them; to bound "
                 f"them, {mapped.edit('data.max_length', tokens)}{or_fixes}",
+                "planner",
+                origin.line,
+            )
+        )
+    elif mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]:
+        # the DeepSpeed JSON was not found and its name says a ZeRO stage and no offload: planned without offload, an upper
+        # bound of each GPU's memory, since offload in the JSON (which the name may not say) only lowers it
+        json_name, origin, _ = mapped.deepspeed_from_name
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit as planned from the DeepSpeed JSON's name ({json_name}, not found: ZeRO stage "
+                f"{plan.setup.zero.stage} without offload, DeepSpeed's defaults otherwise): {over}; the verdict depends on the "
+                "JSON's offload settings (offload_optimizer / offload_param), which only lower it",
+                f"pass the JSON as another PATH to review it: vramfit review {file} path/to/{json_name}{or_fixes}",
                 "planner",
                 origin.line,
             )
@@ -586,9 +609,11 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         first = plan.phases.get("train", 0.0) > plan.usable_gib
         # the sequence split is planned for training only: an evaluation under sequence parallelism is an upper bound
         unsplit = max(1, plan.setup.sequence_parallel) > 1
+        # a DeepSpeed JSON planned from its name without offload: an upper bound in evaluation too (offload_param lowers it)
+        by_name = mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]
         findings.append(
             Finding(
-                ("warning" if unsplit else "error") if over and not first else "info",  # within the card: said, not warned
+                ("warning" if unsplit or by_name else "error") if over and not first else "info",  # within the card: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
@@ -598,6 +623,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                     f"; evaluation is planned without the sequence split over {plan.setup.sequence_parallel} GPUs, which the "
                     "planner applies to training only (an upper bound)"
                     if unsplit
+                    else ""
+                )
+                + (
+                    f"; planned from the DeepSpeed JSON's name ({mapped.deepspeed_from_name[0]}, not found) without offload, "
+                    "an upper bound: the verdict depends on the JSON's offload settings"
+                    if by_name and over and not first
                     else ""
                 ),
                 # prediction_loss_only helps only where logits are kept; the eval batch always
