@@ -245,6 +245,22 @@ CATALOGUE: dict[str, GPU] = {
             "DGX A100: 8 x 200 Gb/s HDR InfiniBand for 8 GPUs",
         ),
         GPU(
+            "a800",
+            "NVIDIA A800-SXM4-80GB",
+            79.33,
+            True,
+            0.6,
+            312,
+            2039,
+            200,
+            "NVLink 3, export-limited (400 GB/s total)",
+            32,
+            25,
+            "NVIDIA A800 (China export variant of the A100 SXM4 80GB): the A100 80GB's 312 TFLOPS bf16 dense and "
+            "2,039 GB/s HBM2e, NVLink cut from 600 to 400 GB/s total; memory: 'total capacty of 79.33 GiB' in a PyTorch "
+            "OOM message on an A800-80G (hahnyuan/PB-LLM#3); network as DGX A100 (8 x 200 Gb/s HDR for 8 GPUs)",
+        ),
+        GPU(
             "h100",
             "NVIDIA H100 80GB HBM3",
             79.19,

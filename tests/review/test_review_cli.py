@@ -184,7 +184,8 @@ def test_a_missing_deepspeed_json_whose_name_says_the_stage_is_planned_from_it(t
 
 def test_a_missing_deepspeed_json_planned_from_its_name_that_does_not_fit_is_a_warning(tmp_path):
     """Planned without the offload the name does not say, a non-fit depends on the JSON's offload settings: a warning
-    naming that and what fits, not an error. A name that says offload is planned with it."""
+    naming that and what fits, not an error, unless even the most offload the stage allows does not fit (an error that
+    says so). A name that says offload is planned with it."""
     text = (
         "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.1-8B --deepspeed {} "
         "--bf16 true --gradient_checkpointing true --model_max_length 1024\n"
@@ -194,6 +195,9 @@ def test_a_missing_deepspeed_json_planned_from_its_name_that_does_not_fit_is_a_w
     [warning] = find(result, key="--deepspeed", severity="warning", text="depends on the JSON's offload settings")
     assert "ds_config_zero2.json, not found: ZeRO stage 2 without offload" in warning.what
     assert "zero2_offload_optimizer.json" in warning.fix and "predicted" in warning.fix  # what fits
+    # on 24 GB even the optimizer offload ZeRO-2 allows leaves 15 GiB of weights and 12 of logits: an error whatever it says
+    [error] = find(review([str(tmp_path / "run.sh")], gpu="rtx3090"), key="--gpu", severity="error")
+    assert "with the optimizer offloaded (ZeRO stage 2 cannot offload parameters)" in error.what and "do not change the verdict" in error.what
     offload = review([str(write(tmp_path, "off.sh", text.format("zero2_offload.json")))], gpu="a100-40g")
     assert offload.plan.setup.zero.offload_optimizer and not offload.plan.setup.zero.offload_params
     assert find(offload, key="--gpu", text="holds if the JSON offloads what its name says")

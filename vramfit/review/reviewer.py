@@ -536,9 +536,10 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
-    elif mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]:
+    elif mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2] and _most_offload(plan)[0] <= plan.usable_gib:
         # the DeepSpeed JSON was not found and its name says a ZeRO stage and no offload: planned without offload, an upper
-        # bound of each GPU's memory, since offload in the JSON (which the name may not say) only lowers it
+        # bound of each GPU's memory, since offload in the JSON (which the name may not say) only lowers it; with the most
+        # offload the stage allows it fits, so the JSON decides
         json_name, origin, _ = mapped.deepspeed_from_name
         findings.append(
             Finding(
@@ -594,6 +595,15 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 f"`kernels` package's Hub kernels nor {packages} are installed; with them the run keeps less (not modelled)"
             )
             fixes.append(f"install {packages} and measure the first steps (torch.cuda.max_memory_allocated)")
+        if mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]:
+            # planned from the missing JSON's name without offload, and it does not fit even with the most offload the
+            # stage allows, at any bucket size: whatever the JSON offloads, the run does not fit
+            least, what = _most_offload(plan)
+            over += (
+                f"; planned from the DeepSpeed JSON's name ({mapped.deepspeed_from_name[0]}, not found) without offload, and "
+                f"with {what} ({least:.1f} GiB without ZeRO's communication buckets) it does not fit either, so the "
+                "JSON's offload settings do not change the verdict"
+            )
         findings.append(Finding("error", file, "--gpu", over, "; or ".join(fixes), "planner"))
     if pinned is not None:
         _attention_readings(recipe, plan, pinned, mapped, findings)
@@ -787,6 +797,26 @@ def _without_update_state(plan) -> float:
     parts = plan.phase_breakdowns.get(plan.peak_phase, plan.breakdown)
     dropped = sum(parts.get(k, 0.0) for k in ("optimizer_states", "optimizer_step", "gradients"))
     return plan.per_gpu_peak_gib - dropped
+
+
+def _most_offload(plan) -> tuple[float, str]:
+    """(GiB per GPU, what) of `plan` with the most offload its ZeRO stage allows (stage 1 / 2: the optimizer; 3: the
+    optimizer and the parameters; 0: none) and without ZeRO's communication buckets (a JSON may set them small): what a
+    DeepSpeed JSON of that stage needs at least, whatever its offload settings."""
+    import dataclasses
+
+    from vramfit.planner.plan import plan as plan_setup
+
+    zero = plan.setup.zero
+    if zero.stage == 0:
+        least, what = plan, "no offload (ZeRO stage 0 offloads nothing)"
+    else:
+        least = plan_setup(plan.setup.replace(zero=dataclasses.replace(zero, offload_optimizer=True, offload_params=zero.stage == 3)))
+        what = (
+            "the optimizer and the parameters offloaded" if zero.stage == 3 else f"the optimizer offloaded (ZeRO stage {zero.stage} cannot offload parameters)"
+        )
+    buffers = least.phase_breakdowns.get(least.peak_phase, least.breakdown).get("zero_buffers", 0.0)
+    return least.per_gpu_peak_gib - buffers, what
 
 
 def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):
