@@ -177,7 +177,7 @@ def test_a_missing_deepspeed_json_whose_name_says_the_stage_is_planned_from_it(t
     [note] = find(result, key="--deepspeed", text="memory planned from its file name: ZeRO stage 3 without offload")
     assert note.severity == "info" and "DeepSpeed's defaults" in note.what
     assert find(result, key="--gpu", text="an upper bound: offload in the JSON only lowers it")
-    assert "zero3.json named in" in result.summary[0]
+    assert "zero3.json named in" in result.summary[0] and result.to_json()["deepspeed_by_name"] == "zero3.json"
     given = script(tmp_path / "given", "", ds={**DS_ZERO3, "fp16": {"enabled": "auto"}})
     assert review([str(given)], gpu="a100-80g").plan.per_gpu_peak_gib == pytest.approx(result.plan.per_gpu_peak_gib)
 
@@ -272,7 +272,8 @@ def test_training_arguments_yaml(tmp_path):
 def test_json_shape(capsys):
     code, out = run_cli([str(SEEDS / "tinychart/scripts/train.sh"), "--gpu", "a100-80g", "--gpus", "8", "--host-ram-gib", "64", "--json"], capsys)
     data = json.loads(out)
-    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed", "length_worst_case"}
+    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed", "length_worst_case", "deepspeed_by_name"}
+    assert data["deepspeed_by_name"] is None  # the JSON was read, not planned from its name
     assert data["model_assumed"] is None  # the model named by Hub id: no plan rests on a folder's name
     assert data["length_worst_case"] is False  # planned at a length the files bound, not a worst case
     assert code == data["exit_code"] == 1 and data["closest_recipe"] == "tinychart-3b-8xa100-80g-offload"

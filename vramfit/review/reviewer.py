@@ -42,6 +42,9 @@ class Review:
     # the plan's length is a worst case the files do not bound: batches padded to their longest sample, or padding-free,
     # planned at the cap the data's unknown lengths may not reach (the verdict is said as such in a warning)
     length_worst_case: bool = False
+    # the DeepSpeed JSON the launch names was not found and was planned from its file name (sources.zero_from_name): that
+    # name; the verdict rests on it (an upper bound without an offload in the name)
+    deepspeed_by_name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class Review:
             "exit_code": self.exit_code,
             "model_assumed": None if self.model_assumed is None else {"path": self.model_assumed[0], "planned_as": self.model_assumed[1]},
             "length_worst_case": self.length_worst_case,
+            "deepspeed_by_name": self.deepspeed_by_name,
         }
 
 
@@ -132,7 +136,8 @@ def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
     code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
     first = reviews[0]
     assumed = next((r.model_assumed for r in reviews if r.model_assumed is not None), None)  # a verdict resting on a name says so
-    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed)
+    by_name = next((r.deepspeed_by_name for r in reviews if r.deepspeed_by_name is not None), None)
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed, deepspeed_by_name=by_name)
 
 
 def _review_sources(
@@ -214,7 +219,8 @@ def _review_sources(
         )
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         worst = mapped.longest_unknown is not None or mapped.padding_free_worst_case is not None
-        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name, worst)
+        by_name = mapped.deepspeed_from_name[0] if mapped.deepspeed_from_name is not None and plan is not None else None
+        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name, worst, by_name)
 
 
 def _unreadable(error: ConfigError) -> Review:
