@@ -182,6 +182,28 @@ def test_a_missing_deepspeed_json_whose_name_says_the_stage_is_planned_from_it(t
     assert review([str(given)], gpu="a100-80g").plan.per_gpu_peak_gib == pytest.approx(result.plan.per_gpu_peak_gib)
 
 
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_what_a_deepspeed_json_s_name_leaves_is_deepspeed_s_own_default(stage):
+    """What the name does not say (buckets, overlap_comm, stage 3 prefetch / persistence / live parameters, contiguous
+    gradients, sub groups) is planned at the values DeepSpeed's own config parser gives a JSON that leaves them out."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from vramfit.planner.setup import Zero
+
+    ours, theirs = Zero.from_json({"zero_optimization": {"stage": stage}}, hidden=4096), DeepSpeedZeroConfig(stage=stage)
+    assert (ours.overlap_comm, ours.contiguous_gradients) == (theirs.overlap_comm, theirs.contiguous_gradients)
+    assert (ours.reduce_bucket_size, ours.allgather_bucket_size, ours.prefetch_bucket_size) == (
+        theirs.reduce_bucket_size,
+        theirs.allgather_bucket_size,
+        theirs.prefetch_bucket_size,
+    )
+    assert (ours.max_live_parameters, ours.param_persistence_threshold, ours.sub_group_size) == (
+        theirs.max_live_parameters,
+        theirs.param_persistence_threshold,
+        theirs.sub_group_size,
+    )
+
+
 def test_a_missing_deepspeed_json_planned_from_its_name_that_does_not_fit_is_a_warning(tmp_path):
     """Planned without the offload the name does not say, a non-fit depends on the JSON's offload settings: a warning
     naming that and what fits, not an error, unless even the most offload the stage allows does not fit (an error that
