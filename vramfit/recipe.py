@@ -118,9 +118,17 @@ class Knobs(Strict):
     activation_offloading: bool = False  # TRL SFTConfig.activation_offloading / axolotl
     loss_kernel: Literal["torch", "liger", "cce", "chunked"] = "torch"  # liger also via training.use_liger_kernel
     # the output layer: the causal LM's lm_head, or the `score` head of AutoModelForSequenceClassification (reward
-    # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs
-    head: Literal["lm", "seq_cls", "token_cls"] = "lm"
+    # models) / AutoModelForTokenClassification (process reward models), with num_labels outputs; embedding (the
+    # last token's hidden state, no output layer) or generative_reranker (lm_head's yes / no rows only): ms-swift's
+    # task types (vramfit/planner/heads.py)
+    head: Literal["lm", "seq_cls", "token_cls", "embedding", "generative_reranker"] = "lm"
+    # PEFT's (SEQ_CLS, TOKEN_CLS) or ms-swift's (embedding, reranker, generative_reranker, seq_cls) task type naming the head
+    task_type: Union[str, None] = None
     num_labels: Union[int, None] = Field(default=None, ge=1, le=1_000_000)  # None: the config's, else transformers' 2
+    # sequences of one embedding / reranker sample in the forward: its hard negatives (embedding default 0; reranker 7,
+    # ms-swift MAX_NEGATIVE_SAMPLES) and positives (reranker: MAX_POSITIVE_SAMPLES, default 1)
+    negatives: Union[int, None] = Field(default=None, ge=0, le=100_000)
+    positives: Union[int, None] = Field(default=None, ge=1, le=100_000)
     optimizer_in_bwd: bool = False  # torchtune
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"  # from_pretrained dtype
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
@@ -138,6 +146,10 @@ class Knobs(Strict):
     quantize_lm_head: bool = False
     # the fused 3-D MoE expert tensors quantized with the base (axolotl quantize_moe_experts)
     quantize_moe_experts: bool = False
+    # GRPO's log-probs from the whole logits (verl), not TRL's fused head
+    grpo_whole_logits: bool = False
+    # model states moved to host RAM outside the update (verl param_offload / optimizer_offload): "weights,optimizer"
+    offload_outside_update: Union[str, None] = None
     # sequence parallelism (ms-swift --sequence_parallel_size: Ulysses / ring attention): each GPU holds
     # max_length / N tokens of every sample of its micro-batch; planner/knobs.py sequence_parallel_fields
     sequence_parallel: int = Field(default=1, ge=1, le=1024)
@@ -146,6 +158,10 @@ class Knobs(Strict):
     # GPUs one training process spreads its model over with device_map="auto" / "balanced" (naive layer-wise model
     # parallelism: ms-swift without NPROC_PER_NODE, a plain script's from_pretrained(device_map="auto")): device_map.py
     device_map_gpus: int = Field(default=1, ge=1, le=64)
+    # how accelerate fills those GPUs: "balanced" (device_map "auto" / "balanced") or "sequential" (GPU 0 first), and the
+    # max_memory cap from_pretrained gives each GPU (GiB), where the script passes one: device_map.py
+    device_map_policy: Literal["balanced", "sequential"] = "balanced"
+    device_map_max_memory_gib: Union[float, None] = Field(default=None, gt=0, le=4096)
     # full fine-tuning of only the weights these regexes name (re.match over named_parameters; axolotl
     # unfrozen_parameters, a Spectrum YAML), the rest frozen
     unfrozen_parameters: Union[list[str], None] = None

@@ -110,3 +110,39 @@ def test_the_split_is_accelerates_own_device_map(tmp_path, tied, vocab, gpus):
     assert [g.layers for g in split] == [layers.get(i, 0) for i in range(gpus)]
     assert [g.index for g in split if g.embed] == [placed["model.embed_tokens"]]
     assert [g.index for g in split if g.head] == [placed["lm_head"]]
+
+
+@pytest.mark.parametrize(
+    "policy, cap_gib, gpus", [("balanced", 0.035, 4), ("balanced", 0.045, 3), ("sequential", 0.04, 4), ("sequential", 0.06, 3), ("sequential", None, 4)]
+)
+def test_a_max_memory_cap_and_the_sequential_map_follow_accelerate(tmp_path, policy, cap_gib, gpus):
+    # the oracle as transformers' _get_device_map calls it: "sequential" takes get_max_memory (the caps, else the card's
+    # memory), the others get_balanced_memory (min(balanced share, cap) on every GPU but the last)
+    import collections
+
+    import torch
+    import transformers
+    from accelerate import init_empty_weights
+    from accelerate.utils import get_balanced_memory, infer_auto_device_map
+
+    from vramfit.hardware import CATALOGUE
+
+    with init_empty_weights():
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY)).to(torch.bfloat16)
+    cap = int(cap_gib * 2**30) if cap_gib else int(CATALOGUE["h100"].memory_gib * 2**30)
+    memory = {i: cap for i in range(gpus)}
+    kwargs = {"no_split_module_classes": model._no_split_modules, "dtype": torch.bfloat16}
+    caps = dict(memory) if policy == "sequential" else get_balanced_memory(model, max_memory=dict(memory), **kwargs)
+    placed = infer_auto_device_map(model, max_memory=caps, **kwargs)
+    assert set(placed.values()) <= set(range(gpus))  # nothing offloaded: the planner places what is left on the last GPU
+    if "" in placed:  # the whole model on one GPU (the sequential map of a model that fits GPU 0)
+        placed = {"lm_head": placed[""], **{f"model.layers.{i}": placed[""] for i in range(LAYERS)}}
+    layers = collections.Counter(device for name, device in placed.items() if ".layers." in name)
+    items = [f"device_map_gpus={gpus}", f"device_map_policy={policy}"] + ([f"device_map_max_memory_gib={cap_gib}"] if cap_gib else [])
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    s = Setup.from_args(path, "h100", 1, 1, None, [*FULL, *items])
+    arch = params.summary(s.model_config)
+    split = device_map.split(s, arch, params.count(arch, s))
+    assert [g.layers for g in split] == [layers.get(i, 0) for i in range(gpus)]
+    assert [g.index for g in split if g.head] == [placed["lm_head"]]

@@ -561,8 +561,8 @@ def test_head_defaults_and_refusals():
     assert s.num_labels == transformers.PretrainedConfig().num_labels  # the config's, else transformers' default
     assert setup().head == "lm"
     for item, message in (
-        ("head=value", "is not one of lm, seq_cls, token_cls"),
-        ("task_type=QUESTION_ANS", "is not a PEFT task type"),
+        ("head=value", "is not one of lm, seq_cls, token_cls, embedding, generative_reranker"),
+        ("task_type=QUESTION_ANS", "is not a PEFT or ms-swift task type"),
         ("num_labels=0", "num_labels"),
     ):
         with pytest.raises(ConfigError, match=message):

@@ -168,3 +168,59 @@ def test_an_evaluation_above_the_card_under_sequence_parallelism_is_an_upper_bou
     result = review([script(tmp_path, line + " --sequence_parallel_size 4", "split.sh")], gpu="a100-80g")
     [ev] = find(result, text="evaluation peaks above training")
     assert ev.severity == "warning" and "without the sequence split over 4 GPUs" in ev.what
+
+
+@pytest.mark.parametrize(
+    "flags, head, labels, sequences",
+    [
+        ("--task_type embedding --loss_type infonce", "embedding", None, 2),  # anchor + positive, no vocabulary logits
+        ("--task_type reranker --loss_type listwise_reranker", "seq_cls", 1, 8),  # MAX_POSITIVE_SAMPLES 1 x (1 + 7)
+        ("--task_type generative_reranker --loss_type pointwise_reranker", "generative_reranker", None, 8),
+        ("--task_type seq_cls --num_labels 265", "seq_cls", 265, 1),  # the script's num_labels, not the config's
+        ("--num_labels 3", "seq_cls", 3, 1),  # model_meta.py: num_labels without task_type -> seq_cls
+    ],
+)
+def test_ms_swift_task_types_are_planned_with_the_head_they_build(tmp_path, flags, head, labels, sequences):
+    """swift sft --task_type (swift/model/register.py get_model): embedding and generative_reranker patch the causal LM's
+    lm_head, reranker and seq_cls load a sequence classifier; an embedding / reranker sample is several sequences of one
+    batch (swift/template/base.py): no vocabulary-wide logits, every sequence of the forward planned."""
+    line = f"swift sft --model Qwen/Qwen3-Embedding-0.6B --tuner_type full --max_length 512 --per_device_train_batch_size 4 {flags}"
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    s = result.plan.setup
+    assert (s.head, s.sequences_per_sample) == (head, sequences)
+    if labels is not None:
+        assert s.num_labels == labels
+    assert result.plan.phase_breakdowns["train"].get("logits", 0.0) < 0.05  # GiB; the causal LM's would be ~2.3
+    assert find(result, severity="info", key="--task_type" if "task_type" in flags else "--num_labels", text="planned as")
+
+
+def test_ms_swift_reranker_groups_follow_its_environment(tmp_path):
+    line = (
+        "MAX_POSITIVE_SAMPLES=2 MAX_NEGATIVE_SAMPLES=3 swift sft --model Qwen/Qwen3-Reranker-0.6B --task_type generative_reranker "
+        "--max_length 512 --per_device_train_batch_size 2"
+    )
+    result = review([script(tmp_path, line)], gpu="a100-80g")
+    assert result.plan.setup.sequences_per_sample == 8  # 2 x (1 + 3)
+    assert find(result, key="--task_type", text="MAX_POSITIVE_SAMPLES=2, MAX_NEGATIVE_SAMPLES=3")
+
+
+def test_ms_swift_reward_model_is_a_one_label_classifier_since_3_0_2(tmp_path):
+    """swift rlhf --rlhf_type rm: `_init_rm` sets task_type seq_cls, num_labels 1 (swift/arguments/rlhf_args.py, v3.0.2 on);
+    chosen + rejected in one batch, no lm_head logits."""
+    line = "swift rlhf --rlhf_type rm --model Qwen/Qwen2.5-0.5B-Instruct --max_length 1024 --per_device_train_batch_size 2"
+    s = review([script(tmp_path, line)], gpu="a100-80g").plan.setup
+    assert (s.head, s.num_labels, s.sequences_per_sample) == ("seq_cls", 1, 2)
+
+
+def test_an_embedding_run_of_unknown_length_at_the_model_s_context_is_a_worst_case_warning(tmp_path):
+    """ms-swift's sequence_parallel_emb.sh as published (no --max_length: planned at the model's 32,768 tokens): with the
+    embedding head the padding-free worst case is a warning that fits at shorter samples, not a vocabulary-logits error."""
+    line = (
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 NPROC_PER_NODE=4 swift sft --model Qwen/Qwen3-Embedding-0.6B --task_type embedding "
+        "--model_type qwen3_emb --tuner_type full --per_device_train_batch_size 256 --loss_type infonce "
+        "--sequence_parallel_size 4 --padding_free true --attn_impl flash_attn"
+    )
+    result = review([script(tmp_path, line)], gpu="h100")
+    assert result.exit_code == 0
+    [worst] = find(result, severity="warning", key="--padding_free")
+    assert "512 x 32,768" in worst.what  # 256 samples x (anchor + positive)

@@ -248,6 +248,9 @@ class LogitsMode:
     upcast: bool = True  # the loss runs on fp32 logits (setup.loss_fp32)
     kernel: str = "torch"  # torch | liger | cce | chunked (setup.loss_kernel)
     compiled: bool = False  # the cross-entropy runs under torch.compile (setup.compile_loss)
+    # rows of the output weight whose gradient the head's backward writes when it trains (None: `vocab`, the logits'
+    # width; heads.Output.weight_rows: the generative reranker reads 2 rows of lm_head and writes a dense vocab-row gradient)
+    weight_rows: int | None = None
 
 
 # torchtune modules/loss/ce_chunked_output_loss.py CEWithChunkedOutputLoss: num_output_chunks = 8.
@@ -256,7 +259,7 @@ CHUNKED_OUTPUT_CHUNKS = 8
 
 def logits_bytes(m: LogitsMode, tokens: int) -> float:
     """Peak of the loss computation over `tokens` positions."""
-    grad_weight = m.vocab * m.hidden * m.head_bytes if m.head_trainable else 0
+    grad_weight = (m.vocab if m.weight_rows is None else m.weight_rows) * m.hidden * m.head_bytes if m.head_trainable else 0
     if m.kernel == "cce" and not m.liger:
         # Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009; apple/ml-cross-entropy
         # cut_cross_entropy/cce.py): the logits are never written to global memory - forward keeps a

@@ -56,12 +56,19 @@ launch knobs (docs/planner.md "Launch knobs"):
   keeps_previous_output=true (the loop holds the last step's logits into the next forward: LitGPT's fit)
   quantize_lm_head=true (lm_head quantized with the base, as Lightning's BitsandbytesPrecision does for LitGPT)
   quantize_moe_experts=true (the fused 3-D MoE expert tensors quantized with the base: axolotl quantize_moe_experts)
+  grpo_whole_logits=true (GRPO log-probs from the model's whole logits, as verl computes them; default TRL's fused head)
+  offload_outside_update=weights,optimizer (states in host RAM outside the update: verl param_offload / optimizer_offload)
   sequence_parallel=N (ms-swift --sequence_parallel_size, axolotl context_parallel_size: each GPU holds max_length / N
     tokens of every sample)  celoss_parallel_size=N (ms-swift CELOSS_PARALLEL_SIZE: its chunked sequence-parallel loss)
   device_map_gpus=N (one process spreads the model's layers over N GPUs with device_map="auto": ms-swift without
-    NPROC_PER_NODE; planned on the busiest GPU of accelerate's balanced split)
+    NPROC_PER_NODE, a plain `python train.py` loading with device_map="auto"; planned on the busiest GPU of
+    accelerate's balanced split); device_map_policy=sequential (GPU 0 filled first), device_map_max_memory_gib=G
+    (from_pretrained's max_memory cap on each GPU)
   unfrozen_parameters="^lm_head;model.layers.3.mlp.down_proj" (full fine-tuning of only the weights whose names the
     regexes match, re.match, the rest frozen: axolotl unfrozen_parameters, Spectrum YAMLs)
+  head=lm|seq_cls|token_cls|embedding|generative_reranker  num_labels=N  task_type=SEQ_CLS (PEFT) or
+    embedding|reranker|generative_reranker|seq_cls (ms-swift)  negatives=N positives=N (an embedding / reranker
+    sample's sequences in one batch: 2 + negatives; positives x (1 + negatives), ms-swift's defaults 1 and 7)
   trainer=sft|dpo|orpo|cpo|reward|kto (TRL: dpo/orpo/cpo/reward run chosen + rejected, 2 x the micro-batch)
   ref_model=copy|none|precomputed (dpo/kto; default as TRL: none with LoRA or precompute_ref_log_probs=true)
   fused_lm_head=false (a TRL before the DPO/KTO fused log-prob head: whole logits of the 2 x micro-batch)

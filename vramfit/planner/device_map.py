@@ -15,6 +15,10 @@ The step runs one micro-batch through the GPUs in turn (no pipelining): a GPU ho
 gradients and optimizer states of what trains there, the activations its own layers keep for backward, and, where the
 lm_head is, the logits and the loss. The planner plans every GPU of the split and reports the busiest.
 
+How it fills them follows the script: `device_map_policy` sequential (`device_map="sequential"`: GPU 0 filled to its
+memory first, then the next) and `device_map_max_memory_gib` (from_pretrained's `max_memory`, each GPU's cap), both read
+by the review from a Python file (vramfit/review/device_map.py).
+
 Modelled, not read from the model: the vision tower is placed whole (accelerate may split it between its blocks), and
 module sizes are in the load dtype (16-bit) with quantized linears at their bits.
 """
@@ -28,6 +32,7 @@ from vramfit.planner.params import Arch, Counts
 
 BUFFER = 1.25  # accelerate get_balanced_memory: `buffer = int(1.25 * max(buffer, mean_leaves))`
 LOAD_BYTES = 2  # module sizes in the 16-bit load dtype
+GIB = 2**30
 QUANT_BITS = {"int8": 8}  # the rest (nf4, fp4, gptq-int4, awq-int4): 4
 
 
@@ -81,8 +86,7 @@ def split(setup, arch: Arch, counts: Counts) -> list[Gpu]:
     modules.append(("head", head))
     total = sum(size for _, size in modules)
     largest = max(layer, embed, head)
-    per_gpu = total / n + BUFFER * layer
-    caps = [per_gpu - (largest if i == 0 else 0) for i in range(n - 1)] + [math.inf]
+    caps = [cap - (largest if i == 0 else 0) for i, cap in enumerate(_caps(setup, total, layer))] + [math.inf]
     placed: list[list[tuple[str, float]]] = [[] for _ in range(n)]
     device, used = 0, 0.0
     for name, size in modules:
@@ -114,6 +118,24 @@ def split(setup, arch: Arch, counts: Counts) -> list[Gpu]:
     return out
 
 
+def _caps(setup, total: float, layer: float) -> list[float]:
+    """What accelerate lets each GPU but the last hold (bytes), before the first GPU's room for the largest layer:
+    - balanced (transformers `_get_device_map` for "auto" / "balanced": `get_balanced_memory`): the model's share
+      `total / N` plus the buffer, or the max_memory cap where it is lower (`min(per_gpu, max_memory[i])`);
+    - sequential (`get_max_memory`): the max_memory cap, else the card's memory: GPU 0 is filled first.
+    The last GPU keeps its whole memory (or its cap) in both: the planner places what is left there."""
+    n = setup.device_map_gpus
+    cap = setup.device_map_max_memory_gib * GIB if setup.device_map_max_memory_gib else math.inf
+    if setup.device_map_policy == "sequential":
+        if not setup.device_map_max_memory_gib:
+            from vramfit.hardware import CATALOGUE
+
+            gpu = CATALOGUE.get(setup.gpu)
+            cap = gpu.memory_gib * GIB if gpu is not None else math.inf
+        return [cap] * (n - 1)
+    return [min(total / n + BUFFER * layer, cap)] * (n - 1)
+
+
 # resident terms and the share of the GPU that scales each
 WEIGHT_TERMS = ("weights", "reference_model", "teacher_model")
 TRAINABLE_TERMS = ("gradients", "optimizer_states", "paged_optimizer_states", "optimizer_step")
@@ -131,10 +153,15 @@ def scale(parts: dict[str, float], gpu: Gpu) -> dict[str, float]:
     return out
 
 
-def note(gpu: Gpu, others: list[tuple[Gpu, float]]) -> str:
+def note(gpu: Gpu, others: list[tuple[Gpu, float]], setup=None) -> str:
     """The plan's word on the split: which GPU is the peak, and the others' figures."""
     rest = ", ".join(f"GPU {g.index} {gib:.1f} GiB" for g, gib in others if g.index != gpu.index)
+    how = "sequential" if setup is not None and setup.device_map_policy == "sequential" else "balanced"
+    if setup is not None and setup.device_map_max_memory_gib:
+        how += f" map, max_memory {setup.device_map_max_memory_gib:g} GiB per GPU"
+    else:
+        how += " map"
     return (
-        f"device_map over {gpu.gpus} GPUs (one process, layers split by accelerate's balanced map, one micro-batch "
+        f"device_map over {gpu.gpus} GPUs (one process, layers split by accelerate's {how}, one micro-batch "
         f"through the GPUs in turn): planned is the busiest, {gpu.describe()}; {rest}"
     )

@@ -11,6 +11,7 @@ unset, until the evaluation ends. Then they are converted to fp32 numpy arrays o
 
 from __future__ import annotations
 
+from vramfit.planner import heads
 from vramfit.planner.activations import FP32, nograd_layer_bytes
 from vramfit.planner.params import Arch, Counts
 from vramfit.planner.setup import ceil_div
@@ -33,10 +34,14 @@ def eval_peak(setup, arch: Arch, counts: Counts) -> tuple[dict[str, float], floa
     if "vision" in arch.stacks and s.images_per_sample:
         v = arch.stacks["vision"]
         activations += b * s.images_per_sample * s.vision_patches * nograd_layer_bytes(v, a, vision_attention(s, arch), vision_sequence(s, arch))
-    loss = tokens * arch.vocab * (a + FP32 + FP32)  # logits, fp32 upcast, log_softmax
+    out = heads.output(s, arch)  # an embedding / reranker / classification head writes no vocabulary-wide logits
+    loss = tokens * out.width * (a + FP32 + FP32)  # logits, fp32 upcast, log_softmax
+    if not out.width:
+        loss = tokens * arch.text.hidden * a  # the embedding: the hidden states the head returns as they are
     kept = host = 0.0
     if not s.prediction_loss_only:
-        per_step = s.world * tokens * arch.vocab * a  # gathered from every rank
+        # the kept predictions: per position (lm, token_cls) or one row per sequence (pooled heads)
+        per_step = s.world * (tokens if out.per_token else b) * out.kept * a  # gathered from every rank
         steps = eval_steps(s)
         on_gpu = min(s.eval_accumulation_steps or steps, steps)
         kept = on_gpu * per_step + (on_gpu - 1) * per_step  # the concatenation copies the kept tensor

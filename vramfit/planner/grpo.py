@@ -42,6 +42,17 @@ def fused_head_bytes(setup, arch: Arch, counts: Counts, tokens: int | None = Non
     return tile + grad_hidden + grad_weight
 
 
+def whole_logits_bytes(setup, arch: Arch, counts: Counts, tokens: int) -> float:
+    """verl's log-probs (workers/actor/dp_actor.py `_forward_micro_batch`, use_remove_padding): the model's 16-bit logits
+    over every token of the micro-batch, divided by the temperature in place; torch_functional.logprobs_from_logits runs
+    flash-attn's cross_entropy_loss with inplace_backward=True, which keeps those logits (and an fp32 log-sum-exp per
+    token) and writes their gradient into the same storage. Backward then holds the hidden states' gradient and, when
+    the head trains, its weight's."""
+    a = act_bytes(setup)
+    grad_weight = arch.vocab * arch.text.hidden * FP32 if counts.lm_head_trainable else 0
+    return tokens * arch.vocab * a + tokens * FP32 + tokens * arch.text.hidden * a + grad_weight
+
+
 def reference_weights(setup, counts: Counts) -> float:
     if setup.beta == 0 or setup.lora:
         return 0.0

@@ -22,6 +22,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `optimizer_in_bwd=true` (torchtune) | torchtune `create_optim_in_bwd_wrapper` / torch `register_post_accumulate_grad_hook` | states.py |
 | `use_vllm`, `vllm_mode=colocate\|server`, `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` | TRL 1.16 GRPOConfig (defaults colocate, 0.3, off) | plan.py |
 | `head=lm\|seq_cls\|token_cls`, `num_labels`; PEFT `task_type=SEQ_CLS\|TOKEN_CLS` | transformers `GenericForSequenceClassification` / `GenericForTokenClassification` (modeling_layers.py): `score` = Linear(hidden, num_labels) in place of lm_head; TRL RewardTrainer (num_labels=1), PRMTrainer (AutoModelForTokenClassification) | training.py `with_head`, activations.py `logits_bytes` |
+| `head=embedding\|generative_reranker`; ms-swift `task_type=embedding\|reranker\|generative_reranker\|seq_cls`; `negatives`, `positives` (planner; the review reads ms-swift's MAX_NEGATIVE_SAMPLES / MAX_POSITIVE_SAMPLES) | ms-swift swift/model/register.py `get_model` + patcher.py `patch_output_normalizer` (lm_head forward = identity, last-token pooling), `_patch_generative_reranker` (yes / no rows of lm_head only), reranker = AutoModelForSequenceClassification num_labels 1; swift/template/base.py: an embedding sample is anchor + positive + negatives sequences, a reranker sample positives x (1 + negatives) (defaults 1 and 7), all in one batch | heads.py, training.py `train_peak`, evaluation.py |
 | `torch_version=1.13` (planner) | torch < 2.0 `nn.Module.zero_grad(set_to_none=False)`: the Trainer's `model.zero_grad()` keeps the gradients through the next forward; torch < 2.8: the Trainer's default optimizer is the multi-tensor `adamw_torch`, not `adamw_torch_fused` | states.py `gradients_in_forward`, `foreach_intermediate` |
 | `accelerate_version=1.10.1` (planner; review: an `accelerate==` pin beside the script or `--accelerate-version`) | accelerate < 1.11.0 (before huggingface/accelerate#3762) runs FSDP2 accumulation micro-batches synced: sharded gradients, not unsharded | states.py `fsdp_accumulated_gradients`, knobs.py `FSDP2_NO_SYNC_SINCE` |
 | `sync_each_batch=true` (accelerate `GradientAccumulationPlugin`; TrainingArguments `accelerator_config.gradient_accumulation_kwargs.sync_each_batch`) | without it transformers' Trainer runs every accumulation micro-batch but the last under `no_sync` (FSDP1 `no_sync()`, FSDP2 `set_requires_gradient_sync(False)`): unsharded gradients | states.py `fsdp_accumulated_gradients` |
@@ -34,8 +35,11 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
 | `quantize_lm_head=true` (planner; the LitGPT reader sets it for `quantize`) | Lightning `BitsandbytesPrecision` swaps every `nn.Linear`, lm_head included; each lm_head call dequantizes it whole | params.py `count`, training.py `previous_output_point` |
+| `grpo_whole_logits=true` (planner; the verl reader sets it) | verl workers/actor/dp_actor.py `_forward_micro_batch`: `logits_rmpad = output.logits` over every token of the micro-batch, log-probs (and the entropy) from them; TRL's GRPOTrainer uses its fused head instead | plan.py `analytic_terms` (training.py's logits term), `train_block` |
+| `offload_outside_update=weights,optimizer` (planner; the verl reader sets it from `fsdp_config.param_offload` / `optimizer_offload`) | verl workers/fsdp_workers.py: `update_actor` loads the offloaded weights / optimizer states to the GPU for the update and offloads them after it; `rollout_mode` offloads the weights again before the rollout engine resumes | plan.py `_vllm_phases`: the generation phase holds neither |
 | `quantize_moe_experts=true` (planner; the review reads axolotl `quantize_moe_experts:`) | transformers v5 stores MoE experts as fused 3-D parameters, which bitsandbytes (nn.Linear only) leaves in 16 bits; axolotl monkeypatch/moe_quant.py quantizes every >= 3-D parameter named "expert" as it loads (4-bit: bitsandbytes parametrize `replace_parameter_4bit`; 8-bit: its int8 parametrization), dequantized whole on access | params.py `count` (`Arch.expert_tensors`) |
-| `device_map_gpus=N` (planner; the review sets it for an ms-swift process that sees N GPUs) | transformers `from_pretrained(device_map="auto"\|"balanced")`: accelerate `get_balanced_memory` + `infer_auto_device_map` (whole `_no_split_modules` layers, the first GPU keeping room for the largest layer, tied weights together) and `dispatch_model`: one micro-batch through the GPUs in turn | device_map.py, training.py `on_gpu_layers` |
+| `device_map_gpus=N` (planner; the review sets it for an ms-swift process that sees N GPUs, and for one process whose Python file loads the model with device_map "auto" / "balanced" / "sequential": vramfit/review/device_map.py) | transformers `from_pretrained(device_map="auto"\|"balanced")`: accelerate `get_balanced_memory` + `infer_auto_device_map` (whole `_no_split_modules` layers, the first GPU keeping room for the largest layer, tied weights together) and `dispatch_model`: one micro-batch through the GPUs in turn | device_map.py, training.py `on_gpu_layers` |
+| `device_map_policy=sequential`, `device_map_max_memory_gib=G` (planner; the review reads `from_pretrained(device_map="sequential", max_memory=...)` in a Python file: vramfit/review/device_map.py) | transformers `_get_device_map`: "sequential" takes `get_max_memory` (the caps, else each GPU's memory: GPU 0 filled first), the others `get_balanced_memory`, which caps every GPU but the last at min(balanced share, max_memory) | device_map.py `_caps` |
 | `unfrozen_parameters=REGEX;REGEX` (planner; the review reads axolotl `unfrozen_parameters:` and TRL / philschmid `spectrum_config_path`) | full fine-tuning with every parameter but those whose `named_parameters()` name a regex matches at its start (`re.match`) frozen: philschmid run_sft.py `setup_model_for_spectrum`, axolotl utils/freeze.py `freeze_layers_except` (train.py applies it after the model loads) | params.py `unfrozen` / `count`: gradients, master weights, optimizer and ZeRO / FSDP states for the listed weights only; activations as full fine-tuning |
 | `sequence_parallel=N` (planner; the review reads ms-swift `--sequence_parallel_size`, axolotl `context_parallel_size` / `sequence_parallel_degree`: utils/ctx_managers/sequence_parallel.py chunks every batch key on dim 1, loss on the local chunk) | ms-swift swift/sequence_parallel/sequence_parallel.py: a (data, [ring,] sequence) device mesh of world / N data-parallel groups; `pad_and_split_inputs` splits input_ids / embeddings, position_ids and the rolled labels on the sequence dim, so each rank runs its layers, embeddings and loss on seq_len / N tokens of every sample of its per_device_train_batch_size (SequenceParallelSampler draws by data rank); Ulysses all-to-all gives attention all seq_len tokens for heads / N (N = gcd(heads, size), the rest ring attention over local keys); DeepSpeed is initialised without an mpu, so ZeRO shards over every rank | training.py `train_peak` (per-rank tokens; eager scores at all keys), states unchanged |
 | `celoss_parallel_size=N` (planner; the review reads ms-swift's `CELOSS_PARALLEL_SIZE` environment variable) | ms-swift swift/trainers/utils.py `per_token_loss_func_sp` -> sequence_parallel/utils.py `ChunkedCrossEntropyLoss`: saves the whole 16-bit logits, runs CrossEntropyLoss over N-token chunks and writes each chunk's gradient back into the saved logits (only with sequence_parallel > 1) | activations.py `sp_chunked_logits_bytes` |
@@ -57,7 +61,8 @@ ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard",
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
-HEADS = ("lm", "seq_cls", "token_cls")
+# `embedding` and `generative_reranker`: the causal LM with its lm_head's forward replaced (heads.py).
+HEADS = ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker")
 # PEFT TaskType values (peft/utils/peft_types.py) that name a head; other task types keep the model's own.
 PEFT_TASK_HEADS = {"CAUSAL_LM": "lm", "SEQ_CLS": "seq_cls", "TOKEN_CLS": "token_cls"}
 # transformers PretrainedConfig: num_labels defaults to 2 (id2label of two labels) when neither the call nor
@@ -424,20 +429,31 @@ def loss_kernel(values: dict[str, Any], problems: Problems, file: str) -> str:
 
 
 def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
-    """`head` (lm | seq_cls | token_cls) or PEFT's `task_type` naming it, and `num_labels` (the call's, else the
-    config's `num_labels` / `id2label`, else transformers' default of 2)."""
+    """`head` (lm | seq_cls | token_cls | embedding | generative_reranker), or the task type naming it: PEFT's
+    (CAUSAL_LM, SEQ_CLS, TOKEN_CLS) or ms-swift's (causal_lm, seq_cls, embedding, reranker, generative_reranker:
+    heads.SWIFT_TASKS); `num_labels` (the call's, else the config's `num_labels` / `id2label`, else transformers' default
+    of 2; ms-swift's reranker 1); and for an embedding or reranker task the sequences one sample brings into the forward
+    (`negatives`, `positives`: heads.sequences_per_sample)."""
+    from vramfit.planner import heads
+
     head = values.get("head")
     task = values.get("task_type")
-    if head is None and task is not None:
-        head = PEFT_TASK_HEADS.get(str(task).upper())
-        if head is None:
-            problems.add(file, "task_type", f"{task!r} is not a PEFT task type the planner models", f"use one of {', '.join(PEFT_TASK_HEADS)}.")
+    swift_task = None
+    if task is not None:
+        named = PEFT_TASK_HEADS.get(str(task).upper()) or heads.SWIFT_TASKS.get(str(task).lower())
+        swift_task = str(task).lower() if str(task).lower() in heads.SWIFT_TASKS else None
+        if named is None:
+            choices = ", ".join((*PEFT_TASK_HEADS, *heads.SWIFT_TASKS))
+            problems.add(file, "task_type", f"{task!r} is not a PEFT or ms-swift task type the planner models", f"use one of {choices}.")
             return {}
+        head = named if head in (None, "lm") else head  # a recipe's `head` defaults to lm: the task names it
     head = "lm" if head is None else str(head).lower()
     if head not in HEADS:
         problems.add(file, "head", f"{head!r} is not a model head the planner models", f"use one of {', '.join(HEADS)}.")
         return {}
     labels = values.get("num_labels")
+    if labels is None and swift_task == "reranker":
+        labels = 1  # swift/model/model_meta.py: "Default to 1 for reranker tasks"
     if labels is None:
         labels = config.get("num_labels") or len(config.get("id2label") or {}) or DEFAULT_NUM_LABELS
     if isinstance(labels, bool) or not isinstance(labels, int) or labels < 1:
@@ -447,7 +463,18 @@ def head_fields(values: dict[str, Any], config: dict[str, Any], problems: Proble
     dropout = 0.0
     if head == "token_cls":
         dropout = next((float(config[k]) for k in ("classifier_dropout", "hidden_dropout") if config.get(k) is not None), TOKEN_CLS_DROPOUT)
-    return {"head": head, "num_labels": int(labels), "head_dropout": dropout}
+    out: dict[str, Any] = {"head": head, "num_labels": int(labels), "head_dropout": dropout}
+    counts = {}
+    for key, least in (("negatives", 0), ("positives", 1)):
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            problems.add(file, key, f"{value!r} is not a whole number >= {least}", f"write {key}=N, the {key} one sample brings into the forward.")
+            return {}
+        counts[key] = value
+    n, what = heads.sequences_per_sample(head, swift_task, counts["negatives"], counts["positives"])
+    if n > 1 and not _truthy(values.get("packing")):  # packed: the group's sequences fill the packed rows of max_length
+        out["sequences_per_sample"], out["sequences_what"] = n, what
+    return out
 
 
 def trainer_fields(values: dict[str, Any], lora: bool, problems: Problems, file: str) -> dict[str, Any]:
@@ -602,6 +629,21 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
     return out
 
 
+OUTSIDE_UPDATE = ("weights", "optimizer")
+
+
+def offload_outside_update(value: Any, problems: Problems, file: str) -> tuple[str, ...]:
+    """`offload_outside_update`: the model states held in host RAM outside the update ("weights", "optimizer")."""
+    if value in (None, "", False):
+        return ()
+    parts = [p.strip() for p in (value.split(",") if isinstance(value, str) else list(value)) if str(p).strip()]
+    bad = [p for p in parts if p not in OUTSIDE_UPDATE]
+    if bad:
+        problems.add(file, "offload_outside_update", f"{bad[0]!r} is not one of {', '.join(OUTSIDE_UPDATE)}", "write offload_outside_update=weights,optimizer.")
+        return ()
+    return tuple(dict.fromkeys(parts))
+
+
 def vllm_fields(values: dict[str, Any], problems: Problems, file: str) -> dict[str, Any]:
     mode = str(values.get("vllm_mode", VLLM_DEFAULTS["vllm_mode"]))
     if mode not in VLLM_MODES:
@@ -676,3 +718,22 @@ def device_map_gpus(values: dict[str, Any], problems, file: str) -> int:
         problems.add(file, "planner.device_map_gpus", f"{n!r} is not a GPU count", "write planner.device_map_gpus: 2 (or more).")
         return 1
     return n
+
+
+def device_map_fields(values: dict[str, Any], problems, file: str) -> dict[str, Any]:
+    """How accelerate fills the device_map GPUs (planner `device_map_policy`: balanced | sequential) and the max_memory cap
+    from_pretrained gives each (planner `device_map_max_memory_gib`); device_map.py."""
+    out: dict[str, Any] = {}
+    policy = values.get("device_map_policy")
+    if policy is not None:
+        if policy not in ("balanced", "sequential"):
+            problems.add(file, "planner.device_map_policy", f"{policy!r} is not balanced or sequential", "write planner.device_map_policy: balanced.")
+        else:
+            out["device_map_policy"] = policy
+    cap = values.get("device_map_max_memory_gib")
+    if cap is not None:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+            problems.add(file, "planner.device_map_max_memory_gib", f"{cap!r} is not a size in GiB", "write planner.device_map_max_memory_gib: 20.")
+        else:
+            out["device_map_max_memory_gib"] = float(cap)
+    return out

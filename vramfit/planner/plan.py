@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import device_map, evaluation, gkd, grpo, host, knobs, params, states, training
+from vramfit.planner import device_map, evaluation, gkd, grpo, heads, host, knobs, params, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
@@ -204,7 +204,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     arch = training.with_head(params.summary(s.model_config), s)
     s = lora_targets(s, arch)
     counts = params.count(arch, s)
-    if s.head != "lm" and not counts.lm_head_trainable:
+    if s.head in ("seq_cls", "token_cls") and not counts.lm_head_trainable:
         # the new `score` head always trains (PEFT SEQ_CLS / TOKEN_CLS task types add it to modules_to_save)
         counts = dataclasses.replace(counts, copies=counts.copies + arch.groups["lm_head"], lm_head_trainable=True)
     extra = embedding_lora(s, arch)
@@ -240,6 +240,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
 
     def analytic_terms(ts: Setup) -> dict[str, float]:
         loss = grpo.fused_head_bytes(ts, arch, counts) if is_grpo else None
+        if is_grpo and ts.grpo_whole_logits:  # verl: the whole 16-bit logits, their gradient written in place
+            loss = grpo.whole_logits_bytes(ts, arch, counts, ts.micro_batch * training.rank_tokens(ts, seq))
         if ts.fused_lm_head and not is_grpo:
             loss = grpo.fused_head_bytes(ts, arch, counts, tokens=ts.micro_batch * training.rank_tokens(ts, seq))
         if is_gkd:
@@ -255,7 +257,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             per_gpu.append((g, (sum(held.values()) + sum(gterms.values())) / GIB))
         busiest = max(per_gpu, key=lambda item: item[1])[0]
         s, ts = s.replace(device_map_gpu=busiest), ts.replace(device_map_gpu=busiest)
-        split_note = device_map.note(busiest, per_gpu)
+        split_note = device_map.note(busiest, per_gpu, s)
     if s.device_map_gpu is not None:  # the split is planned analytically (the trace builds the whole model on one GPU)
         terms, notes, incomplete = None, [], []
         if trace:
@@ -276,6 +278,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
             incomplete.append(f"the GKD teacher's weights and logits ({s.teacher_missing})")
     elif s.trainer != "sft":
         notes.append(trainer_note(s, seq, resident["reference_model"]))
+    if s.head in heads.NOTES or s.sequences_what:
+        notes.append(heads.note(s, seq))
     raw = {
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
@@ -406,8 +410,18 @@ def _vllm_phases(s: Setup, raw: dict, between_steps: dict, notes: list[str]) -> 
         # KV cache discarded) outside generation and wakes it for each generation.
         for phase in raw.values():
             phase["vllm"] = 0.0
-        raw["generation"] = {**between_steps, "vllm": share * GIB}
+        held = dict(between_steps)
+        away = []
+        if "weights" in s.offload_outside_update:  # verl param_offload: the weights (and their gradients) in host RAM
+            held["weights"], held["gradients"] = 0.0, 0.0
+            away.append("weights")
+        if "optimizer" in s.offload_outside_update:  # verl optimizer_offload
+            held["optimizer_states"], held["paged_optimizer_states"] = 0.0, 0.0
+            away.append("optimizer states")
+        raw["generation"] = {**held, "vllm": share * GIB}
         notes.append(f"vLLM colocated with sleep mode: its {s.vllm_gpu_memory_utilization:.0%} share ({share:.1f} GiB) is held only while generating")
+        if away:
+            notes.append(f"the {' and '.join(away)} are in host RAM while generating and back on the GPU for the update (offload_outside_update)")
     else:
         notes.append(
             f"vLLM colocated: it holds vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization:g} of the card "
@@ -442,8 +456,11 @@ def train_block(setup: Setup, arch, seq: int) -> float:
     own = training.text_sequences(setup, arch, seq)[-1][1]
     tokens = b * own
     # GRPO's loss runs TRL's fused head (grpo.fused_head_bytes): no whole-vocabulary tensor either
-    fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or setup.method == "grpo" or setup.fused_lm_head
-    logits = 0 if fused else tokens * arch.vocab * (FP32_BYTES if training.loss_upcast(setup, arch) else a)
+    grpo_fused = setup.method == "grpo" and not setup.grpo_whole_logits
+    fused = training.liger_active(setup, arch) or setup.loss_kernel != "torch" or grpo_fused or setup.fused_lm_head
+    upcast = training.loss_upcast(setup, arch) and not setup.grpo_whole_logits  # verl: 16-bit logits (grpo.whole_logits_bytes)
+    width = heads.output(setup, arch).width  # the vocabulary, a classification head's labels, or a task's few columns
+    logits = 0 if fused else tokens * width * (FP32_BYTES if upcast else a)
     module = arch.largest_module * (2 if setup.sixteen_bit else FP32_BYTES)
     widest = tokens * a * max((max(st.ffn, st.hidden) for st in arch.stacks.values()), default=0)
     # eager attention materialises each layer's fp32 softmax over heads x s x s (activations.layer_bytes)

@@ -159,7 +159,9 @@ class Setup:
     gradient_checkpointing: bool = False
     liger: bool = False
     loss_kernel: str = "torch"  # torch | liger | cce | chunked (knobs.py)
-    head: str = "lm"  # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head (knobs.head_fields)
+    # lm | seq_cls | token_cls: the causal LM's lm_head or a classification `score` head; embedding | generative_reranker:
+    # the causal LM with its lm_head's forward replaced (knobs.head_fields, heads.py)
+    head: str = "lm"
     num_labels: int = 2  # outputs of a classification head (TRL RewardTrainer: 1)
     head_dropout: float = 0.0  # token classification: the dropout before the score (it keeps a bool mask)
     activation_offloading: bool = False  # TRL OffloadActivations: kept activations live in host RAM
@@ -175,6 +177,13 @@ class Setup:
     # the fused 3-D MoE expert tensors quantized with the base (axolotl `quantize_moe_experts`: bitsandbytes skips them,
     # axolotl's monkeypatch/moe_quant.py quantizes them as they load); params.py `count`
     quantize_moe_experts: bool = False
+    # GRPO's log-probs from the model's whole logits over every token of the micro-batch (verl's dp_actor.py), not TRL's
+    # fused head (grpo.fused_head_bytes)
+    grpo_whole_logits: bool = False
+    # model states the engine moves to host RAM outside the update and back for it (verl's fsdp_config.param_offload /
+    # optimizer_offload: fsdp_workers.py update_actor / rollout_mode): "weights", "optimizer" (the generation phase
+    # holds neither; the update holds both)
+    offload_outside_update: tuple[str, ...] = ()
     # sequence-parallel degree (knobs.sequence_parallel_fields): each rank holds seq_len / N tokens of every sample
     # for its layers, embeddings and loss; Ulysses attention sees all seq_len keys for heads / N (training.train_peak)
     sequence_parallel: int = 1
@@ -183,6 +192,8 @@ class Setup:
     celoss_parallel_size: int = 0
     # GPUs one process spreads its model over with device_map (device_map.py); the planned GPU's share of them
     device_map_gpus: int = 1
+    device_map_policy: str = "balanced"  # "sequential": accelerate fills GPU 0 first (device_map.py)
+    device_map_max_memory_gib: float | None = None  # from_pretrained's max_memory cap on each GPU (device_map.py)
     device_map_gpu: "object | None" = None  # device_map.Gpu: the GPU of the split being planned (None: the whole model)
     gradients_kept: bool = False  # torch < 2.0: zero_grad() zeroes in place, gradients live through the forward (knobs.torch_keeps_gradients)
     # batch and sequence
@@ -216,7 +227,8 @@ class Setup:
     trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
     ref_model: str = "none"  # copy | none | precomputed
     fused_lm_head: bool = False
-    sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len
+    sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len; embedding / reranker groups (heads.py)
+    sequences_what: str = ""  # what an embedding / reranker sample's sequences are (heads.sequences_per_sample)
     # GKD (trainer=gkd; knobs.gkd_fields, gkd.py): the frozen teacher, the on-policy fraction, the divergence
     teacher_config: Path | None = None  # the teacher's config.json (None: served elsewhere, self-distillation, or unresolved)
     teacher_server: bool = False  # ms-swift --teacher_model_server: the teacher runs elsewhere
@@ -536,8 +548,11 @@ def _knob_fields(
     out["keeps_previous_output"] = bool(values.get("keeps_previous_output"))
     out["quantize_lm_head"] = bool(values.get("quantize_lm_head")) and out.get("quantization") is not None
     out["quantize_moe_experts"] = bool(values.get("quantize_moe_experts")) and out.get("quantization") is not None
+    out["grpo_whole_logits"] = bool(values.get("grpo_whole_logits"))
+    out["offload_outside_update"] = knobs.offload_outside_update(values.get("offload_outside_update"), problems, file)
     out.update(knobs.sequence_parallel_fields(values, problems, file))
     out["device_map_gpus"] = knobs.device_map_gpus(values, problems, file)
+    out.update(knobs.device_map_fields(values, problems, file))
     if out["device_map_gpus"] > 1 and (fsdp or zero.stage):
         # accelerate Accelerator.prepare_model refuses a model dispatched over several GPUs under DeepSpeed / FSDP
         # ("You can't train a model that has been loaded with `device_map='auto'` in any distributed mode")
@@ -713,16 +728,22 @@ ARG_KEYS = {
     "fsdp_lora_units": str,
     "keeps_previous_output": bool,
     "quantize_lm_head": bool,
+    "grpo_whole_logits": bool,
+    "offload_outside_update": str,
     "quantize_moe_experts": bool,
     "sequence_parallel": int,
     "celoss_parallel_size": int,
     "device_map_gpus": int,
+    "device_map_policy": str,
+    "device_map_max_memory_gib": float,
     "unfrozen_parameters": str,
     "typical_length": int,
     "loss_kernel": str,
     "head": str,
     "task_type": str,
     "num_labels": int,
+    "negatives": int,
+    "positives": int,
     "lora_vision_tower": bool,
     "images_past_max_length": bool,
     "trust_remote_code": bool,
@@ -770,9 +791,10 @@ CHOICES = {
     "method": ("full", "lora", "qlora", "grpo"),
     "attn_implementation": tuple(ATTENTION),
     "vllm_mode": ("colocate", "server"),
+    "device_map_policy": ("balanced", "sequential"),
     "loss_kernel": ("torch", "liger", "cce", "chunked"),
     "fsdp_lora_units": ("separate", "layer"),
-    "head": ("lm", "seq_cls", "token_cls"),
+    "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),
     "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),
     "gkd_loss": ("trl", "swift"),
     "ref_model": ("copy", "none", "precomputed"),
@@ -783,6 +805,8 @@ CHOICES = {
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
 FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
+# numeric keys for which 0 is a value (every other one must be positive)
+ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 
 
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
@@ -836,14 +860,7 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else isinstance(value, str)
             )
         )
-        if (
-            ok
-            and kind in (int, float)
-            and (
-                value < 0
-                or (value == 0 and key not in ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample"))
-            )
-        ):
+        if ok and kind in (int, float) and (value < 0 or (value == 0 and key not in ZERO_ALLOWED)):
             ok = False
         if ok and key in FRACTIONS and value > 1:
             ok = False
@@ -856,7 +873,12 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 else (
                     f"true, false or {' or '.join(words)}"
                     if words
-                    else {bool: "true or false", int: "a positive whole number", float: "a non-negative number", str: "a name"}[kind]
+                    else {
+                        bool: "true or false",
+                        int: "a whole number >= 0" if key in ZERO_ALLOWED else "a positive whole number",
+                        float: "a non-negative number",
+                        str: "a name",
+                    }[kind]
                 )
             )
             problems.add(label, key, f"{value!r} is not {want} ({key}={value!r})", f"write {key}=<{want}>.")

@@ -169,6 +169,9 @@ def trace_key(setup) -> str:
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
         knobs["lora_fp32_adapters"] = True
+    if getattr(setup, "head", "lm") != "lm":
+        # a classification head (the class the trace builds, its labels) or a patched one: only these keys change
+        knobs["head"], knobs["num_labels"] = setup.head, setup.num_labels
     raw = json.dumps({"schema": SCHEMA, "versions": _versions(), "config": text, "knobs": knobs}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -661,6 +664,9 @@ def _runs(
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     cfg_dict, config = _config_at_depth(arch, setup, text_layers, vision_layers)
+    head = getattr(setup, "head", "lm")
+    if head in CLASSIFIERS:
+        _classifier_config(config, setup)
     attention = "eager" if setup.attention == "eager" else "sdpa"
     try:
         config._attn_implementation = attention
@@ -674,7 +680,9 @@ def _runs(
     try:
         with fake, _quiet(), _small_constants(), _grouped_mm_dtypes(), contextlib.ExitStack() as stack:
             where.stage = "building the model"
-            model = _build(config, train_dtype)
+            model = _build(config, train_dtype, head)
+            if head in PATCHED_HEADS:
+                _patch_head(model, head)
             model.train()
             where.stage = "applying LoRA with PEFT (get_peft_model)" if setup.lora else "setting the trained parameters"
             _apply_training(model, setup, arch, train_dtype, frozen_dtype)
@@ -972,16 +980,33 @@ def _valueless_init():
             table["trunc_normal_"] = saved_table
 
 
-def _build(config, dtype):
+# the auto class transformers builds for a classification head (knobs.head_fields; training.with_head plans the same)
+CLASSIFIERS = {"seq_cls": "AutoModelForSequenceClassification", "token_cls": "AutoModelForTokenClassification"}
+
+
+def _classifier_config(config, setup) -> None:
+    """num_labels, the loss's problem type, and a pad token for the sequence classifier's last-token pooling
+    (GenericForSequenceClassification refuses batches > 1 without one; which id it is changes no memory)."""
+    config.num_labels = setup.num_labels
+    if setup.head == "seq_cls":
+        config.problem_type = "regression" if setup.num_labels == 1 else "single_label_classification"
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = 0
+
+
+def _build(config, dtype, head: str = "lm"):
     with _valueless_init():
-        return _build_model(config, dtype)
+        return _build_model(config, dtype, head)
 
 
-def _build_model(config, dtype):
+def _build_model(config, dtype, head: str = "lm"):
     import torch
+    import transformers
 
     errors = []
-    for auto in params.auto_classes(config):
+    classes = [getattr(transformers, CLASSIFIERS[head])] if head in CLASSIFIERS else params.auto_classes(config)
+    for auto in classes:
         try:
             model = auto.from_config(config, dtype=dtype)
             return model
@@ -1030,7 +1055,8 @@ def _apply_training(model, setup, arch, train_dtype, frozen_dtype) -> None:
             lora_dropout=setup.lora_dropout,
             target_modules=targets,
             target_parameters=list(getattr(setup, "lora_target_parameters", ())) or None,
-            modules_to_save=list(setup.modules_to_save) or None,
+            # PEFT's SEQ_CLS / TOKEN_CLS task types add the new `score` head to modules_to_save (plan.py trains it too)
+            modules_to_save=list(setup.modules_to_save) + (["score"] if getattr(setup, "head", "lm") in CLASSIFIERS else []) or None,
         )
         # PEFT builds its adapters in the default dtype and then `.to()`s them onto the base layer's
         # device and dtype (tuners_utils `_move_adapter_to_device_of_base_layer`), a parameter swap
@@ -1095,6 +1121,11 @@ def _inputs(model, config, setup, arch, pixel_dtype):
     vocab = max(2, min(arch.vocab or 2, 1000))
     ids = torch.randint(0, vocab, (b, seq))
     batch: dict[str, Any] = {"input_ids": ids, "labels": ids.clone()}
+    head = getattr(setup, "head", "lm")
+    if head == "seq_cls":  # a score per sequence: MSE on a float for one label, cross-entropy on a class id else
+        batch["labels"] = torch.randn(b) if setup.num_labels == 1 else torch.randint(0, setup.num_labels, (b,))
+    elif head == "token_cls":
+        batch["labels"] = torch.randint(0, setup.num_labels, (b, seq))
     if arch.encoder_decoder:  # decoder inputs given: some configs lack decoder_start_token_id
         dec = setup.decoder_seq_len or seq
         batch["labels"] = torch.randint(0, vocab, (b, dec))
@@ -1139,6 +1170,47 @@ def _vision_inputs(model, config, setup, arch, dtype):
     return {"pixel_values": pixels}
 
 
+# ms-swift's tasks whose lm_head forward it replaces (heads.py): traced with the same replacement on the causal LM
+PATCHED_HEADS = ("embedding", "generative_reranker")
+
+
+def _patch_head(model, head: str) -> None:
+    """Replace the causal LM's lm_head forward as ms-swift does: swift/model/patcher.py `patch_output_normalizer`
+    (`return hidden_states`) or swift/utils/torch_utils.py `get_generative_reranker_logits` (F.linear over the yes / no
+    rows of lm_head's weight, then their difference)."""
+    import types
+
+    import torch.nn.functional as F
+
+    out = model.get_output_embeddings()
+    if head == "embedding":
+        out.forward = types.MethodType(lambda self, hidden_states: hidden_states, out)
+    else:
+
+        def scores(self, hidden_states):
+            logits = F.linear(hidden_states, self.weight[[1, 0]])  # the yes / no token ids: which ones changes no memory
+            return logits[..., 0:1] - logits[..., 1:2]
+
+        out.forward = types.MethodType(scores, out)
+
+
+def _task_loss(runner, batch, setup):
+    """ms-swift's loss of the patched head on the last position of every sequence: an embedding's L2-normalised rows and
+    InfoNCE over consecutive (anchor, positive) pairs (swift/loss/embedding.py InfonceLoss, in-batch), a reranker's score
+    and BCE (swift/loss/reranker.py PointwiseRerankerLoss); sizes as ms-swift's, values irrelevant."""
+    import torch
+    import torch.nn.functional as F
+
+    logits = runner(input_ids=batch["input_ids"]).logits
+    rows = torch.arange(logits.shape[0])
+    last = logits[rows, -1]  # get_last_valid_indices of an unpadded batch
+    if setup.head == "embedding":
+        emb = F.normalize(last, p=2, dim=1)
+        anchors, docs = emb[0::2], emb[1::2]
+        return F.cross_entropy((anchors @ docs.T) / 0.1, torch.arange(anchors.shape[0]))
+    return F.binary_cross_entropy_with_logits(last.squeeze(-1), torch.zeros(last.shape[0], dtype=last.dtype))
+
+
 def _forward(model, batch, vision, setup, where=None, on_text=None):
     import torch
 
@@ -1147,6 +1219,8 @@ def _forward(model, batch, vision, setup, where=None, on_text=None):
 
     peft = model.__dict__.get("_vramfit_peft")
     runner = peft if peft is not None else model
+    if vision is None and getattr(setup, "head", "lm") in PATCHED_HEADS:
+        return _task_loss(runner, batch, setup)
     if vision is None:
         return runner(**batch).loss
     inner = getattr(model, "model", None)
@@ -1515,8 +1589,8 @@ def train_terms(setup, arch, counts, wanted: bool) -> tuple[dict[str, float] | N
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not GKD's divergence over student and teacher logits (gkd.py)", arch)
     if getattr(setup, "fused_lm_head", False):
         return _fallback(gap, notes, f"{why}the trace runs the model's own loss, not TRL's fused log-prob head (DPO)", arch)
-    if getattr(setup, "head", "lm") != "lm":
-        return _fallback(gap, notes, f"{why}the trace builds the causal-LM class, not the {setup.head} head's", arch)
+    if getattr(setup, "head", "lm") in PATCHED_HEADS and setup.images_per_sample:
+        return _fallback(gap, notes, f"{why}the trace patches ms-swift's {setup.head} head on a text model only", arch)
     try:
         t = trace_step(setup, arch)
     except TraceError as exc:

@@ -16,6 +16,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+from vramfit.planner import heads
 from vramfit.planner.activations import (
     FP32,
     MASK,
@@ -70,8 +71,8 @@ def with_head(arch: Arch, setup) -> Arch:
     layer is hidden x num_labels (a tied lm_head is not built; the input embedding stays), and every logits term
     is num_labels wide: [batch, seq, num_labels] from the score, of which sequence classification keeps the last
     non-pad position ([batch, num_labels], `pooled_logits`) for its loss - no vocabulary-wide tensor anywhere."""
-    if getattr(setup, "head", "lm") == "lm" or "text" not in arch.stacks:
-        return arch
+    if getattr(setup, "head", "lm") not in ("seq_cls", "token_cls") or "text" not in arch.stacks:
+        return arch  # lm, and the causal LM whose lm_head's forward a task replaces (heads.py): its parameters stay
     labels = setup.num_labels
     hidden = arch.text.hidden
     groups = dict(arch.groups)
@@ -183,10 +184,15 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
             recompute = max(recompute, backward_transient(st, a) * tokens + merged_bwd)
     text = arch.text
     loss_tokens = b * rank_tokens(s, stacks[-1][1])  # ms-swift splits the rolled labels: each rank's loss on its shard
+    # ms-swift's task heads under sequence parallelism (swift/trainers/mixin.py `_patch_tasks`: sp_gather_hook ->
+    # gather_sequence_parallel_outputs) gather the LLM's output from every rank first: the head sees the whole sequence
+    head_tokens = b * stacks[-1][1] if getattr(s, "sequence_parallel", 1) > 1 and s.head != "lm" else loss_tokens
     embed_tokens = sum(b * rank_tokens(s, own) for _, own, _ in stacks)
     embeddings = a * text.hidden * embed_tokens * (2 if s.images_per_sample else 1)  # + masked_scatter merge
+    out = heads.output(s, arch)
     final_norm = (FP32 if text.norm == "rms" and not liger_active(s, arch) else a) * text.hidden * loss_tokens
-    final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable else 0
+    # the output layer's saved input (its weight gradient reads it); an embedding's identity head saves nothing
+    final_norm += a * text.hidden * loss_tokens if counts.lm_head_trainable and out.weight_rows else 0
     if s.head == "token_cls" and s.head_dropout > 0:
         final_norm += MASK * text.hidden * loss_tokens  # the dropout before the score keeps its bool mask
     sp_chunk = s.celoss_parallel_size if getattr(s, "sequence_parallel", 1) > 1 and s.head == "lm" else 0
@@ -195,19 +201,21 @@ def train_peak(setup, arch: Arch, counts: Counts, seq: int, loss_bytes: float | 
         mode = LogitsMode(arch.vocab, text.hidden, a, False, counts.lm_head_trainable, a, loss_upcast(s, arch))
         loss_bytes = sp_chunked_logits_bytes(mode, loss_tokens, sp_chunk)
     if loss_bytes is None:
+        # an embedding head (width 0) leaves the hidden state's gradient: its pooling index's backward writes it dense
         loss_bytes = logits_bytes(
             LogitsMode(
-                arch.vocab,
+                out.width,
                 text.hidden,
                 a,
                 liger_active(s, arch) and s.head == "lm",  # Liger / CCE / chunked losses replace the causal LM's loss only
-                counts.lm_head_trainable,
+                counts.lm_head_trainable and out.weight_rows > 0,
                 a,
                 loss_upcast(s, arch),
                 s.loss_kernel if s.head == "lm" else "torch",
                 s.compile_loss,
+                out.weight_rows,
             ),
-            loss_tokens,
+            head_tokens,
         )
     vision_kept, vision_bwd = vision_training(s, arch, counts)
     gpu = s.device_map_gpu  # device_map: the planned GPU holds only its own modules' activations (device_map.py)
@@ -270,6 +278,8 @@ def tied_embedding_tail(setup, arch: Arch, counts: Counts, tokens: int) -> float
     (torch 2.13: `aten::add`, not `add_`, under torch.profiler on a tied F.linear / nn.Embedding pair).
     Beyond the states: two vocab x hidden gradients and the embedding output's gradient."""
     if not (arch.tied_embeddings and arch.vocab and counts.text_trainable and counts.lm_head_trainable):
+        return 0.0
+    if not heads.output(setup, arch).weight_rows:  # an embedding's identity head: the output layer writes no gradient
         return 0.0
     if setup.precision == "bf16-true" or setup.engine == "deepspeed":
         grad_b = act_bytes(setup)  # states.py `_gpu_states` train_b: the module's own dtype

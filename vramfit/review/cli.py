@@ -26,7 +26,8 @@ launch commands or its TrainingArguments(...) / SFTConfig(...) call, read with a
 DeepSpeed JSON, an accelerate config, an axolotl YAML, a LitGPT fine-tuning config (`litgpt
 finetune_full|finetune_lora --config`, planned as LitGPT runs it), an llm-foundry (Composer) training YAML
 (`composer scripts/train/train.py YAML`: an inline MPT or hf_causal_lm, fsdp_config, the global batch over the
-GPUs) or a TrainingArguments / TRL /
+GPUs), a verl launch (`python3 -m verl.trainer.main_ppo key=value ...`: Hydra overrides over verl's ppo_trainer.yaml,
+the FSDP actor with its vLLM / SGLang rollout colocated; Megatron not planned) or a TrainingArguments / TRL /
 LLaMA-Factory JSON or YAML. Files the script names (--deepspeed x.json, --config_file) are read too, next to the
 script or in the folders above it, unless a PATH with the same file name is given; an absolute path from
 another machine's checkout (/kaggle/working/LLaMA-Factory/examples/...) is read from the same place here, and

@@ -580,6 +580,9 @@ class Mapped:
     # model / sequence sharding besides data parallelism that the planner does not model: (what, where); the plan holds
     # every weight and every token of a sample on each GPU of its data-parallel group, an upper bound
     sharding_assumed: tuple[str, Origin] | None = None
+    # a Python file's model load that spreads the model over GPUs with device_map (review/device_map.py Launch): what it
+    # does depends on the launch and the GPUs, settled with the hardware (fill_hardware)
+    python_device_map: Any = None
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
@@ -588,11 +591,14 @@ class Mapped:
     deepspeed_from_name: tuple[str, Origin, bool] | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
     litgpt: Source | None = None  # a LitGPT config: its strategy and accumulation follow the GPUs reviewed (litgpt_strategy)
+    verl: Source | None = None  # a verl launch (vramfit.review.verl): its own batch rules, not TRL's
     llmfoundry: Source | None = None  # an llm-foundry YAML: its accumulation and sharding follow the GPUs (llmfoundry_strategy)
 
     def edit(self, key: str, value: Any) -> str:
         """The edit, in the file that set `key` under the name it uses (unless renamed since), else in the settings file."""
         o = self.origins.get(key)
+        if self.settings.kind == "verl":  # verl's own key for the setting (a global micro-batch is written per GPU)
+            return edit("verl", key, value)
         source = next((s for s in self.sources if o is not None and s.label == o.file and s.kind in ("shell", "axolotl", "training_args", "llmfoundry")), None)
         own = source is not None and o.key and not o.key.startswith("(") and o.key.lstrip("-").replace("-", "_") not in RENAMED
         own = own or (source is None and o is not None and o.key.startswith("--") and self.settings.kind == "shell")  # a program's default
@@ -642,9 +648,30 @@ LLMFOUNDRY_SPELLING = {
 }
 
 
+# recipe keys as a verl launch writes them (Hydra overrides; vramfit.review.verl); the rest have no verl key
+VERL_SPELLING = {
+    "training.per_device_train_batch_size": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "training.max_completion_length": "data.max_response_length",
+    "data.max_length": "data.max_prompt_length",
+    "training.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "training.vllm_gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+    "training.num_generations": "actor_rollout_ref.rollout.n",
+    "model.id": "actor_rollout_ref.model.path",
+    "model.lora.r": "actor_rollout_ref.model.lora_rank",
+    "model.lora.alpha": "actor_rollout_ref.model.lora_alpha",
+    "model.lora.target_modules": "actor_rollout_ref.model.target_modules",
+    "hardware.gpus_per_node": "trainer.n_gpus_per_node",
+    "hardware.nodes": "trainer.nnodes",
+    "hardware.gpu": "--gpu",
+    "hardware.host_ram_gib": "--host-ram-gib",
+}
+
+
 def spelled(kind: str, key: str) -> str:
     """A recipe key as the user's kind of file writes it."""
     name = key.split(".", 1)[1] if key.startswith(("training.", "data.", "model.")) else key
+    if kind == "verl":
+        return VERL_SPELLING.get(key, f"({name.split('.')[-1]}: no verl key)")
     if kind == "litgpt":
         return LITGPT_SPELLING.get(key, f"({name.split('.')[-1]}: no LitGPT key)")
     if kind == "llmfoundry":
@@ -680,6 +707,8 @@ def edit(kind: str, key: str, value: Any, word: str | None = None) -> str:
         return f"plugins: [{LIGER_PLUGIN}] with liger_fused_linear_cross_entropy: true" if value else "liger_fused_linear_cross_entropy: false"
     word = word or spelled(kind, key)
     text = json.dumps(value) if isinstance(value, (bool, dict, list)) or value is None else str(value)
+    if kind == "verl" and not word.startswith("-"):  # a Hydra override
+        return f"{word}={text}"
     return f"{word} {shlex.quote(text)}" if word.startswith("--") else f"{word}: {text}"
 
 
@@ -704,8 +733,12 @@ class _Builder:
         self.image_tokens = image_tokens
         self.sources = sources
         self.workdir = workdir
-        self.primary = _first(sources, ("shell", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed", "program"))
-        self.settings = _first(sources, ("litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed", "program"))
+        self.primary = _first(
+            sources, ("shell", "verl", "litgpt", "llmfoundry", "axolotl", "training_args", "accelerate", "deepspeed", "program", "verl_config")
+        )
+        self.settings = _first(
+            sources, ("verl", "litgpt", "llmfoundry", "axolotl", "training_args", "shell", "accelerate", "deepspeed", "program", "verl_config")
+        )
         self.recipe: dict[str, Any] = {"training": {}, "data": {}, "model": {}}
         self.origins: dict[str, Origin] = {}
         self.findings: list[Finding] = [n for s in sources for n in s.notes]
@@ -728,6 +761,11 @@ class _Builder:
         given = next((s for s in sources if s.kind == "program"), None)  # the program given beside its config file
         if self.program is None and given is not None:
             self.program = program_mod.find(given.path.name, given.path)
+        if self.program is not None and self.primary.kind == "shell" and given is None:  # `python train.py` with its settings in its code
+            from vramfit.review.sources import program_code
+
+            self.findings += program_code(self.primary, self.program.text, Path(self.program.path))
+            names = {s.key.lstrip("-").replace("-", "_") for src in sources for s in src.settings}
         self.trainer = _trainer(sources, names) or (trainers.from_classes(self.program.parses) if self.program is not None else None)
         self.grpo = self.trainer == "grpo" or "grpo" in programs.lower() or "num_generations" in names
         if self.grpo:
@@ -940,6 +978,50 @@ class _Builder:
         self.recipe.setdefault("planner", {})["device_map_gpus"] = source.device_map_gpus
         self.origins["planner.device_map_gpus"] = origin
         return None
+
+    def _python_file(self) -> Source | None:
+        """The Python file the review reads: a .py, or a notebook read as its Python cells (not one read as its `!` commands)."""
+        return next(
+            (src for src in self.sources if src.path.suffix == ".py" or (src.path.suffix == ".ipynb" and src.kind in ("training_args", "program"))),
+            None,
+        )
+
+    def _python_device_map(self):
+        """The device_map (and max_memory) of the Python file the review reads or the launch runs (review/device_map.py):
+        a spreading one is kept for fill_hardware, which knows the GPUs; one chosen when the script runs is said."""
+        from vramfit.review import device_map
+
+        read = device_map.found(self.sources, self.program, self.primary)
+        if read is None or self.primary.device_map_gpus:  # ms-swift's own device_map: _device_map
+            return None
+        dm, file = read
+        if dm.kind == "unknown":
+            self.findings.append(
+                Finding(
+                    "info",
+                    file,
+                    "device_map",
+                    f"device_map={dm.written} is chosen when the script runs: not read (planned with the whole model on each "
+                    "process's GPU; a map that spreads it over several GPUs holds less on each)",
+                    line=dm.line,
+                )
+            )
+            return None
+        if dm.kind == "one":
+            return None
+        sharded = next(
+            (
+                "FSDP" if name == "fsdp" else "DeepSpeed"
+                for src in self.sources
+                for st in src.settings
+                if (name := st.key.lstrip("-").replace("-", "_")) in ("deepspeed", "fsdp")
+                and str(st.value).strip().lower() not in ("", "none", "false", "[]", "['']")
+            ),
+            "",
+        )
+        seen = self.primary.seen_gpus if self.primary.launcher == "python" else self.primary.visible_gpus
+        quantized = bool(((self.recipe.get("model") or {}).get("quantization") or {}).get("bits"))
+        return device_map.Launch(dm, file, self.primary.launcher, seen, sharded, quantized)
 
     def _attention_chosen(self) -> tuple[Origin | None, tuple[str, ...] | None]:
         """(where the files choose the attention, the model types the choice covers - None: every model): attn_implementation
@@ -1695,6 +1777,8 @@ class _Builder:
                 self._litgpt(source)
             elif source.kind == "llmfoundry":
                 self._llmfoundry(source)
+            elif source.kind == "verl":
+                self._verl(source)
         self._program_defaults()
         self._swift_defaults()
         self._openrlhf_attention()
@@ -1717,6 +1801,9 @@ class _Builder:
         env = {k: v for k, v in self.primary.env.items() if k in MEMORY_ENV}
         if env:
             self.recipe["env"] = env
+        if any(s.kind == "verl" for s in self.sources) and "PYTORCH_CUDA_ALLOC_CONF" not in env:
+            # verl's actor trains with expandable segments: fsdp_workers.py rollout_mode ends with set_expandable_segments(True)
+            self.recipe.setdefault("env", {})["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         mapped = Mapped(
             self.recipe,
             self.origins,
@@ -1753,8 +1840,10 @@ class _Builder:
         mapped.optimizer_assumed = self._optimizer_not_modelled() or self.litgpt_optimizer
         mapped.litgpt = next((s for s in self.sources if s.kind == "litgpt"), None)
         mapped.llmfoundry = next((s for s in self.sources if s.kind == "llmfoundry"), None)
+        mapped.verl = next((s for s in self.sources if s.kind == "verl"), None)
         split = self._device_map()
         mapped.sharding_assumed = self._sharding_not_modelled() or split
+        mapped.python_device_map = self._python_device_map()
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -1798,9 +1887,15 @@ class _Builder:
         """The model class's output layer, as the files select it: a reward model (TRL's RewardTrainer loads
         AutoModelForSequenceClassification with num_labels=1; axolotl `reward_model: true` likewise), a process reward
         model (TRL's PRMTrainer script, axolotl `process_reward_model: true`: AutoModelForTokenClassification, 2 labels),
-        a script's own `AutoModelFor...Classification` call, PEFT's task type (`--lora_task_type SEQ_CLS`, `task_type`).
-        Planned with the `score` head (planner knob `head`), no vocabulary-wide logits."""
-        head, labels, origin = None, None, None
+        a script's own `AutoModelFor...Classification` call, PEFT's task type (`--lora_task_type SEQ_CLS`, `task_type`),
+        ms-swift's `--task_type` (seq_cls, embedding, reranker, generative_reranker; `--num_labels` alone means seq_cls:
+        swift/model/model_meta.py) and `--rlhf_type rm` (seq_cls with 1 label since ms-swift v3.0.2,
+        swift/arguments/rlhf_args.py `_init_rm`). Planned with the head the task builds (planner knobs `head`,
+        `task_type`, `num_labels`, `negatives`, `positives`: vramfit/planner/heads.py), no vocabulary-wide logits."""
+        from vramfit.planner import heads
+
+        head, labels, origin, task = None, None, None, None
+        swift = (self.primary.program or "").startswith("swift ")
         for src in self.sources:
             for st in src.settings:
                 key = st.key.lstrip("-").replace("-", "_")
@@ -1810,7 +1905,26 @@ class _Builder:
                     origin = Origin(st.file, st.key, st.line)
                 elif key in ("lora_task_type", "task_type") and str(value).upper() in ("SEQ_CLS", "TOKEN_CLS") and head is None:
                     head, origin = str(value).lower(), Origin(st.file, st.key, st.line)
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+                elif swift and key == "task_type" and str(value).lower() in heads.SWIFT_TASKS and str(value).lower() != "causal_lm":
+                    task, head, origin = str(value).lower(), heads.SWIFT_TASKS[str(value).lower()], Origin(st.file, st.key, st.line)
+                elif swift and key == "num_labels" and str(value).isdigit() and int(value) > 0:
+                    labels = int(value)
+                    if head is None:  # model_meta.py: no task_type, num_labels given -> seq_cls
+                        head, origin = "seq_cls", Origin(st.file, st.key, st.line)
+        if swift and any(
+            st.key.lstrip("-") == "task_type" and str(st.value[0] if isinstance(st.value, list) and st.value else st.value).lower() == "causal_lm"
+            for st in self.primary.settings
+        ):
+            head = None  # `--task_type causal_lm` said outright: the causal LM whatever num_labels says
+        named = {st.key.lstrip("-").replace("-", "_") for src in self.sources for st in src.settings}
+        rm = self.trainer == "reward" and swift and "rlhf_type" in named
+        if rm and head is None and not named & SWIFT2_ONLY:
+            head, labels = "seq_cls", labels or 1  # ms-swift >= 3.0.2 `_init_rm`: task_type seq_cls, num_labels 1
+            origin = next(
+                (Origin(st.file, st.key, st.line) for src in self.sources for st in src.settings if st.key.lstrip("-").replace("-", "_") == "rlhf_type"),
+                Origin(self.primary.label, self.primary.program or "", self.primary.launch_line),
+            )
+        python = self._python_file() or self.program
         text = python.text if python is not None else ""
         call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
         if call:
@@ -1819,7 +1933,7 @@ class _Builder:
                 origin = Origin(python.label, f"AutoModelFor{call.group(1)}Classification", text[: call.start()].count("\n") + 1)
             found = re.search(r"num_labels\s*=\s*(\d+)", call.group(2))
             labels = labels or (int(found.group(1)) if found else None)
-        # LLaMA-Factory's `stage: rm` (and ms-swift's `--rlhf_type rm`) wrap the causal LM in TRL's
+        # LLaMA-Factory's `stage: rm` (and ms-swift 2.x's `--rlhf_type rm`) wrap the causal LM in TRL's
         # AutoModelForCausalLMWithValueHead instead, whose forward still computes the lm_head's logits: planned as lm
         staged = any(st.key.lstrip("-").replace("-", "_") in ("stage", "rlhf_type") for src in self.sources for st in src.settings)
         if head is None and self.trainer == "reward" and not staged:
@@ -1827,26 +1941,46 @@ class _Builder:
             origin = self.method_origin or Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         if head is None:
             return
-        if labels is None and self.trainer == "reward":
-            labels = 1
+        if labels is None and (self.trainer == "reward" or task == "reranker"):
+            labels = 1  # ms-swift model_meta.py: "Default to 1 for reranker tasks"
         planner = mapped.recipe.setdefault("planner", {})
         planner["head"] = head
-        if labels is not None:
+        if task is not None:
+            planner["task_type"] = task
+        if labels is not None and head in ("seq_cls", "token_cls"):
             planner["num_labels"] = labels
         mapped.origins["planner.head"] = origin
-        what = "sequence-classification" if head == "seq_cls" else "token-classification"
-        outputs = f"{labels} output{'s' if labels != 1 else ''}" if labels else "the config's num_labels outputs"
-        mapped.findings.append(
-            Finding(
-                "info",
-                origin.file,
-                origin.key,
+        mapped.findings.append(Finding("info", origin.file, origin.key, self._task_counts(planner, task, head, labels), source="planner", line=origin.line))
+
+    def _task_counts(self, planner: dict, task: str | None, head: str, labels: int | None) -> str:
+        """Set the sequences of one embedding / reranker sample (ms-swift's MAX_POSITIVE_SAMPLES / MAX_NEGATIVE_SAMPLES, read
+        from the launch's environment) and say what the head is planned as."""
+        from vramfit.planner import heads
+
+        if head in ("seq_cls", "token_cls") and task != "reranker":
+            what = "sequence-classification" if head == "seq_cls" else "token-classification"
+            outputs = f"{labels} output{'s' if labels != 1 else ''}" if labels else "the config's num_labels outputs"
+            return (
                 f"planned as a {what} model: a score head of {outputs} in place of lm_head, "
-                "no vocabulary-wide logits (transformers GenericFor" + ("Sequence" if head == "seq_cls" else "Token") + "Classification)",
-                source="planner",
-                line=origin.line,
+                "no vocabulary-wide logits (transformers GenericFor" + ("Sequence" if head == "seq_cls" else "Token") + "Classification)"
             )
-        )
+        env = self.primary.env
+        said = []
+        for name, knob in (("MAX_POSITIVE_SAMPLES", "positives"), ("MAX_NEGATIVE_SAMPLES", "negatives")):
+            value = str(env.get(name, "")).strip()
+            if head != "embedding" and value.isdigit() and (int(value) > 0 or knob == "negatives"):
+                planner[knob] = int(value)
+                said.append(f"{name}={value}")
+        n, what = heads.sequences_per_sample(head, task, planner.get("negatives"), planner.get("positives"))
+        if head == "embedding":
+            return (
+                "planned as an embedding model (ms-swift --task_type embedding): lm_head returns the hidden states, the last "
+                f"token's is pooled; no vocabulary-wide logits; {n} sequences per sample ({what}): the data's hard negatives "
+                "are not known here, each adds one sequence per sample"
+            )
+        kind = "a generative reranker (lm_head's yes / no rows only)" if head == "generative_reranker" else "a reranker (a 1-output score head)"
+        source = ", ".join(said) if said else "ms-swift's defaults MAX_POSITIVE_SAMPLES=1, MAX_NEGATIVE_SAMPLES=7"
+        return f"planned as {kind}, no vocabulary-wide logits; {n} sequences per sample in one batch ({what}, {source}; fewer where the data has fewer)"
 
     def _litgpt(self, source: Source) -> None:
         """A LitGPT fine-tuning config as the run its script makes of it (vramfit.review.litgpt): the keys it sets, LitGPT's
@@ -2139,6 +2273,210 @@ class _Builder:
                 self.not_modelled.append(setting.key)
         self._read_as(label, f"composer scripts/train/train.py {source.path.name}", llmfoundry.COMMIT, "llm-foundry", assumed)
 
+    def _verl(self, source: Source) -> None:
+        """A verl launch as the run main_ppo makes of it (vramfit.review.verl): the actor under FSDP with its rollout engine
+        colocated on every GPU. Each override that carries memory is planned, verl's defaults taken for those the script
+        does not write (said); the rest read, not reviewed; keys verl's config lacks are notes."""
+        from vramfit.review import verl
+
+        cfg, label = source.document, source.label
+        at = {s.key.lstrip("+"): s for s in source.settings if not s.key.startswith("~")}
+        assumed: list[str] = []
+        A, R, M = verl.ACTOR, verl.ROLLOUT, verl.MODEL
+
+        def value(key: str) -> Any:
+            return verl.get(cfg, key)
+
+        def origin(key: str) -> Setting:
+            if key in at:
+                return at[key]
+            assumed.append(f"{key}={value(key)}")
+            return Setting(f"({key}: verl's default)", value(key), label, source.launch_line)
+
+        self.grpo, self.trainer = True, "grpo"
+        path = value(f"{M}.path")
+        self.set("model.id", str(path), origin(f"{M}.path"))
+        # the attention: fsdp_workers.py:331 `override_model_config.get("attn_implementation", "flash_attention_2")`
+        override = value(f"{M}.override_config")
+        attention = override.get("attn_implementation") if isinstance(override, dict) else None
+        key = f"{M}.override_config.attn_implementation"
+        self.set(
+            "model.attn_implementation",
+            str(attention or "flash_attention_2"),
+            at.get(key) or Setting(f"({key}: verl's default)", None, label, source.launch_line),
+        )
+        # LoRA (model.lora_rank > 0: PEFT over target_modules, default all-linear)
+        rank = value(f"{M}.lora_rank")
+        if rank:
+            self.method, self.method_origin = "lora", Origin(label, f"{M}.lora_rank", at[f"{M}.lora_rank"].line if f"{M}.lora_rank" in at else None)
+            self.set("model.lora.r", int(rank), origin(f"{M}.lora_rank"))
+            self.set("model.lora.alpha", value(f"{M}.lora_alpha"), origin(f"{M}.lora_alpha"))
+            targets = value(f"{M}.target_modules")
+            self.set("model.lora.target_modules", list(targets) if isinstance(targets, list) else str(targets), origin(f"{M}.target_modules"))
+        # precision: fp32 master weights and AdamW states, bf16 compute (FSDP MixedPrecision), unless model_dtype says
+        model_dtype = str(value(f"{A}.fsdp_config.model_dtype") or "fp32")
+        compute = verl.DTYPES.get(str(value(f"{A}.fsdp_config.dtype") or "bf16"), "bfloat16")
+        planner = self.recipe.setdefault("planner", {})
+        where = origin(f"{A}.fsdp_config.model_dtype")
+        planner["dtype"] = verl.DTYPES[model_dtype]
+        self.origins["planner.dtype"] = Origin(where.file, where.key, where.line)
+        if verl.DTYPES[model_dtype] == "float32" and compute != "float32":
+            self.set("training.bf16" if compute == "bfloat16" else "training.fp16", True, origin(f"{A}.fsdp_config.dtype"))
+        # FSDP over every GPU (one worker per GPU), FSDP2 with strategy fsdp2; offload_policy: FSDP2's CPUOffloadPolicy
+        strategy = str(value(f"{A}.strategy"))
+        reshard = value(f"{A}.fsdp_config.reshard_after_forward")
+        options = ["full_shard" if reshard in (True, None) else "shard_grad_op", "auto_wrap"]
+        if strategy == "fsdp2" and value(f"{A}.fsdp_config.offload_policy"):
+            options.append("offload")
+        self.set("training.fsdp", " ".join(options), origin(f"{A}.strategy"))
+        if strategy == "fsdp2":
+            self.set(
+                "training.fsdp_config",
+                {"version": 2, "reshard_after_forward": bool(reshard in (True, None))},
+                at.get(f"{A}.strategy") or origin(f"{A}.strategy"),
+            )
+        away = [name for name, key in (("weights", "param_offload"), ("optimizer", "optimizer_offload")) if value(f"{A}.fsdp_config.{key}")]
+        if away and "offload" not in options:
+            first = at.get(f"{A}.fsdp_config.param_offload") or at.get(f"{A}.fsdp_config.optimizer_offload") or origin(f"{A}.fsdp_config.param_offload")
+            planner["offload_outside_update"] = ",".join(away)
+            self.origins["planner.offload_outside_update"] = Origin(first.file, first.key, first.line)
+            self.note(
+                "info",
+                first,
+                f"verl moves the actor's {' and '.join(away)} to host RAM outside the update and back to the GPU for it "
+                "(fsdp_workers.py update_actor / rollout_mode): planned on the GPU for the update, in host RAM while generating",
+            )
+        # the batch: micro-batch per GPU, or the dynamic token budget
+        sp = int(value(f"{A}.ulysses_sequence_parallel_size") or 1)
+        if sp > 1:
+            planner["sequence_parallel"] = sp
+            w = origin(f"{A}.ulysses_sequence_parallel_size")
+            self.origins["planner.sequence_parallel"] = Origin(w.file, w.key, w.line)
+        prompt, response = int(value("data.max_prompt_length")), int(value("data.max_response_length"))
+        self.prompt_text = prompt
+        origin("data.max_prompt_length")
+        self.set("training.max_completion_length", response, origin("data.max_response_length"))
+        self.set("training.num_generations", int(value(f"{R}.n")), origin(f"{R}.n"))
+        padding_free = bool(value(f"{M}.use_remove_padding"))
+        if value(f"{A}.use_dynamic_bsz"):
+            budget = int(value(f"{A}.ppo_max_token_len_per_gpu")) * sp
+            # the micro-batches split each rank's mini-batch (ppo_mini_batch_size x n / data-parallel ranks sequences)
+            ranks = int(value("trainer.n_gpus_per_node")) * int(value("trainer.nnodes"))
+            mini = max(1, int(value(f"{A}.ppo_mini_batch_size")) * int(value(f"{R}.n")) // max(1, ranks // sp))
+            micro = max(1, min(mini, budget // (prompt + response)))
+            w = origin(f"{A}.ppo_max_token_len_per_gpu")
+            self.set("training.per_device_train_batch_size", micro, w)
+            self.note(
+                "info",
+                w,
+                f"use_dynamic_bsz: each micro-batch packs up to {budget:,} tokens (ppo_max_token_len_per_gpu x ulysses size, "
+                f"dp_actor.py) of the rank's {mini} sequences per mini-batch; planned as {micro} sequence(s) of {prompt + response:,} "
+                "tokens (max_prompt_length + max_response_length)",
+            )
+        else:
+            micro = verl.micro_per_gpu(cfg)
+            key = f"{A}.ppo_micro_batch_size" if f"{A}.ppo_micro_batch_size" in at else f"{A}.ppo_micro_batch_size_per_gpu"
+            if micro is None:
+                self.note(
+                    "info" if source.missing else "error",
+                    origin(key),
+                    "is not set and use_dynamic_bsz is off: verl has no micro-batch size for the actor's update "
+                    "(ppo_micro_batch_size_per_gpu defaults to null) and stops",
+                    f"set {A}.ppo_micro_batch_size_per_gpu=4 (or {A}.use_dynamic_bsz=True).",
+                )
+                micro = 1
+            self.set("training.per_device_train_batch_size", micro, origin(key))
+        if padding_free:  # a micro-batch holds its sequences' own tokens: planned at the cap (the data's lengths unknown)
+            planner["padding_free"] = True
+            w = origin(f"{M}.use_remove_padding")
+            self.origins["planner.padding_free"] = Origin(w.file, w.key, w.line)
+        self.set("training.gradient_checkpointing", bool(value(f"{M}.enable_gradient_checkpointing")), origin(f"{M}.enable_gradient_checkpointing"))
+        if value(f"{M}.enable_activation_offload"):
+            # fsdp_workers.py:568-569 enable_activation_offloading: the checkpointed layer inputs in host RAM
+            planner["activation_offloading"] = True
+            w = origin(f"{M}.enable_activation_offload")
+            self.origins["planner.activation_offloading"] = Origin(w.file, w.key, w.line)
+            self.note(
+                "info", w, "verl's activation offload (utils/activation_offload.py) planned as TRL's activation offloading: the kept activations in host RAM"
+            )
+        if value(f"{M}.use_liger"):
+            self.note(
+                "info",
+                origin(f"{M}.use_liger"),
+                "Liger's kernels on the model's norms and MLPs are not planned (verl computes its log-probs from the whole logits, "
+                "without Liger's fused cross-entropy): an upper bound",
+            )
+        # the loss: whole logits over the micro-batch (no fused head unless use_fused_kernels)
+        if not value(f"{M}.use_fused_kernels"):
+            planner["grpo_whole_logits"] = True
+            self.origins["planner.grpo_whole_logits"] = Origin(label, "(verl dp_actor.py: log-probs from the whole logits)", None)
+        else:
+            self.note("info", origin(f"{M}.use_fused_kernels"), "verl's fused kernels compute the log-probs without whole logits: planned as TRL's fused head")
+        if value(f"{A}.entropy_coeff") or value(f"{A}.calculate_entropy"):
+            self.note(
+                "info",
+                origin(f"{A}.entropy_coeff"),
+                "the entropy is computed from the whole logits too (dp_actor.py entropy_from_logits: a softmax over the "
+                "vocabulary kept for backward): not planned",
+            )
+        # the rollout engine, colocated on every GPU; asleep outside generation with free_cache_engine
+        name = value(f"{R}.name")
+        if name in (None, "???"):
+            self.note(
+                "warning",
+                origin(f"{R}.name"),
+                f"not set: at {verl.COMMIT} rollout.name has no default ('???') and the run stops asking for it; verl's "
+                "releases before that defaulted to vllm, which is what is planned",
+                f"set {R}.name=vllm.",
+            )
+            name = "vllm"
+        if name in ("vllm", "sglang", "trtllm"):
+            self.set("training.use_vllm", True, origin(f"{R}.name"))
+            self.set("training.vllm_mode", "colocate", origin(f"{R}.name"))
+            self.set("training.vllm_gpu_memory_utilization", float(value(f"{R}.gpu_memory_utilization")), origin(f"{R}.gpu_memory_utilization"))
+            self.set("training.vllm_enable_sleep_mode", bool(value(f"{R}.free_cache_engine")), origin(f"{R}.free_cache_engine"))
+            if name != "vllm":
+                self.note(
+                    "info",
+                    origin(f"{R}.name"),
+                    f"{name}'s share planned as vLLM's: verl gives it rollout.gpu_memory_utilization of each GPU (SGLang's mem_fraction_static)",
+                )
+        else:  # hf: transformers' generate on the FSDP actor
+            self.set("training.use_vllm", False, origin(f"{R}.name"))
+        # the reference policy: FSDP with CPUOffload forced (fsdp_workers.py:524-526), or the actor without its adapter
+        self.set("training.beta", 0.0, Setting("(verl: the reference policy's weights live in host RAM)", None, label, source.launch_line))
+        if verl.needs_reference(cfg):
+            w = at.get(f"{A}.use_kl_loss") or at.get("algorithm.use_kl_in_reward") or origin(f"{A}.use_kl_loss")
+            self.note(
+                "info",
+                w,
+                "the reference policy is planned off the GPU: verl forces CPUOffload on it (fsdp_workers.py), so its weights are "
+                "gathered a unit at a time; its log-prob pass (and the actor's old log-prob pass) are forward-only phases at "
+                "log_prob_micro_batch_size_per_gpu, not planned apart",
+            )
+        if verl.needs_critic(cfg):
+            w = at.get("algorithm.adv_estimator") or at.get("critic.enable") or origin("algorithm.adv_estimator")
+            self.terms_missing.append("verl's critic (a second model trained on the same GPUs: algorithm.adv_estimator gae or critic.enable)")
+            self.note(
+                "info",
+                w,
+                "PPO with a critic (gae): verl trains a value model on the same GPUs, whose weights, gradients and optimizer states are not planned",
+            )
+        # the rest: planned, read but not reviewed, or not a key of verl's config
+        for setting in source.settings:
+            if setting.key.startswith(("+", "~")):  # added or deleted on purpose (+key=value, ~key)
+                self.not_modelled.append(setting.key)
+            elif not verl.is_known(setting.key):
+                self.note(
+                    "info",
+                    setting,
+                    f"not a key of verl's ppo_trainer config at {verl.COMMIT}: Hydra refuses an override of a key the config "
+                    "lacks (write +key=value to add one); another verl version may have it",
+                )
+            elif setting.key not in verl.PLANNED:
+                self.not_modelled.append(setting.key)
+        self._read_as(label, f"python3 -m {verl.ENTRY_MODULES[0]} (Hydra overrides over ppo_trainer.yaml)", verl.COMMIT, "verl", assumed)
+
     def _read_as(self, label: str, command: str, commit: str, library: str, assumed: list[str]) -> None:
         """The note saying how a framework's config file was read, and which of its defaults were taken."""
         taken = f"; {library}'s defaults taken for what the file does not set: {', '.join(assumed)}" if assumed else ""
@@ -2302,6 +2640,8 @@ class _Builder:
             setting = Setting(f"--{name}", value, self.program.label, line)
             if name in PROGRAM_TRAINING and isinstance(value, (int, bool)) and f"training.{name}" not in self.origins:
                 self.set(f"training.{name}", value, setting)
+            elif name == "optim" and "training.optim" not in self.origins and _optimizer_name(value):
+                self.set("training.optim", value, setting)  # its TrainingArguments subclass's default (artidoro/qlora: paged_adamw_32bit)
             elif name == "dtype" and value in ("fp16", "bf16") and not {"training.fp16", "training.bf16"} & set(self.origins):
                 self.set(f"training.{value}", True, setting)
             elif name == "model_name" and isinstance(value, str) and value and self.model_name is None:
@@ -2336,7 +2676,7 @@ class _Builder:
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
         scripts pin TRL versions whose defaults differ."""
         t = self.recipe["training"]
-        python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+        python = self._python_file() or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
         if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
@@ -2836,6 +3176,26 @@ class _Builder:
             # (qwen_vl_utils >= 0.0.14: IMAGE_MAX_TOKEN_NUM 16384 tokens, "IMAGE_MAX_TOKEN_NUM * 32 * 32" px for Qwen3-VL)
             images = {**images, "default_max_pixels": SWIFT_MAX_PIXELS // 784 * ppt, "default_of": "ms-swift's MAX_PIXELS default"}
         dynamic = vision and "default_max_pixels" in images  # Qwen2-VL style: one token per 28x28 px, up to max_pixels
+        verl_run = next((s for s in self.sources if s.kind == "verl"), None)
+        if dynamic and verl_run is not None and self.prompt_text and not data.get("max_pixels"):
+            # verl counts an image's tokens in the prompt and filters prompts longer than max_prompt_length
+            # (utils/dataset/rl_dataset.py:183-257 doc2len runs the processor over text and images): no image exceeds it
+            cap = min(images["default_max_pixels"], self.prompt_text * ppt)
+            if cap < images["default_max_pixels"]:
+                data["max_pixels"] = cap
+                where = next((s for s in verl_run.settings if s.key == "data.max_prompt_length"), None)
+                self.origins["data.max_pixels"] = Origin(verl_run.label, "data.max_prompt_length", where.line if where else None)
+                self.findings.append(
+                    Finding(
+                        "info",
+                        verl_run.label,
+                        "data.max_prompt_length",
+                        f"image tokens planned at most {self.prompt_text:,} per image: verl counts them in the prompt and filters "
+                        "prompts longer than max_prompt_length (rl_dataset.py)",
+                        source="planner",
+                        line=where.line if where else None,
+                    )
+                )
         if vision and self.image_tokens:
             if dynamic:
                 cap = data.get("max_pixels") or images["default_max_pixels"]
@@ -3000,10 +3360,12 @@ class _Builder:
             )
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
+            if any(s.kind == "verl" for s in self.sources):  # verl's max_prompt_length counts the image tokens too
+                data["max_length"] = text
         elif "max_length" not in data:
             data["max_length"] = SEQUENCE_DEFAULT
             own = not _known_argument_set(self.primary.program or "") and self.primary.kind == "shell"
-            python = next((src for src in self.sources if src.path.suffix == ".py"), None) or self.program
+            python = self._python_file() or self.program
             missing = _missing_trl_configs(python.text) if python is not None else []
             if missing:  # the script's own config class (and its max_length default) is not in the installed TRL
                 own = True
@@ -3130,7 +3492,7 @@ class _Builder:
             text, name = json.dumps(document, indent=2), "none.json"
             origin = Origin(self.settings.label, spelled(self.settings.kind, "deepspeed"), self.settings.launch_line)
             # Lightning Fabric's / Composer's strategy: said by litgpt_strategy / llmfoundry_strategy
-            litgpt_run = any(s.kind in ("litgpt", "llmfoundry") for s in self.sources)
+            litgpt_run = any(s.kind in ("litgpt", "llmfoundry", "verl") for s in self.sources)
             split = self.primary.device_map_gpus  # device_map: every rank holds its GPUs' share of the model (_device_map)
             held = (
                 f"every rank spreads the model, its gradients and optimizer states over its {split} GPUs"
@@ -3213,6 +3575,13 @@ class _Builder:
             mapped.stated[key] = flag
         if "gpus_per_node" in stated:
             mapped.script_ranks = stated["gpus_per_node"][0] * (stated["nodes"][0] if "nodes" in stated else 1)
+
+
+def _optimizer_name(value: Any) -> bool:
+    """A TrainingArguments `optim` value (transformers OptimizerNames): a program's own default for it is the run's."""
+    from transformers.training_args import OptimizerNames
+
+    return isinstance(value, str) and value in {o.value for o in OptimizerNames}
 
 
 def _installed(package: str) -> str:
@@ -3450,6 +3819,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     ):
         if value is None:
             continue
+        split = (mapped.recipe.get("planner") or {}).get("device_map_gpus") or 1
+        if key == "gpus_per_node" and split > 1:  # ms-swift's device_map: --gpus counts GPUs, each process spreads over `split`
+            value = max(1, value // split)
         said = hw.get(key)
         if said is not None and said != value:
             o = mapped.origins[f"hardware.{key}"]
@@ -3477,6 +3849,9 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         )
     hw.setdefault("nodes", 1)
     hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
+    from vramfit.review import device_map
+
+    findings += device_map.apply(mapped, hw, lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line))
     t = mapped.recipe["training"]
     for key, on in (("bf16", CATALOGUE[hw["gpu"]].bf16), ("fp16", not CATALOGUE[hw["gpu"]].bf16 and t.get("bf16") is not True)):
         if t.get(key) == "auto":

@@ -26,6 +26,7 @@ class Program:
     switches: frozenset[str] = frozenset()  # arguments argparse takes bare (action store_true / store_false)
     parses: frozenset[str] = frozenset()  # the classes its HfArgumentParser / TrlParser fills (SFTConfig, ModelArguments)
     declared: frozenset[str] = frozenset()  # every argument name it declares, with or without a literal default
+    device_map: object = None  # its model load's device_map / max_memory (vramfit.review.device_map.DeviceMap), where it passes one
 
     @property
     def keeps_eval_logits(self) -> bool:
@@ -53,8 +54,19 @@ def find(program: str, script: Path, cwd: Path | None = None) -> Program | None:
         tree = ast.parse(text)
     except (ConfigError, OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
+    from vramfit.review import device_map
+
     defaults = _defaults(tree)
-    return Program(path, label(path), text, defaults, frozenset(_switches(tree)), frozenset(parsed_classes(tree)), frozenset(_declared(tree)))
+    return Program(
+        path,
+        label(path),
+        text,
+        defaults,
+        frozenset(_switches(tree)),
+        frozenset(parsed_classes(tree)),
+        frozenset(_declared(tree)),
+        device_map.read(tree, text),
+    )
 
 
 def _defaults(tree: ast.AST) -> dict[str, tuple[object, int]]:

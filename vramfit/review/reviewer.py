@@ -192,7 +192,9 @@ def _review_sources(
         with warnings.catch_warnings():  # the libraries' deprecation notes about arguments are findings already, or not ours
             warnings.simplefilter("ignore", FutureWarning)
             recipe, problems = _validate(path)
-        findings += [_finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p))]
+        findings += [
+            _finding(p, mapped) for p in problems if _for_a_run(p) and not (mapped.model_missing and _needs_model(p)) and not _trl_rule_on_verl(p, mapped)
+        ]
         plan = None
         missing = [m for s in sources for m in s.missing]
         if recipe is not None and not mapped.model_missing and not any("(deepspeed" in m or "(accelerate" in m for m in missing):
@@ -203,6 +205,8 @@ def _review_sources(
                 differences = reference.differences(mapped, recipe, ref, _json(recipe.path(recipe.deepspeed)), _json(ref.path(ref.deepspeed)))
                 if mapped.litgpt is not None:  # only what a LitGPT config can say (its keys: mapping.LITGPT_SPELLING)
                     differences = [f for f in differences if "no LitGPT key" not in f"{f.key} {f.what} {f.fix}"]
+                if mapped.verl is not None:  # only what a verl launch can say (its keys: mapping.VERL_SPELLING)
+                    differences = [f for f in differences if "no verl key" not in f"{f.key} {f.what} {f.fix}" and f.key != "data.max_prompt_length"]
                 if mapped.llmfoundry is not None:  # only what an llm-foundry YAML can say, in its own terms
                     own = ("max_seq_len", "device_train_microbatch_size", "fsdp_config.activation_checkpointing", "device_eval_batch_size")
                     differences = [f for f in differences if f.key in own and "global_train_batch_size" not in f"{f.what} {f.fix}"]
@@ -267,6 +271,11 @@ def _needs_model(p: Problem) -> bool:
 def _for_a_run(p: Problem) -> bool:
     """False for the rules that keep the shared recipe tree tidy (its naming, repository-relative paths)."""
     return p.rule != RECIPE_TREE
+
+
+def _trl_rule_on_verl(p: Problem, mapped: mapping.Mapped) -> bool:
+    """A rule of TRL's GRPOConfig applied to a verl launch: verl builds its own config, checked by verl.check."""
+    return mapped.verl is not None and "refuses these arguments" in p.what
 
 
 def _finding(p: Problem, mapped: mapping.Mapped) -> Finding:
@@ -508,18 +517,25 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         # padding-free batches of unknown length: only the worst case (every sample at the cap) was planned, and it does not fit
         tokens, fitting = shorter
         s = plan.setup
+        if s.method == "grpo" and s.grpo_whole_logits:  # verl: a sample is its prompt and response
+            s = s.replace(seq_len=s.seq_len + s.max_completion_length)
         origin = mapped.padding_free_worst_case
         findings.append(
             Finding(
                 "warning",
                 origin.file,
                 origin.key,
-                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch} x "
-                f"{s.seq_len:,} = {s.micro_batch * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
+                f"does not fit if every sample of a micro-batch reaches the cap: planned at that worst case, {s.micro_batch * s.sequences_per_sample} x "
+                f"{s.seq_len:,} = {s.micro_batch * s.sequences_per_sample * s.seq_len:,} tokens per micro-batch, because padding-free batches hold their "
                 f"samples' own tokens and the data's length is not known: {over}; "
                 f"it fits while a micro-batch holds at most {tokens:,} tokens ({fitting.per_gpu_peak_gib:.1f} GiB)",
-                f"check your data's tokens per micro-batch ({s.micro_batch} samples); to bound them, "
-                f"{mapped.edit('data.max_length', max(1, tokens // max(1, s.micro_batch)))}{or_fixes}",
+                f"check your data's tokens per micro-batch ({s.micro_batch * s.sequences_per_sample} sequences); to bound them, "
+                + (
+                    _verl_lengths(plan.setup, tokens // max(1, s.micro_batch * s.sequences_per_sample), mapped)
+                    if mapped.verl is not None
+                    else mapped.edit("data.max_length", max(1, tokens // max(1, s.micro_batch * s.sequences_per_sample)))
+                )
+                + or_fixes,
                 "planner",
                 origin.line,
             )
@@ -681,7 +697,7 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 "planner",
             )
         )
-    if recipe.method == "grpo":
+    if recipe.method == "grpo" and mapped.verl is None:  # verl's micro-batch counts sequences: one meaning
         _generations(recipe, plan.setup, mapped, findings)
     return plan
 
@@ -974,6 +990,7 @@ def _fixes(plan, mapped: mapping.Mapped) -> str:
         if "deepspeed" in fix["overrides"] and _deepspeed_edit(mapped, fix["overrides"]["deepspeed"]) is None:
             continue
         derived = "litgpt" if mapped.litgpt is not None else "llmfoundry" if mapped.llmfoundry is not None else None
+        derived = "verl" if mapped.verl is not None else derived  # verl derives the accumulation from the mini-batch
         if derived is not None:
             # a LitGPT config / an llm-foundry YAML derives the accumulation from its global batch, which the fix keeps; a
             # fix that needs a setting the format has no key for (DeepSpeed, Liger) is not one its user can write
@@ -1101,18 +1118,30 @@ def _shorter_that_fits(plan, floor: int = 256):
 
     setup = plan.setup
     seq = setup.seq_len
-    while seq // 2 >= floor:
+    # verl's GRPO sample is prompt + response, the response the larger part: both shrink together
+    whole = setup.method == "grpo" and setup.grpo_whole_logits
+    while seq // 2 >= floor or (whole and seq // 2 >= 1 and (seq + setup.max_completion_length) // 2 >= floor):
         seq //= 2
-        shorter = plan_setup(setup.replace(seq_len=seq, typical_seq_len=None))
+        changes = {"seq_len": seq, "typical_seq_len": None}
+        if whole:
+            changes["max_completion_length"] = max(1, setup.max_completion_length * seq // setup.seq_len)
+        shorter = plan_setup(setup.replace(**changes))
         if shorter.fits:
-            return seq, shorter
+            return (seq + changes.get("max_completion_length", 0)), shorter
     return None
+
+
+def _verl_lengths(setup, per_sample: int, mapped: mapping.Mapped) -> str:
+    """verl's prompt and response caps for `per_sample` tokens, in the planned proportion (_shorter_that_fits)."""
+    response = max(1, setup.max_completion_length * per_sample // max(1, setup.seq_len + setup.max_completion_length))
+    return f"{mapped.edit('data.max_length', max(1, per_sample - response))} {mapped.edit('training.max_completion_length', response)}"
 
 
 def _padding_free_tokens_that_fit(plan):
     """(tokens per micro-batch, plan) for the largest padding-free micro-batch at which the run fits (`_shorter_that_fits`)."""
     found = _shorter_that_fits(plan)
-    return None if found is None else (plan.setup.micro_batch * found[0], found[1])
+    # every sequence of the micro-batch: chosen + rejected, an embedding / reranker sample's group (sequences_per_sample)
+    return None if found is None else (plan.setup.micro_batch * plan.setup.sequences_per_sample * found[0], found[1])
 
 
 def _shortest_sample(plan) -> int:
@@ -1208,6 +1237,7 @@ def _trl_counts_completions(pin) -> bool | None:
 
 def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[str]:
     r = mapped.recipe
+    split = (r.get("planner") or {}).get("device_map_gpus") or 1  # GPUs each process spreads the model over (device_map)
     hw = r["hardware"]
     t = r["training"]
     host = f", {hw['host_ram_gib']:g} GiB host RAM per node" if "host_ram_gib" in mapped.stated else ""
@@ -1224,13 +1254,21 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     named = r["model"]["id"] if "model.id" in mapped.origins else "no model the files name"  # not the stand-in's id
     if mapped.litgpt is not None:  # Lightning Fabric starts the ranks and shards (mapping.litgpt_strategy)
         how = f"{mapped.litgpt.program} on Lightning Fabric, " + ("FSDP full shard" if t.get("fsdp") else "no sharding")
+    elif mapped.verl is not None:  # Ray starts one worker per GPU; the actor under FSDP, its rollout engine beside it
+        rollout = "vLLM" if t.get("use_vllm") else "transformers generate"
+        how = f"verl main_ppo on Ray, FSDP{' ' + t['fsdp'].split()[0] if t.get('fsdp') else ''} actor with {rollout} colocated"
     elif mapped.llmfoundry is not None:  # Composer starts the ranks and shards (mapping.llmfoundry_strategy)
         how = f"{mapped.llmfoundry.program} on Composer, " + (f"FSDP {t['fsdp'].split()[0]}" if t.get("fsdp") else "no sharding")
     else:
         how = f"{r['launcher']}, {reference.zero_label(ds)} ({mapped.deepspeed_label})"
     lines = [
         f"read as: {r['method']} of {named} ({config}), {how}",
-        f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node']} x {hw['gpu']}{host}",
+        f"hardware: {hw['nodes']} node{'s' if hw['nodes'] > 1 else ''} x {hw['gpus_per_node'] * split} x {hw['gpu']}{host}"
+        + (
+            f" (device_map: {hw['gpus_per_node']} process{'es' if hw['gpus_per_node'] > 1 else ''} per node, each spreading the model over {split} GPUs)"
+            if split > 1
+            else ""
+        ),
         f"batch: {micro} per GPU x {accum} accumulation x {ranks} ranks = {total}"
         + (
             f" (the files, as written for {mapped.script_ranks} ranks: {r['global_batch_size']})"

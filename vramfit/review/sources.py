@@ -28,7 +28,7 @@ from typing import Any, Callable
 import yaml
 
 from vramfit.problems import ConfigError, Problems, did_you_mean
-from vramfit.review import litgpt, llmfoundry, shell
+from vramfit.review import device_map, litgpt, llmfoundry, shell, verl
 from vramfit.review.findings import Finding
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job"}
@@ -150,6 +150,9 @@ class Source:
     visible_gpus: int | None = None
     # GPUs one process spreads its model over with device_map (ms-swift: a process that sees several GPUs), where known
     device_map_gpus: int | None = None
+    # a Python file's model load: its device_map and max_memory (vramfit.review.device_map.DeviceMap), where it passes one
+    device_map: Any = None
+    seen_gpus: int | None = None  # GPUs a plain `python train.py` sees (its CUDA_VISIBLE_DEVICES), where listed
     # accelerate settings in its config-file vocabulary (num_processes, mixed_precision, deepspeed_config: {...})
     accelerate: dict[str, Any] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
@@ -196,7 +199,7 @@ def read_all(paths: list[str], launch: int = 0, known: Callable[[str], bool] | N
     if problems:
         raise ConfigError(problems)
     program = next((s for s in sources if s.kind == "program"), None)
-    if program is not None and not any(s.kind in ("shell", "axolotl", "training_args", "litgpt", "llmfoundry") for s in sources):
+    if program is not None and not any(s.kind in ("shell", "axolotl", "training_args", "litgpt", "llmfoundry", "verl") for s in sources):
         # a program given without the command line or config file that gives its arguments: nothing says how it runs
         raise NotReviewed(
             Finding(
@@ -378,6 +381,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[
         raise ConfigError(problems)
     if kind is None and litgpt.is_config(document):
         return _read_litgpt(path, text, document)
+    if kind is None and verl.is_config(document):  # a Hydra config over verl's ppo_trainer: read with its launch script
+        return Source(path, label(path), "verl_config", text, document)
     if kind is None and llmfoundry.is_config(document):
         return _read_llmfoundry(path, text, document)
     kind = kind or _kind_of(document, suffix)
@@ -667,6 +672,9 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
     if command.cwd is not None:
         source.cwd = Path(command.cwd) if Path(command.cwd).is_absolute() else _cd_target(path, command.cwd)
     args = _split_launch(source, launcher, tokens, command)
+    if launcher == "python" and verl.is_entry(source.program):
+        _read_verl(source, args, command)
+        return source
     _program_settings(source, args, command.line)
     if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
         _count(source, "gpus_per_node", command.srun["ntasks-per-node"], "srun --ntasks-per-node")
@@ -676,6 +684,129 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
         if key not in source.hardware and directive in script.sbatch:
             _count(source, key, script.sbatch[directive], f"#SBATCH --{directive}")
     return source
+
+
+def _word_line(source: Source, word: str, after: int) -> int | None:
+    """The first line at or after `after` where a command-line word (a Hydra override's key=) is written."""
+    key = re.escape(word.split("=", 1)[0])
+    pattern = re.compile(rf"(^|[\s'\"]){key}(?==)")
+    for number, text in enumerate(source.text.splitlines()[after - 1 :], start=after):
+        if pattern.search(text):
+            return number
+    return None
+
+
+def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
+    """A verl launch (vramfit.review.verl): its Hydra overrides applied over verl's ppo_trainer.yaml (and over the config
+    --config-name names, where it is found), the composed config as the source's document, each override a setting; the
+    GPUs trainer.n_gpus_per_node x trainer.nnodes (Ray places one worker per GPU). What verl refuses at start is bad
+    input (exit 2); a Megatron run is not reviewed."""
+    overrides, flags, stray = verl.parse(args)
+    source.kind = "verl"
+    config = verl.defaults()
+    name = flags.get("--config-name") or flags.get("-cn")
+    name = name.removesuffix(".yaml") if name else name  # Hydra takes the name with or without its suffix
+    if name and name != "ppo_trainer":
+        if "megatron" in name:
+            raise NotReviewed(
+                Finding(
+                    "info",
+                    source.label,
+                    "--config-name",
+                    f"launches verl with its Megatron config ({name}: tensor / pipeline / expert parallel workers), which vramfit "
+                    "does not plan: not reviewed (this is no fault of the script)",
+                    "review the FSDP variant of the run (actor_rollout_ref.actor.strategy=fsdp), or use verl's own memory logs.",
+                    line=source.launch_line,
+                )
+            )
+        folder = flags.get("--config-path") or flags.get("-cp") or ""
+        written = f"{folder.rstrip('/')}/{name}.yaml" if folder and not shell.UNRESOLVED.search(folder) else f"{name}.yaml"
+        found = locate(written, source.path, source.cwd) or locate(f"config/{name}.yaml", source.path, source.cwd)
+        if found is None:
+            source.missing.append(f"{name}.yaml (the Hydra config --config-name names) not found")
+        else:
+            try:
+                document = yaml.safe_load(found.read_text())
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                document = None
+            if isinstance(document, dict):
+                mine = {k: v for k, v in document.items() if k not in ("defaults", "hydra")}
+                verl.merge(config, mine)
+                source.notes.append(
+                    Finding("info", source.label, "--config-name", f"read {label(found)} under the command line's overrides", line=source.launch_line)
+                )
+    after = source.launch_line or 1
+    # a value the script leaves to its environment (`trainer.n_gpus_per_node=$SLURM_GPUS_PER_NODE`): verl's default is
+    # planned in its place, said
+    # (the model's path stays as written: its folder's name may still name the model)
+    unresolved = [o for o in overrides if isinstance(o.value, str) and shell.UNRESOLVED.search(o.value) and o.key != f"{verl.MODEL}.path"]
+    verl.apply(config, [o for o in overrides if o not in unresolved])
+    source.document = config
+    for o in overrides:
+        source.settings.append(Setting(o.op + o.key, o.value, source.label, _word_line(source, o.word, after)))
+    for o in unresolved:
+        if o.key in verl.PLANNED:
+            source.notes.append(
+                Finding(
+                    "info",
+                    source.label,
+                    o.key,
+                    f"its value {o.value!r} is set when the script runs: planned at verl's default ({verl.get(config, o.key)!r})"
+                    + (", or the GPUs you pass" if o.key in ("trainer.n_gpus_per_node", "trainer.nnodes") else ""),
+                    "write the value in the script, or pass --gpus / --nodes.",
+                    line=_word_line(source, o.word, after),
+                )
+            )
+    # `"${ACTOR_CONFIG[@]}"`: overrides in a bash array (shell.parse reads `ACTOR_CONFIG=( ... )` as the word "(") or a
+    # variable the review does not expand; `$@`: the caller's own, unknown here
+    hidden = [w for w in stray if w == "(" or (shell.UNRESOLVED.search(w) and w not in ("$@", "$*"))]
+    if hidden:
+        source.missing.append("overrides in bash arrays or variables the review does not expand: the run's settings may differ")
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "",
+                'the launch passes overrides through bash arrays or variables ("${NAME[@]}") that the review does not expand: '
+                "planned without them, at verl's defaults where nothing else sets a key (the review is incomplete)",
+                "write the overrides on the command line to review them.",
+                line=source.launch_line,
+            )
+        )
+    source.notes.extend(
+        Finding(
+            "info",
+            source.label,
+            word,
+            "not a Hydra override (key=value) or flag: verl's command line would refuse it",
+            "write it as key=value.",
+            line=_word_line(source, word, after) or source.launch_line,
+        )
+        for word in stray
+        if not shell.UNRESOLVED.search(word) and word != "("
+    )
+    strategy = verl.get(config, f"{verl.ACTOR}.strategy")
+    if strategy == "megatron":
+        setting = next((s for s in source.settings if s.key == f"{verl.ACTOR}.strategy"), None)
+        raise NotReviewed(
+            Finding(
+                "info",
+                source.label,
+                f"{verl.ACTOR}.strategy",
+                "megatron: verl's Megatron workers (tensor / pipeline / expert parallel) are not planned by vramfit: not reviewed "
+                "(this is no fault of the script)",
+                "review the FSDP variant of the run (actor_rollout_ref.actor.strategy=fsdp), or use verl's own memory logs.",
+                line=setting.line if setting else source.launch_line,
+            )
+        )
+    where = {o.key: o.word for o in overrides}
+    problems = verl.check(config, source.label, where)
+    if problems:
+        raise ConfigError(problems)
+    for key, field_ in (("gpus_per_node", "trainer.n_gpus_per_node"), ("nodes", "trainer.nnodes")):
+        if not any(o.key == field_ for o in unresolved):  # left to the environment: the GPUs the review is given
+            source.hardware[key] = (verl.get(config, field_), field_)
+    source.program = source.program.removeprefix("-m ")
 
 
 # Argument classes whose calls in a Python file carry training settings: name -> the trainer they configure.
@@ -809,6 +940,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
             source = _read_shell(path, text, script, launch)
             if any(os.path.basename(w) == path.name for c in script.commands for w in c.argv):  # it launches this file
                 _code_settings(tree, source, path)
+                source.device_map = device_map.read(tree, text)
             source.notes.append(
                 Finding(
                     "info",
@@ -827,6 +959,7 @@ def _read_python(path: Path, text: str, launch: int = 0) -> Source:
     name = called(call)
     source = Source(path, label(path), "training_args", text, program=f"{path.name} ({name})", launch_line=call.lineno)
     source.trainer = PYTHON_CONFIGS[name]
+    source.device_map = device_map.read(tree, text)
     literals = _python_literals(tree)
     for key, value, line in _call_arguments(call, literals, source):
         source.settings.append(Setting(key, value, source.label, line))
@@ -875,6 +1008,7 @@ def _program_source(path: Path, text: str, tree) -> Source:
     source = Source(path, label(path), "program", text, program=path.name)
     source.trainer = trainers.from_classes(parsed_classes(tree)) or ""
     source.settings = _python_setup(tree, _python_literals(tree), source, set())
+    source.device_map = device_map.read(tree, text)
     for node in ast.walk(tree):  # BitsAndBytesConfig(bnb_4bit_quant_storage=model_kwargs["torch_dtype"]): the dtype the model loads in
         if isinstance(node, ast.Call) and called(node) == "BitsAndBytesConfig":
             for kw in node.keywords:
@@ -1054,6 +1188,13 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
         elif name == "BitsAndBytesConfig":
             for key, value, line in _call_arguments(node, literals, source, _BNB_KEYS):
                 add(key, value, line)
+        elif (name == "tokenizer" or name.endswith(("_tokenizer", "processor"))) and any(
+            kw.arg == "truncation" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in node.keywords
+        ):
+            # tokenizer(text, truncation=True, max_length=340, padding="max_length"): every sample cut (and padded) to it
+            for _, value, line in _call_arguments(node, literals, source, {"max_length"}):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    add("model_max_length", value, line)
         elif name.endswith("Trainer") and name not in PYTHON_CONFIGS:
             for key, value, line in _call_arguments(node, literals, source, _TRAINER_KEYS):
                 add(key, value, line)
@@ -1154,6 +1295,28 @@ def _code_settings(tree, source: Source, path: Path) -> None:
         )
 
 
+def program_code(source: Source, text: str, path: Path) -> list[Finding]:
+    """A launch script's program that takes no arguments (no argument parser: `python train.py` whose model, LoRA and
+    `TrainingArguments(...)` are written in its code): what its code fixes, read into the launch as `_code_settings`
+    reads a docstring's command; the notes it adds. A program with a parser gives its defaults (vramfit.review.program)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    if any(isinstance(n, ast.Call) and called(n) in _PARSERS for n in ast.walk(tree)):
+        return []
+    before, settings = len(source.notes), len(source.settings)
+    _code_settings(tree, source, path)
+    own = label(path)  # the lines are the program's, not the launch script's: its settings keep no line, its note names it
+    for setting in source.settings[settings:]:
+        setting.line = None
+    added = source.notes[before:]
+    del source.notes[before:]
+    for note in added:
+        note.file = own
+    return added
+
+
 # Commands that run another command given later in their words (a container, privileges): the launch is inside.
 _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "apptainer", "enroot", "nvidia-docker"}
 # POSIX / util-linux utilities that run the command after them unchanged (`nohup swift sft ...`, `nice -n 10 torchrun ...`,
@@ -1250,6 +1413,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
     """Launcher settings into `source`; returns the program's arguments."""
     if launcher == "python":
         source.program = " ".join(tokens[:2]) if tokens[0] == "-m" else tokens[0]
+        source.seen_gpus = _visible_gpus(command)  # one process: the GPUs a device_map="auto" spreads the model over
         return tokens[2:] if tokens[0] == "-m" else tokens[1:]
     if launcher == "axolotl":
         # `axolotl train x.yaml --launcher torchrun|accelerate -- <launcher arguments>`: those go to the launcher underneath
