@@ -197,6 +197,24 @@ CATALOGUE: dict[str, GPU] = {
             f"NVIDIA L40S datasheet: 362.05 TFLOPS bf16 with sparsity = 181 dense, 864 GB/s GDDR6, PCIe Gen4 x16; {PCIE_SERVER}",
         ),
         GPU(
+            "l20",
+            "NVIDIA L20 48GB",
+            44.53,
+            True,
+            0.6,
+            362.05 / 2 * 92 / 142,
+            864,
+            32,
+            "PCIe Gen4",
+            32,
+            1.6,
+            "NVIDIA L20 (China export Ada AD102 data-centre card, 48 GB GDDR6): memory: '44.53 GiB' total capacity in a "
+            "PyTorch OOM message on an 'NVIDIA L20 (48GB)' (bytedance/HLLM#3); 92 SMs at the L40S's 2,520 MHz boost, "
+            "864 GB/s GDDR6 on a 384-bit bus, PCIe Gen4 x16, no NVLink (technical.city/en/video/L20, topcpu.net's "
+            "A40 vs L20 page); bf16 dense tensor rate taken as the L40S's per SM (181 TFLOPS over 142 SMs) times 92 = "
+            f"117 TFLOPS, derived, not from an NVIDIA datasheet; {PCIE_SERVER}",
+        ),
+        GPU(
             "a100-40g",
             "NVIDIA A100-SXM4-40GB",
             39.59,
@@ -225,6 +243,22 @@ CATALOGUE: dict[str, GPU] = {
             25,
             "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOPS bf16 dense, 2,039 GB/s HBM2e, NVLink 600 GB/s, PCIe Gen4; "
             "DGX A100: 8 x 200 Gb/s HDR InfiniBand for 8 GPUs",
+        ),
+        GPU(
+            "a800",
+            "NVIDIA A800-SXM4-80GB",
+            79.33,
+            True,
+            0.6,
+            312,
+            2039,
+            200,
+            "NVLink 3, export-limited (400 GB/s total)",
+            32,
+            25,
+            "NVIDIA A800 (China export variant of the A100 SXM4 80GB): the A100 80GB's 312 TFLOPS bf16 dense and "
+            "2,039 GB/s HBM2e, NVLink cut from 600 to 400 GB/s total; memory: 'total capacty of 79.33 GiB' in a PyTorch "
+            "OOM message on an A800-80G (hahnyuan/PB-LLM#3); network as DGX A100 (8 x 200 Gb/s HDR for 8 GPUs)",
         ),
         GPU(
             "h100",

@@ -157,7 +157,7 @@ def test_the_catalogue_names_a_source_and_speeds_for_every_card():
     from vramfit.hardware import CATALOGUE
     from vramfit.recipe import NAME_RE
 
-    for name in ("rtx3090", "rtxa6000", "l4", "a10", "v100-16g", "h800", "b200", "t4", "a100-80g", "h100", "h20"):
+    for name in ("rtx3090", "rtxa6000", "l4", "l20", "l40s", "a800", "a10", "v100-16g", "h800", "b200", "t4", "a100-80g", "h100", "h20"):
         g = CATALOGUE[name]
         assert g.peak_tflops > 0 and g.memory_gbs > 0 and g.link_gbs > 0 and g.pcie_gbs > 0 and g.network_gbs > 0
         assert len(g.source) > 40

@@ -125,7 +125,9 @@ def test_unreadable_input_exits_2(tmp_path, capsys, make, message):
 
 def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(tmp_path):
     """A path relative to where the script is run from: the rest is reviewed, memory is not planned (no ZeRO stage known),
-    and the exit code says incomplete (3), not bad input."""
+    and the exit code says incomplete (3), not bad input. Kept deliberately since session 9, when a missing JSON whose
+    name says its stage (zero3.json, ds_config_zero2.json) became planned from its name (the tests below): `ds.json`
+    says no stage, so guessing one would be a plan the files do not support."""
     path = script(tmp_path, "")
     (tmp_path / "ds.json").unlink()
     result = review([str(path)], gpu="a100-80g")
@@ -135,6 +137,92 @@ def test_missing_deepspeed_json_named_by_the_script_is_incomplete_not_bad_input(
     assert missing.fix == f"pass the file as another PATH: vramfit review {missing.file} path/to/ds.json."
     assert not find(result, text="reviewed as plain data parallel")
     assert not find(result, severity="error")
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("zero0.json", (0, False, False)),
+        ("./scripts/zero3.json", (3, False, False)),
+        ("ds_config_zero2.json", (2, False, False)),
+        ("ds_z2_config.json", (2, False, False)),
+        ("stage1.json", (1, False, False)),
+        ("local_scripts/zero3_offload.json", (3, True, True)),  # R1-V's: both on the CPU, as LLaVA's zero3_offload.json
+        ("ds_z3_offload_config.json", (3, True, True)),
+        ("zero2_offload.json", (2, True, False)),  # stage 2 offloads the optimizer only
+        ("zero3_bf16_cpuoffload_params.json", (3, False, True)),
+        ("zero_stage3_offload_optimizer.json", (3, True, False)),
+        ("ds_config.json", None),  # says no stage
+        ("zero2_zero3.json", None),  # says two
+        ("zero3_nvme_offload.json", None),  # an offload the plan cannot place
+        ("zero2_offload_param.json", None),  # parameters offload at stage 3 only
+        ("config_1z3.json", None),
+    ],
+)
+def test_a_deepspeed_json_names_its_stage_only_where_its_name_is_unambiguous(written, expected):
+    from vramfit.review.sources import zero_from_name
+
+    assert zero_from_name(written) == expected
+
+
+def test_a_missing_deepspeed_json_whose_name_says_the_stage_is_planned_from_it(tmp_path):
+    """Users paste commands without their JSON (R1-V#107's ./local_scripts/zero3.json, LlamaFactory#1409's
+    ds_config_zero2.json): the name's ZeRO stage with DeepSpeed's own defaults for the rest (the plan equals that of a
+    JSON holding only the stage), and, planned without offload, a fit is a fit (offload only lowers the plan)."""
+    path = script(tmp_path, "")
+    (tmp_path / "ds.json").unlink()
+    path.write_text(path.read_text().replace("ds.json", "./scripts/zero3.json"))
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 0 and result.plan is not None and result.plan.setup.zero.stage == 3
+    [note] = find(result, key="--deepspeed", text="memory planned from its file name: ZeRO stage 3 without offload")
+    assert note.severity == "info" and "DeepSpeed's defaults" in note.what
+    assert find(result, key="--gpu", text="an upper bound: offload in the JSON only lowers it")
+    assert "zero3.json named in" in result.summary[0] and result.to_json()["deepspeed_by_name"] == "zero3.json"
+    given = script(tmp_path / "given", "", ds={**DS_ZERO3, "fp16": {"enabled": "auto"}})
+    assert review([str(given)], gpu="a100-80g").plan.per_gpu_peak_gib == pytest.approx(result.plan.per_gpu_peak_gib)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_what_a_deepspeed_json_s_name_leaves_is_deepspeed_s_own_default(stage):
+    """What the name does not say (buckets, overlap_comm, stage 3 prefetch / persistence / live parameters, contiguous
+    gradients, sub groups) is planned at the values DeepSpeed's own config parser gives a JSON that leaves them out."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    from vramfit.planner.setup import Zero
+
+    ours, theirs = Zero.from_json({"zero_optimization": {"stage": stage}}, hidden=4096), DeepSpeedZeroConfig(stage=stage)
+    assert (ours.overlap_comm, ours.contiguous_gradients) == (theirs.overlap_comm, theirs.contiguous_gradients)
+    assert (ours.reduce_bucket_size, ours.allgather_bucket_size, ours.prefetch_bucket_size) == (
+        theirs.reduce_bucket_size,
+        theirs.allgather_bucket_size,
+        theirs.prefetch_bucket_size,
+    )
+    assert (ours.max_live_parameters, ours.param_persistence_threshold, ours.sub_group_size) == (
+        theirs.max_live_parameters,
+        theirs.param_persistence_threshold,
+        theirs.sub_group_size,
+    )
+
+
+def test_a_missing_deepspeed_json_planned_from_its_name_that_does_not_fit_is_a_warning(tmp_path):
+    """Planned without the offload the name does not say, a non-fit depends on the JSON's offload settings: a warning
+    naming that and what fits, not an error, unless even the most offload the stage allows does not fit (an error that
+    says so). A name that says offload is planned with it."""
+    text = (
+        "torchrun --nproc_per_node 2 train.py --model_name_or_path meta-llama/Llama-3.1-8B --deepspeed {} "
+        "--bf16 true --gradient_checkpointing true --model_max_length 1024\n"
+    )
+    result = review([str(write(tmp_path, "run.sh", text.format("ds_config_zero2.json")))], gpu="a100-40g")
+    assert result.exit_code == 0 and not find(result, severity="error") and not result.plan.fits
+    [warning] = find(result, key="--deepspeed", severity="warning", text="depends on the JSON's offload settings")
+    assert "ds_config_zero2.json, not found: ZeRO stage 2 without offload" in warning.what
+    assert "zero2_offload_optimizer.json" in warning.fix and "predicted" in warning.fix  # what fits
+    # on 24 GB even the optimizer offload ZeRO-2 allows leaves 15 GiB of weights and 12 of logits: an error whatever it says
+    [error] = find(review([str(tmp_path / "run.sh")], gpu="rtx3090"), key="--gpu", severity="error")
+    assert "with the optimizer offloaded (ZeRO stage 2 cannot offload parameters)" in error.what and "do not change the verdict" in error.what
+    offload = review([str(write(tmp_path, "off.sh", text.format("zero2_offload.json")))], gpu="a100-40g")
+    assert offload.plan.setup.zero.offload_optimizer and not offload.plan.setup.zero.offload_params
+    assert find(offload, key="--gpu", text="holds if the JSON offloads what its name says")
 
 
 def test_a_path_given_with_the_same_file_name_is_the_one_reviewed(tmp_path):
@@ -206,7 +294,8 @@ def test_training_arguments_yaml(tmp_path):
 def test_json_shape(capsys):
     code, out = run_cli([str(SEEDS / "tinychart/scripts/train.sh"), "--gpu", "a100-80g", "--gpus", "8", "--host-ram-gib", "64", "--json"], capsys)
     data = json.loads(out)
-    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed", "length_worst_case"}
+    assert set(data) == {"findings", "plan", "closest_recipe", "exit_code", "model_assumed", "length_worst_case", "deepspeed_by_name"}
+    assert data["deepspeed_by_name"] is None  # the JSON was read, not planned from its name
     assert data["model_assumed"] is None  # the model named by Hub id: no plan rests on a folder's name
     assert data["length_worst_case"] is False  # planned at a length the files bound, not a worst case
     assert code == data["exit_code"] == 1 and data["closest_recipe"] == "tinychart-3b-8xa100-80g-offload"

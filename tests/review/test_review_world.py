@@ -149,8 +149,12 @@ KNOWN_MISSED: dict[str, str] = {
     "of the LLM and aligner under ZeRO-3, ms-swift 3's default freeze_vit True, 1,024 tokens). The thread has no diagnosis "
     "(only that LLaMA-Factory trains the same settings); the pasted comment line that ends the environment assignments "
     "before 'swift sft' (so VIDEO_MAX_PIXELS never reaches it) is not named by the review",
-    "issue-r1v107-qwen2.5vl-3b-grpo-zero3-no-gc-8xa100": "incomplete: the command's --deepspeed ./local_scripts/zero3.json "
-    "(R1-V's) is not in the paste, so the memory is not planned (said as info); the A100's size is not in the thread either",
+    "issue-r1v107-qwen2.5vl-3b-grpo-zero3-no-gc-8xa100": "planned since session 9 from the missing JSON's name "
+    "(./local_scripts/zero3.json: ZeRO-3, no offload, sources.zero_from_name): under TRL's semantics (1 completion per GPU "
+    "per forward) it fits, 22.5 of 79.2 GiB, an upper bound; under the older prompt expansion R1-V's own trainer copies "
+    "(8 completions per GPU) 103.8 GiB does not fit, said as the generation-batch warning at "
+    "--per_device_train_batch_size, not the --gpu error the label asks, since nothing pins the TRL semantics; the A100's "
+    "size is not in the thread either",
     "issue-swift3405-qwen2vl-7b-lora-4x4090": "found while the planner could not split a model over GPUs: the launch sets "
     "no NPROC_PER_NODE, so one process spreads Qwen2-VL-7B over the 4 GPUs it sees (device_map); planned since session 8 "
     "per GPU of accelerate's balanced split (planner/device_map.py), the busiest (GPU 0: the vision tower, the embeddings "
@@ -170,9 +174,6 @@ KNOWN_MISSED: dict[str, str] = {
     "in the plan",
     "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
     "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
-    "issue-lf1409-qwen-14b-chat-lora-ds2-8xrtx3090": "incomplete: ds_config_zero2.json is cut off in the stored paste, so the "
-    "memory is not planned (the function the paste defines and never calls is reviewed as the launch; Qwen-14B-Chat is "
-    "planned by its folder's name as the stand-in Qwen/Qwen-14B)",
 }
 
 

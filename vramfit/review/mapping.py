@@ -588,6 +588,9 @@ class Mapped:
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
+    # a DeepSpeed JSON named but not found, planned from its file name (sources.zero_from_name): (its name, where named,
+    # whether the name says an offload); planned without offload, the plan is an upper bound (offload only lowers it)
+    deepspeed_from_name: tuple[str, Origin, bool] | None = None
     switches: frozenset = frozenset()  # the launched program's bare flags (argparse store_true): an edit turning one on writes it bare
     litgpt: Source | None = None  # a LitGPT config: its strategy and accumulation follow the GPUs reviewed (litgpt_strategy)
     verl: Source | None = None  # a verl launch (vramfit.review.verl): its own batch rules, not TRL's
@@ -3465,6 +3468,7 @@ class _Builder:
         given = [s for s in self.sources if s.kind == "deepspeed"]
         inline = next((s for src in self.sources if src.kind != "shell" for s in src.settings if s.key == "deepspeed" and isinstance(s.value, dict)), None)
         accelerate = next((s for s in self.sources if s.accelerate.get("deepspeed_config")), None)
+        named = [r for s in self.sources for r in s.references if r.role == "deepspeed" and r.source is None and r.named]
         if refs or given:
             chosen = refs[0].source if refs else given[0]
             mapped.deepspeed, mapped.deepspeed_label = chosen, chosen.label
@@ -3485,6 +3489,29 @@ class _Builder:
                     )
         elif inline is not None:
             text, name, origin = json.dumps(inline.value, indent=2), "inline.json", Origin(inline.file, inline.key, inline.line)
+        elif named:
+            # a JSON named but not found whose file name says its ZeRO stage (sources.zero_from_name): that stage, the
+            # launch's precision and batch ("auto", as the Trainer fills them), DeepSpeed's own defaults for the rest
+            ref = named[0]
+            stage, optimizer, params = ref.named
+            zero: dict[str, Any] = {"stage": stage}
+            if optimizer:
+                zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+            if params:
+                zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+            document = {
+                "train_batch_size": "auto",
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "gradient_clipping": "auto",
+                "bf16": {"enabled": "auto"},
+                "fp16": {"enabled": "auto"},
+                "zero_optimization": zero,
+            }
+            text, name = json.dumps(document, indent=2), "named.json"
+            origin = Origin(ref.setting.file, ref.setting.key, ref.setting.line)
+            mapped.deepspeed_label = f"{Path(ref.written).name} named in {origin.file}, not found: planned from its name"
+            mapped.deepspeed_from_name = (Path(ref.written).name, origin, optimizer or params)
         elif self._named_zero() is not None:
             document, origin, how = self._named_zero()
             text, name = json.dumps(document, indent=2), "named.json"

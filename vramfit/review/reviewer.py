@@ -42,6 +42,9 @@ class Review:
     # the plan's length is a worst case the files do not bound: batches padded to their longest sample, or padding-free,
     # planned at the cap the data's unknown lengths may not reach (the verdict is said as such in a warning)
     length_worst_case: bool = False
+    # the DeepSpeed JSON the launch names was not found and was planned from its file name (sources.zero_from_name): that
+    # name; the verdict rests on it (an upper bound without an offload in the name)
+    deepspeed_by_name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class Review:
             "exit_code": self.exit_code,
             "model_assumed": None if self.model_assumed is None else {"path": self.model_assumed[0], "planned_as": self.model_assumed[1]},
             "length_worst_case": self.length_worst_case,
+            "deepspeed_by_name": self.deepspeed_by_name,
         }
 
 
@@ -134,7 +138,8 @@ def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
     code = EXIT_FAILED if EXIT_FAILED in codes else EXIT_BAD_INPUT if EXIT_BAD_INPUT in codes else EXIT_INCOMPLETE if EXIT_INCOMPLETE in codes else EXIT_OK
     first = reviews[0]
     assumed = next((r.model_assumed for r in reviews if r.model_assumed is not None), None)  # a verdict resting on a name says so
-    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed)
+    by_name = next((r.deepspeed_by_name for r in reviews if r.deepspeed_by_name is not None), None)
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed, deepspeed_by_name=by_name)
 
 
 def _review_sources(
@@ -224,7 +229,8 @@ def _review_sources(
         )
         summary = _summary(mapped, _json(workdir / mapped.recipe["deepspeed"]), ref, why)
         worst = mapped.longest_unknown is not None or mapped.padding_free_worst_case is not None
-        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name, worst)
+        by_name = mapped.deepspeed_from_name[0] if mapped.deepspeed_from_name is not None and plan is not None else None
+        return Review(findings, code, plan, ref.name if ref else None, summary, mapped.model_by_name, worst, by_name)
 
 
 def _unreadable(error: ConfigError) -> Review:
@@ -481,12 +487,18 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
             )
         )
     elif plan.fits:
+        by_name = ""
+        if mapped.deepspeed_from_name is not None:  # the DeepSpeed JSON not found: its stage read from its name (sources)
+            json_name, _, offload = mapped.deepspeed_from_name
+            by_name = f"; planned from the DeepSpeed JSON's name ({json_name}, not found) with DeepSpeed's defaults otherwise" + (
+                ", which holds if the JSON offloads what its name says" if offload else ", an upper bound: offload in the JSON only lowers it"
+            )
         findings.append(
             Finding(
                 "info",
                 file,
                 "--gpu",
-                f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts})",
+                f"predicted peak {plan.per_gpu_peak_gib:.1f} of {plan.gpu_memory_gib:.1f} GiB per GPU on {where}, in {plan.peak_phase} ({parts}){by_name}",
                 source="planner",
             )
         )
@@ -552,6 +564,24 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
+    elif mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2] and _most_offload(plan)[0] <= plan.usable_gib:
+        # the DeepSpeed JSON was not found and its name says a ZeRO stage and no offload: planned without offload, an upper
+        # bound of each GPU's memory, since offload in the JSON (which the name may not say) only lowers it; with the most
+        # offload the stage allows it fits, so the JSON decides
+        json_name, origin, _ = mapped.deepspeed_from_name
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit as planned from the DeepSpeed JSON's name ({json_name}, not found: ZeRO stage "
+                f"{plan.setup.zero.stage} without offload, DeepSpeed's defaults otherwise): {over}; the verdict depends on the "
+                "JSON's offload settings (offload_optimizer / offload_param), which only lower it",
+                f"pass the JSON as another PATH to review it: vramfit review {file} path/to/{json_name}{or_fixes}",
+                "planner",
+                origin.line,
+            )
+        )
     elif mapped.sharding_assumed:
         # the run shards the model or the sequence in ways the planner does not model: the plan is an upper bound
         what, origin = mapped.sharding_assumed
@@ -593,6 +623,15 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 f"`kernels` package's Hub kernels nor {packages} are installed; with them the run keeps less (--mixer-kernels fused plans it)"
             )
             fixes.append(f"install {packages} and measure the first steps (torch.cuda.max_memory_allocated)")
+        if mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]:
+            # planned from the missing JSON's name without offload, and it does not fit even with the most offload the
+            # stage allows, at any bucket size: whatever the JSON offloads, the run does not fit
+            least, what = _most_offload(plan)
+            over += (
+                f"; planned from the DeepSpeed JSON's name ({mapped.deepspeed_from_name[0]}, not found) without offload, and "
+                f"with {what} ({least:.1f} GiB without ZeRO's communication buckets) it does not fit either, so the "
+                "JSON's offload settings do not change the verdict"
+            )
         findings.append(Finding("error", file, "--gpu", over, "; or ".join(fixes), "planner"))
     if pinned is not None:
         _attention_readings(recipe, plan, pinned, mapped, findings)
@@ -608,9 +647,11 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
         first = plan.phases.get("train", 0.0) > plan.usable_gib
         # the sequence split is planned for training only: an evaluation under sequence parallelism is an upper bound
         unsplit = max(1, plan.setup.sequence_parallel) > 1
+        # a DeepSpeed JSON planned from its name without offload: an upper bound in evaluation too (offload_param lowers it)
+        by_name = mapped.deepspeed_from_name is not None and not mapped.deepspeed_from_name[2]
         findings.append(
             Finding(
-                ("warning" if unsplit else "error") if over and not first else "info",  # within the card: said, not warned
+                ("warning" if unsplit or by_name else "error") if over and not first else "info",  # within the card: said, not warned
                 origin.file,
                 origin.key,
                 f"evaluation peaks above training: {plan.phases['evaluation']:.1f} GiB per GPU in evaluation against "
@@ -620,6 +661,12 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                     f"; evaluation is planned without the sequence split over {plan.setup.sequence_parallel} GPUs, which the "
                     "planner applies to training only (an upper bound)"
                     if unsplit
+                    else ""
+                )
+                + (
+                    f"; planned from the DeepSpeed JSON's name ({mapped.deepspeed_from_name[0]}, not found) without offload, "
+                    "an upper bound: the verdict depends on the JSON's offload settings"
+                    if by_name and over and not first
                     else ""
                 ),
                 # prediction_loss_only helps only where logits are kept; the eval batch always
@@ -778,6 +825,26 @@ def _without_update_state(plan) -> float:
     parts = plan.phase_breakdowns.get(plan.peak_phase, plan.breakdown)
     dropped = sum(parts.get(k, 0.0) for k in ("optimizer_states", "optimizer_step", "gradients"))
     return plan.per_gpu_peak_gib - dropped
+
+
+def _most_offload(plan) -> tuple[float, str]:
+    """(GiB per GPU, what) of `plan` with the most offload its ZeRO stage allows (stage 1 / 2: the optimizer; 3: the
+    optimizer and the parameters; 0: none) and without ZeRO's communication buckets (a JSON may set them small): what a
+    DeepSpeed JSON of that stage needs at least, whatever its offload settings."""
+    import dataclasses
+
+    from vramfit.planner.plan import plan as plan_setup
+
+    zero = plan.setup.zero
+    if zero.stage == 0:
+        least, what = plan, "no offload (ZeRO stage 0 offloads nothing)"
+    else:
+        least = plan_setup(plan.setup.replace(zero=dataclasses.replace(zero, offload_optimizer=True, offload_params=zero.stage == 3)))
+        what = (
+            "the optimizer and the parameters offloaded" if zero.stage == 3 else f"the optimizer offloaded (ZeRO stage {zero.stage} cannot offload parameters)"
+        )
+    buffers = least.phase_breakdowns.get(least.peak_phase, least.breakdown).get("zero_buffers", 0.0)
+    return least.per_gpu_peak_gib - buffers, what
 
 
 def _plan_with_settings(recipe, mapped: mapping.Mapped, findings: list[Finding]):

@@ -63,6 +63,36 @@ _AXOLOTL_KEYS = {
 SWIFT_TRAIN = ("sft", "pt", "rlhf")
 # ms-swift's named DeepSpeed presets (swift/llm/ds_config): --deepspeed zero2, zero3_offload, ...
 DEEPSPEED_PRESET = re.compile(r"(?:default-)?zero([0-3])(_offload)?")
+# A DeepSpeed JSON's file name that says its ZeRO stage: zero3.json, ds_z2_config.json, zero_stage_1.json, stage3.json
+_NAMED_STAGE = re.compile(r"(?<![a-z0-9])(?:zero|z|stage|zero_stage|zerostage)[_-]?([0-3])(?![0-9])")
+
+
+def zero_from_name(written: str) -> tuple[int, bool, bool] | None:
+    """(stage, optimizer offloaded, parameters offloaded) as a DeepSpeed JSON's file name says them, for a JSON the
+    review cannot read; None where the name does not say the stage unambiguously (ds_config.json, zero2_vs_zero3.json)
+    or names an offload it cannot place (NVMe, parameters below stage 3). A name that says `offload` without saying what
+    offloads the optimizer, and at stage 3 the parameters too, as the published *offload JSONs do (LLaVA's and
+    Qwen2-VL-Finetune's scripts/zero3_offload.json, LLaMA-Factory's ds_z3_offload_config.json, ms-swift's presets)."""
+    stem = Path(written).name.lower().rsplit(".", 1)[0]
+    stages = {int(m.group(1)) for m in _NAMED_STAGE.finditer(stem)}
+    if len(stages) != 1 or "nvme" in stem:
+        return None
+    [stage] = stages
+    if "offload" not in stem:
+        return stage, False, False
+    tail = stem[stem.index("offload") :]
+    params = "param" in tail and "optim" not in tail
+    optimizer = "optim" in tail and "param" not in tail
+    if params or optimizer:
+        both = False
+    else:
+        both = stage == 3  # `offload`, `offload_all`, `cpuoffload`: everything the stage can offload
+        optimizer = True
+    if (params or both) and stage < 3:
+        return None  # DeepSpeed offloads parameters at stage 3 only: the name says something the file cannot be
+    return stage, optimizer or both, params or both
+
+
 _MODULE_LAUNCHERS = {
     "torch.distributed.run": "torchrun",
     "torch.distributed.launch": "torch.distributed.launch",
@@ -98,6 +128,8 @@ class Reference:
     written: str  # the path as the file writes it
     setting: Setting
     source: "Source | None" = None  # once read
+    # a DeepSpeed JSON not found whose file name says its ZeRO stage: (stage, optimizer offloaded, parameters offloaded)
+    named: tuple[int, bool, bool] | None = None
 
 
 @dataclass
@@ -201,6 +233,28 @@ def _follow(source: Source, sources: list[Source], problems: Problems, known: Ca
                 what = f"names {ref.written}, which is not next to the script, in the folders above it, or in the current directory " + (
                     f"(looked in {', '.join(label(f) or '.' for f in dict.fromkeys(folders))})"
                 )
+                named = zero_from_name(ref.written) if ref.role == "deepspeed" else None
+                if named is not None:  # planned from its name (mapping: _deepspeed), the verdict said as a bound (reviewer)
+                    ref.named = named
+                    stage, optimizer, params = named
+                    offload = (
+                        " with " + " and ".join(w for w, on in (("the optimizer", optimizer), ("the parameters", params)) if on) + " offloaded to the CPU"
+                        if optimizer or params
+                        else " without offload"
+                    )
+                    source.notes.append(
+                        Finding(
+                            "info",
+                            source.label,
+                            ref.setting.key,
+                            f"{what}; memory planned from its file name: ZeRO stage {stage}{offload}, the launch's precision and "
+                            "batch, and DeepSpeed's defaults for every other setting (buckets, overlap_comm, stage 3 prefetch); "
+                            "its other settings are not reviewed",
+                            f"pass the file as another PATH: vramfit review {source.label} path/to/{Path(ref.written).name}.",
+                            line=ref.setting.line,
+                        )
+                    )
+                    continue
                 source.missing.append(f"{ref.written} ({ref.role} settings) not found")
                 source.notes.append(
                     Finding(
