@@ -246,3 +246,14 @@ def test_ms_swift_plans_the_omni_talker_and_vocoder_it_loads(tmp_path, env, load
     assert states.resident_frozen_bytes(s.replace(zero=s.zero.__class__(stage=3), engine="deepspeed")) == (
         OMNI_AUDIO_OUTPUT if loaded else 0
     )  # ZeRO-3 over 2 ranks
+
+
+@pytest.mark.parametrize("rlhf_type", ["grpo", "ppo", "dpo"])
+def test_swift_rlhf_reads_max_length_whatever_trl_config_its_rlhf_type_maps_to(tmp_path, rlhf_type):
+    """--max_length is ms-swift's TemplateArguments' (inherited by RLHFArguments as by SftArguments), not the TRL config's:
+    GRPOConfig and PPO's TrainingArguments have none, and it was said to be 'read, not reviewed' and 'not set' (planned at
+    the model's 32,768 tokens, or GRPO's 512-token prompt default). GRPO cuts the prompt there (_init_grpo: left truncation)."""
+    line = f"swift rlhf --rlhf_type {rlhf_type} --model Qwen/Qwen2.5-0.5B-Instruct --max_length 2048 --per_device_train_batch_size 4"
+    result = review([script(tmp_path, line + (" --num_generations 4" if rlhf_type == "grpo" else ""))], gpu="a100-80g")
+    assert result.plan.setup.seq_len == 2048
+    assert not find(result, key="--max_length", text="own argument") and not find(result, key="--max_length", text="not set")

@@ -1302,6 +1302,8 @@ class _Builder:
             self.renamed(name, setting)
         elif name in SWIFT2 and (self.primary.program or "").startswith("swift "):
             self.alias(SWIFT2[name].split(".", 1), setting)
+        elif name == "max_length" and (self.primary.program or "").startswith("swift ") and self._swift_max_length(setting):
+            pass
         elif (name in ALIASES and not axolotl) or name in METHOD_SWITCHES or name in TRAIN_SWITCHES or name in UPSTREAM_SPECIAL:
             self.upstream(name, setting)
         elif name == "flash_attn" and str(self.scalar(setting)).strip().lower() in (*LLAMAFACTORY_ATTENTION, "auto"):
@@ -1312,6 +1314,20 @@ class _Builder:
             self.not_modelled.append(setting.key)
         else:
             self.unknown(setting, axolotl)
+
+    def _swift_max_length(self, setting: Setting) -> bool:
+        """ms-swift's --max_length belongs to TemplateArguments (swift/llm/argument/base_args/template_args.py), which
+        SftArguments and RLHFArguments both inherit: the template cuts each sample there whatever TRL config the rlhf_type
+        maps to (GRPOConfig, and PPO's TrainingArguments, have no max_length; the other configs' is read as a field). GRPO
+        cuts the prompt there (rlhf_args.py _init_grpo: truncation_strategy 'left', "trimming the excessively long parts of
+        a prompt"): planned as the prompt's text length. False for a value that is no length (then read as before)."""
+        value = self.scalar(setting)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            return False
+        if self.grpo:
+            self.prompt_text = value
+        self.set("data.max_length", value, setting)
+        return True
 
     def alias(self, parts: list[str], setting: Setting) -> None:
         section, key = parts
