@@ -113,15 +113,6 @@ WHY_OFF.update(
             "softmax(logits) for the token probabilities (one more fp32 tokens x vocab tensor, 9.3 GiB), but the merged "
             "commit that added this script already used exp(-loss)"
         ),
-        MS + "grpo/qwen2_5_omni/grpo.sh": (
-            "not explained: with the Talker and vocoder planned (ENABLE_AUDIO_OUTPUT=1: 3.35 GiB of frozen weights) the "
-            "plan is 28.4 GiB against 50. Checked: no --use_vllm, so the training process generates (planned as the "
-            "generation phase, 23.7 GiB); LoRA rank 8 under ZeRO-2; 8 completions of up to 2,048 tokens per step over 4 "
-            "ranks, 2 per GPU per forward (TRL's semantics, which ms-swift follows); MAX_PIXELS 1,003,520 planned at "
-            "1,280 image tokens per image, the maximum. Not checked: whether ms-swift's generation with "
-            "ENABLE_AUDIO_OUTPUT=1 runs the Talker, and the audio tower's activations (the plan says it does not model "
-            "them)"
-        ),
     }
 )
 # cases the review stops before planning, and why that is right
