@@ -3374,58 +3374,50 @@ class _Builder:
                 # data, from where the run starts); a model whose image tokens vary with the image is left at the cap
                 info = locate(f"{settings.get('dataset_dir') or 'data'}/dataset_info.json", self.primary.path, self.primary.cwd)
                 found = lengths.llamafactory_longest(settings.get("dataset"), info, per_image)
+        cap_at = self.origins.get("data.max_length") or Origin(self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line)
         if found is None and why == lengths.LLAMAFACTORY_LONGEST:
             # LLaMA-Factory with data the review cannot read: cutoff_len is the verdict. Its users size cutoff_len to their
             # data (its examples set it), and the corpus's LLaMA-Factory OOM threads at an explicit cutoff_len outnumber its
             # sound runs above it (5 to 1: tests/review/test_review_world.py); said, with how to plan at the data's length
-            where = self.origins.get("data.max_length") or Origin(
-                self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
-            )
             self.findings.append(
                 Finding(
                     "info",
-                    where.file,
-                    where.key,
+                    cap_at.file,
+                    cap_at.key,
                     f"planned at the cap of {cap:,} tokens, as a batch that reaches it holds: {why}, and the data's lengths "
-                    "are not known here (its dataset_info.json entries are not local files); pass --sample-length N with "
+                    "are not known here (no local file of its datasets is found through dataset_info.json); pass --sample-length N with "
                     "the data's longest sample to plan at it",
                     source="planner",
-                    line=where.line,
+                    line=cap_at.line,
                 )
             )
             return
         if found is None:  # the data's lengths are not known: planned at the cap, which the reviewer says
-            self.longest_unknown = self.origins.get("data.max_length") or Origin(
-                self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
-            )
+            self.longest_unknown = cap_at
             return
         if found.tokens >= cap:
             if found.tokens == lengths.REACHES:
-                where = self.origins.get("data.max_length") or Origin(
-                    self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line
-                )
                 self.findings.append(
                     Finding(
                         "info",
-                        where.file,
-                        where.key,
+                        cap_at.file,
+                        cap_at.key,
                         f"planned at the cap of {cap:,} tokens, which batches reach: the data {found.how}",
                         source="planner",
-                        line=where.line,
+                        line=cap_at.line,
                     )
                 )
             return
         data["max_length"] = found.tokens
         self.length_cap, self.length_bound = cap, found.bound
-        where = self.origins.get("data.max_length") or Origin(self.settings.label, spelled(self.settings.kind, "data.max_length"), self.settings.launch_line)
         self.findings.append(
             Finding(
                 "info",
-                where.file,
-                where.key,
+                cap_at.file,
+                cap_at.key,
                 f"planned at the data's longest sample, {found.tokens:,} tokens ({found.how}), not at the cap of {cap:,}: {why}",
                 source="planner",
-                line=where.line,
+                line=cap_at.line,
             )
         )
 
