@@ -160,7 +160,13 @@ def test_the_longest_sample_given_on_the_command_line(tmp_path):
 
 @pytest.mark.parametrize(
     "program, pads",
-    [("llava/train/train_mem.py", True), ("share4v/train/train.py", True), ("fastchat/train/train_lora.py", False), ("train.py", None)],
+    [
+        ("llava/train/train_mem.py", True),
+        ("share4v/train/train.py", True),
+        ("fastchat/train/train_lora.py", False),
+        ("qlora.py", True),
+        ("train.py", None),
+    ],
 )
 def test_the_collator_facts(program, pads):
     assert lengths.pads_to_longest(program)[0] is pads
@@ -280,3 +286,35 @@ def test_llamafactorys_datasets_are_read_through_its_dataset_info_where_they_lie
     unknown = review([str(config)], gpu="a10", gpus=1)
     assert unknown.plan is not None and unknown.plan.setup.seq_len == 1024 and not unknown.length_worst_case
     assert any(f.key == "cutoff_len" and "--sample-length" in f.what for f in unknown.findings), [str(f) for f in unknown.findings]
+
+
+# artidoro/qlora's qlora.py (7f4e95a6): DataArguments' own length arguments, as it declares them
+QLORA_PY = """\
+from dataclasses import dataclass, field
+import transformers
+
+@dataclass
+class DataArguments:
+    source_max_len: int = field(default=1024)
+    target_max_len: int = field(default=256)
+
+parser = transformers.HfArgumentParser((DataArguments, transformers.Seq2SeqTrainingArguments))
+"""
+
+
+@pytest.mark.parametrize(
+    "passed, tokens",
+    [
+        ("--source_max_len 16 --target_max_len 512", 528),  # scripts/finetune_guanaco_65b.sh
+        ("--target_max_len 512", 1536),  # source_max_len: qlora.py's own default, 1024
+        ("", 1280),  # both its defaults
+    ],
+)
+def test_qlora_py_runs_at_its_source_plus_target_length(tmp_path, passed, tokens):
+    # DataCollatorForCausalLM cuts the source at source_max_len and the target at target_max_len and joins them
+    (tmp_path / "qlora.py").write_text(QLORA_PY)
+    script = tmp_path / "run.sh"
+    script.write_text(f"python qlora.py --model_name_or_path huggyllama/llama-7b --output_dir out --bf16 {passed}\n")
+    result = review([str(script)], gpu="a100-80g", gpus=1)
+    assert result.plan is not None and result.plan.setup.seq_len == tokens
+    assert any(f"sequence length {tokens:,} tokens" in f.what and "DataCollatorForCausalLM" in f.what for f in result.findings)

@@ -58,10 +58,6 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "here, so the cap decides (for LLaMA-Factory an unknown-length cutoff_len is the verdict, see lf3716); the thread shows "
     "training, not an evaluation",
     # device_map batch (session 9), at first contact and after:
-    "devmap-qlora-guanaco-65b-1x48g": "artidoro/qlora's Guanaco-65B script on the one 48 GB GPU its README names: planned at "
-    "2048 tokens because qlora.py's own source_max_len / target_max_len (16 + 512 here; its collator cuts each part to them) "
-    "are not read, under the pinned transformers 4.31's eager attention: 51.5 GiB against 45.1 usable. A length fact for "
-    "qlora.py's collator (review/lengths.py) would plan it at 528 tokens",
     "devmap-brev-mixtral-8x7b-qlora-auto-4xt4": "the author's own 4 x T4 run of the notebook: device_map 'auto' in one kernel "
     "is now planned as accelerate's split (was: 4 data-parallel ranks with the whole model and every eval logit, 348.5 GiB), "
     "14.0 GiB on the busiest T4 (9 of 32 Mixtral layers) against 13.9 usable: within 1% of the card, the planner's margin",

@@ -82,6 +82,12 @@ PADDING: list[tuple[re.Pattern[str], bool, str]] = [
         "truncates to model_max_length (llava/train/train.py)",
     ),
     (
+        re.compile(r"(^|/)qlora\.py$"),
+        True,
+        "artidoro/qlora's DataCollatorForCausalLM pads each batch to its longest sample (torch.nn.utils.rnn.pad_sequence) "
+        "after cutting each sample's source at source_max_len and its target at target_max_len (qlora.py)",
+    ),
+    (
         re.compile(r"(^|/)fastchat/train/train\w*\.py$"),
         False,
         "FastChat's preprocess pads every sample to model_max_length (padding='max_length', fastchat/train/train.py)",

@@ -221,6 +221,15 @@ OPENRLHF_AS_TRAINER = frozenset({"bf16", "fp16", "gradient_checkpointing", "lear
 # TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
 FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
 # Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
+# Programs whose sequence is the sum of two of their own arguments: (the program, the arguments, the fact). Each is read
+# from the script, else from the program's own defaults beside it; planned as data.max_length where nothing else sets it.
+SUMMED_LENGTHS: list[tuple[re.Pattern[str], tuple[str, str], str]] = [
+    (
+        re.compile(r"(^|/)qlora\.py$"),
+        ("source_max_len", "target_max_len"),
+        "artidoro/qlora's DataCollatorForCausalLM cuts each sample's source at source_max_len and its target at target_max_len and joins them (qlora.py)",
+    ),
+]
 PROGRAM_TRAINING = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "gradient_checkpointing")
 # TrainingArguments fields that took several values in transformers 4 (List[str]) and take one in 5.
 TOOK_LISTS_IN_4 = frozenset({"report_to"})
@@ -1855,6 +1864,7 @@ class _Builder:
             elif source.kind == "verl":
                 self._verl(source)
         self._program_defaults()
+        self._summed_length()
         self._swift_defaults()
         self._openrlhf_attention()
         self._model_name()
@@ -2746,6 +2756,33 @@ class _Builder:
                     line=self.primary.launch_line,
                 )
             )
+
+    def _summed_length(self) -> None:
+        """A program whose sample is two parts, each cut at its own argument (SUMMED_LENGTHS): the sequence is their sum."""
+        program = (self.primary.program or "").split(" ", 1)[0].replace("\\", "/") if self.primary.kind == "shell" else ""
+        fact = next(((names, why) for pattern, names, why in SUMMED_LENGTHS if pattern.search(program)), None)
+        if fact is None or "data.max_length" in self.origins:
+            return
+        names, why = fact
+        passed = {s.key.lstrip("-").replace("-", "_"): s for src in self.sources for s in src.settings}
+        parts: list[tuple[int, Setting]] = []
+        for name in names:
+            if name in passed:
+                setting = passed[name]
+                value = self.scalar(setting)
+            elif self.program is not None and name in self.program.defaults:
+                value, line = self.program.defaults[name]
+                setting = Setting(f"--{name}", value, self.program.label, line)
+            else:
+                return  # a part not known: the length is left to the rest of the review
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                return
+            parts.append((value, setting))
+        total = sum(value for value, _ in parts)
+        last = parts[-1][1]
+        self.set("data.max_length", total, Setting(" + ".join(s.key for _, s in parts), total, last.file, last.line))
+        said = " + ".join(f"{s.key} {value:,}" for value, s in parts)
+        self.findings.append(Finding("info", last.file, "", f"sequence length {total:,} tokens ({said}): {why}", source="validation", line=last.line))
 
     def _trl_defaults(self) -> None:
         """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
