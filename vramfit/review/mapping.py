@@ -220,7 +220,6 @@ OPENRLHF = {
 OPENRLHF_AS_TRAINER = frozenset({"bf16", "fp16", "gradient_checkpointing", "learning_rate", "seed"})
 # TrainingArguments fields that may name a JSON file the Trainer opens (read by vramfit from beside the script).
 FILE_ARGUMENTS = ("fsdp_config", "accelerator_config")
-# Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
 # Programs whose sequence is the sum of two of their own arguments: (the program, the arguments, the fact). Each is read
 # from the script, else from the program's own defaults beside it; planned as data.max_length where nothing else sets it.
 SUMMED_LENGTHS: list[tuple[re.Pattern[str], tuple[str, str], str]] = [
@@ -230,6 +229,7 @@ SUMMED_LENGTHS: list[tuple[re.Pattern[str], tuple[str, str], str]] = [
         "artidoro/qlora's DataCollatorForCausalLM cuts each sample's source at source_max_len and its target at target_max_len and joins them (qlora.py)",
     ),
 ]
+# Memory-bearing arguments a launched program defines itself: its default applies when the script does not pass them.
 PROGRAM_TRAINING = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "gradient_checkpointing")
 # TrainingArguments fields that took several values in transformers 4 (List[str]) and take one in 5.
 TOOK_LISTS_IN_4 = frozenset({"report_to"})
