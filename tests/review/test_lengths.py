@@ -318,3 +318,16 @@ def test_qlora_py_runs_at_its_source_plus_target_length(tmp_path, passed, tokens
     result = review([str(script)], gpu="a100-80g", gpus=1)
     assert result.plan is not None and result.plan.setup.seq_len == tokens
     assert any(f"sequence length {tokens:,} tokens" in f.what and "DataCollatorForCausalLM" in f.what for f in result.findings)
+
+
+@pytest.mark.parametrize("second, worst", [("llava/train/train_mem.py", True), ("fastchat/train/train.py", False)])
+def test_a_script_of_several_launches_says_a_worst_case_length_of_any_of_them(tmp_path, second, worst):
+    # the first launch pads every sample to the cap (FastChat): its length is bound; the second's, LLaVA's collator over
+    # data not here, is the cap the data may not reach
+    (tmp_path / "zero2.json").write_text(json.dumps(ZERO2))
+    script = tmp_path / "two.sh"
+    launch = LLAVA.format(data="missing.json")
+    script.write_text(launch.replace("llava/train/train_mem.py", "fastchat/train/train.py") + "\n" + launch.replace("llava/train/train_mem.py", second))
+    result = review([str(script)], gpu="a100-80g", gpus=8)
+    assert any("2 launch commands" in f.what for f in result.findings)
+    assert result.length_worst_case is worst and result.to_json()["length_worst_case"] is worst

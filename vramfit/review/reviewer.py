@@ -139,7 +139,8 @@ def _merge(reviews: list[Review], lines: list[int], label: str) -> Review:
     first = reviews[0]
     assumed = next((r.model_assumed for r in reviews if r.model_assumed is not None), None)  # a verdict resting on a name says so
     by_name = next((r.deepspeed_by_name for r in reviews if r.deepspeed_by_name is not None), None)
-    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed, deepspeed_by_name=by_name)
+    worst = any(r.length_worst_case for r in reviews)  # a launch planned at a cap its data may not reach says so
+    return Review(ordered(findings), code, first.plan, first.closest_recipe, first.summary, assumed, worst, by_name)
 
 
 def _review_sources(
