@@ -737,13 +737,7 @@ def compile_fields(values: dict[str, Any], kernel: str) -> dict[str, bool]:
 def loss_chunks(values: dict[str, Any], problems: Problems, file: str) -> int:
     """Chunks of the chunked cross-entropy (planner `loss_chunks`; default 8, torchtune CEWithChunkedOutputLoss's and
     axolotl's `num_output_chunks`)."""
-    n = values.get("loss_chunks")
-    if n is None:
-        return 8
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        problems.add(file, "loss_chunks", f"{n!r} is not a chunk count", "write loss_chunks: 8 (or another count of 1 or more).")
-        return 8
-    return n
+    return _count(values, "loss_chunks", 8, "a chunk count", "loss_chunks", "write loss_chunks: 8 (or another count of 1 or more).", problems, file)
 
 
 def audio_output_fields(values: dict[str, Any], model_config, problems: Problems, file: str) -> dict[str, Any]:
@@ -759,12 +753,13 @@ def audio_output_fields(values: dict[str, Any], model_config, problems: Problems
     from vramfit.planner import params
 
     published = models.published_for(model_config)
-    counts = params.audio_output_params(params.read_config(published))
+    config = params.read_config(published)
+    counts = params.audio_output_params(config)
     if not counts:
         problems.add(
             file,
             "audio_output",
-            f"{published.name} ({params.read_config(published).get('model_type')}) has no speech-output modules the installed transformers builds",
+            f"{published.name} ({config.get('model_type')}) has no speech-output modules the installed transformers builds",
             "drop audio_output (it is for Qwen2.5-Omni's Talker and vocoder).",
         )
         return {}
@@ -778,12 +773,17 @@ def _truthy(value: Any) -> bool:
 
 def device_map_gpus(values: dict[str, Any], problems, file: str) -> int:
     """GPUs one training process spreads its model over with device_map (planner `device_map_gpus`; device_map.py)."""
-    n = values.get("device_map_gpus")
+    return _count(values, "device_map_gpus", 1, "a GPU count", "planner.device_map_gpus", "write planner.device_map_gpus: 2 (or more).", problems, file)
+
+
+def _count(values: dict[str, Any], key: str, default: int, what: str, said: str, fix: str, problems: Problems, file: str) -> int:
+    """A knob that counts something (1 or more): `default` where it is not given, or where it is not such a count (said)."""
+    n = values.get(key)
     if n is None:
-        return 1
+        return default
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        problems.add(file, "planner.device_map_gpus", f"{n!r} is not a GPU count", "write planner.device_map_gpus: 2 (or more).")
-        return 1
+        problems.add(file, said, f"{n!r} is not {what}", fix)
+        return default
     return n
 
 
