@@ -27,7 +27,7 @@ import yaml
 from vramfit.paths import PACKAGE_ROOT
 from vramfit.problems import ConfigError, Problems, did_you_mean
 from vramfit.recipe import parse_value
-from vramfit.review import program as program_mod, shell, trainers
+from vramfit.review import one_process, program as program_mod, shell, trainers
 from vramfit.review.findings import Finding
 from vramfit.review.sources import LOADING_DTYPE, Setting, Source, launcher_options, locate
 
@@ -594,6 +594,8 @@ class Mapped:
     # a Python file's model load that spreads the model over GPUs with device_map (review/device_map.py Launch): what it
     # does depends on the launch and the GPUs, settled with the hardware (fill_hardware)
     python_device_map: Any = None
+    # `python train.py` with no launcher: one process, whatever the node has (review/one_process.py OneProcess)
+    one_process: Any = None
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
@@ -1930,6 +1932,7 @@ class _Builder:
         split = self._device_map()
         mapped.sharding_assumed = self._sharding_not_modelled() or split
         mapped.python_device_map = self._python_device_map()
+        mapped.one_process = one_process.found(self.primary, self.program.text if self.program is not None else None)
         mapped.switches = self.program.switches if self.program is not None else frozenset()
         self._deepspeed(mapped)
         self._launcher(mapped)
@@ -3934,6 +3937,10 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         hw[key] = value
         mapped.origins[f"hardware.{key}"] = Origin(mapped.primary.label, flag)
         mapped.stated[key] = flag
+    from vramfit.review import device_map
+
+    as_finding = lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line)  # noqa: E731
+    findings += one_process.apply(mapped, hw, as_finding)
     for key, flag, what in (("gpu", "--gpu", "which GPU"), ("gpus_per_node", "--gpus", "how many GPUs per node")):
         if key in hw:
             continue
@@ -3954,9 +3961,7 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
         )
     hw.setdefault("nodes", 1)
     hw.setdefault("host_ram_gib", HOST_RAM_UNSTATED)
-    from vramfit.review import device_map
-
-    findings += device_map.apply(mapped, hw, lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line))
+    findings += device_map.apply(mapped, hw, as_finding)
     t = mapped.recipe["training"]
     for key, on in (("bf16", CATALOGUE[hw["gpu"]].bf16), ("fp16", not CATALOGUE[hw["gpu"]].bf16 and t.get("bf16") is not True)):
         if t.get(key) == "auto":
