@@ -3940,7 +3940,7 @@ def fill_hardware(mapped: Mapped, gpu: str | None, gpus: int | None, nodes: int 
     from vramfit.review import device_map
 
     as_finding = lambda severity, what, file, key, line, fix="": Finding(severity, file, key, what, fix, "validation", line)  # noqa: E731
-    findings += one_process.apply(mapped, hw, as_finding)
+    findings += one_process.apply(mapped, hw, as_finding, Origin)
     for key, flag, what in (("gpu", "--gpu", "which GPU"), ("gpus_per_node", "--gpus", "how many GPUs per node")):
         if key in hw:
             continue

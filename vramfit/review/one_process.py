@@ -51,11 +51,10 @@ def found(primary, program_text: str | None) -> OneProcess | None:
     return OneProcess(primary.program, primary.label, primary.launch_line)
 
 
-def apply(mapped, hw: dict, finding) -> list:
+def apply(mapped, hw: dict, finding, origin) -> list:
     """What one process does with the GPUs (module docstring), before the hardware is taken from a recipe: DeepSpeed
-    makes the run one rank (planned so), FSDP is the Trainer's refusal, and several GPUs with neither are DataParallel."""
-    from vramfit.review.mapping import Origin
-
+    makes the run one rank (planned so), FSDP is the Trainer's refusal, and several GPUs with neither are DataParallel.
+    `finding` builds a Finding, `origin` a mapping.Origin (where the hardware was read)."""
     launch: OneProcess | None = getattr(mapped, "one_process", None)
     if launch is None or mapped.python_device_map is not None or mapped.verl or mapped.litgpt or mapped.llmfoundry:
         return []  # a model spread with device_map is one process already (review/device_map.py); the others start their own
@@ -63,7 +62,7 @@ def apply(mapped, hw: dict, finding) -> list:
     seen = mapped.primary.seen_gpus  # the GPUs the process sees, where CUDA_VISIBLE_DEVICES lists them
     if hw.get("gpus_per_node") is None and seen:
         hw["gpus_per_node"] = seen
-        mapped.origins["hardware.gpus_per_node"] = Origin(launch.file, "CUDA_VISIBLE_DEVICES", launch.line)
+        mapped.origins["hardware.gpus_per_node"] = origin(launch.file, "CUDA_VISIBLE_DEVICES", launch.line)
         mapped.stated["gpus_per_node"] = "CUDA_VISIBLE_DEVICES"
     gpus = hw.get("gpus_per_node")
     where = dict(file=launch.file, key="python", line=launch.line)
@@ -85,7 +84,7 @@ def apply(mapped, hw: dict, finding) -> list:
     if deepspeed:
         nodes = hw.get("nodes", 1)
         hw["gpus_per_node"], hw["nodes"] = 1, 1
-        mapped.origins["hardware.gpus_per_node"] = mapped.origins["hardware.nodes"] = Origin(launch.file, "python", launch.line)
+        mapped.origins["hardware.gpus_per_node"] = mapped.origins["hardware.nodes"] = origin(launch.file, "python", launch.line)
         mapped.stated["gpus_per_node"] = mapped.stated["nodes"] = "python"
         mapped.script_ranks = 1
         why = (
