@@ -208,3 +208,44 @@ def test_open_instructs_tensor_parallel_degree_makes_a_no_fit_an_upper_bound(tmp
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert not find(result, severity="error")
     assert find(result, key="--tensor_parallel_degree", severity="warning", text="without tensor parallelism")
+
+
+def test_trls_own_command_line_is_its_script_under_accelerate(tmp_path):
+    """`trl sft ...` runs trl/scripts/sft.py under `accelerate launch` (trl/cli/commands/training.py): the flags the
+    script's parser does not take are accelerate's, `--accelerate_config zero3` is TRL's bundled zero3.yaml, and the
+    script's flags are SFTConfig's (TRL's defaults: gradient checkpointing on)."""
+    path = tmp_path / "run.sh"
+    path.write_text(
+        "trl sft --model_name_or_path Qwen/Qwen2.5-7B --dataset_name trl-lib/Capybara --output_dir out \\\n"
+        "    --per_device_train_batch_size 2 --max_length 4096 --accelerate_config zero3 --num_processes 4\n"
+    )
+    result = review([str(path)], gpu="h100")
+    assert result.exit_code == 0, [str(f) for f in result.findings if f.severity != "info"]
+    setup = result.plan.setup
+    assert setup.zero.stage == 3 and setup.world == 4  # from TRL's zero3.yaml and --num_processes
+    assert "trl/accelerate_configs/zero3.yaml" in result.summary[0]
+    assert not find(result, text="unknown flag")
+
+
+def test_trls_command_line_reads_its_config_file(tmp_path):
+    (tmp_path / "sft.yaml").write_text(
+        "model_name_or_path: Qwen/Qwen2.5-1.5B\nper_device_train_batch_size: 4\nmax_length: 4096\ngradient_checkpointing: false\noutput_dir: out\n"
+    )
+    path = tmp_path / "run.sh"
+    path.write_text("trl sft --config sft.yaml --num_processes 4\n")
+    result = review([str(path)], gpu="h100")
+    assert "Qwen2.5-1.5B" in result.summary[0] and not find(result, text="unknown flag --config")
+    assert result.plan.setup.world == 4 and result.plan.setup.micro_batch == 4
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["tune run --nproc_per_node 2 lora_finetune_distributed --config llama3_1/8B_lora", "litgpt finetune_lora meta-llama/Llama-3.2-1B --devices 2"],
+    ids=["torchtune", "litgpt-cli"],
+)
+def test_a_launcher_vramfit_does_not_read_is_incomplete_not_bad_input(tmp_path, command):
+    path = tmp_path / "run.sh"
+    path.write_text(command + "\n")
+    result = review([str(path)], gpu="h100")
+    assert result.exit_code == 3 and find(result, text="which vramfit does not read")
+    assert not find(result, text="has no launch command")

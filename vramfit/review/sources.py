@@ -180,6 +180,9 @@ def label(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
+        parts = path.parts
+        if "site-packages" in parts:  # a file an installed library ships (TRL's accelerate configs): named as in its package
+            return "/".join(parts[len(parts) - parts[::-1].index("site-packages") :])
         return str(path)
 
 
@@ -656,6 +659,20 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
                 "yet: not reviewed (this is no fault of the script)",
                 "review the `swift sft` / `swift rlhf` variant of the run, or plan it with Megatron's own memory estimates.",
                 line=line,
+            )
+        )
+    unreviewed = next(((c, _UNREVIEWED[key]) for c in script.commands for key in _unreviewed_keys(c.argv) if key in _UNREVIEWED), None)
+    if not launches and unreviewed is not None:
+        command, (what, fix) = unreviewed
+        config = next((w for w in command.argv[1:] if w.endswith((".yaml", ".yml"))), None)
+        raise NotReviewed(
+            Finding(
+                "info",
+                source.label,
+                " ".join(command.argv[:2]),
+                f"launches {what}, which vramfit does not read: not reviewed (this is no fault of the script)",
+                fix.format(config=config or "CONFIG.yaml") + ".",
+                line=command.line,
             )
         )
     if not launches:
@@ -1264,6 +1281,23 @@ _WRAPPING |= {"nohup", "nice", "setsid", "stdbuf", "taskset", "numactl", "timeou
 _RUNNERS = {"uv", "poetry", "pipenv", "pdm", "pixi", "hatch", "conda", "mamba", "micromamba", "rye"}
 
 
+# Training launchers vramfit knows and does not read: (what it is, the fix, {config}: the YAML its command names). A
+# script whose only launch is one of these is incomplete (exit 3), not bad input.
+_UNREVIEWED = {
+    ("tune", "run"): ("torchtune (`tune run RECIPE --config ...`)", "plan it with `vramfit plan --model-config` and the config's settings"),
+    ("litgpt",): ("LitGPT's command line", "review its config file instead: vramfit review {config} --gpus N"),
+    ("composer",): ("Composer's launcher (llm-foundry)", "review its YAML instead: vramfit review {config} --gpus N"),
+    ("xtuner", "train"): ("XTuner (`xtuner train CONFIG.py`)", "plan it with `vramfit plan --model-config` and the config's settings"),
+    ("nemo",): ("NVIDIA NeMo's command line", "plan it with `vramfit plan --model-config` and the recipe's settings"),
+    ("colossalai", "run"): ("ColossalAI's launcher", "plan it with `vramfit plan --model-config` and the script's settings"),
+}
+
+
+def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
+    name = os.path.basename(argv[0]) if argv else ""
+    return [(name, *argv[1:2]), (name,)]
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
     if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
@@ -1291,6 +1325,8 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         return "swift", argv[1:]
     if name in ("llamafactory-cli", "lmf") and argv[1:2] == ["train"]:  # LLaMA-Factory: a YAML, or flags
         return "llamafactory", argv[2:]
+    if name == "trl" and argv[1:2] and argv[1] in trl_commands():  # TRL's CLI: `trl sft|dpo|grpo|... --flag value`
+        return "trl", argv[1:]
     if not re.fullmatch(r"python[\d.]*", name):
         return None
     i = 1
@@ -1377,6 +1413,9 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
             source.visible_gpus = processes or 1
             source.device_map_gpus = visible // (processes or 1)
         return tokens[1:]
+    if launcher == "trl":
+        source.launcher = "accelerate"
+        return _split_launch(source, "accelerate", _trl_launch(tokens[0], tokens[1:], source.path.parent), command)
     if launcher == "llamafactory":
         source.program = "llamafactory-cli train"
         if "NPROC_PER_NODE" in command.environment:
@@ -1483,6 +1522,66 @@ def _written(tokens: list[str], *names: str) -> str:
             if token == name or token.startswith(name + "="):
                 return name
     return names[0]
+
+
+@functools.lru_cache(maxsize=None)
+def trl_commands() -> frozenset[str]:
+    """The training commands of the installed TRL's CLI (trl/cli/commands: each a TrainingCommand running
+    trl/scripts/<name>.py under `accelerate launch`)."""
+    try:
+        from trl.cli.commands import get_commands
+        from trl.cli.commands.training import TrainingCommand
+    except ImportError:  # a TRL before trl/cli/commands (0.x): its CLI's training commands then
+        return frozenset({"sft", "dpo", "kto", "grpo"})
+    return frozenset(c.name for c in get_commands() if isinstance(c, TrainingCommand))
+
+
+@functools.lru_cache(maxsize=None)
+def _trl_script_options(name: str) -> frozenset[str]:
+    """The option strings the TRL script's own parser takes (trl/scripts/<name>.py make_parser: ScriptArguments, the
+    command's config class, ModelConfig), `--config` included."""
+    import importlib
+
+    try:
+        parser = importlib.import_module(f"trl.scripts.{name}").make_parser()
+    except Exception:  # a script the installed TRL does not have, or cannot import: every flag is the script's
+        return frozenset()
+    # TrlParser.parse_args_and_config reads `--config FILE` itself (trl/scripts/utils.py), with no action of its own
+    return frozenset(o for action in parser._actions for o in action.option_strings) | {"--config"}
+
+
+def _trl_bundled(name: str) -> str:
+    """TRL's bundled accelerate config of that name (trl/accelerate_configs/NAME.yaml: zero1-3, fsdp1, fsdp2, multi_gpu,
+    single_gpu), where the installed TRL has it; else the name as written (a file not found: the review says so)."""
+    import importlib.resources
+
+    try:
+        bundled = importlib.resources.files("trl.accelerate_configs").joinpath(f"{name}.yaml")
+    except ImportError:
+        return name
+    return str(bundled) if bundled.is_file() else name
+
+
+def _trl_launch(name: str, args: list[str], folder: Path) -> list[str]:
+    """`trl NAME ARGS` as TRL runs it (trl/cli/commands/training.py TrainingCommand.run): the flags the script's parser
+    does not take go to `accelerate launch`, `--accelerate_config X` becoming `--config_file` (a file, else TRL's bundled
+    trl/accelerate_configs/X.yaml: accelerate_config.py resolve_accelerate_config_argument), then trl/scripts/NAME.py with
+    the script's own flags."""
+    own = _trl_script_options(name)
+    launch, script, i = [], [], 0
+    while i < len(args):
+        flag = args[i].split("=", 1)[0]
+        takes_value = "=" not in args[i] and i + 1 < len(args) and not args[i + 1].startswith("--")
+        words = args[i : i + 2] if takes_value else args[i : i + 1]
+        if flag == "--accelerate_config" and (len(words) == 2 or "=" in args[i]):
+            value = words[1] if len(words) == 2 else args[i].split("=", 1)[1]
+            launch += ["--config_file", value if (folder / value).is_file() or Path(value).is_file() else _trl_bundled(value)]
+        elif own and flag not in own and flag.startswith("--"):
+            launch += words
+        else:
+            script += words
+        i += len(words)
+    return [*launch, f"trl/scripts/{name}.py", *script]
 
 
 def _swift_entry(program: str) -> str:
