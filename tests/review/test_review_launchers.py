@@ -249,3 +249,14 @@ def test_a_launcher_vramfit_does_not_read_is_incomplete_not_bad_input(tmp_path, 
     result = review([str(path)], gpu="h100")
     assert result.exit_code == 3 and find(result, text="which vramfit does not read")
     assert not find(result, text="has no launch command")
+
+
+@pytest.mark.parametrize("flags, world", [("--hostfile hostfile", 16), ("--hostfile=hostfile --num_gpus 2", 4)], ids=["pool", "num-gpus"])
+def test_a_deepspeed_hostfile_gives_the_nodes_and_gpus(tmp_path, flags, world):
+    """deepspeed --hostfile: one node per host, each host's slots its GPUs (DeepSpeed's own fetch_hostfile), unless the
+    command's --num_gpus / --num_nodes say otherwise."""
+    (tmp_path / "hostfile").write_text("worker-1 slots=8\nworker-2 slots=8\n")
+    path = _write(tmp_path, f"deepspeed {flags} train.py --model_name_or_path meta-llama/Llama-3.2-3B --deepspeed ds/stage3.conf")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.world == world and result.plan.setup.nodes == 2
+    assert not find(result, text="the files do not say how many GPUs")

@@ -1475,6 +1475,7 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
             _count(source, "gpus_per_node", str(ns.num_gpus), _written(tokens, "--num_gpus", "--num_accelerators"))
         if ns.num_nodes > 0:
             _count(source, "nodes", str(ns.num_nodes), "--num_nodes")
+        _hostfile(source, ns, tokens, command)
         return list(ns.user_args)
     source.program = _swift_entry(ns.training_script)  # accelerate
     settings = {k: getattr(ns, k) for k in ns.nondefault if k not in ("training_script", "training_script_args", "module", "config_file")}
@@ -1589,6 +1590,33 @@ def _swift_entry(program: str) -> str:
     accelerate or torchrun) read as the `swift` command they implement, which parses its own argument classes."""
     found = re.search(r"(?:^|/)swift/cli/(sft|pt|rlhf)\.py$", program.replace("\\", "/"))
     return f"swift {found.group(1)}" if found else program
+
+
+def _hostfile(source: Source, ns, tokens: list[str], command: shell.Command) -> None:
+    """`deepspeed --hostfile FILE`: the nodes and GPUs per node its resource pool gives (deepspeed/launcher/runner.py
+    main: one node per host, each host's `slots=N` GPUs, read with its own fetch_hostfile), where --num_nodes /
+    --num_gpus / --include do not say them. Only a hostfile the command names: DeepSpeed's default /job/hostfile is the
+    cluster's, not the script's."""
+    flag = _written(tokens, "--hostfile", "-H")
+    if not any(t in ("--hostfile", "-H") or t.startswith("--hostfile=") for t in tokens) or not ns.hostfile or shell.UNRESOLVED.search(ns.hostfile):
+        return
+    base = source.cwd or source.path.parent
+    path = next((p for p in (base / ns.hostfile, Path(ns.hostfile)) if p.is_file()), None)
+    if path is None:
+        return
+    from deepspeed.launcher.runner import fetch_hostfile
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            pool = fetch_hostfile(str(path))
+    except (ValueError, OSError, UnicodeDecodeError):  # DeepSpeed refuses the file: its own message comes at launch
+        return
+    if not pool:
+        return
+    if "nodes" not in source.hardware:
+        _count(source, "nodes", str(len(pool)), flag)
+    if "gpus_per_node" not in source.hardware:
+        _count(source, "gpus_per_node", str(min(pool.values())), flag)
 
 
 def _visible_gpus(command: shell.Command) -> int | None:
