@@ -260,3 +260,20 @@ def test_a_deepspeed_hostfile_gives_the_nodes_and_gpus(tmp_path, flags, world):
     result = review([str(path)], gpu="a100-80g")
     assert result.plan.setup.world == world and result.plan.setup.nodes == 2
     assert not find(result, text="the files do not say how many GPUs")
+
+
+@pytest.mark.parametrize(
+    "call", ["bash scripts/finetune.sh Qwen/Qwen2.5-7B", "./scripts/finetune.sh Qwen/Qwen2.5-7B", "sh -x scripts/finetune.sh Qwen/Qwen2.5-7B"]
+)
+def test_a_wrapper_that_runs_another_script_is_reviewed_through_it(tmp_path, call):
+    """`bash scripts/finetune.sh ARGS` with no launch of its own: the called script's launch, its $1 the call's word."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "finetune.sh").write_text(
+        "MODEL=${1:-meta-llama/Llama-3.2-1B}\ntorchrun --nproc_per_node 4 train.py --model_name_or_path $MODEL --output_dir o\n"
+    )
+    path = tmp_path / "run.sh"
+    path.write_text(f"#!/bin/bash\nexport WANDB_MODE=offline\n{call}\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code in (0, 1) and result.plan.setup.world == 4
+    assert "Qwen/Qwen2.5-7B" in result.summary[0]  # the wrapper's argument, not the called script's default
+    assert find(result, text="this script has no launch of its own: it runs")

@@ -469,6 +469,8 @@ def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
     if match:
         name = match.group(0)
         return variables.get(name, "$" + name), match.end()
+    if nxt in "0123456789" and nxt in variables:  # a positional parameter the caller gave (a called script's arguments)
+        return variables[nxt], i + 2
     if nxt in "0123456789@*#?!$-":
         return "$" + nxt, i + 2
     return "$", i + 1

@@ -602,7 +602,52 @@ def _kind_of(document: dict, suffix: str) -> str:
 # ----------------------------------------------------------------------------------------------- shell
 
 
-def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, launch: int = 0) -> Source:
+_SHELLS = {"bash", "sh", "zsh", "dash", "source", "."}
+
+
+def _called_script(path: Path, script: "shell.Script", depth: int) -> Source | None:
+    """A wrapper with no launch of its own that runs another script (`bash scripts/finetune.sh ARGS`, `./train.sh`,
+    `source run.sh`): that script read in its place, its positional parameters ($1, ${2:-default}) the call's words
+    and the wrapper's variables its environment, and the call said. Two levels at most; None when no called script
+    is here."""
+    if depth >= 2:
+        return None
+    for command in script.commands:
+        argv = command.argv
+        name = os.path.basename(argv[0]) if argv else ""
+        words = argv[1:] if name in _SHELLS else argv
+        while words and words[0].startswith("-") and name in _SHELLS:  # `bash -x run.sh`
+            words = words[1:]
+        if not words or not words[0].endswith(".sh"):
+            continue
+        found = locate(words[0], path, Path(command.cwd) if command.cwd and Path(command.cwd).is_absolute() else None)
+        if found is None or found.resolve() == path.resolve():
+            continue
+        from vramfit import inputs
+
+        try:
+            text = inputs.read_text(found, "script")
+        except (ConfigError, OSError, UnicodeDecodeError):
+            continue
+        variables = {**{k: v for k, v in script.variables.items() if k != shell.SCRIPT_DIR}, **command.environment}
+        variables.update({str(n): word for n, word in enumerate(words[1:10], start=1)})
+        inner = shell.parse(text, variables=variables, script_dir=str(found.resolve().parent))
+        source = _read_shell(found, text, inner, depth=depth + 1)
+        source.notes.append(
+            Finding(
+                "info",
+                label(path),
+                words[0],
+                f"this script has no launch of its own: it runs {words[0]}, whose launch is reviewed"
+                + (f" with its arguments {' '.join(words[1:])}" if words[1:] else ""),
+                line=command.line,
+            )
+        )
+        return source
+    return None
+
+
+def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, launch: int = 0, depth: int = 0) -> Source:
     source = Source(path, label(path), "shell", text)
     script = script or shell.parse(text, script_dir=str(path.resolve().parent))
     for line, words in script.stray:
@@ -648,6 +693,8 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
         )
     launches = [(c, _launcher_of(c.argv)) for c in script.commands]
     launches = [(c, found) for c, found in launches if found is not None]
+    if not launches and (called := _called_script(path, script, depth)) is not None:
+        return called
     if not launches and any(c.argv and os.path.basename(c.argv[0]) == "megatron" for c in script.commands):
         line = next(c.line for c in script.commands if c.argv and os.path.basename(c.argv[0]) == "megatron")
         raise NotReviewed(
