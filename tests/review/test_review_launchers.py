@@ -277,3 +277,12 @@ def test_a_wrapper_that_runs_another_script_is_reviewed_through_it(tmp_path, cal
     assert result.exit_code in (0, 1) and result.plan.setup.world == 4
     assert "Qwen/Qwen2.5-7B" in result.summary[0]  # the wrapper's argument, not the called script's default
     assert find(result, text="this script has no launch of its own: it runs")
+
+
+@pytest.mark.parametrize("launch, world", [("mpirun -np 8 python", 8), ("horovodrun -np 4 python", 4), ("mpiexec -N 2 -hostfile hosts python3", 2)])
+def test_an_mpi_launch_starts_its_processes(tmp_path, launch, world):
+    """`mpirun -np N python train.py`: N processes on this node (DeepSpeed's mpi_discovery reads their ranks), not one."""
+    path = _write(tmp_path, f"{launch} train.py --model_name_or_path meta-llama/Llama-3.2-3B --deepspeed ds/stage3.conf")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.world == world and "mpirun" in result.summary[0]
+    assert not find(result, text="one process (python")

@@ -1269,7 +1269,7 @@ def _summary(mapped: mapping.Mapped, ds: dict[str, Any], ref, why: str) -> list[
     elif mapped.llmfoundry is not None:  # Composer starts the ranks and shards (mapping.llmfoundry_strategy)
         how = f"{mapped.llmfoundry.program} on Composer, " + (f"FSDP {t['fsdp'].split()[0]}" if t.get("fsdp") else "no sharding")
     else:
-        launcher = "python (one process)" if mapped.one_process is not None else r["launcher"]
+        launcher = "python (one process)" if mapped.one_process is not None else "mpirun" if mapped.primary.launcher == "mpi" else r["launcher"]
         how = f"{launcher}, {reference.zero_label(ds)} ({mapped.deepspeed_label})"
     lines = [
         f"read as: {r['method']} of {named} ({config}), {how}",

@@ -1345,6 +1345,10 @@ def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
     return [(name, *argv[1:2]), (name,)]
 
 
+# MPI launchers: `-np N` processes in all, `-npernode N` / `-N N` per node (Open MPI, MPICH, Horovod's horovodrun)
+_MPI = {"mpirun", "mpiexec", "horovodrun", "oshrun"}
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
     if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
@@ -1364,6 +1368,12 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         return None
     if name in ("torchrun", "deepspeed"):
         return name, argv[1:]
+    if name in _MPI:  # `mpirun -np 8 python train.py`: MPI starts the processes (DeepSpeed's mpi_discovery reads their ranks)
+        program = next((i for i in range(1, len(argv)) if re.fullmatch(r"python[\d.]*", os.path.basename(argv[i]))), None)
+        found = _launcher_of(argv[program:]) if program is not None else None
+        if found is not None and found[0] == "python":
+            return "mpi", [*argv[1:program], "--", *found[1]]
+        return found
     if name == "accelerate" and argv[1:2] == ["launch"]:
         return "accelerate", argv[2:]
     if name == "axolotl" and argv[1:2] == ["train"]:
@@ -1460,6 +1470,17 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
             source.visible_gpus = processes or 1
             source.device_map_gpus = visible // (processes or 1)
         return tokens[1:]
+    if launcher == "mpi":
+        options, program = tokens[: tokens.index("--")], tokens[tokens.index("--") + 1 :]
+        values = {o: options[i + 1] for i, o in enumerate(options[:-1]) if o.startswith("-")}
+        per_node = next((values[o] for o in ("-npernode", "--npernode", "-N", "-ppn", "--map-by-ppr") if o in values), None)
+        total = next((values[o] for o in ("-np", "-n", "--np", "--n") if o in values), None)
+        if per_node is not None:
+            _count(source, "gpus_per_node", per_node, "mpirun -npernode")
+        elif total is not None and not any(o in values for o in ("-H", "--host", "-hostfile", "--hostfile", "-f")):
+            _count(source, "gpus_per_node", total, "mpirun -np")  # one host: every process on this node
+        source.launcher = "mpi"
+        return _split_launch(source, "python", program, command)
     if launcher == "trl":
         source.launcher = "accelerate"
         return _split_launch(source, "accelerate", _trl_launch(tokens[0], tokens[1:], source.path.parent), command)
