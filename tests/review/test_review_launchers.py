@@ -286,3 +286,15 @@ def test_an_mpi_launch_starts_its_processes(tmp_path, launch, world):
     result = review([str(path)], gpu="a100-80g")
     assert result.plan.setup.world == world and "mpirun" in result.summary[0]
     assert not find(result, text="one process (python")
+
+
+def test_llamafactory_cli_reads_its_torchrun_environment(tmp_path):
+    """llamafactory-cli starts torchrun with --nnodes $NNODES --nproc_per_node $NPROC_PER_NODE (llamafactory/cli.py)."""
+    (tmp_path / "lf.yaml").write_text(
+        "model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"
+        "per_device_train_batch_size: 1\nbf16: true\ndataset: alpaca_en_demo\ntemplate: qwen\noutput_dir: o\n"
+    )
+    path = tmp_path / "run.sh"
+    path.write_text("FORCE_TORCHRUN=1 NNODES=2 NODE_RANK=0 NPROC_PER_NODE=4 llamafactory-cli train lf.yaml\n")
+    setup = review([str(path)], gpu="a100-80g").plan.setup
+    assert (setup.nodes, setup.gpus_per_node) == (2, 4)

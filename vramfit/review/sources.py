@@ -1488,6 +1488,8 @@ def _split_launch(source: Source, launcher: str, tokens: list[str], command: she
         source.program = "llamafactory-cli train"
         if "NPROC_PER_NODE" in command.environment:
             _count(source, "gpus_per_node", command.environment["NPROC_PER_NODE"], "NPROC_PER_NODE")
+        if "NNODES" in command.environment:  # cli.py: torchrun --nnodes $NNODES (its multi-node launch, with NODE_RANK / MASTER_ADDR)
+            _count(source, "nodes", command.environment["NNODES"], "NNODES")
         # without NPROC_PER_NODE, llamafactory-cli starts torchrun over every GPU it sees (cli.py: get_device_count()),
         # one process where it sees one
         source.visible_gpus = _visible_gpus(command)
