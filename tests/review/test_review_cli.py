@@ -110,6 +110,10 @@ def test_value_set_only_at_run_time_is_reported_not_guessed(tmp_path):
         (lambda d: (d / "bin.sh").write_bytes(b"\xff\xfe\x00torchrun") and d / "bin.sh", "is not UTF-8 text (byte 0xff at offset 0)"),
         (lambda d: write(d, "bad.json", "{not json"), "is not valid JSON at line 1"),
         (lambda d: write(d, "notes.txt", "hello"), "cannot tell what kind of file"),
+        (
+            lambda d: write(d, "crash.log", "torch.OutOfMemoryError: CUDA out of memory."),
+            "is a log of a run, not a launch script or config. Fix: read it with `vramfit doctor",
+        ),
         (lambda d: write(d, "run.sh", "echo hello\n"), "has no launch command"),
     ],
 )

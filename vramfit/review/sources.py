@@ -471,6 +471,13 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problems.add(label(path), "", f"is not valid YAML{where} ({getattr(exc, 'problem', exc)})", "fix the YAML syntax.")
+    elif _LOG.search(text):  # a crash log given to the review: the doctor reads those
+        problems.add(
+            label(path),
+            "",
+            "is a log of a run, not a launch script or config",
+            f"read it with `vramfit doctor {label(path)}`; review the script that launched the run.",
+        )
     else:
         problems.add(
             label(path),
@@ -479,6 +486,10 @@ def _parse_document(path: Path, text: str, suffix: str) -> Any:
             "pass a launch script (.sh, or a file starting with #!), a .json or a .yaml/.yml file.",
         )
     raise ConfigError(problems)
+
+
+# what a pasted run log holds (a Python traceback, an out-of-memory message, NCCL's or a Slurm's error lines)
+_LOG = re.compile(r"Traceback \(most recent call last\)|OutOfMemoryError|CUDA out of memory|CUDA error:|NCCL (?:WARN|INFO|error)|slurmstepd: error")
 
 
 # Keys that say a config trains (an export config has none of them).
