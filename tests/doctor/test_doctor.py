@@ -312,6 +312,16 @@ def test_empty_log(tmp_path):
     assert "nothing recognised" in render(d)
 
 
+def test_a_launch_script_given_for_a_log_is_pointed_at_the_review(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-7B\n")
+    d = diagnose(script)
+    assert d.kind == "unknown" and f"`vramfit review {script}` reviews it" in render(d)
+    log = tmp_path / "train.log"
+    log.write_text("step 1 loss 2.0\n")
+    assert "vramfit review" not in render(diagnose(log))
+
+
 def test_random_bytes(tmp_path):
     rng = random.Random(7)
     junk = tmp_path / "junk.bin"

@@ -21,6 +21,9 @@ from vramfit.doctor.scan import Scan
 
 __all__ = ["Diagnosis", "diagnose", "render"]
 
+# what `vramfit review` reads: a launch script, a notebook, a config
+CONFIGS = (".sh", ".bash", ".slurm", ".sbatch", ".py", ".ipynb", ".yaml", ".yml", ".json")
+
 
 def diagnose(path_or_stream: Union[str, os.PathLike, BinaryIO]) -> Diagnosis:
     """Diagnose a log given as a path or an open (binary or text) stream."""
@@ -28,7 +31,12 @@ def diagnose(path_or_stream: Union[str, os.PathLike, BinaryIO]) -> Diagnosis:
         from vramfit.inputs import open_log  # a regular file only (a FIFO or /dev/zero would never end)
 
         with open_log(path_or_stream) as stream:
-            return _diagnose(stream, os.fspath(path_or_stream))
+            diagnosis = _diagnose(stream, os.fspath(path_or_stream))
+        if diagnosis.kind == "unknown" and os.fspath(path_or_stream).endswith(CONFIGS):  # a script given for a log
+            diagnosis.notes.append(
+                f"{os.fspath(path_or_stream)} looks like a launch script or config, not a log: `vramfit review {os.fspath(path_or_stream)}` reviews it."
+            )
+        return diagnosis
     return _diagnose(path_or_stream, str(getattr(path_or_stream, "name", "<stream>")))
 
 
