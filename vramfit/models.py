@@ -179,16 +179,16 @@ def _ranked(model_id: str) -> tuple[int, Entry] | None:
     """(3: the id or an alias exactly, 2: the repository name, 1: a table name and a suffix; the entry) for entry_for.
     A folder named after a Hub id (`models--org--name`, `org__name`) is compared by its repository name."""
     wanted = model_id.strip().rstrip("/").lower()
-    name = repository_name(wanted.rsplit("/", 1)[-1])
+    names = _name_forms(wanted.rsplit("/", 1)[-1])
     best: tuple[int, int, Entry] | None = None
     for entry in entries():
         for candidate in entry.names:
             short = candidate.rsplit("/", 1)[-1]
             if wanted == candidate:
                 rank = (3, len(candidate))
-            elif name == short:
+            elif short in names:
                 rank = (2, len(short))
-            elif name.startswith(short) and _same_model(short, name[len(short) :]):
+            elif any(name.startswith(short) and _same_model(short, name[len(short) :]) for name in names):
                 rank = (1, len(short))
             else:
                 continue
@@ -237,6 +237,13 @@ def repository_name(folder: str) -> str:
     return (found.group("cache") or found.group("flat")) if found else folder
 
 
+def _name_forms(folder: str) -> tuple[str, ...]:
+    """A folder's name as it is, then the repository name it holds when it is a cache folder's (`repository_name`): an
+    `org__name` reading never hides the name itself (Qwen2__5_32B_Instruct is ModelScope's Qwen2.5-32B-Instruct)."""
+    repository = repository_name(folder)
+    return (folder,) if repository == folder else (folder, repository)
+
+
 def unquantized_name(name: str) -> str | None:
     """The base model's name of a quantized checkpoint's (Qwen3-8B-AWQ, qwen3_8b_awq, Llama-3.2-3B-Instruct-bnb-4bit ->
     the name without the quantization; QUANT_TAIL), or None when the name ends in no quantization."""
@@ -281,11 +288,14 @@ def folder_entry(model_id: str) -> Entry | None:
     """The one table entry a local folder's name names after the normalisation above, or None: no name equal, or names
     of several models equal (ambiguous), or a folder name without a size where the table name has one (Qwen2-Instruct
     names no one model). Only for paths (`is_path`): a Hub id is found by id, never by a normalised name."""
-    name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-    name = repository_name(name)  # models--Qwen--Qwen2-72B, Qwen__Qwen2-72B: the folder of Qwen/Qwen2-72B
-    found = _folder_match(name)
-    base = unquantized_name(name)  # Qwen2___5-7B-Instruct-AWQ, qwen3_8b_awq: the base's folder name, quantized
-    return found if found is not None or base is None else _folder_match(base)
+    folder = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    for name in _name_forms(folder):  # models--Qwen--Qwen2-72B, Qwen__Qwen2-72B: the folder of Qwen/Qwen2-72B
+        found = _folder_match(name)
+        base = unquantized_name(name)  # Qwen2___5-7B-Instruct-AWQ, qwen3_8b_awq: the base's folder name, quantized
+        found = found if found is not None or base is None else _folder_match(base)
+        if found is not None:
+            return found
+    return None
 
 
 def _folder_match(name: str) -> Entry | None:

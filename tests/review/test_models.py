@@ -421,6 +421,7 @@ def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(pa
         ("/root/.cache/modelscope/hub/models/Qwen/Qwen2___5-7B-Instruct-AWQ", QWEN25_7B),  # ModelScope's '___', quantized
         ("/nowhere/qwen2_5_7b_instruct_gptq_int4", QWEN25_7B),  # separators, quantized
         ("/models/Qwen3-8B-FP8", "Qwen/Qwen3-8B"),
+        ("/rl/models/Qwen2__5_32B_Instruct", "Qwen/Qwen2.5-32B"),  # '__' for '.': the name itself first, not org__name
     ],
 )
 def test_a_cache_or_quantized_folder_not_here_is_planned_as_its_base(path, hub_id):
