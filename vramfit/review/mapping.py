@@ -3127,9 +3127,8 @@ class _Builder:
     def _quantized_checkpoint(self, model_id: Any, how: str, config: dict) -> None:
         """A checkpoint quantized from its base and named after it (Qwen's -AWQ, -GPTQ-Int4 / -Int4, -GPTQ-Int8 / -Int8,
         -FP8; unsloth's -bnb-4bit), answered by the table's 16-bit config of its base (models.name_quantization): planned
-        with the checkpoint's stored 4-bit weights where the planner models the format (AutoAWQ / GPTQ int4, bitsandbytes
-        nf4 / int8, as the checkpoint's quantization_config would plan them), said; an 8-bit GPTQ or fp8 one stays 16-bit,
-        an upper bound, said."""
+        with the checkpoint's stored bits where the planner models the format (AutoAWQ / GPTQ int4, bitsandbytes 4 / 8-bit),
+        said; an 8-bit GPTQ or fp8 one stays 16-bit, an upper bound, said."""
         from vramfit import models
 
         found = models.name_quantization(str(model_id or ""))
@@ -3145,7 +3144,8 @@ class _Builder:
             self.set("model.quantization.bits", found.bits, setting)
             self.set("model.quantization.method", "bitsandbytes", setting)
             said = (
-                "planned with its 4-bit bitsandbytes weights (nf4, double quantization, uint8 storage), as the name says"
+                "planned with its 4-bit bitsandbytes weights, as the name says (nf4, double quantization, uint8 storage: the "
+                "planner's QLoRA defaults, since the name does not say them)"
                 if found.bits == 4
                 else "planned with its 8-bit bitsandbytes weights (int8), as the name says"
             )
