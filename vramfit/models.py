@@ -179,7 +179,7 @@ def _ranked(model_id: str) -> tuple[int, Entry] | None:
     """(3: the id or an alias exactly, 2: the repository name, 1: a table name and a suffix; the entry) for entry_for.
     A folder named after a Hub id (`models--org--name`, `org__name`) is compared by its repository name."""
     wanted = model_id.strip().rstrip("/").lower()
-    names = _name_forms(wanted.rsplit("/", 1)[-1])
+    names = _name_forms(folder_name(wanted))
     best: tuple[int, int, Entry] | None = None
     for entry in entries():
         for candidate in entry.names:
@@ -237,6 +237,18 @@ def repository_name(folder: str) -> str:
     return (found.group("cache") or found.group("flat")) if found else folder
 
 
+SNAPSHOT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def folder_name(model_id: str) -> str:
+    """The name of the folder a model path names: its last part, or for a Hugging Face cache snapshot
+    (`.../models--Qwen--Qwen3-8B/snapshots/<40-hex commit>`) the cache folder whose snapshot it is."""
+    parts = model_id.strip().rstrip("/\\").replace("\\", "/").split("/")
+    if len(parts) >= 3 and parts[-2] == "snapshots" and SNAPSHOT.match(parts[-1].lower()) and parts[-3].startswith("models--"):
+        return parts[-3]
+    return parts[-1]
+
+
 def _name_forms(folder: str) -> tuple[str, ...]:
     """A folder's name as it is, then the repository name it holds when it is a cache folder's (`repository_name`): an
     `org__name` reading never hides the name itself (Qwen2__5_32B_Instruct is ModelScope's Qwen2.5-32B-Instruct)."""
@@ -264,7 +276,7 @@ def name_quantization(model_id: str) -> NamedQuantization | None:
     """The quantization a model id or path's last name carries (QUANT_IN_NAME), or None. AutoAWQ and GPTQ checkpoints
     named without bits (-AWQ, -GPTQ) are 4-bit, the only width AutoAWQ writes and the one GPTQ checkpoints are published at
     under a bare -GPTQ; Qwen's bare -Int4 / -Int8 checkpoints are GPTQ (Qwen-7B-Chat-Int4's quantization_config)."""
-    name = repository_name(model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1])
+    name = repository_name(folder_name(model_id))
     found = QUANT_IN_NAME.search(name)
     if not found:
         return None
@@ -288,8 +300,7 @@ def folder_entry(model_id: str) -> Entry | None:
     """The one table entry a local folder's name names after the normalisation above, or None: no name equal, or names
     of several models equal (ambiguous), or a folder name without a size where the table name has one (Qwen2-Instruct
     names no one model). Only for paths (`is_path`): a Hub id is found by id, never by a normalised name."""
-    folder = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-    for name in _name_forms(folder):  # models--Qwen--Qwen2-72B, Qwen__Qwen2-72B: the folder of Qwen/Qwen2-72B
+    for name in _name_forms(folder_name(model_id)):  # models--Qwen--Qwen2-72B, Qwen__Qwen2-72B: the folder of Qwen/Qwen2-72B
         found = _folder_match(name)
         base = unquantized_name(name)  # Qwen2___5-7B-Instruct-AWQ, qwen3_8b_awq: the base's folder name, quantized
         found = found if found is not None or base is None else _folder_match(base)

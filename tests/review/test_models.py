@@ -417,6 +417,8 @@ def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(pa
         ("/home/test/.cache/huggingface/hub/cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ", "Qwen/Qwen3-30B-A3B"),
         ("~/.cache/huggingface/hub/models--cpatonn--Qwen3-30B-A3B-Thinking-2507-AWQ-4bit", "Qwen/Qwen3-30B-A3B"),  # HF cache
         ("/data/Qwen__Qwen3-8B", "Qwen/Qwen3-8B"),  # org__name of the model's own organisation
+        # a snapshot of the HF cache, as scripts paste it: the cache folder names the repository
+        ("/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/9c925d64d72725edaf899c6cb9c377fd0709d9c5/", "Qwen/Qwen3-8B"),
         ("/data/unsloth__Qwen2.5-7B-Instruct-bnb-4bit/", QWEN25_7B),  # another organisation's copy, quantized
         ("/root/.cache/modelscope/hub/models/Qwen/Qwen2___5-7B-Instruct-AWQ", QWEN25_7B),  # ModelScope's '___', quantized
         ("/nowhere/qwen2_5_7b_instruct_gptq_int4", QWEN25_7B),  # separators, quantized

@@ -3180,7 +3180,9 @@ class _Builder:
         except (OSError, ValueError):  # a name too long, a NUL byte: not there
             there = False
         where = "a local folder without a config.json" if there else "a local folder this machine does not have"
-        name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+        from vramfit import models
+
+        name = models.folder_name(model_id)  # a cache snapshot's commit folder: the cache folder's name
         self.findings.append(
             Finding(
                 "info",
