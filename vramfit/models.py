@@ -176,18 +176,19 @@ def entry_for(model_id: str) -> Entry | None:
 
 
 def _ranked(model_id: str) -> tuple[int, Entry] | None:
-    """(3: the id or an alias exactly, 2: the repository name, 1: a table name and a suffix; the entry) for entry_for."""
+    """(3: the id or an alias exactly, 2: the repository name, 1: a table name and a suffix; the entry) for entry_for.
+    A folder named after a Hub id (`models--org--name`, `org__name`) is compared by its repository name."""
     wanted = model_id.strip().rstrip("/").lower()
-    name = wanted.rsplit("/", 1)[-1]
+    names = _name_forms(folder_name(wanted))
     best: tuple[int, int, Entry] | None = None
     for entry in entries():
         for candidate in entry.names:
             short = candidate.rsplit("/", 1)[-1]
             if wanted == candidate:
                 rank = (3, len(candidate))
-            elif name == short:
+            elif short in names:
                 rank = (2, len(short))
-            elif name.startswith(short) and _same_model(short, name[len(short) :]):
+            elif any(name.startswith(short) and _same_model(short, name[len(short) :]) for name in names):
                 rank = (1, len(short))
             else:
                 continue
@@ -210,6 +211,86 @@ def is_path(model_id: str) -> bool:
 SIZE_IN_NAME = re.compile(r"\d+(?:\.\d+)?[bmk](?![a-z])", re.I)  # 7B, 1.5b, 135M, 8x7b; 7b_instruct too
 
 
+# A folder a cache or a download tool named after a Hub id `org/name`: huggingface_hub's cache `models--org--name`, or the
+# flattened `org__name` (cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ in modelscope/ms-swift#6405). Two underscores
+# exactly: ModelScope writes '.' as three (Qwen2___5-7B), which stays part of the name.
+REPO_FOLDER = re.compile(r"^(?:models--)?[^/]+?--(?P<cache>.+)$|^[A-Za-z0-9][\w.\-]*?(?<!_)__(?!_)(?P<flat>.+)$")
+# A checkpoint quantized from its base and named after it, the quantization written last: Qwen's -AWQ, -GPTQ-Int4 /
+# -GPTQ-Int8, -Int4 / -Int8, -FP8; unsloth's -bnb-4bit and -unsloth-bnb-4bit (its dynamic quants); -FP8-Dynamic.
+# Quantizing keeps every shape of the base (same layers, widths, vocabulary): only the bytes per weight change, which the
+# review takes from the name (`name_quantization`) where the table holds the base's 16-bit config.
+QUANT_TAIL = re.compile(
+    r"[-_.](?P<fmt>(?:unsloth[-_.])?bnb[-_.]?(?:4|8)bit|awq(?:[-_.]4bit)?|gptq(?:[-_.](?:int(?:4|8)|(?:4|8)bit))?|int(?:4|8)|fp8(?:[-_.]dynamic)?)$",
+    re.I,
+)
+# The same formats anywhere in a name (Qwen1.5-7B-Chat-GPTQ-Int4, Qwen-VL-Chat-Int4): -> (method, bits) the planner takes,
+# None for one it does not model (8-bit GPTQ, fp8: planned at 16 bits, an upper bound, said by the review).
+QUANT_IN_NAME = re.compile(
+    r"(?<![a-z0-9])((?:unsloth[-_.])?bnb[-_.]?(?:4|8)bit|awq(?:[-_.]4bit)?|gptq(?:[-_.](?:int(?:4|8)|(?:4|8)bit))?|int4|int8|fp8)(?![a-z0-9])", re.I
+)
+
+
+def repository_name(folder: str) -> str:
+    """The repository name a cache folder's name holds (`models--Qwen--Qwen3-8B`, `Qwen__Qwen3-8B` -> Qwen3-8B), else the
+    name as it is."""
+    found = REPO_FOLDER.match(folder)
+    return (found.group("cache") or found.group("flat")) if found else folder
+
+
+SNAPSHOT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def folder_name(model_id: str) -> str:
+    """The name of the folder a model path names: its last part, or for a Hugging Face cache snapshot
+    (`.../models--Qwen--Qwen3-8B/snapshots/<40-hex commit>`) the cache folder whose snapshot it is."""
+    parts = model_id.strip().rstrip("/\\").replace("\\", "/").split("/")
+    if len(parts) >= 3 and parts[-2] == "snapshots" and SNAPSHOT.match(parts[-1].lower()) and parts[-3].startswith("models--"):
+        return parts[-3]
+    return parts[-1]
+
+
+def _name_forms(folder: str) -> tuple[str, ...]:
+    """A folder's name as it is, then the repository name it holds when it is a cache folder's (`repository_name`): an
+    `org__name` reading never hides the name itself (Qwen2__5_32B_Instruct is ModelScope's Qwen2.5-32B-Instruct)."""
+    repository = repository_name(folder)
+    return (folder,) if repository == folder else (folder, repository)
+
+
+def unquantized_name(name: str) -> str | None:
+    """The base model's name of a quantized checkpoint's (Qwen3-8B-AWQ, qwen3_8b_awq, Llama-3.2-3B-Instruct-bnb-4bit ->
+    the name without the quantization; QUANT_TAIL), or None when the name ends in no quantization."""
+    found = QUANT_TAIL.search(name)
+    return name[: found.start()] if found and found.start() > 0 else None
+
+
+@dataclass(frozen=True)
+class NamedQuantization:
+    """The quantization a checkpoint's name says it carries (`name_quantization`)."""
+
+    written: str  # as the name writes it: AWQ, GPTQ-Int4, bnb-4bit, FP8
+    method: str | None  # what the planner plans it as: awq, gptq, bitsandbytes; None: not modelled (8-bit GPTQ, fp8)
+    bits: int | None
+
+
+def name_quantization(model_id: str) -> NamedQuantization | None:
+    """The quantization a model id or path's last name carries (QUANT_IN_NAME), or None. AutoAWQ and GPTQ checkpoints
+    named without bits (-AWQ, -GPTQ) are 4-bit, the only width AutoAWQ writes and the one GPTQ checkpoints are published at
+    under a bare -GPTQ; Qwen's bare -Int4 / -Int8 checkpoints are GPTQ (Qwen-7B-Chat-Int4's quantization_config)."""
+    name = repository_name(folder_name(model_id))
+    found = QUANT_IN_NAME.search(name)
+    if not found:
+        return None
+    written = found.group(1)
+    fmt = re.sub(r"[-_.]", "", written.lower())
+    if "bnb" in fmt:
+        return NamedQuantization(written, "bitsandbytes", int(fmt[fmt.index("bnb") + 3]))
+    if fmt.startswith("awq"):
+        return NamedQuantization(written, "awq", 4)
+    if fmt in ("gptq", "gptqint4", "gptq4bit", "int4"):
+        return NamedQuantization(written, "gptq", 4)
+    return NamedQuantization(written, None, 8)  # 8-bit GPTQ (-GPTQ-Int8, -Int8), fp8
+
+
 def _tokens(name: str) -> tuple[str, ...]:
     words = tuple(re.findall(r"[a-z]+|\d+", name.lower()))
     return words[:-1] if words[-1:] == ("hf",) else words
@@ -219,8 +300,16 @@ def folder_entry(model_id: str) -> Entry | None:
     """The one table entry a local folder's name names after the normalisation above, or None: no name equal, or names
     of several models equal (ambiguous), or a folder name without a size where the table name has one (Qwen2-Instruct
     names no one model). Only for paths (`is_path`): a Hub id is found by id, never by a normalised name."""
-    name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-    name = name.rsplit("--", 1)[-1]  # models--Qwen--Qwen2-72B: the Hugging Face cache's folder of Qwen/Qwen2-72B
+    for name in _name_forms(folder_name(model_id)):  # models--Qwen--Qwen2-72B, Qwen__Qwen2-72B: the folder of Qwen/Qwen2-72B
+        found = _folder_match(name)
+        base = unquantized_name(name)  # Qwen2___5-7B-Instruct-AWQ, qwen3_8b_awq: the base's folder name, quantized
+        found = found if found is not None or base is None else _folder_match(base)
+        if found is not None:
+            return found
+    return None
+
+
+def _folder_match(name: str) -> Entry | None:
     wanted = _tokens(name)
     if not wanted:
         return None
@@ -391,7 +480,10 @@ def table_markdown() -> str:
             "Qwen2-VL-2B-Instruct, Qwen3-8B-Base and Qwen3-8B), whose shapes it shares).",
             "A local path is read from its folder where that holds a config.json; a folder this machine does not have is",
             "planned as the one model here its name names (case, '-', '_', '.', a trailing -hf and the model's own",
-            "organisation in front aside; `models.folder_entry`), and the review says the plan rests on that name.",
+            "organisation in front aside; a cache folder `models--org--name` or `org__name` by its repository name;",
+            "`models.folder_entry`), and the review says the plan rests on that name. A quantized checkpoint named after",
+            "its base (-AWQ, -GPTQ-Int4, -bnb-4bit, -FP8, ...) is planned with its base's config here and the quantization",
+            "its name carries (`models.name_quantization`; 8-bit GPTQ and fp8 at 16 bits, an upper bound), said.",
             "Each `model_configs/hub/NAME.json` is a config.json as published, with `NAME.source.json` beside it:",
             "the Hub id, the page it was read from, any edit, and the published parameter count with its source.",
             "`tests/review/test_models.py` builds every entry on the meta device and checks that count (3%).",

@@ -413,6 +413,46 @@ def test_a_local_folder_not_here_is_planned_as_the_table_model_its_name_names(pa
 @pytest.mark.parametrize(
     "path, hub_id",
     [
+        # modelscope/ms-swift#6405: a folder named `org__name` after a mirror's repository, of an AWQ checkpoint of a table model
+        ("/home/test/.cache/huggingface/hub/cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ", "Qwen/Qwen3-30B-A3B"),
+        ("~/.cache/huggingface/hub/models--cpatonn--Qwen3-30B-A3B-Thinking-2507-AWQ-4bit", "Qwen/Qwen3-30B-A3B"),  # HF cache
+        ("/data/Qwen__Qwen3-8B", "Qwen/Qwen3-8B"),  # org__name of the model's own organisation
+        # a snapshot of the HF cache, as scripts paste it: the cache folder names the repository
+        ("/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/9c925d64d72725edaf899c6cb9c377fd0709d9c5/", "Qwen/Qwen3-8B"),
+        ("/data/unsloth__Qwen2.5-7B-Instruct-bnb-4bit/", QWEN25_7B),  # another organisation's copy, quantized
+        ("/root/.cache/modelscope/hub/models/Qwen/Qwen2___5-7B-Instruct-AWQ", QWEN25_7B),  # ModelScope's '___', quantized
+        ("/nowhere/qwen2_5_7b_instruct_gptq_int4", QWEN25_7B),  # separators, quantized
+        ("/models/Qwen3-8B-FP8", "Qwen/Qwen3-8B"),
+        ("/rl/models/Qwen2__5_32B_Instruct", "Qwen/Qwen2.5-32B"),  # '__' for '.': the name itself first, not org__name
+    ],
+)
+def test_a_cache_or_quantized_folder_not_here_is_planned_as_its_base(path, hub_id):
+    found = models.resolve(path)
+    assert found.path == models.entry_for(hub_id).planner and found.by_name == hub_id, found
+
+
+@pytest.mark.parametrize(
+    "name, written, method, bits",
+    [
+        ("Qwen/Qwen2.5-7B-Instruct-AWQ", "AWQ", "awq", 4),
+        ("cpatonn/Qwen3-30B-A3B-Instruct-2507-AWQ-4bit", "AWQ-4bit", "awq", 4),
+        ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "GPTQ-Int4", "gptq", 4),
+        ("Qwen/Qwen-VL-Chat-Int4", "Int4", "gptq", 4),
+        ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "GPTQ-Int8", None, 8),  # not modelled: planned at 16 bits, said
+        ("Qwen/Qwen3-8B-FP8", "FP8", None, 8),
+        ("unsloth/Llama-3.2-3B-Instruct-bnb-4bit", "bnb-4bit", "bitsandbytes", 4),
+        ("unsloth/Qwen3-8B-unsloth-bnb-4bit", "unsloth-bnb-4bit", "bitsandbytes", 4),
+        ("/x/cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ", "AWQ", "awq", 4),
+    ],
+)
+def test_the_quantization_a_checkpoints_name_carries(name, written, method, bits):
+    assert models.name_quantization(name) == models.NamedQuantization(written, method, bits)
+    assert models.name_quantization("Qwen/Qwen3-8B") is None and models.name_quantization("/x/awqward-7b") is None
+
+
+@pytest.mark.parametrize(
+    "path, hub_id",
+    [
         ("../llama-13b/", "huggyllama/llama-13b"),  # tatsu-lab/stanford_alpaca#86
         ("models/llama-13b-hf/", "huggyllama/llama-13b"),  # lm-sys/FastChat#367 (a trailing -hf)
         ("~/model_weights/llama-7b", "huggyllama/llama-7b"),  # lm-sys/FastChat#2681

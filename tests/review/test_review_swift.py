@@ -120,13 +120,26 @@ def test_accelerate_launching_swift_cli_sft_with_fsdp_activation_checkpointing(t
     assert not find(result, text="source is not beside the script") and find(result, key="--model_author", text="swift sft's own argument")
 
 
-@pytest.mark.parametrize("suffix, quantization", [("-AWQ", "awq-int4"), ("-GPTQ-Int4", "gptq-int4"), ("", None)])
+@pytest.mark.parametrize("suffix, quantization", [("-AWQ", "awq-int4"), ("-GPTQ-Int4", "gptq-int4"), ("-bnb-4bit", "nf4"), ("-GPTQ-Int8", None), ("", None)])
 def test_a_quantized_checkpoint_answered_by_its_bases_table_config_keeps_its_4_bit_weights(tmp_path, suffix, quantization):
     # ms-swift's examples/train/qlora/awq: Qwen/Qwen2.5-7B-Instruct-AWQ, whose config.json has quantization_config awq 4-bit
     line = f"CUDA_VISIBLE_DEVICES=0 swift sft --model Qwen/Qwen2.5-0.5B-Instruct{suffix} --tuner_type lora --max_length 1024"
     result = review([script(tmp_path, line)], gpu="a100-80g")
     assert result.plan.setup.quantization == quantization
     assert bool(find(result, key="--model", text="without the checkpoint's quantization_config")) is bool(suffix)
+
+
+def test_a_quantized_moe_checkpoint_named_by_its_folder_keeps_its_experts_at_their_stored_bits(tmp_path):
+    # modelscope/ms-swift#6405: an org__name folder of an AWQ Qwen3-30B-A3B: every expert's linears are stored 4-bit
+    folder = "/home/test/.cache/huggingface/hub/cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ"
+    line = f"NPROC_PER_NODE=4 swift sft --model {folder} --train_type lora --max_length 512 --gradient_checkpointing true"
+    result = review([script(tmp_path, line)], gpu="rtx3090", gpus=4)
+    assert result.plan.setup.quantization == "awq-int4" and result.plan.setup.quantize_moe_experts
+    [said] = find(result, key="--model", text="names a checkpoint quantized as AWQ")
+    assert "qwen3_moe experts included" in said.what and "model_configs/hub/qwen3-30b-a3b.json" in said.what
+    assert find(result, key="--model", text="with the config of Qwen/Qwen3-30B-A3B")
+    assert result.plan.parameters["quantized"] > 0.97 * result.plan.parameters["total"]  # the experts too (29.9 of 30.5 B)
+    assert result.plan.breakdown["weights"] < 20  # 30.5 B at 4 bits with LoRA beside, not the experts' 16 bits (55.6 GiB)
 
 
 def test_ms_swift_modules_to_save_trains_the_embeddings_and_head_beside_lora(tmp_path):

@@ -162,9 +162,12 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-qwen3vl1150-qwen2.5vl-32b-full-no-ds-8xh100": "incomplete: $MODEL_PATH is set outside the pasted command (the "
     "title names Qwen2.5-VL-32B-Instruct, which is not in vramfit's table either: model table, another branch)",
     # Batch H (session 9), at first contact:
-    "issue-swift6405-qwen3-30b-a3b-awq-lora-512-4xrtx3090": "incomplete: the model is a local folder named "
-    "cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ (an org__name cache folder of an AWQ checkpoint) that the folder-name "
-    "rule does not resolve",
+    "issue-swift6405-qwen3-30b-a3b-awq-lora-512-4xrtx3090": "the folder cpatonn-mirror__Qwen3-30B-A3B-Thinking-2507-AWQ is "
+    "resolved now (session 10: an org__name folder, models.repository_name; planned as Qwen/Qwen3-30B-A3B with the AWQ 4-bit "
+    "weights its name carries, models.name_quantization, experts included), and the honest plan fits: 17.1 of 22.5 usable "
+    "GiB per RTX 3090 (weights 15.7: 29.9 B at 4 bits beside 0.6 B 16-bit embeddings, head and routers; 512 tokens, "
+    "checkpointing). At 16 bits the weights alone are 55.6 GiB. The thread has no diagnosis and the checkpoint's own "
+    "config.json (its quantization format) is not published in the stored corpus; the OOM is not explained by the files",
     "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
     "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
     "in the plan",

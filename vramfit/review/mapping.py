@@ -282,7 +282,6 @@ SWIFT_SIZE_VARIABLES = (
 )
 # A model id's suffix that names a checkpoint quantized in a format its config.json defines (Qwen2.5-7B-Instruct-AWQ,
 # -GPTQ-Int4, Qwen-7B-Chat-Int4, -Int8, -FP8), which the table's 16-bit config of its base lacks (see _quantized_checkpoint)
-QUANTIZED_NAME = re.compile(r"(?<![a-z0-9])(awq|gptq|int4|int8|fp8)(?![a-z0-9])", re.I)
 # ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
 # method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
 SWIFT_TUNERS_NOT_MODELLED = {
@@ -3129,26 +3128,46 @@ class _Builder:
         model["config"] = str(Path(path).resolve())
 
     def _quantized_checkpoint(self, model_id: Any, how: str, config: dict) -> None:
-        """A checkpoint quantized in a format its own config.json defines (Qwen's -AWQ, -GPTQ-Int4 / -Int4; -Int8, -FP8),
-        answered by the table's 16-bit config of its base: planned with the checkpoint's 4-bit weights (AutoAWQ / GPTQ int4,
-        the formats the planner models), said; an 8-bit or fp8 one stays 16-bit, an upper bound, said."""
-        found = QUANTIZED_NAME.search(str(model_id or "").rsplit("/", 1)[-1])
+        """A checkpoint quantized from its base and named after it (Qwen's -AWQ, -GPTQ-Int4 / -Int4, -GPTQ-Int8 / -Int8,
+        -FP8; unsloth's -bnb-4bit), answered by the table's 16-bit config of its base (models.name_quantization): planned
+        with the checkpoint's stored bits where the planner models the format (AutoAWQ / GPTQ int4, bitsandbytes 4 / 8-bit),
+        said; an 8-bit GPTQ or fp8 one stays 16-bit, an upper bound, said."""
+        from vramfit import models
+
+        found = models.name_quantization(str(model_id or ""))
         if not found or not how.startswith("vramfit's table") or config.get("quantization_config") or "model.quantization.bits" in self.origins:
             return
         at = self.origins.get("model.id") or Origin(self.primary.label, "", self.primary.launch_line)
         setting = Setting(at.key, [str(model_id)], at.file, at.line)
-        fmt = found.group(1).lower()
-        if fmt in ("awq", "gptq", "int4"):
-            method = "awq" if fmt == "awq" else "gptq"
+        if found.method in ("awq", "gptq"):
             self.set("model.quantization.bits", 4, setting)
-            self.set("model.quantization.method", method, setting)
-            said = f"planned with its 4-bit {method.upper()} weights (int4, groups of 128)"
+            self.set("model.quantization.method", found.method, setting)
+            said = f"planned with its 4-bit {found.method.upper()} weights (int4, groups of 128), as the name says"
+        elif found.method == "bitsandbytes":
+            self.set("model.quantization.bits", found.bits, setting)
+            self.set("model.quantization.method", "bitsandbytes", setting)
+            said = (
+                "planned with its 4-bit bitsandbytes weights, as the name says (nf4, double quantization, uint8 storage: the "
+                "planner's QLoRA defaults, since the name does not say them)"
+                if found.bits == 4
+                else "planned with its 8-bit bitsandbytes weights (int8), as the name says"
+            )
+            if found.written.lower().startswith("unsloth"):  # unsloth's dynamic quants: some modules left unquantized
+                said += " (unsloth's dynamic quants keep some modules in 16 bits, listed in the checkpoint's llm_int8_skip_modules: a lower bound)"
         else:
-            said = f"planned at 16 bits: its {found.group(1)} layout is not modelled (an upper bound)"
+            said = f"planned at 16 bits: its {found.written} layout is not modelled (an upper bound)"
+        text = config.get("text_config")
+        model_type = str((text if isinstance(text, dict) and text.get("model_type") else config).get("model_type") or "")
+        if found.method is not None and model_type and _experts_merged_on_load(model_type):
+            # the checkpoint stores every expert's linears quantized (they were nn.Linear modules when it was quantized):
+            # its weights are at their stored bits whatever layout the installed transformers builds
+            self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
+            self.origins["planner.quantize_moe_experts"] = Origin(setting.file, setting.key, setting.line)
+            said += f", its {model_type} experts included (stored quantized per expert)"
         self.note(
             "info",
             setting,
-            f"'{model_id}' names a checkpoint quantized as {found.group(1)}; {how} holds the 16-bit config of its base, without the "
+            f"'{model_id}' names a checkpoint quantized as {found.written}; {how} holds the 16-bit config of its base, without the "
             f"checkpoint's quantization_config: {said}",
             "pass --model-config with the checkpoint's own config.json to plan it as published.",
         )
@@ -3164,7 +3183,9 @@ class _Builder:
         except (OSError, ValueError):  # a name too long, a NUL byte: not there
             there = False
         where = "a local folder without a config.json" if there else "a local folder this machine does not have"
-        name = model_id.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+        from vramfit import models
+
+        name = models.folder_name(model_id)  # a cache snapshot's commit folder: the cache folder's name
         self.findings.append(
             Finding(
                 "info",
