@@ -20,8 +20,9 @@ examples:
   vramfit review axolotl.yaml --gpu a100-80g --gpus 8 --against axolotl-llama-3b-8xa100-80g
   vramfit review config_hub/finetune/llama-2-7b/full.yaml --gpu a10g
 
-PATH: a shell launch script (torchrun / deepspeed / accelerate launch / python / axolotl train /
-swift sft|rlhf / llamafactory-cli train, Slurm wrappers), a Python training script (its docstring's
+PATH: a shell launch script (torchrun / deepspeed [--hostfile] / accelerate launch / trl sft|dpo|grpo|... /
+python (one process) / mpirun / axolotl train / swift sft|rlhf / llamafactory-cli train, Slurm wrappers, a
+wrapper that runs another script), a Python training script (its docstring's
 launch commands or its TrainingArguments(...) / SFTConfig(...) call, read with ast, never run), a
 DeepSpeed JSON, an accelerate config, an axolotl YAML, a LitGPT fine-tuning config (`litgpt
 finetune_full|finetune_lora --config`, planned as LitGPT runs it), an llm-foundry (Composer) training YAML
