@@ -165,3 +165,15 @@ def test_a_quote_never_closed_is_said_and_the_command_read_as_if_it_closed():
     assert command.argv[-2:] == ["--wrap", "LlamaDecoderLayer"]
     assert script.unclosed == [(1, "'", "--wrap")] and not script.stray
     assert shell.parse('torchrun t.py --a "x\n').unclosed == [(1, '"', "--a")]
+
+
+def test_a_sourced_file_sets_the_variables_of_the_launch(tmp_path):
+    """`source env.sh` (or `. ./env.sh`) runs env.sh in the script's own shell: its variables reach the launch below."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "env.sh").write_text("export MODEL=Qwen/Qwen2.5-7B\nNGPU=4\n")
+    script = shell.parse("source conf/env.sh\n. ./conf/missing.sh\ntorchrun --nproc_per_node $NGPU train.py --model $MODEL\n", script_dir=str(tmp_path))
+    [command] = script.commands
+    assert command.argv[2:] == ["4", "train.py", "--model", "Qwen/Qwen2.5-7B"] and command.environment["MODEL"] == "Qwen/Qwen2.5-7B"
+    looping = tmp_path / "loop.sh"
+    looping.write_text("source loop.sh\nX=1\n")  # a file sourcing itself stops
+    assert shell.parse("source loop.sh\n", script_dir=str(tmp_path)).variables["X"] == "1"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import posixpath
 import re
 import shlex
@@ -291,6 +292,9 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
         else:
             script.cwd = posixpath.normpath(posixpath.join(script.cwd or "", target)) if not target.startswith("/") else posixpath.normpath(target)
         return
+    if words[0] in ("source", ".") and len(words) >= 2 and not env:
+        _source(words[1], script)
+        return
     if words[0] == "env":
         words = words[1:]
         while words and _ASSIGNMENT.match(words[0]):
@@ -318,6 +322,33 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
     if words:
         exported = {k: v for k, v in script.variables.items() if k in script.exported}
         script.commands.append(Command(words, line_no, {**exported, **env}, srun, script.cwd))
+
+
+_SOURCED = "__vramfit_sourced__"  # how deep `source` has gone (a file sourcing itself stops at 3)
+
+
+def _source(target: str, script: Script) -> None:
+    """`source FILE` / `. FILE`: bash runs FILE in this shell, so the variables it sets and exports are the script's
+    from here on (`source env.sh` holding MODEL=... before `torchrun ... $MODEL`). FILE is read where it lies (from
+    the folder a `cd` above chose, else beside the script, else here); its commands are not this script's launches."""
+    depth = int(script.variables.get(_SOURCED, "0"))
+    if depth >= 3 or UNRESOLVED.search(target) or target.startswith("~"):
+        return
+    here = script.variables.get(SCRIPT_DIR)
+    folders = [*([posixpath.join(here, script.cwd or "")] if here else []), *([here] if here else []), os.getcwd()]
+    path = target if target.startswith("/") else next((posixpath.join(f, target) for f in folders if os.path.isfile(posixpath.join(f, target))), None)
+    if path is None or not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(1_000_000)
+    except (OSError, UnicodeDecodeError):
+        return
+    inner = parse(text, {**script.variables, _SOURCED: str(depth + 1)}, script_dir=posixpath.dirname(os.path.abspath(path)))
+    for name, value in inner.variables.items():
+        if name not in (SCRIPT_DIR, _SOURCED):
+            script.variables[name] = value
+    script.exported |= inner.exported - {SCRIPT_DIR, _SOURCED}
 
 
 def _srun_options(words: list[str]) -> tuple[dict[str, str], list[str]]:
