@@ -61,6 +61,11 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "devmap-brev-mixtral-8x7b-qlora-auto-4xt4": "the author's own 4 x T4 run of the notebook: device_map 'auto' in one kernel "
     "is now planned as accelerate's split (was: 4 data-parallel ranks with the whole model and every eval logit, 348.5 GiB), "
     "14.0 GiB on the busiest T4 (9 of 32 Mixtral layers) against 13.9 usable: within 1% of the card, the planner's margin",
+    # Batch I (session 10), at first contact:
+    "issue-s1-13-qwen2.5-32b-full-fsdp-no-gc-8xh100": "s1's train/sft.py loads device_map='auto' only under `if \"70B\" in "
+    "config.model_name:` (else no map); the device_map reader took the first load although neither branch is fixed by the file",
+    "issue-s1-22-qwen2.5-32b-full-fsdp-gc-8xh100": "the same branch of s1's train/sft.py read as taken (device_map='auto' under "
+    "torchrun); the plan itself fits (70.6 of 79.2 GiB)",
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -168,6 +173,12 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
     "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
     "in the plan",
+    # Batch I (session 10), at first contact:
+    "issue-internvl547-internvl2-4b-full-zero2-fp16-1xv100": "incomplete: InternVL2-4B (the local folder /cache/MODELS/internvl2-4B) "
+    "is not in vramfit's table (model table, another branch)",
+    "issue-platypus10-llama2-70b-int8-lora-torchrun-ddp-8xa100": "incomplete: finetune.py is an alpaca-lora style fire.Fire(train) "
+    "program whose parameters (--base_model, --micro_batch_size, --cutoff_len) are not bound to the command line, so its "
+    "from_pretrained(base_model, load_in_8bit=True) and TrainingArguments(...) are 'computed when the script runs': no model",
     "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
     "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
 }
