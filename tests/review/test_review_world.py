@@ -61,11 +61,8 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "devmap-brev-mixtral-8x7b-qlora-auto-4xt4": "the author's own 4 x T4 run of the notebook: device_map 'auto' in one kernel "
     "is now planned as accelerate's split (was: 4 data-parallel ranks with the whole model and every eval logit, 348.5 GiB), "
     "14.0 GiB on the busiest T4 (9 of 32 Mixtral layers) against 13.9 usable: within 1% of the card, the planner's margin",
-    # Batch I (session 10), at first contact:
-    "issue-s1-13-qwen2.5-32b-full-fsdp-no-gc-8xh100": "s1's train/sft.py loads device_map='auto' only under `if \"70B\" in "
-    "config.model_name:` (else no map); the device_map reader took the first load although neither branch is fixed by the file",
-    "issue-s1-22-qwen2.5-32b-full-fsdp-gc-8xh100": "the same branch of s1's train/sft.py read as taken (device_map='auto' under "
-    "torchrun); the plan itself fits (70.6 of 79.2 GiB)",
+    # (Batch I, session 10: issue-s1-13 and issue-s1-22 left it: model loads under branches the arguments decide, with
+    # different device_maps, leave the map to the run, review/device_map.py; s1's `if "70B" in config.model_name:`)
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
