@@ -176,6 +176,10 @@ KNOWN_MISSED: dict[str, str] = {
     # (issue-platypus10-llama2-70b-int8-lora-torchrun-ddp-8xa100 left it: a fire.Fire(train) program's parameters are bound
     # to the command line, sources.entry_bindings; from_pretrained's load_in_8bit and prepare_model_for_int8_training's
     # gradient checkpointing are read: 77.3 GiB per A100 exceeds 75.2 usable)
+    "issue-accessory26-llama2-13b-full-mp2-2xa800": "incomplete: every path of the command ($llama_config, $pretrained_path, "
+    "...) is a variable set outside the paste, so no model; LLaMA2-Accessory's own trainer (main_finetune.py: fairscale "
+    "--model_parallel_size, --max_words, its own FSDP data parallelism) is not read either, so a model given by hand would be "
+    "planned as plain data parallelism at 2,048 tokens",
     "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
     "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
 }
