@@ -220,3 +220,28 @@ def test_gpus_given_for_an_ms_swift_device_map_launch_count_gpus_not_processes(t
     findings = mapping.fill_hardware(mapped, "rtx4090", 4, None, None, None)
     assert mapped.recipe["planner"]["device_map_gpus"] == 4 and mapped.recipe["hardware"]["gpus_per_node"] == 1
     assert not [f for f in findings if "reviewed with --gpus" in f.what]
+
+
+def test_model_loads_under_branches_the_arguments_decide_leave_the_device_map_to_the_run(tmp_path):
+    """s1's train/sft.py: device_map="auto" only under `if "70B" in config.model_name:`, no map in its `else:`. Neither
+    branch is fixed by the file, so the first load is not the run's: said, not an error under torchrun."""
+    code = textwrap.dedent(
+        """\
+        kwargs = {}
+        if "70B" in config.model_name:
+            kwargs = {"device_map": "auto", "torch_dtype": "auto"}
+            model = AutoModelForCausalLM.from_pretrained(config.model_name, **kwargs)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(config.model_name)
+        """
+    )
+    dm = device_map.read(ast.parse(code), code)
+    assert dm.kind == "unknown" and "branches the arguments decide" in dm.written
+    # one load under a branch, and the same map in both branches, read as before
+    assert _read("if big:\n    " + LOAD.format(kwargs='device_map="auto"')).kind == "spread"
+    both = "if big:\n    " + LOAD.format(kwargs='device_map="auto"') + "else:\n    " + LOAD.format(kwargs='device_map="auto"')
+    assert _read(both).kind == "spread"
+    before = 'if "70B" in name:\n    model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\nelse:\n    '
+    mapped, findings = _mapped(tmp_path, "torch_dtype=torch.bfloat16", "torchrun --nproc_per_node 4 train.py", before=before)
+    (said,) = _about_device_map([*mapped.findings, *findings])
+    assert said.severity == "info" and "chosen when the script runs" in said.what

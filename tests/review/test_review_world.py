@@ -61,6 +61,8 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     "devmap-brev-mixtral-8x7b-qlora-auto-4xt4": "the author's own 4 x T4 run of the notebook: device_map 'auto' in one kernel "
     "is now planned as accelerate's split (was: 4 data-parallel ranks with the whole model and every eval logit, 348.5 GiB), "
     "14.0 GiB on the busiest T4 (9 of 32 Mixtral layers) against 13.9 usable: within 1% of the card, the planner's margin",
+    # (Batch I, session 10: issue-s1-13 and issue-s1-22 left it: model loads under branches the arguments decide, with
+    # different device_maps, leave the map to the run, review/device_map.py; s1's `if "70B" in config.model_name:`)
     "issue-videor1-15-qwen2.5vl-7b-grpo-16k-3xa100-80g": "TRL 0.15's generation-batch rule (3 ranks x 1 prompt not "
     "divisible by 8 generations) applied to the repository's own src/open_r1/grpo.py: the thread's run started, so its fork "
     "of the trainer predates the rule (huggingface/trl#2776), and nothing pins trl beside the pasted script. Unpinned, the "
@@ -171,6 +173,16 @@ KNOWN_MISSED: dict[str, str] = {
     "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
     "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
     "in the plan",
+    # Batch I (session 10), at first contact:
+    "issue-internvl547-internvl2-4b-full-zero2-fp16-1xv100": "incomplete: InternVL2-4B (the local folder /cache/MODELS/internvl2-4B) "
+    "is not in vramfit's table (model table, another branch)",
+    # (issue-platypus10-llama2-70b-int8-lora-torchrun-ddp-8xa100 left it: a fire.Fire(train) program's parameters are bound
+    # to the command line, sources.entry_bindings; from_pretrained's load_in_8bit and prepare_model_for_int8_training's
+    # gradient checkpointing are read: 77.3 GiB per A100 exceeds 75.2 usable)
+    "issue-accessory26-llama2-13b-full-mp2-2xa800": "incomplete: every path of the command ($llama_config, $pretrained_path, "
+    "...) is a variable set outside the paste, so no model; LLaMA2-Accessory's own trainer (main_finetune.py: fairscale "
+    "--model_parallel_size, --max_words, its own FSDP data parallelism) is not read either, so a model given by hand would be "
+    "planned as plain data parallelism at 2,048 tokens",
     "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
     "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
 }
@@ -1721,3 +1733,72 @@ def test_llamafactory_flash_attn_chooses_the_attention(tmp_path, flash_attn, att
     result = review([str(path)], gpu="a100-80g", gpus=1)
     assert result.plan.setup.attention == attention
     assert not find(result, key="flash_attn", text="own argument")
+
+
+FIRE_PROGRAM = """\
+import fire
+import torch
+import transformers
+from peft import LoraConfig, get_peft_model, prepare_model_for_int8_training
+from transformers import LlamaForCausalLM, LlamaTokenizer
+
+
+def train(base_model: str = "", batch_size: int = 128, micro_batch_size: int = 8, cutoff_len: int = 256,
+          lora_r: int = 8, lora_target_modules: list = ["q_proj", "v_proj"]):
+    model = LlamaForCausalLM.from_pretrained(base_model, load_in_8bit=True, torch_dtype=torch.float16)
+    tokenizer = LlamaTokenizer.from_pretrained(base_model)
+
+    def tokenize(prompt):
+        return tokenizer(prompt, truncation=True, max_length=cutoff_len, padding=False)
+
+    model = prepare_model_for_int8_training(model)
+    model = get_peft_model(model, LoraConfig(r=lora_r, target_modules=lora_target_modules, task_type="CAUSAL_LM"))
+    trainer = transformers.Trainer(model=model, args=transformers.TrainingArguments(
+        per_device_train_batch_size=micro_batch_size, gradient_accumulation_steps=batch_size // micro_batch_size,
+        fp16=True, output_dir="out"))
+    trainer.train()
+
+
+if __name__ == "__main__":
+    fire.Fire(train)
+"""
+
+
+def test_a_fire_programs_parameters_are_bound_to_the_command_line(tmp_path):
+    """alpaca-lora style programs (arielnlee/Platypus#10, batch I: no model was found) take their command line through
+    `fire.Fire(train)`: the function's parameters are the launch's `--name value` (parsed as fire parses it, bare words in
+    a list as strings), else their defaults, and the calls that use them (`from_pretrained(base_model, load_in_8bit=True)`,
+    `TrainingArguments(per_device_train_batch_size=micro_batch_size)`, `tokenizer(max_length=cutoff_len)`) are read as the
+    run's. PEFT's prepare_model_for_int8_training turns gradient checkpointing on for the 8-bit model."""
+    write(tmp_path, "finetune.py", FIRE_PROGRAM)
+    path = write(
+        tmp_path,
+        "run.sh",
+        "torchrun --nproc_per_node=2 finetune.py --base_model meta-llama/Llama-2-7b-hf --micro_batch_size 2 \\\n"
+        "    --lora_target_modules '[gate_proj, down_proj, up_proj]' --lora_r 16\n",
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=2)
+    setup = result.plan.setup
+    assert result.plan is not None and result.exit_code == 0
+    assert (setup.method, setup.quantization, setup.micro_batch, setup.seq_len, setup.lora_r) == ("qlora", "int8", 2, 256, 16)
+    assert setup.gradient_checkpointing
+    [note] = find(result, text="read from finetune.py's own code")
+    assert "model_name_or_path meta-llama/Llama-2-7b-hf, load_in_8bit True" in note.what
+    assert list(setup.lora_targets) == ["gate_proj", "down_proj", "up_proj"]
+
+
+@pytest.mark.parametrize(
+    ("word", "value"),
+    [
+        ("[gate_proj, down_proj]", ["gate_proj", "down_proj"]),
+        ("1", 1),
+        ("0.05", 0.05),
+        ("False", False),
+        ("meta-llama/Llama-2-70b-hf", "meta-llama/Llama-2-70b-hf"),
+        ("alpaca", "alpaca"),
+    ],
+)
+def test_a_command_line_word_is_the_value_fire_gives(word, value):
+    from vramfit.review.sources import fire_value
+
+    assert fire_value(word) == value

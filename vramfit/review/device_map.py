@@ -74,6 +74,18 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
     reached = [n for n in loads if not any(a <= n.lineno <= b for a, b in unreached)]
     call = (reached or loads)[0]
     node = _keyword(call, "device_map", literals)
+    if not reached and len(loads) > 1:
+        # every load sits under a branch the file does not settle (s1's train/sft.py: `if "70B" in config.model_name:`
+        # loads with device_map="auto", its `else:` with none): which one runs, the arguments decide
+        maps = [_keyword(n, "device_map", literals) for n in loads]
+        written = [(ast.get_source_segment(text, m) or "").strip() if m is not None else "" for m in maps]
+        if len(set(written)) > 1:
+            chosen = next(i for i, m in enumerate(maps) if m is not None)
+            return DeviceMap(
+                "unknown",
+                f"{written[chosen]} in one of {len(loads)} model loads under branches the arguments decide (line {', '.join(str(n.lineno) for n in loads)})",
+                getattr(maps[chosen], "lineno", loads[chosen].lineno),
+            )
     if node is None:
         return None
     kinds = _kinds(node, literals, tree, set())

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramfit.review.sources import called, label, locate, parsed_classes
+from vramfit.review.sources import entry_functions, label, locate, parsed_classes
 
 
 @dataclass
@@ -111,24 +111,16 @@ def _switches(tree: ast.AST) -> set[str]:
 
 def _declared(tree: ast.AST) -> set[str]:
     """The argument names a program declares: argparse `add_argument("--name")`, dataclass fields, and the parameters of
-    a function its command line fills (fastcore's `@call_parse`, `fire.Fire(fn)`)."""
-    out, entries = set(), set()
+    a function its command line fills (fastcore's `@call_parse`, `fire.Fire(fn)`: sources.entry_functions)."""
+    out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
             flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")]
             out.update(f[2:].replace("-", "_") for f in flags)
         elif isinstance(node, ast.ClassDef):
             out.update(i.target.id for i in node.body if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name))
-        elif isinstance(node, ast.Call) and called(node) == "Fire" and node.args and isinstance(node.args[0], ast.Name):
-            entries.add(node.args[0].id)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-            node.name in entries
-            or any(
-                called(d) == "call_parse" if isinstance(d, ast.Call) else getattr(d, "id", getattr(d, "attr", "")) == "call_parse" for d in node.decorator_list
-            )
-        ):
-            out.update(a.arg for a in [*node.args.args, *node.args.kwonlyargs])
+    for node in entry_functions(tree):
+        out.update(a.arg for a in [*node.args.args, *node.args.kwonlyargs])
     return out
 
 

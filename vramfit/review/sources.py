@@ -1169,6 +1169,7 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
 
     out: list[Setting] = []
     seen = set(taken)
+    prepared: list = []  # prepare_model_for_kbit_training(...) calls
 
     def add(key: str, value: Any, line: int) -> None:
         if key not in seen:
@@ -1188,12 +1189,18 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
                     continue
                 if isinstance(model, str):
                     add("model_name_or_path", model, node.lineno)
-                    for key, value, line in _call_arguments(node, literals, source, {"attn_implementation", "torch_dtype", "dtype"}):
+                    # load_in_8bit / load_in_4bit: transformers 4's own from_pretrained switches (before BitsAndBytesConfig;
+                    # alpaca-lora and its forks load `load_in_8bit=True`)
+                    for key, value, line in _call_arguments(
+                        node, literals, source, {"attn_implementation", "torch_dtype", "dtype", "load_in_8bit", "load_in_4bit"}
+                    ):
                         add(key, value, line)
         elif name == "from_pretrained" and owner in _UNSLOTH_MODELS:
             _unsloth_load(node, literals, source, add, seen)
         elif name == "get_peft_model" and owner in _UNSLOTH_MODELS:
             _unsloth_peft(node, literals, source, add)
+        elif name in _KBIT_PREPARE:
+            prepared.append(node)
         elif name == "LoraConfig":
             add("use_peft", True, node.lineno)
             for key, value, line in _call_arguments(node, literals, source, set(_LORA_KEYS)):
@@ -1215,7 +1222,30 @@ def _python_calls(tree, literals: dict[str, Any], source: Source, taken: set[str
                 named = literals.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
                 if kw.arg == "model" and isinstance(named, ast.Constant) and isinstance(named.value, str):
                     add("model_name_or_path", named.value, kw.value.lineno)
+    quantized = any(s.key in ("load_in_4bit", "load_in_8bit") and s.value is True for s in out)
+    for node in prepared:
+        # PEFT's prepare_model_for_kbit_training (and its older name prepare_model_for_int8_training, peft e536616
+        # utils/other.py) turns gradient checkpointing on for a 4- / 8-bit model unless use_gradient_checkpointing=False
+        given = {key: value for key, value, _ in _call_arguments(node, literals, source, {"use_gradient_checkpointing"})}
+        if quantized and given.get("use_gradient_checkpointing", _kbit_prepare_checkpointing()) is True:
+            add("gradient_checkpointing", True, node.lineno)
     return out
+
+
+_KBIT_PREPARE = ("prepare_model_for_kbit_training", "prepare_model_for_int8_training")
+
+
+@functools.lru_cache(maxsize=1)
+def _kbit_prepare_checkpointing() -> bool:
+    """PEFT's own default for use_gradient_checkpointing (True in every release, the installed one read)."""
+    import inspect
+
+    try:
+        import peft
+
+        return inspect.signature(peft.prepare_model_for_kbit_training).parameters["use_gradient_checkpointing"].default is True
+    except Exception:  # noqa: BLE001 - peft absent or changed: its documented default
+        return True
 
 
 def _unsloth_load(node, literals: dict[str, Any], source: Source, add, seen: set[str]) -> None:
@@ -1271,6 +1301,77 @@ def _unsloth_peft(node, literals: dict[str, Any], source: Source, add) -> None:
 _PARSERS = ("HfArgumentParser", "TrlParser", "ArgumentParser", "H4ArgumentParser")
 
 
+def entry_functions(tree) -> list:
+    """The functions a program's command line fills: `fire.Fire(train)` (alpaca-lora, Platypus, llama-recipes'
+    finetuning.py) and fastcore's `@call_parse`."""
+    import ast
+
+    entries = {n.args[0].id for n in ast.walk(tree) if isinstance(n, ast.Call) and called(n) == "Fire" and n.args and isinstance(n.args[0], ast.Name)}
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (
+            node.name in entries
+            or any(
+                called(d) == "call_parse" if isinstance(d, ast.Call) else getattr(d, "id", getattr(d, "attr", "")) == "call_parse" for d in node.decorator_list
+            )
+        )
+    ]
+
+
+def fire_value(word: str) -> Any:
+    """A command-line word as fire gives it to the function (fire/parser.py `DefaultParseValue` / `_LiteralEval`): a
+    Python literal, with bare words inside it taken as strings (`[gate_proj, up_proj]` -> ["gate_proj", "up_proj"]);
+    the word itself where it is none."""
+    import ast
+
+    try:
+        root = ast.parse(word, mode="eval")
+    except (SyntaxError, ValueError):
+        return word
+    if isinstance(root.body, ast.BinOp):
+        return word
+    for node in ast.walk(root):
+        for name, child in ast.iter_fields(node):
+            if isinstance(child, list):
+                child[:] = [ast.Constant(c.id) if isinstance(c, ast.Name) and c.id not in ("True", "False", "None") else c for c in child]
+            elif isinstance(child, ast.Name) and child.id not in ("True", "False", "None"):
+                setattr(node, name, ast.Constant(child.id))
+    try:
+        return ast.literal_eval(root)
+    except (ValueError, SyntaxError, TypeError, RecursionError):
+        return word
+
+
+def entry_bindings(tree, settings: list[Setting]) -> dict[str, Any]:
+    """The parameters of the function the command line fills (`entry_functions`), bound as the run binds them: the
+    command line's value where it gives `--name` (or `--name-with-dashes`, which fire reads the same; a bare `--flag` is
+    True), the parameter's default otherwise - as nodes `python_literals.literal` reads. Names the function's code passes
+    on (`from_pretrained(base_model, ...)`, `TrainingArguments(per_device_train_batch_size=micro_batch_size)`,
+    `tokenizer(..., max_length=cutoff_len)`) are then the run's values, not "computed when the script runs"."""
+    import ast
+
+    given = {}
+    for setting in settings:
+        words = setting.value if isinstance(setting.value, list) else [setting.value]
+        given[setting.key.lstrip("-").replace("-", "_")] = fire_value(str(words[0])) if words else True
+    out: dict[str, Any] = {}
+    for function in entry_functions(tree):
+        positional = function.args.args
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(function.args.defaults) :]], function.args.defaults))
+        defaults.update({a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None})
+        for arg in [*positional, *function.args.kwonlyargs]:
+            if arg.arg in given:
+                try:
+                    out[arg.arg] = ast.parse(repr(given[arg.arg]), mode="eval").body
+                except (SyntaxError, ValueError):
+                    continue
+            elif arg.arg in defaults:
+                out[arg.arg] = defaults[arg.arg]
+    return out
+
+
 def _code_settings(tree, source: Source, path: Path) -> None:
     """A script launched by its docstring's command: what its own code fixes where the command line cannot - the model,
     LoRA and bitsandbytes settings of its calls (`_python_setup`), and, where no argument parser reads the command line,
@@ -1278,7 +1379,7 @@ def _code_settings(tree, source: Source, path: Path) -> None:
     the settings are written as the command's words."""
     import ast
 
-    literals = _python_literals(tree)
+    literals = {**_python_literals(tree), **entry_bindings(tree, source.settings)}
     taken = {s.key.lstrip("-").replace("-", "_") for s in source.settings}
     found = _python_setup(tree, literals, source, taken)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
