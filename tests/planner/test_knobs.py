@@ -661,3 +661,17 @@ def test_audio_output_on_a_model_without_speech_modules_is_bad_input():
     problems = Problems()  # the Omni stand-in: its published config's Talker and vocoder
     out = knobs.audio_output_fields({"audio_output": True}, REPO / "model_configs/hub/stand-ins/qwen2.5-omni-7b.json", problems, "f")
     assert not problems and out["resident_frozen"] == 1_351_360_256 + 449_051_264
+
+
+def test_training_arguments_that_change_no_memory_are_accepted_and_said():
+    """Keys copied from a script (TrainingArguments, TRL's configs and ModelConfig, PEFT's LoraConfig) are accepted:
+    those that change no memory term are named as not used, TRL's older / ModelConfig spellings are read as meant,
+    and a misspelt one is still refused with the real name suggested."""
+    base = setup("method=lora", "lora_r=64", "max_length=4096", gpus=1)
+    s = setup("use_peft=true", "lora_r=64", "lora_alpha=128", "learning_rate=2e-5", "max_seq_length=4096", gpus=1)
+    assert (s.method, s.seq_len, s.lora_r) == (base.method, base.seq_len, base.lora_r) == ("lora", 4096, 64)
+    assert any("lora_alpha, learning_rate: training arguments that change no term" in n for n in s.notes)
+    assert any("max_seq_length as max_length" in n and "use_peft=true as method=lora" in n for n in s.notes)
+    with pytest.raises(ConfigError) as refused:
+        setup("lora_alpah=3")
+    assert "Did you mean 'lora_alpha'?" in str(refused.value.problems.items[0].what)

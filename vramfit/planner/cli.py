@@ -36,6 +36,9 @@ Hugging Face / TRL argument name (per_device_train_batch_size=2), which resolves
   max_slice_nums=N (MiniCPM-V)  images_per_sample=N  train_vision=true|false
   host_ram_gib=X (node size, to check host RAM)  eval_samples=N  expandable_segments=true|false
   deepspeed=FILE|preset (same as --deepspeed)
+  any other field of TrainingArguments, TRL's configs / ModelConfig or PEFT's LoraConfig (learning_rate,
+  lora_alpha, ...) is accepted and said as not used; max_seq_length (TRL before 0.20) is max_length,
+  use_peft=true is method=lora
 launch knobs (docs/planner.md "Launch knobs"):
   fsdp="full_shard auto_wrap [offload]"|shard_grad_op|hybrid_shard|no_shard  fsdp_config.version=2
   fsdp_config.reshard_after_forward=false  fsdp_config.offload_params=true  fsdp_config.sharding_strategy=...

@@ -16,6 +16,7 @@ Defaults that the libraries supply are read from the installed TrainingArguments
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -415,6 +416,7 @@ class Setup:
         if gpus < 1 or nodes < 1:
             problems.add(label, "--gpus", f"GPU and node counts must be >= 1 (gpus {gpus}, nodes {nodes})", "pass --gpus 8 --nodes 1.")
         values = _parse_overrides(overrides, problems, label)
+        read_as, ignored = values.pop("_read_as", []), values.pop("_ignored", [])
         deepspeed = values.pop("deepspeed", deepspeed)
         ds = {}
         if deepspeed not in (None, "none"):
@@ -475,6 +477,10 @@ class Setup:
         targets = _targets(values.get("lora_target_modules", "all-linear")) if lora else None
         parameters = tuple(p for p in str(values.get("lora_target_parameters", "")).split(",") if p) if lora else ()
         dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
+        if read_as:
+            notes.append(f"read {'; '.join(read_as)}")
+        if ignored:
+            notes.append(f"{', '.join(ignored)}: training arguments that change no term of the memory plan, not used")
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, label, "unfrozen_parameters")
         if problems:
             raise ConfigError(problems)
@@ -827,6 +833,29 @@ FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
 ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 
 
+@functools.lru_cache(maxsize=1)
+def _argument_fields() -> frozenset[str]:
+    """Every field of the argument classes people copy keys from (transformers TrainingArguments, TRL's configs and
+    ModelConfig, PEFT's LoraConfig and its `lora_`-prefixed spellings): accepted by --model-config overrides, said as
+    changing nothing the planner models where they are not one of its keys."""
+    import dataclasses as dc
+
+    names: set[str] = set()
+    try:
+        import trl
+        from peft import LoraConfig
+        from transformers import TrainingArguments
+
+        classes = [TrainingArguments, LoraConfig, trl.ModelConfig]
+        classes += [getattr(trl, n) for n in dir(trl) if n.endswith("Config") and dc.is_dataclass(getattr(trl, n, None))]
+    except Exception:  # a library that does not import: its fields stay unknown keys
+        return frozenset()
+    for cls in classes:
+        names |= {f.name for f in dc.fields(cls)}
+    names |= {f"lora_{f.name}" for f in dc.fields(LoraConfig)}
+    return frozenset(names)
+
+
 def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any]:
     from vramfit.recipe import parse_value
 
@@ -851,12 +880,21 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
                 continue
             values.setdefault("fsdp_config", {})[sub] = value
             continue
+        if key == "max_seq_length" and "max_length" not in dict(items):  # TRL before 0.20: SFTConfig's name for max_length
+            key = "max_length"
+            values.setdefault("_read_as", []).append("max_seq_length as max_length (its name in TRL before 0.20)")
+        if key == "use_peft" and value is True and "method" not in dict(items):  # TRL's ModelConfig: LoRA through PEFT
+            key, value = "method", "lora"
+            values.setdefault("_read_as", []).append("use_peft=true as method=lora (TRL's ModelConfig)")
         kind = ARG_KEYS.get(key)
+        if kind is None and key in _argument_fields():  # a real training argument that changes no memory term
+            values.setdefault("_ignored", []).append(key)
+            continue
         if kind is None:
             problems.add(
                 label,
                 key,
-                f"unknown key '{key}'.{did_you_mean(key, [*ARG_KEYS, 'fsdp_config.version'])}",
+                f"unknown key '{key}'.{did_you_mean(key, [*ARG_KEYS, 'fsdp_config.version', *sorted(_argument_fields())])}",
                 f"use one of: {', '.join(ARG_KEYS)}, fsdp_config.<key>.",
             )
             continue
