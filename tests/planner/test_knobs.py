@@ -672,6 +672,9 @@ def test_training_arguments_that_change_no_memory_are_accepted_and_said():
     assert (s.method, s.seq_len, s.lora_r) == (base.method, base.seq_len, base.lora_r) == ("lora", 4096, 64)
     assert any("lora_alpha, learning_rate: training arguments that change no term" in n for n in s.notes)
     assert any("max_seq_length as max_length" in n and "use_peft=true as method=lora" in n for n in s.notes)
+    dora = setup("method=lora", "use_dora=true", "lora_modules_to_save=lm_head", gpus=1)
+    assert dora.modules_to_save == ("lm_head",)
+    assert any(n.startswith("use_dora: training arguments that change memory in ways the planner does not model") for n in dora.notes)
     with pytest.raises(ConfigError) as refused:
         setup("lora_alpah=3")
     assert "Did you mean 'lora_alpha'?" in str(refused.value.problems.items[0].what)

@@ -479,8 +479,12 @@ class Setup:
         dropout, notes = float(values.get("lora_dropout", 0.05)) if lora else 0.0, []
         if read_as:
             notes.append(f"read {'; '.join(read_as)}")
-        if ignored:
-            notes.append(f"{', '.join(ignored)}: training arguments that change no term of the memory plan, not used")
+        unmodelled = [k for k in ignored if k in UNMODELLED_ARGUMENTS]
+        if unmodelled:
+            notes.append(f"{', '.join(unmodelled)}: training arguments that change memory in ways the planner does not model: planned without them")
+        if len(unmodelled) < len(ignored):
+            said = ", ".join(k for k in ignored if k not in UNMODELLED_ARGUMENTS)
+            notes.append(f"{said}: training arguments that change no term of the memory plan, not used")
         unfrozen_note = _unfrozen_note(arch, knob.get("unfrozen_parameters", ()), problems, label, "unfrozen_parameters")
         if problems:
             raise ConfigError(problems)
@@ -833,6 +837,30 @@ FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
 ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 
 
+ALIASES = {"lora_modules_to_save": "modules_to_save", "use_bnb_nested_quant": "bnb_4bit_use_double_quant"}
+# Argument-class fields that do change what a GPU holds, in ways the planner has no term for: said as left out, not
+# as harmless (PEFT LoraConfig use_dora: the weight-norm magnitude and its activations; TrainingArguments
+# optim_target_modules: GaLore / APOLLO projections; auto_find_batch_size: the batch halves on OOM; use_cpu; TRL
+# GRPOConfig cast_lm_head_to_fp32, ds3_gather_for_generation, generation_batch_size, vllm_tensor_parallel_size)
+UNMODELLED_ARGUMENTS = frozenset(
+    {
+        "use_dora",
+        "lora_use_dora",
+        "optim_target_modules",
+        "auto_find_batch_size",
+        "use_cpu",
+        "cast_lm_head_to_fp32",
+        "ds3_gather_for_generation",
+        "generation_batch_size",
+        "vllm_tensor_parallel_size",
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "model_init_kwargs",
+        "gradient_checkpointing_kwargs",
+    }
+)
+
+
 @functools.lru_cache(maxsize=1)
 def _argument_fields() -> frozenset[str]:
     """Every field of the argument classes people copy keys from (transformers TrainingArguments, TRL's configs and
@@ -883,6 +911,9 @@ def _parse_overrides(overrides, problems: Problems, label: str) -> dict[str, Any
         if key == "max_seq_length" and "max_length" not in dict(items):  # TRL before 0.20: SFTConfig's name for max_length
             key = "max_length"
             values.setdefault("_read_as", []).append("max_seq_length as max_length (its name in TRL before 0.20)")
+        if key in ALIASES and ALIASES[key] not in dict(items):  # TRL's ModelConfig spellings of planner keys
+            values.setdefault("_read_as", []).append(f"{key} as {ALIASES[key]} (TRL's ModelConfig)")
+            key = ALIASES[key]
         if key == "use_peft" and value is True and "method" not in dict(items):  # TRL's ModelConfig: LoRA through PEFT
             key, value = "method", "lora"
             values.setdefault("_read_as", []).append("use_peft=true as method=lora (TRL's ModelConfig)")
