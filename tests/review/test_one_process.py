@@ -68,10 +68,19 @@ def test_several_visible_gpus_without_sharding_are_dataparallel(tmp_path):
     [
         (f"python {ARGS} --deepspeed ds_z3.json", "import torch.multiprocessing as mp\nmp.spawn(main, nprocs=8)\n"),
         (f"srun --ntasks-per-node 8 python {ARGS} --deepspeed ds_z3.json", "from transformers import TrainingArguments\n"),
+        (f"#SBATCH --ntasks-per-node=8\nsrun python {ARGS} --deepspeed ds_z3.json", "from transformers import TrainingArguments\n"),
     ],
-    ids=["spawns-its-own", "slurm-tasks"],
+    ids=["spawns-its-own", "slurm-tasks", "slurm-allocation-tasks"],
 )
 def test_a_program_that_starts_its_own_processes_is_not_one_process(tmp_path, script, program):
     result = review([str(_write(tmp_path, script, program))], gpu="a100-80g", gpus=8)
     assert not find(result, text="one process (python")
     assert result.plan.setup.world == 8
+
+
+def test_a_bare_python_in_a_batch_script_is_one_process_on_the_nodes_gpus(tmp_path):
+    """sbatch runs the batch script once: `python train.py` in it (no srun) is one process, whatever --gpus-per-node says."""
+    script = f"#SBATCH --nodes=1\n#SBATCH --gpus-per-node=4\npython {ARGS} --deepspeed ds_z3.json"
+    result = review([str(_write(tmp_path, script))], gpu="a100-80g")
+    said = find(result, text="one process (python train.py, no launcher) on 4 GPUs")
+    assert said and said[0].severity == "warning" and result.plan.setup.world == 1

@@ -83,7 +83,7 @@ def test_bash_c_sees_exported_variables_only():
     script = "export NNODES=2\nGPUS=8\nsrun --nodes=$NNODES bash -c 'torchrun --nnodes $NNODES --nproc_per_node $GPUS t.py'\n"
     command = launch(script)
     assert command.argv == ["torchrun", "--nnodes", "2", "--nproc_per_node", "$GPUS", "t.py"]
-    assert command.srun == {"nodes": "2"}
+    assert command.srun == {"nodes": "2", "srun": ""}
 
 
 def test_srun_and_sbatch_options_are_kept_as_hardware_hints():
@@ -92,7 +92,7 @@ def test_srun_and_sbatch_options_are_kept_as_hardware_hints():
     assert parsed.sbatch["nodes"] == "2" and parsed.sbatch["gpus-per-node"] == "8"
     assert parsed.variables["SLURM_NNODES"] == "2"
     assert parsed.commands[0].argv == ["python", "-u", "train.py", "--a", "1"]
-    assert parsed.commands[0].srun == {"nodes": "2", "ntasks-per-node": "8"}
+    assert parsed.commands[0].srun == {"nodes": "2", "ntasks-per-node": "8", "srun": ""}
 
 
 def test_the_launch_environment_is_the_exported_variables_and_prefixes():

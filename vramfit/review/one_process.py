@@ -43,7 +43,7 @@ class OneProcess:
 
 def found(primary, program_text: str | None) -> OneProcess | None:
     """The launch, where it starts exactly one process (module docstring); None otherwise."""
-    if primary.kind != "shell" or primary.launcher != "python" or primary.hardware.get("gpus_per_node"):
+    if primary.kind != "shell" or primary.launcher != "python" or primary.srun:
         return None  # another launcher, or srun starts the tasks (`srun --ntasks-per-node N python ...`: sources)
     name = primary.program.split(" ", 1)[-1]
     if SELF_LAUNCHING.search(name) or (program_text is not None and SPAWNS.search(program_text)):

@@ -303,7 +303,7 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
             words = words[1:]
     if words and words[0] == "srun":
         options, words = _srun_options(words[1:])
-        srun = {**srun, **options}
+        srun = {**srun, **options, "srun": ""}  # the key "srun": Slurm starts the tasks, whatever options it was given
     if words and words[0] == "ssh":  # `ssh [options] host "command"`: the remote command is a script of its own
         i = 1
         while i < len(words) and words[i].startswith("-"):

@@ -163,6 +163,7 @@ class Source:
     missing: list[str] = field(default_factory=list)  # files it names that were not found: the review is incomplete
     launch_lines: list[int] = field(default_factory=list)  # every launch command's line (a script may hold several)
     cwd: Path | None = None  # where the launch runs, when a `cd` in the script says (relative paths are read from there first)
+    srun: bool = False  # the launch runs under srun: Slurm starts its tasks (a bare `python` is then not one process)
 
     def line_of(self, key: str, after: int = 1) -> int | None:
         """First line at or after `after` that writes `key` (a flag, or the last part of a dotted key)."""
@@ -752,8 +753,12 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
         _read_verl(source, args, command)
         return source
     _program_settings(source, args, command.line)
+    source.srun = "srun" in command.srun
     if "gpus_per_node" not in source.hardware and "ntasks-per-node" in command.srun and launcher == "python":
         _count(source, "gpus_per_node", command.srun["ntasks-per-node"], "srun --ntasks-per-node")
+    elif "gpus_per_node" not in source.hardware and source.srun and "ntasks-per-node" in script.sbatch and launcher == "python":
+        # srun inherits the allocation's tasks per node (#SBATCH --ntasks-per-node)
+        _count(source, "gpus_per_node", script.sbatch["ntasks-per-node"], "#SBATCH --ntasks-per-node")
     if "nodes" not in source.hardware and "nodes" in command.srun:
         _count(source, "nodes", command.srun["nodes"], "srun --nodes")
     for key, directive in (("gpus_per_node", "gpus-per-node"), ("nodes", "nodes")):
