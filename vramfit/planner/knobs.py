@@ -62,6 +62,7 @@ SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2",
 ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
 MIXER_KERNELS = ("fused", "torch")  # planner/mixer_kernels.py
+CRITIC_UPDATES = ("separate", "joint")  # planner/ppo.py
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
 # `embedding` and `generative_reranker`: the causal LM with its lm_head's forward replaced (heads.py).
@@ -80,9 +81,10 @@ VLLM_MODES = ("colocate", "server")
 # TRL 1.16 trainers the planner plans beyond supervised training (the `trainer` knob). PAIR_TRAINERS collate chosen +
 # rejected into one batch (dpo_trainer.py / reward_trainer.py DataCollatorForPreference, experimental orpo / cpo
 # `concatenated_inputs`); REF_TRAINERS keep a frozen reference model (dpo_trainer.py; experimental kto).
-TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd")
+TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd", "ppo")
 PAIR_TRAINERS = ("dpo", "orpo", "cpo", "reward")
-REF_TRAINERS = ("dpo", "kto")
+# PPO keeps the policy's frozen copy as its reference (TRL PPOTrainer: none for a PEFT policy; OpenRLHF's initial_model)
+REF_TRAINERS = ("dpo", "kto", "ppo")
 FUSED_HEAD_TRAINERS = ("dpo", "kto")  # trl/trainer/{dpo,kto}_trainer.py call add_fused_lm_head on policy and reference
 REF_MODELS = ("copy", "none", "precomputed")
 # TRL 1.16 grpo_config.py field defaults (tests/planner/test_knobs.py reads them from GRPOConfig).
@@ -653,6 +655,91 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
             return {}
     out["teacher_config"] = path
     return out
+
+
+PPO_KEYS = ("critic_model", "reward_model_path", "critic_update", "critic_micro_batch", "critic_gradient_checkpointing", "critic_offload_outside_update")
+
+
+def _model_config(text: str, beside, role: str) -> tuple["Path | None", str]:
+    """(the config.json of a model named by a file or an id, resolved like the policy's through vramfit.models; or None
+    and why)."""
+    from pathlib import Path
+
+    candidate = Path(text).expanduser()
+    if beside is not None and not candidate.is_absolute():
+        candidate = Path(beside) / candidate
+    if text.endswith(".json") and candidate.is_file():
+        return candidate, ""
+    from vramfit import models
+
+    found = models.resolve(text, Path(beside) if beside is not None else None)
+    if found.path is None:
+        return None, f"no config.json found for the {role} '{text}' (looked in {', '.join(found.looked)})"
+    return Path(found.path), ""
+
+
+def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Problems, file: str, model_config=None, beside=None) -> dict[str, Any]:
+    """PPO's Setup fields (planner/ppo.py): the critic (`critic_model`: a config file or a model id; default the reward
+    model's, else the policy's config, as OpenRLHF's train_ppo defaults `critic_pretrain` to `reward_pretrain`;
+    `critic_model=none` for none), the frozen reward model (`reward_model_path`; none where rewards come from a function
+    or a server), how the critic trains (`critic_update`), its micro-batch, checkpointing and verl's offload between its
+    updates. Taken with trainer=ppo, or with method=grpo for a run that adds a critic (verl's gae)."""
+    given = [k for k in PPO_KEYS if values.get(k) not in (None, "")]
+    if trainer != "ppo" and method != "grpo":
+        if given:
+            problems.add(file, given[0], f"{given[0]} is a PPO setting, but trainer={trainer}", "set trainer=ppo, or drop it.")
+        return {}
+    out: dict[str, Any] = {}
+    update = str(values.get("critic_update") or "separate").lower()
+    if update not in CRITIC_UPDATES:
+        problems.add(file, "critic_update", f"{update!r} is not separate or joint", "write critic_update=separate (OpenRLHF, verl) or critic_update=joint (TRL).")
+        return {}
+    out["critic_update"] = update
+    micro = values.get("critic_micro_batch")
+    if micro is not None:
+        if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:
+            problems.add(file, "critic_micro_batch", f"{micro!r} is not a positive whole number", "write critic_micro_batch=2.")
+            return {}
+        out["critic_micro_batch"] = micro
+    if values.get("critic_gradient_checkpointing") is not None:
+        out["critic_gradient_checkpointing"] = _truthy(values.get("critic_gradient_checkpointing"))
+    away = values.get("critic_offload_outside_update")
+    out["critic_offload_outside_update"] = offload_outside_update(away, problems, file) if away not in (None, "") else ()
+    reward = values.get("reward_model_path")
+    if reward not in (None, "") and str(reward).lower() != "none":
+        path, why = _model_config(str(reward), beside, "reward model")
+        if path is None:
+            out["reward_missing"] = why
+        elif _checked(path, problems):
+            out["reward_config"] = path
+        else:
+            return {}
+    critic = values.get("critic_model")
+    if critic is None and trainer == "ppo":
+        critic = reward if reward not in (None, "") and str(reward).lower() != "none" else (str(model_config) if model_config is not None else None)
+    if critic in (None, "") or str(critic).lower() == "none":
+        return out
+    if str(critic).lower() == "policy":  # the policy's own model with a value head (verl: critic.model.path = the actor's)
+        critic = str(model_config) if model_config is not None else None
+        if critic is None:
+            return out
+    path, why = _model_config(str(critic), beside, "critic")
+    if path is None:
+        out["critic_missing"] = why
+    elif _checked(path, problems):
+        out["critic_config"] = path
+    else:
+        return {}
+    return out
+
+
+def _checked(path, problems: Problems) -> bool:
+    """The config passes the same input layer as the policy's (vramfit.checks.model_config)."""
+    from vramfit.checks.model_config import check as check_model_config
+
+    before = len(problems.items)
+    check_model_config(path, problems)
+    return len(problems.items) == before
 
 
 OUTSIDE_UPDATE = ("weights", "optimizer")
