@@ -203,10 +203,15 @@ class Knobs(Strict):
     # policy's), and what verl keeps in host RAM outside its update (critic param_offload / optimizer_offload)
     critic_model: Union[str, None] = None
     reward_model_path: Union[str, None] = None
-    critic_update: Literal["separate", "joint"] = "separate"
+    critic_update: Union[Literal["separate", "joint"], None] = None
     critic_micro_batch: Union[int, None] = Field(default=None, ge=1)
     critic_gradient_checkpointing: Union[bool, None] = None
     critic_offload_outside_update: Union[str, None] = None
+    # PPO's rollout engine on these GPUs (OpenRLHF --colocate_all_models: its vLLM engines at vllm_gpu_memory_utilization,
+    # asleep outside generation with --vllm_enable_sleep)
+    rollout_vllm: Union[Literal["colocate", "server"], None] = None
+    rollout_vllm_gpu_memory_utilization: Union[float, None] = Field(default=None, gt=0, le=1)
+    rollout_vllm_sleep: bool = False
 
 
 class Recipe(Strict):

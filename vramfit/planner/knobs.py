@@ -657,7 +657,18 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
     return out
 
 
-PPO_KEYS = ("critic_model", "reward_model_path", "critic_update", "critic_micro_batch", "critic_gradient_checkpointing", "critic_offload_outside_update")
+PPO_KEYS = (
+    "critic_model",
+    "reward_model_path",
+    "critic_update",
+    "critic_micro_batch",
+    "critic_gradient_checkpointing",
+    "critic_offload_outside_update",
+    "rollout_vllm",
+    "rollout_vllm_gpu_memory_utilization",
+)
+# OpenRLHF train_ppo_ray.py --vllm_gpu_memory_utilization default (v0.8.5)
+OPENRLHF_VLLM_UTILIZATION = 0.95
 
 
 def _model_config(text: str, beside, role: str) -> tuple["Path | None", str]:
@@ -692,7 +703,9 @@ def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Prob
     out: dict[str, Any] = {}
     update = str(values.get("critic_update") or "separate").lower()
     if update not in CRITIC_UPDATES:
-        problems.add(file, "critic_update", f"{update!r} is not separate or joint", "write critic_update=separate (OpenRLHF, verl) or critic_update=joint (TRL).")
+        problems.add(
+            file, "critic_update", f"{update!r} is not separate or joint", "write critic_update=separate (OpenRLHF, verl) or critic_update=joint (TRL)."
+        )
         return {}
     out["critic_update"] = update
     micro = values.get("critic_micro_batch")
@@ -703,6 +716,13 @@ def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Prob
         out["critic_micro_batch"] = micro
     if values.get("critic_gradient_checkpointing") is not None:
         out["critic_gradient_checkpointing"] = _truthy(values.get("critic_gradient_checkpointing"))
+    if values.get("rollout_vllm") not in (None, ""):  # PPO's rollout engine on these GPUs (OpenRLHF --colocate_all_models)
+        out.update(
+            use_vllm=True,
+            vllm_mode=str(values["rollout_vllm"]),
+            vllm_gpu_memory_utilization=float(values.get("rollout_vllm_gpu_memory_utilization") or OPENRLHF_VLLM_UTILIZATION),
+            vllm_sleep=_truthy(values.get("rollout_vllm_sleep")),
+        )
     away = values.get("critic_offload_outside_update")
     out["critic_offload_outside_update"] = offload_outside_update(away, problems, file) if away not in (None, "") else ()
     reward = values.get("reward_model_path")

@@ -345,7 +345,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
     elif is_grpo and s.vllm_mode == "server":
         notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
-    elif is_grpo:
+    elif is_grpo or (s.trainer == "ppo" and s.use_vllm):
         _vllm_phases(s, raw, between_steps, notes)
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
@@ -462,7 +462,11 @@ def _critic_phases(s: Setup, crit, raw: dict, between_steps: dict, seq: int, not
     held.pop("critic", None)
     raw["critic_update"] = {**held, "critic": crit.in_update(grads), **terms}
     if cst.step:
-        raw["critic_step"] = {**held, "critic": cst.weights + cst.gradients + cst.optimizer + (cst.buffers if cst.buffers_in_step else 0.0), "optimizer_step": cst.step}
+        raw["critic_step"] = {
+            **held,
+            "critic": cst.weights + cst.gradients + cst.optimizer + (cst.buffers if cst.buffers_in_step else 0.0),
+            "optimizer_step": cst.step,
+        }
 
 
 def _vllm_phases(s: Setup, raw: dict, between_steps: dict, notes: list[str]) -> None:
@@ -565,7 +569,8 @@ def vllm_share(setup: Setup) -> float:
     `determine_available_memory`: requested_memory = total_gpu_memory * gpu_memory_utilization), weights
     and KV cache inside it; TRL's GRPOTrainer builds one per process in colocate mode."""
     gkd_vllm = setup.trainer == "gkd" and setup.gkd_loss == "swift" and setup.lmbda > 0
-    if not (setup.method == "grpo" or gkd_vllm) or not setup.use_vllm or setup.vllm_mode != "colocate":
+    # OpenRLHF's train_ppo_ray with --colocate_all_models: its vLLM engines on the actor's GPUs
+    if not (setup.method == "grpo" or gkd_vllm or setup.trainer == "ppo") or not setup.use_vllm or setup.vllm_mode != "colocate":
         return 0.0
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 

@@ -801,6 +801,9 @@ ARG_KEYS = {
     "critic_micro_batch": int,
     "critic_gradient_checkpointing": bool,
     "critic_offload_outside_update": str,
+    "rollout_vllm": str,
+    "rollout_vllm_gpu_memory_utilization": float,
+    "rollout_vllm_sleep": bool,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = (
@@ -833,6 +836,7 @@ CHOICES = {
     "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),
     "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd", "ppo"),
     "critic_update": ("separate", "joint"),
+    "rollout_vllm": ("colocate", "server"),
     "gkd_loss": ("trl", "swift"),
     "ref_model": ("copy", "none", "precomputed"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
@@ -841,7 +845,7 @@ CHOICES = {
     "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
-FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
+FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta", "rollout_vllm_gpu_memory_utilization")
 # numeric keys for which 0 is a value (every other one must be positive)
 ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 

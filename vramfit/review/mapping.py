@@ -1552,7 +1552,7 @@ class _Builder:
             )
 
     def _openrlhf(self) -> bool:
-        return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
+        return (self.primary.program or "").removeprefix("-m ").replace("/", ".").startswith("openrlhf.")
 
     def _openrlhf_attention(self) -> None:
         """The attention OpenRLHF loads its models with when the files choose none. Up to 0.8.9 its own switch decides:
@@ -1597,7 +1597,7 @@ class _Builder:
           PolicyAndValueWrapper trains policy and value model in one backward (critic_update=joint)."""
         from vramfit import models
 
-        program = (self.primary.program or "").replace("/", ".")
+        program = (self.primary.program or "").removeprefix("-m ").replace("/", ".")  # `python3 -m openrlhf.cli...`
         openrlhf = program.startswith("openrlhf.cli.train_ppo")
         swift = (self.primary.program or "").startswith("swift ") and self.trainer == "ppo"
         if not (openrlhf or swift):
@@ -1641,8 +1641,10 @@ class _Builder:
             except ValueError:
                 total = None
             if total is not None:
-                where = flags.get("generate_max_len") or flags.get("prompt_max_len") or Setting(
-                    "(--prompt_max_len + --generate_max_len: OpenRLHF's defaults 1024 + 1024)", None, self.primary.label, self.primary.launch_line
+                where = (
+                    flags.get("generate_max_len")
+                    or flags.get("prompt_max_len")
+                    or Setting("(--prompt_max_len + --generate_max_len: OpenRLHF's defaults 1024 + 1024)", None, self.primary.label, self.primary.launch_line)
                 )
                 self.set("data.max_length", total, where)
                 parts.append(f"each sequence {prompt or 1024} prompt + {generate or 1024} generated tokens")
@@ -1650,6 +1652,17 @@ class _Builder:
             reward = None if remote else text("reward_pretrain")
             gae = (text("advantage_estimator") or "gae") == "gae"
             critic = text("critic_pretrain") or (reward if not remote else text("pretrain")) if gae else None
+            ray = program.startswith("openrlhf.cli.train_ppo_ray")
+            everything = ray and self._switch(flags, "colocate_all_models", "train.colocate_all")
+            if ray and not everything:
+                # train_ppo_ray.py: each model its own Ray actor group on its own GPUs unless colocated; the plan is the
+                # actor's GPUs with what the colocation flags put beside it
+                apart = [what for what, there in (("the critic", critic), ("the reward model", reward)) if there]
+                reward = critic = None
+                if apart:
+                    what = " and ".join(apart)
+                    self.terms_missing.append(f"OpenRLHF's {what} on GPUs of their own (no --colocate_all_models)")
+                    parts.append(f"{what} on GPUs of their own (not planned here: only --colocate_all_models puts them on the actor's)")
             if reward:
                 path = resolved(reward, "reward model", flags.get("reward_pretrain"))
                 if path:
@@ -1664,9 +1677,34 @@ class _Builder:
                     parts.append(f"a critic ({critic} with a value head) trained apart, with its own optimizer")
             else:
                 planner["critic_model"] = "none"
-                parts.append("no critic (advantage_estimator is not gae)")
-            planner["ref_model"] = "copy"  # initial_model: a second Actor of --pretrain, whatever the LoRA settings
-            parts.append("a frozen reference copy of the actor (initial_model)")
+                if not gae:
+                    parts.append("no critic (advantage_estimator is not gae)")
+            try:
+                kl = float(text("init_kl_coef") or 0.01)  # cli/train_ppo_ray.py default 0.01
+            except ValueError:
+                kl = 0.01
+            # the reference: non-Ray train_ppo always builds initial_model (3b116caf); train_ppo_ray only for
+            # init_kl_coef > 0 (v0.8.5 `if args.init_kl_coef <= 0: ref_model = None`), on the actor's GPUs with
+            # --colocate_actor_ref / --colocate_all_models
+            beside = not ray or everything or self._switch(flags, "colocate_actor_ref", "train.colocate_actor_ref")
+            if beside and (not ray or kl > 0):
+                planner["ref_model"] = "copy"  # a second Actor of --pretrain, whatever the LoRA settings
+                parts.append("a frozen reference copy of the actor")
+            else:
+                planner["ref_model"] = "none"
+                parts.append("no reference model on the actor's GPUs" + (" (init_kl_coef 0)" if kl <= 0 else " (its own GPUs)"))
+            if ray and everything and (text("vllm_num_engines") or text("vllm.num_engines")) not in (None, "0"):
+                # --colocate_all_models puts the vLLM engines on the actor's GPUs at vllm_gpu_memory_utilization (default
+                # 0.95 at v0.8.5), asleep outside generation with --vllm_enable_sleep
+                util = text("vllm_gpu_memory_utilization") or text("vllm.gpu_memory_utilization") or "0.95"
+                where = flags.get("colocate_all_models") or flags.get("train.colocate_all")
+                planner["rollout_vllm"] = "colocate"
+                planner["rollout_vllm_gpu_memory_utilization"] = float(util)
+                planner["rollout_vllm_sleep"] = self._switch(flags, "vllm_enable_sleep", "vllm.enable_sleep")
+                self.origins["planner.rollout_vllm"] = Origin(where.file, where.key, where.line)
+                if self._switch(flags, "deepspeed_enable_sleep", "ds.enable_sleep"):
+                    planner["offload_outside_update"] = "weights,optimizer"
+                parts.append(f"the vLLM engines on the same GPUs ({float(util):g} of each)")
             planner["critic_update"] = "separate"
         else:
             reward = text("reward_model")
@@ -1684,6 +1722,14 @@ class _Builder:
         self.not_modelled = [k for k in self.not_modelled if k not in keys]
         self.findings = [f for f in self.findings if not (f.key in keys and "own argument" in f.what)]
         self.findings.append(Finding("info", origin.file, origin.key, f"PPO: planned with its other models: {'; '.join(parts)}", line=origin.line))
+
+    def _switch(self, flags: dict[str, Setting], *names: str) -> bool:
+        """An argparse store_true switch (or a value that reads as true) any of `names` sets."""
+        for name in names:
+            st = flags.get(name)
+            if st is not None and str(self.scalar(st)).strip().lower() in ("true", "1", "[]", "yes"):
+                return True
+        return False
 
     def _openrlhf_argument(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
