@@ -671,7 +671,7 @@ PPO_KEYS = (
 OPENRLHF_VLLM_UTILIZATION = 0.95
 
 
-def _model_config(text: str, beside, role: str) -> tuple["Path | None", str]:
+def _model_config(text: str, beside, role: str) -> tuple[Any, str]:
     """(the config.json of a model named by a file or an id, resolved like the policy's through vramfit.models; or None
     and why)."""
     from pathlib import Path
