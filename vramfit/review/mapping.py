@@ -1707,6 +1707,15 @@ class _Builder:
                 parts.append(f"the vLLM engines on the same GPUs ({float(util):g} of each)")
             planner["critic_update"] = "separate"
         else:
+            # ms-swift's own argument defaults, which a PPO launch (TrainingArguments-based, no TRL config class here) keeps:
+            # swift/trainers/arguments.py TrainArgumentsMixin `gradient_checkpointing: bool = True`; model_args.py
+            # `_init_mixed_precision`: bf16 (fp16) from --torch_dtype bfloat16 (float16 / float32) where not set
+            default = Setting("(ms-swift default)", None, self.primary.label, self.primary.launch_line)
+            if "training.gradient_checkpointing" not in self.origins:
+                self.set("training.gradient_checkpointing", True, default)
+            dtype = text("torch_dtype")
+            if dtype and "training.bf16" not in self.origins and "training.fp16" not in self.origins:
+                self.set("training.bf16" if dtype == "bfloat16" else "training.fp16", True, flags["torch_dtype"])
             reward = text("reward_model")
             if reward:
                 path = resolved(reward, "reward model", flags.get("reward_model"))
