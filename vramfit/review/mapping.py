@@ -1600,9 +1600,12 @@ class _Builder:
         program = (self.primary.program or "").removeprefix("-m ").replace("/", ".")  # `python3 -m openrlhf.cli...`
         openrlhf = program.startswith("openrlhf.cli.train_ppo")
         swift = (self.primary.program or "").startswith("swift ") and self.trainer == "ppo"
-        if not (openrlhf or swift):
-            return
         flags = {st.key.lstrip("-").replace("-", "_"): st for src in self.sources for st in src.settings}
+        # TRL's examples/scripts/ppo/ppo.py (PPOConfig, gone from the pinned TRL): the policy and its reference from
+        # --sft_model_path, the value and reward models from --reward_model_path, PPOTrainer's PolicyAndValueWrapper
+        trl = program.endswith(".py") and "ppo" in program.rsplit("/", 1)[-1] and "reward_model_path" in flags
+        if not (openrlhf or swift or trl):
+            return
         planner = self.recipe.setdefault("planner", {})
         origin = Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
         planner["trainer"] = "ppo"
@@ -1706,6 +1709,16 @@ class _Builder:
                     planner["offload_outside_update"] = "weights,optimizer"
                 parts.append(f"the vLLM engines on the same GPUs ({float(util):g} of each)")
             planner["critic_update"] = "separate"
+        elif trl:
+            reward = text("reward_model_path")
+            if reward:
+                path = resolved(reward, "reward model", flags.get("reward_model_path"))
+                planner["reward_model_path"] = path or "none"
+                planner["critic_model"] = path or "none"  # ppo.py: value_model from reward_model_path (num_labels=1)
+                if path:
+                    parts.append(f"a frozen reward model and a value model trained from it, {reward}")
+            planner["critic_update"] = "joint"
+            parts.append("policy and value model trained in one backward (TRL's PPOTrainer); the reference a copy unless the policy is a PEFT model")
         else:
             # ms-swift's own argument defaults, which a PPO launch (TrainingArguments-based, no TRL config class here) keeps:
             # swift/trainers/arguments.py TrainArgumentsMixin `gradient_checkpointing: bool = True`; model_args.py
