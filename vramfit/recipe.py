@@ -212,6 +212,9 @@ class Knobs(Strict):
     rollout_vllm: Union[Literal["colocate", "server"], None] = None
     rollout_vllm_gpu_memory_utilization: Union[float, None] = Field(default=None, gt=0, le=1)
     rollout_vllm_sleep: bool = False
+    # PPO's experience making: sequences per generate / no-grad forward (OpenRLHF micro_rollout_batch_size); the tokens it
+    # generates are max_new_tokens of data.max_length
+    rollout_micro_batch: Union[int, None] = Field(default=None, ge=1)
 
 
 class Recipe(Strict):

@@ -94,3 +94,14 @@ def test_bad_ppo_knobs_are_bad_input(items, key):
 def test_a_critic_found_nowhere_leaves_the_plan_incomplete():
     p = planned("trainer=ppo", "critic_model=no-such-org/no-such-critic")
     assert p.setup.critic_config is None and any("critic" in what for what in p.incomplete)
+
+
+def test_experience_making_generates_then_forwards_with_the_whole_logits():
+    """rollout_micro_batch (OpenRLHF micro_rollout_batch_size): transformers generate of max_new_tokens with its KV cache,
+    then the no-grad forwards holding the logits and their log_softmax; none without it, no generation with vLLM."""
+    p = planned("trainer=ppo", "rollout_micro_batch=4", "max_new_tokens=512")
+    arch = params.summary(LLAMA)
+    assert p.phase_breakdowns["generation"]["kv_cache"] > 0
+    assert p.phase_breakdowns["experience"]["logits"] == pytest.approx(2 * 4 * 1024 * arch.vocab * 2 / GIB)
+    assert "experience" not in planned("trainer=ppo").phases
+    assert "generation" not in planned("trainer=ppo", "rollout_micro_batch=4", "rollout_vllm=server").phases

@@ -667,6 +667,7 @@ PPO_KEYS = (
     "critic_offload_outside_update",
     "rollout_vllm",
     "rollout_vllm_gpu_memory_utilization",
+    "rollout_micro_batch",
 )
 # OpenRLHF train_ppo_ray.py --vllm_gpu_memory_utilization default (v0.8.5)
 OPENRLHF_VLLM_UTILIZATION = 0.95
@@ -715,6 +716,14 @@ def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Prob
             problems.add(file, "critic_micro_batch", f"{micro!r} is not a positive whole number", "write critic_micro_batch=2.")
             return {}
         out["critic_micro_batch"] = micro
+    for key in ("rollout_micro_batch", "max_new_tokens"):  # PPO's experience making (ppo.rollout_phases)
+        n = values.get(key)
+        if n is None or (key == "max_new_tokens" and trainer != "ppo"):
+            continue
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            problems.add(file, key, f"{n!r} is not a positive whole number", f"write {key}=4.")
+            return {}
+        out[key] = n
     if values.get("critic_gradient_checkpointing") is not None:
         out["critic_gradient_checkpointing"] = _truthy(values.get("critic_gradient_checkpointing"))
     if values.get("rollout_vllm") not in (None, ""):  # PPO's rollout engine on these GPUs (OpenRLHF --colocate_all_models)

@@ -312,6 +312,8 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     }
     if crit is not None:
         _critic_phases(s, crit, raw, between_steps, seq, notes, incomplete, trace)
+    for name, terms_ in ppo.rollout_phases(s, arch, counts, st).items():  # PPO's experience making (rollout_micro_batch)
+        raw[name] = {**between_steps, **terms_}
     notes = list(s.notes) + notes
     fsdp2_note = knobs.fsdp2_accumulation_note(s)
     notes += [fsdp2_note] if fsdp2_note else []

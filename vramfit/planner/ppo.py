@@ -146,6 +146,47 @@ def critic_host(c: Critic | None) -> float:
     return parts.get("offloaded_states", 0.0) + parts.get("pinned_buffers", 0.0)
 
 
+def rollout_phases(setup, arch: Arch, counts: Counts, st) -> dict[str, dict[str, float]]:
+    """Transient terms of PPO's experience making at `rollout_micro_batch` sequences (OpenRLHF micro_rollout_batch_size),
+    beside every model's resident states (plan.py adds them):
+
+    - `generation` (no vLLM on these GPUs): the actor's transformers `generate` of `max_new_tokens` after a prompt of
+      seq_len - max_new_tokens (OpenRLHF 3b116caf trainer/ppo_utils/experience_maker.py `make_experience`:
+      `self.actor.generate(**inputs, **generate_kwargs)`; the models are in eval mode, so the KV cache is kept), planned
+      as GRPO's generation terms (grpo.generation_peak); a ZeRO-3 actor is gathered a module at a time by its hooks, not
+      whole.
+    - `experience`: the no-grad forwards of the actor and the reference over the whole sequences
+      (`self.actor(sequences, num_actions, attention_mask)`, `self.initial_model(...)`): each model's logits over every
+      position in the 16-bit compute dtype and their log_softmax (models/utils.py `log_probs_from_logits`:
+      `F.log_softmax(logits, dim=-1)` then `gather`), beside one layer's no-grad working set; the critic's and the reward
+      model's forwards (one output per position) hold less."""
+    from vramfit.planner import grpo
+    from vramfit.planner.activations import nograd_layer_bytes
+    from vramfit.planner.training import act_bytes
+
+    s = setup
+    n = s.rollout_micro_batch
+    if not n or arch.analytic_gap:
+        return {}
+    a, seq = act_bytes(s), s.seq_len
+    new = min(s.max_new_tokens, max(1, seq - 1))
+    out = {}
+    if not s.use_vllm:
+        gs = s.replace(
+            method="grpo",
+            seq_len=seq - new,
+            max_completion_length=new,
+            micro_batch=n,
+            steps_per_generation=1,
+            gradient_accumulation_steps=1,
+            ds3_gather_for_generation=False,
+        )
+        out["generation"] = grpo.generation_peak(gs, arch, counts, st)
+    logits = 2 * n * seq * arch.vocab * a  # the logits and their log_softmax
+    out["experience"] = {"activations": n * seq * nograd_layer_bytes(arch.text, a, s.attention, seq), "logits": float(logits)}
+    return out
+
+
 def note(setup, c: Critic | None, rarch: Arch | None, reward: float, reference: float) -> str:
     s = setup
     parts = []
@@ -170,4 +211,11 @@ def note(setup, c: Critic | None, rarch: Arch | None, reward: float, reference: 
         parts.append(f"the reward model's config was not found ({s.reward_missing})")
     if s.ref_model == "copy":
         parts.append(f"a frozen reference copy of the policy ({reference / GIB:.2f} GiB per GPU)")
+    if s.rollout_micro_batch:
+        gen = "vLLM" if s.use_vllm else f"transformers generate of {min(s.max_new_tokens, s.seq_len - 1)} tokens (its KV cache)"
+        parts.append(
+            f"experience making at {s.rollout_micro_batch} sequences: {gen}, then the no-grad forwards with the whole logits and their log_softmax (experience)"
+        )
+    elif s.trainer == "ppo":
+        parts.append("experience making (generation and the no-grad forwards) not planned apart: rollout_micro_batch not given")
     return "PPO: " + "; ".join(parts) if parts else ""

@@ -261,6 +261,7 @@ class Setup:
     critic_offload_outside_update: tuple[str, ...] = ()  # verl critic param_offload / optimizer_offload
     reward_config: Path | None = None
     reward_missing: str = ""  # why the reward model's config was not found (the plan is incomplete)
+    rollout_micro_batch: int | None = None  # PPO experience making: sequences per generate / no-grad forward (ppo.rollout_phases)
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -804,6 +805,7 @@ ARG_KEYS = {
     "rollout_vllm": str,
     "rollout_vllm_gpu_memory_utilization": float,
     "rollout_vllm_sleep": bool,
+    "rollout_micro_batch": int,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = (

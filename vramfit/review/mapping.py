@@ -1696,7 +1696,17 @@ class _Builder:
             else:
                 planner["ref_model"] = "none"
                 parts.append("no reference model on the actor's GPUs" + (" (init_kl_coef 0)" if kl <= 0 else " (its own GPUs)"))
-            if ray and everything and (text("vllm_num_engines") or text("vllm.num_engines")) not in (None, "0"):
+            # experience making: micro_rollout_batch_size sequences per generate / no-grad forward (3b116caf default 8)
+            rollout, generate = text("micro_rollout_batch_size"), text("generate_max_len")
+            try:
+                planner["rollout_micro_batch"] = int(rollout or 8)
+                planner["max_new_tokens"] = int(generate or 1024)
+            except ValueError:
+                pass
+            engines = text("vllm_num_engines") or text("vllm.num_engines")
+            if ray and not everything and engines not in (None, "0"):
+                planner["rollout_vllm"] = "server"  # the vLLM engines on GPUs of their own: no generation on the actor's
+            if ray and everything and engines not in (None, "0"):
                 # --colocate_all_models puts the vLLM engines on the actor's GPUs at vllm_gpu_memory_utilization (default
                 # 0.95 at v0.8.5), asleep outside generation with --vllm_enable_sleep
                 util = text("vllm_gpu_memory_utilization") or text("vllm.gpu_memory_utilization") or "0.95"
@@ -1706,7 +1716,10 @@ class _Builder:
                 planner["rollout_vllm_sleep"] = self._switch(flags, "vllm_enable_sleep", "vllm.enable_sleep")
                 self.origins["planner.rollout_vllm"] = Origin(where.file, where.key, where.line)
                 if self._switch(flags, "deepspeed_enable_sleep", "ds.enable_sleep"):
+                    # --deepspeed_enable_sleep: the DeepSpeed models' states in host RAM while the engines generate
                     planner["offload_outside_update"] = "weights,optimizer"
+                    if planner.get("critic_model") not in (None, "none"):
+                        planner["critic_offload_outside_update"] = "weights,optimizer"
                 parts.append(f"the vLLM engines on the same GPUs ({float(util):g} of each)")
             planner["critic_update"] = "separate"
         elif trl:
