@@ -83,7 +83,8 @@ launch knobs (docs/planner.md "Launch knobs"):
     config; critic_model=none for none; a frozen reward model; the policy's reference copy; critic_update=separate
     (OpenRLHF, verl: its own update phase) or joint (TRL's PPOTrainer: one backward), critic_micro_batch=N,
     critic_gradient_checkpointing=true, critic_offload_outside_update=weights,optimizer (verl), rollout_vllm=colocate
-    with rollout_vllm_gpu_memory_utilization=0.5 rollout_vllm_sleep=true (OpenRLHF --colocate_all_models))
+    with rollout_vllm_gpu_memory_utilization=0.5 rollout_vllm_sleep=true (OpenRLHF --colocate_all_models);
+    rollout_micro_batch=4 max_new_tokens=1024 (experience making: generate, then the no-grad forwards with whole logits))
 
 examples:
   vramfit plan vlm-r1-h20
