@@ -78,3 +78,18 @@ def test_openrlhfs_ray_colocation_flags_move_the_plan(tmp_path):
     assert {"critic", "reward_model", "reference_model"} <= set(p.phase_breakdowns["train"]) and "critic_update" in p.phases
     assert abs(p.phase_breakdowns["generation"]["vllm"] - 0.5 * 79.19) < 0.1 and "vllm" not in p.phase_breakdowns["train"]
     assert everything.exit_code != 3
+
+
+SWIFT_PPO = Path(__file__).resolve().parents[2] / "benchmarks/example_peaks/modelscope+ms-swift/examples/train/rlhf/ppo"
+
+
+def test_ms_swifts_ppo_trains_its_value_model_in_the_policys_backward_with_swifts_defaults():
+    """`swift rlhf --rlhf_type ppo` (examples/train/rlhf/ppo/lora.sh): the value model is --reward_model again with the
+    run's LoRA (rlhf.py `prepare_model`), the reward model frozen, no reference copy for a LoRA policy, TRL's PPOTrainer's
+    one backward; ms-swift's own defaults (gradient checkpointing on, bf16 from --torch_dtype bfloat16)."""
+    result = review([str(SWIFT_PPO / "lora.sh")], gpu="h100", gpus=4)
+    s, p = result.plan.setup, result.plan
+    assert (s.trainer, s.critic_update, s.ref_model, s.gradient_checkpointing, s.precision) == ("ppo", "joint", "none", True, "bf16")
+    assert s.critic_config == s.reward_config and "critic_update" not in p.phases
+    assert p.phase_breakdowns["train"]["critic"] < p.phase_breakdowns["train"]["reward_model"] + 2  # LoRA: few trained states
+    assert result.exit_code == 0
