@@ -1605,6 +1605,11 @@ class _Builder:
         # --sft_model_path, the value and reward models from --reward_model_path, PPOTrainer's PolicyAndValueWrapper
         trl = program.endswith(".py") and "ppo" in program.rsplit("/", 1)[-1] and "reward_model_path" in flags
         if not (openrlhf or swift or trl):
+            if self.trainer == "ppo":  # a PPO stage of another runner (LLaMA-Factory `stage: ppo`, ...): said, not guessed
+                what = "PPO's reference, reward and value models (this runner's are not modelled)"
+                self.terms_missing.append(what)
+                where = Setting(self.primary.program or "", None, self.primary.label, self.primary.launch_line)
+                self.note("info", where, f"{what}: the plan holds the policy's training only, so the review is incomplete")
             return
         planner = self.recipe.setdefault("planner", {})
         origin = Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
