@@ -105,3 +105,16 @@ def test_experience_making_generates_then_forwards_with_the_whole_logits():
     assert p.phase_breakdowns["experience"]["logits"] == pytest.approx(2 * 4 * 1024 * arch.vocab * 2 / GIB)
     assert "experience" not in planned("trainer=ppo").phases
     assert "generation" not in planned("trainer=ppo", "rollout_micro_batch=4", "rollout_vllm=server").phases
+
+
+def test_a_recipes_planner_section_takes_the_ppo_knobs():
+    from vramfit import recipe as recipes
+    from vramfit.paths import all_recipe_files
+
+    path = next(p for p in all_recipe_files() if p.parent.name == "llama-3.1-8b-full-8xh100" or p.stem == "llama-3.1-8b-full-8xh100")
+    base = recipes.load(path)
+    ppo = plan.with_overrides(base, {"planner.trainer": "ppo", "planner.reward_model_path": "meta-llama/Llama-3.1-8B", "planner.rollout_micro_batch": 2})
+    p = plan.plan_recipe(ppo, fixes=False)
+    assert {"critic", "reward_model", "reference_model"} <= set(p.phase_breakdowns["train"])
+    assert {"critic_update", "generation", "experience"} <= set(p.phases)
+    assert p.per_gpu_peak_gib > plan.plan_recipe(base, fixes=False).per_gpu_peak_gib
