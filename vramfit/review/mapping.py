@@ -1642,6 +1642,7 @@ class _Builder:
             return None
 
         parts = []
+        origin_setting = Setting(self.primary.program or "", None, self.primary.label, self.primary.launch_line)
         if openrlhf:
             prompt, generate = text("prompt_max_len"), text("generate_max_len")
             try:
@@ -1662,6 +1663,22 @@ class _Builder:
             critic = text("critic_pretrain") or (reward if not remote else text("pretrain")) if gae else None
             ray = program.startswith("openrlhf.cli.train_ppo_ray")
             everything = ray and self._switch(flags, "colocate_all_models", "train.colocate_all")
+            if ray:
+                try:  # train_ppo_ray.py: the actor's DeepSpeed group is actor_num_nodes x actor_num_gpus_per_node (8 x 1 default)
+                    group = int(text("actor_num_nodes") or text("actor.num_nodes") or 1) * int(
+                        text("actor_num_gpus_per_node") or text("actor.num_gpus_per_node") or 8
+                    )
+                except ValueError:
+                    group = None
+                if group:
+                    where = flags.get("actor_num_gpus_per_node") or flags.get("actor.num_gpus_per_node") or origin_setting
+                    self.note(
+                        "info",
+                        where,
+                        f"the actor's Ray group is {group} GPUs: the plan is one of them, with ZeRO sharding over the GPUs the "
+                        "review is given (--gpus / --nodes)",
+                        f"pass --gpus {group} (and --nodes) to plan the actor's group as OpenRLHF shards it.",
+                    )
             if ray and not everything:
                 # train_ppo_ray.py: each model its own Ray actor group on its own GPUs unless colocated; the plan is the
                 # actor's GPUs with what the colocation flags put beside it
