@@ -177,7 +177,7 @@ class Knobs(Strict):
     # the TRL trainer the run uses (knobs.trainer_fields): DPO / ORPO / CPO / reward collate chosen + rejected (2 x the
     # micro-batch in one forward); DPO / KTO keep a frozen reference model ("copy") unless the policy is a PEFT model or
     # the reference log-probs are precomputed (None: as TRL decides); DPO's fused LM head (None: on for trainer=dpo)
-    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"] = "sft"
+    trainer: Literal["sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd", "ppo"] = "sft"
     ref_model: Union[Literal["copy", "none", "precomputed"], None] = None
     fused_lm_head: Union[bool, None] = None
     # GKD (trainer: gkd; vramfit/planner/gkd.py): the frozen teacher (a config.json beside the recipe or a model id;
@@ -196,6 +196,25 @@ class Knobs(Strict):
     gkd_vllm: Union[Literal["colocate", "server"], None] = None
     gkd_vllm_gpu_memory_utilization: Union[float, None] = Field(default=None, gt=0, le=1)
     gkd_vllm_sleep: bool = False
+    # PPO (trainer: ppo, or method grpo with a critic: verl's gae; vramfit/planner/ppo.py): the critic, a value model
+    # trained beside the policy (a config.json or a model id; None: the reward model's, else the policy's, for trainer ppo;
+    # "none": no critic), the frozen reward model (None: rewards from a function or a server), whether the critic trains
+    # apart (OpenRLHF, verl) or in the policy's backward (TRL's PPOTrainer), its micro-batch and checkpointing (None: the
+    # policy's), and what verl keeps in host RAM outside its update (critic param_offload / optimizer_offload)
+    critic_model: Union[str, None] = None
+    reward_model_path: Union[str, None] = None
+    critic_update: Union[Literal["separate", "joint"], None] = None
+    critic_micro_batch: Union[int, None] = Field(default=None, ge=1)
+    critic_gradient_checkpointing: Union[bool, None] = None
+    critic_offload_outside_update: Union[str, None] = None
+    # PPO's rollout engine on these GPUs (OpenRLHF --colocate_all_models: its vLLM engines at vllm_gpu_memory_utilization,
+    # asleep outside generation with --vllm_enable_sleep)
+    rollout_vllm: Union[Literal["colocate", "server"], None] = None
+    rollout_vllm_gpu_memory_utilization: Union[float, None] = Field(default=None, gt=0, le=1)
+    rollout_vllm_sleep: bool = False
+    # PPO's experience making: sequences per generate / no-grad forward (OpenRLHF micro_rollout_batch_size); the tokens it
+    # generates are max_new_tokens of data.max_length
+    rollout_micro_batch: Union[int, None] = Field(default=None, ge=1)
 
 
 class Recipe(Strict):

@@ -163,6 +163,8 @@ EXAMPLE_PEAKS_MODEL_IDS = {
     "deepseek-ai/DeepSeek-R1-0528-Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen2.5-Omni-7B": "Qwen/Qwen2.5-Omni-7B",  # ms-swift examples/train/multimodal/omni/sft.sh (the Thinker, a stand-in)
     "LiquidAI/LFM2-350M": "LiquidAI/LFM2-350M",  # axolotl examples/LiquidAI/lfm2-350m-fft.yaml (short convolutions: trace-only)
+    # ms-swift examples/train/rlhf/ppo/{full,lora}.sh --reward_model (PPO's reward and value model)
+    "AI-ModelScope/Skywork-Reward-Llama-3.1-8B-v0.2": "Skywork/Skywork-Reward-Llama-3.1-8B",
 }
 
 

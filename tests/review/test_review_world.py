@@ -170,9 +170,6 @@ KNOWN_MISSED: dict[str, str] = {
     "GiB per RTX 3090 (weights 15.7: 29.9 B at 4 bits beside 0.6 B 16-bit embeddings, head and routers; 512 tokens, "
     "checkpointing). At 16 bits the weights alone are 55.6 GiB. The thread has no diagnosis and the checkpoint's own "
     "config.json (its quantization format) is not published in the stored corpus; the OOM is not explained by the files",
-    "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "OpenRLHF's non-Ray train_ppo is planned as the actor "
-    "alone (26.3 of 79.2 GiB): the critic (trained), the reference and the reward model every process also holds are not "
-    "in the plan",
     # Batch I (session 10), at first contact:
     "issue-internvl547-internvl2-4b-full-zero2-fp16-1xv100": "incomplete: InternVL2-4B (the local folder /cache/MODELS/internvl2-4B) "
     "is not in vramfit's table (model table, another branch)",
@@ -183,6 +180,12 @@ KNOWN_MISSED: dict[str, str] = {
     "...) is a variable set outside the paste, so no model; LLaMA2-Accessory's own trainer (main_finetune.py: fairscale "
     "--model_parallel_size, --max_words, its own FSDP data parallelism) is not read either, so a model given by hand would be "
     "planned as plain data parallelism at 2,048 tokens",
+    # was: "OpenRLHF's non-Ray train_ppo is planned as the actor alone (26.3 of 79.2 GiB)". Its four models are planned
+    # since session 10 (vramfit/planner/ppo.py), and the honest plan still fits
+    "issue-openrlhf519-llama3-8b-ppo-zero2-adamoffload-8xh100": "the plan holds the actor, the critic (trained, Adam "
+    "offloaded), the reference and the reward model on every GPU and fits: 69.2 of 75.2 usable GiB (weights 15.0, "
+    "reference 15.0, reward 14.0, critic 14.0, logits 5.9 at micro-batch 2 x 2,048); the thread's OOM comes 'after some "
+    "training updates' and the stored thread names no cause",
     "issue-swift4486-qwen2.5-3b-grpo-full-zero3-8xh20": "the plan fits (12.1 of 95.0 GiB: Qwen2.5-3B under ZeRO-3 over the "
     "ranks, generation on a separate vLLM server) and the stored thread names no cause for the OOM at start",
 }

@@ -92,10 +92,22 @@ def test_activation_offload_is_planned(tmp_path):
     assert on.plan.setup.activation_offloading and find(on, key="actor_rollout_ref.model.enable_activation_offload", text="host RAM")
 
 
-def test_a_ppo_launch_with_a_critic_is_incomplete(tmp_path):
-    result = review([str(launch(tmp_path, "algorithm.adv_estimator=gae"))], gpu="h100", gpus=1)
-    assert result.exit_code == 3
-    assert find(result, key="algorithm.adv_estimator", text="critic")
+def test_a_ppo_launch_with_a_critic_plans_the_critic(tmp_path):
+    """algorithm.adv_estimator=gae: verl's CriticWorker trains critic.model.path with a value head on the same GPUs (was:
+    'critic not planned', exit 3); its micro-batch and checkpointing are its own, and with critic param_offload /
+    optimizer_offload its states leave the GPU outside its update."""
+    critic = ("algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct", "critic.ppo_micro_batch_size_per_gpu=2")
+    result = review([str(launch(tmp_path, *critic))], gpu="h100", gpus=1)
+    assert result.exit_code == 0, [str(f) for f in result.findings if f.severity != "info"]
+    s, p = result.plan.setup, result.plan
+    assert s.critic_config is not None and (s.critic_micro_batch, s.critic_gradient_checkpointing) == (2, True)
+    assert "critic_update" in p.phases and p.phase_breakdowns["generation"]["critic"] > 1  # fp32 states of a 0.5B
+    assert find(result, key="algorithm.adv_estimator", text="CriticWorker")
+    away = review(
+        [str(launch(tmp_path, *critic, "critic.model.fsdp_config.param_offload=True", "critic.model.fsdp_config.optimizer_offload=True"))], gpu="h100", gpus=1
+    )
+    assert away.plan.setup.critic_offload_outside_update == ("weights", "optimizer")
+    assert "critic" not in away.plan.phase_breakdowns["generation"] and "critic" in away.plan.phase_breakdowns["critic_update"]
 
 
 def test_megatron_is_not_reviewed(tmp_path):

@@ -81,6 +81,13 @@ launch knobs (docs/planner.md "Launch knobs"):
   trainer=gkd teacher_model=Qwen/Qwen2-1.5B-Instruct (GKD: a frozen teacher, id or config.json, whole on every GPU
     unless ZeRO-3 shards it; the loss's full-vocabulary tensors; on-policy generation for lmbda=0.5 of the steps,
     max_new_tokens=128; beta=0.5; seq_kd=true; gkd_loss=swift for ms-swift's loss, teacher_model_server=URL, teacher_deepspeed=zero3)
+  trainer=ppo critic_model=Qwen/Qwen2-1.5B reward_model_path=Qwen/Qwen2-1.5B (PPO: the critic, a value model trained
+    beside the policy with its own optimizer states, sharded as the policy; default the reward model's, else the policy's
+    config; critic_model=none for none; a frozen reward model; the policy's reference copy; critic_update=separate
+    (OpenRLHF, verl: its own update phase) or joint (TRL's PPOTrainer: one backward), critic_micro_batch=N,
+    critic_gradient_checkpointing=true, critic_offload_outside_update=weights,optimizer (verl), rollout_vllm=colocate
+    with rollout_vllm_gpu_memory_utilization=0.5 rollout_vllm_sleep=true (OpenRLHF --colocate_all_models);
+    rollout_micro_batch=4 max_new_tokens=1024 (experience making: generate, then the no-grad forwards with whole logits))
 
 examples:
   vramfit plan vlm-r1-h20

@@ -137,7 +137,8 @@ def _caps(setup, total: float, layer: float) -> list[float]:
 
 
 # resident terms and the share of the GPU that scales each
-WEIGHT_TERMS = ("weights", "reference_model", "teacher_model")
+# (PPO's critic and reward model, each loaded with the same device_map, taken as split like the policy's weights)
+WEIGHT_TERMS = ("weights", "reference_model", "reward_model", "teacher_model", "critic")
 TRAINABLE_TERMS = ("gradients", "optimizer_states", "paged_optimizer_states", "optimizer_step")
 
 

@@ -32,6 +32,7 @@ overrides. Each knob names the library code whose behaviour the planner models:
 | `ref_model=copy\|none\|precomputed` (planner), `precompute_ref_log_probs` (DPOConfig / KTOConfig) | trl/trainer/dpo_trainer.py: with no `ref_model` a second frozen copy of the base in the policy's dtype (and quantization), prepared like the policy (`prepare_deepspeed`: ZeRO-3 shards it, other stages hold it whole; `prepare_fsdp` shards it); none for a PEFT policy (adapter disabled for the reference pass) or with precomputed reference log-probs; its forward runs under no_grad | plan.py `reference_copy` |
 | `fused_lm_head=true\|false` (planner; default true for trainer=dpo and kto) | trl/trainer/utils.py `add_fused_lm_head` + trl/kernels/chunked_logprob.py: log-probs in [4096 tokens x 32768 vocab] tiles, no (batch, seq, vocab) logits; false: a TRL before the fused head (or LLaMA-Factory's own `concatenated_forward`), whose logits of the 2 x micro-batch are whole | grpo.py `fused_head_bytes` |
 | `trainer=gkd`, `teacher_model` / `teacher_model_name_or_path` (a config.json or a model id, resolved like the policy's), `teacher_model_server`, `lmbda`, `beta` / `gkd_beta`, `max_new_tokens` / `max_completion_length`, `seq_kd`, `gkd_loss=trl\|swift`, `teacher_deepspeed`, `offload_teacher_model` | TRL 1.16 trl/experimental/gkd GKDTrainer / GKDConfig (defaults lmbda 0.5, beta 0.5, max_new_tokens 128); ms-swift rlhf_trainers/gkd_trainer.py, gkd_loss.py, rollout_mixin.py `_setup_teacher` | gkd.py: the teacher's weights, the loss's full-vocabulary tensors, on-policy generation |
+| `trainer=ppo`, `critic_model` (a config.json or a model id; default the reward model's, else the policy's; `none`: no critic; `policy`: the policy's own config), `reward_model_path`, `critic_update=separate\|joint`, `critic_micro_batch`, `critic_gradient_checkpointing`, `critic_offload_outside_update=weights,optimizer`, `rollout_vllm=colocate\|server` with `rollout_vllm_gpu_memory_utilization` / `rollout_vllm_sleep`, `rollout_micro_batch` with `max_new_tokens` (planner; the review reads OpenRLHF's train_ppo / train_ppo_ray, ms-swift `swift rlhf --rlhf_type ppo` and verl's gae critic) | OpenRLHF cli/train_ppo.py (3b116caf) / train_ppo_ray.py (v0.8.5): the critic (`get_llm_for_sequence_regression`, a value head over every position) trained with its own optimizer under the run's ZeRO stage, the reward model and the reference (`initial_model`) as eval engines (ZeRO-3 when the run is, else whole); `ppo_train` steps the actor then the critic; Ray: each model its own GPUs unless `--colocate_actor_ref` / `--colocate_all_models` (vLLM engines too); verl fsdp_workers.py CriticWorker (`AutoModelForTokenClassification`, num_labels 1; param / optimizer offload around its update); TRL PPOTrainer `PolicyAndValueWrapper`: one backward through policy and value model | ppo.py: the critic's states (states.gpu_states over its counts), its update phase, the reward model (states.frozen_copy) |
 | `bitsandbytes_version=0.41.1` (planner) | bitsandbytes < 0.43.2 `MatMul4Bit` keeps each 4-bit linear's input for backward | activations.py `keep_input` |
 | `autocast_adapter_dtype=true` (PEFT `get_peft_model`) | with pure 16-bit weights: fp32 adapters, and each adapted linear keeps its own fp32 cast of its input (peft tuners/lora/layer.py `_cast_input_dtype`); under AMP the planner takes PEFT's fp32 adapters and their 16-bit casts anyway | states.py, training.py `lora_input_copy_bytes` |
 | `keeps_previous_output=true` (planner; the LitGPT reader sets it) | litgpt finetune/*.py fit(): `logits = model(...)` holds the last step's logits (and bitsandbytes < 0.43.2's ctx-kept inputs) until the next forward returns | training.py `previous_output_point` |
@@ -62,6 +63,7 @@ SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2",
 ACCELERATE_SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
 LOSS_KERNELS = ("torch", "liger", "cce", "chunked")
 MIXER_KERNELS = ("fused", "torch")  # planner/mixer_kernels.py
+CRITIC_UPDATES = ("separate", "joint")  # planner/ppo.py
 # The model class's output layer: the causal LM's lm_head, or the `score` head of
 # AutoModelForSequenceClassification / AutoModelForTokenClassification (transformers modeling_layers.py).
 # `embedding` and `generative_reranker`: the causal LM with its lm_head's forward replaced (heads.py).
@@ -80,9 +82,10 @@ VLLM_MODES = ("colocate", "server")
 # TRL 1.16 trainers the planner plans beyond supervised training (the `trainer` knob). PAIR_TRAINERS collate chosen +
 # rejected into one batch (dpo_trainer.py / reward_trainer.py DataCollatorForPreference, experimental orpo / cpo
 # `concatenated_inputs`); REF_TRAINERS keep a frozen reference model (dpo_trainer.py; experimental kto).
-TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd")
+TRAINERS = ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd", "ppo")
 PAIR_TRAINERS = ("dpo", "orpo", "cpo", "reward")
-REF_TRAINERS = ("dpo", "kto")
+# PPO keeps the policy's frozen copy as its reference (TRL PPOTrainer: none for a PEFT policy; OpenRLHF's initial_model)
+REF_TRAINERS = ("dpo", "kto", "ppo")
 FUSED_HEAD_TRAINERS = ("dpo", "kto")  # trl/trainer/{dpo,kto}_trainer.py call add_fused_lm_head on policy and reference
 REF_MODELS = ("copy", "none", "precomputed")
 # TRL 1.16 grpo_config.py field defaults (tests/planner/test_knobs.py reads them from GRPOConfig).
@@ -653,6 +656,120 @@ def gkd_fields(values: dict[str, Any], trainer: str, problems: Problems, file: s
             return {}
     out["teacher_config"] = path
     return out
+
+
+PPO_KEYS = (
+    "critic_model",
+    "reward_model_path",
+    "critic_update",
+    "critic_micro_batch",
+    "critic_gradient_checkpointing",
+    "critic_offload_outside_update",
+    "rollout_vllm",
+    "rollout_vllm_gpu_memory_utilization",
+    "rollout_micro_batch",
+)
+# OpenRLHF train_ppo_ray.py --vllm_gpu_memory_utilization default (v0.8.5)
+OPENRLHF_VLLM_UTILIZATION = 0.95
+
+
+def _model_config(text: str, beside, role: str) -> tuple[Any, str]:
+    """(the config.json of a model named by a file or an id, resolved like the policy's through vramfit.models; or None
+    and why)."""
+    from pathlib import Path
+
+    candidate = Path(text).expanduser()
+    if beside is not None and not candidate.is_absolute():
+        candidate = Path(beside) / candidate
+    if text.endswith(".json") and candidate.is_file():
+        return candidate, ""
+    from vramfit import models
+
+    found = models.resolve(text, Path(beside) if beside is not None else None)
+    if found.path is None:
+        return None, f"no config.json found for the {role} '{text}' (looked in {', '.join(found.looked)})"
+    return Path(found.path), ""
+
+
+def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Problems, file: str, model_config=None, beside=None) -> dict[str, Any]:
+    """PPO's Setup fields (planner/ppo.py): the critic (`critic_model`: a config file or a model id; default the reward
+    model's, else the policy's config, as OpenRLHF's train_ppo defaults `critic_pretrain` to `reward_pretrain`;
+    `critic_model=none` for none), the frozen reward model (`reward_model_path`; none where rewards come from a function
+    or a server), how the critic trains (`critic_update`), its micro-batch, checkpointing and verl's offload between its
+    updates. Taken with trainer=ppo, or with method=grpo for a run that adds a critic (verl's gae)."""
+    given = [k for k in PPO_KEYS if values.get(k) not in (None, "")]
+    if trainer != "ppo" and method != "grpo":
+        if given:
+            problems.add(file, given[0], f"{given[0]} is a PPO setting, but trainer={trainer}", "set trainer=ppo, or drop it.")
+        return {}
+    out: dict[str, Any] = {}
+    update = str(values.get("critic_update") or "separate").lower()
+    if update not in CRITIC_UPDATES:
+        problems.add(
+            file, "critic_update", f"{update!r} is not separate or joint", "write critic_update=separate (OpenRLHF, verl) or critic_update=joint (TRL)."
+        )
+        return {}
+    out["critic_update"] = update
+    micro = values.get("critic_micro_batch")
+    if micro is not None:
+        if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:
+            problems.add(file, "critic_micro_batch", f"{micro!r} is not a positive whole number", "write critic_micro_batch=2.")
+            return {}
+        out["critic_micro_batch"] = micro
+    for key in ("rollout_micro_batch", "max_new_tokens"):  # PPO's experience making (ppo.rollout_phases)
+        n = values.get(key)
+        if n is None or (key == "max_new_tokens" and trainer != "ppo"):
+            continue
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            problems.add(file, key, f"{n!r} is not a positive whole number", f"write {key}=4.")
+            return {}
+        out[key] = n
+    if values.get("critic_gradient_checkpointing") is not None:
+        out["critic_gradient_checkpointing"] = _truthy(values.get("critic_gradient_checkpointing"))
+    if values.get("rollout_vllm") not in (None, ""):  # PPO's rollout engine on these GPUs (OpenRLHF --colocate_all_models)
+        out.update(
+            use_vllm=True,
+            vllm_mode=str(values["rollout_vllm"]),
+            vllm_gpu_memory_utilization=float(values.get("rollout_vllm_gpu_memory_utilization") or OPENRLHF_VLLM_UTILIZATION),
+            vllm_sleep=_truthy(values.get("rollout_vllm_sleep")),
+        )
+    away = values.get("critic_offload_outside_update")
+    out["critic_offload_outside_update"] = offload_outside_update(away, problems, file) if away not in (None, "") else ()
+    reward = values.get("reward_model_path")
+    if reward not in (None, "") and str(reward).lower() != "none":
+        path, why = _model_config(str(reward), beside, "reward model")
+        if path is None:
+            out["reward_missing"] = why
+        elif _checked(path, problems):
+            out["reward_config"] = path
+        else:
+            return {}
+    critic = values.get("critic_model")
+    if critic is None and trainer == "ppo":
+        critic = reward if reward not in (None, "") and str(reward).lower() != "none" else (str(model_config) if model_config is not None else None)
+    if critic in (None, "") or str(critic).lower() == "none":
+        return out
+    if str(critic).lower() == "policy":  # the policy's own model with a value head (verl: critic.model.path = the actor's)
+        critic = str(model_config) if model_config is not None else None
+        if critic is None:
+            return out
+    path, why = _model_config(str(critic), beside, "critic")
+    if path is None:
+        out["critic_missing"] = why
+    elif _checked(path, problems):
+        out["critic_config"] = path
+    else:
+        return {}
+    return out
+
+
+def _checked(path, problems: Problems) -> bool:
+    """The config passes the same input layer as the policy's (vramfit.checks.model_config)."""
+    from vramfit.checks.model_config import check as check_model_config
+
+    before = len(problems.items)
+    check_model_config(path, problems)
+    return len(problems.items) == before
 
 
 OUTSIDE_UPDATE = ("weights", "optimizer")

@@ -41,14 +41,25 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramfit.planner import device_map, evaluation, gkd, grpo, heads, host, knobs, params, states, training
+from vramfit.planner import device_map, evaluation, gkd, grpo, heads, host, knobs, params, ppo, states, training
 from vramfit.planner.headroom import usable
 from vramfit.planner.setup import Setup
 
 GIB = 2**30
 FRAGMENTATION = 0.25
 FRAGMENTATION_EXPANDABLE = 0.02
-RESIDENT = ("weights", "gradients", "optimizer_states", "paged_optimizer_states", "zero_buffers", "reference_model", "teacher_model", "vllm")
+RESIDENT = (
+    "weights",
+    "gradients",
+    "optimizer_states",
+    "paged_optimizer_states",
+    "zero_buffers",
+    "reference_model",
+    "reward_model",
+    "teacher_model",
+    "critic",
+    "vllm",
+)
 ORDER = (
     "vllm",
     "weights",
@@ -58,7 +69,9 @@ ORDER = (
     "paged_optimizer_states",
     "zero_buffers",
     "reference_model",
+    "reward_model",
     "teacher_model",
+    "critic",
     "optimizer_step",
     "activations",
     "vision_activations",
@@ -226,6 +239,14 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     tarch = gkd.teacher_arch(s) if is_gkd else None
     if is_gkd:
         resident["teacher_model"] = gkd.teacher_weights(s, tarch)
+    # PPO's critic (trained: its states held outside its update) and frozen reward model (ppo.py)
+    crit = ppo.critic(s)
+    rarch = ppo.reward_arch(s)
+    is_ppo = s.trainer == "ppo" or crit is not None or rarch is not None or bool(s.critic_missing or s.reward_missing)
+    if crit is not None:
+        resident["critic"] = crit.resident()
+    if rarch is not None:
+        resident["reward_model"] = ppo.reward_weights(s, rarch)
     between_steps = {**resident, "gradients": st.gradients if st.persistent_grads else 0.0}
     is_grpo = s.method == "grpo"
     seq = grpo.sequence(s) if is_grpo else gkd.train_length(s) if is_gkd else s.seq_len
@@ -276,6 +297,11 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         notes.append(gkd.note(s, tarch, resident["teacher_model"], seq))
         if s.teacher_missing:
             incomplete.append(f"the GKD teacher's weights and logits ({s.teacher_missing})")
+    elif is_ppo:
+        notes.append(ppo.note(s, crit, rarch, resident.get("reward_model", 0.0), resident["reference_model"]))
+        for what, why in (("critic's weights, gradients and optimizer states", s.critic_missing), ("reward model's weights", s.reward_missing)):
+            if why:
+                incomplete.append(f"the PPO {what} ({why})")
     elif s.trainer != "sft":
         notes.append(trainer_note(s, seq, resident["reference_model"]))
     if s.head in heads.NOTES or s.sequences_what:
@@ -284,6 +310,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         "train": {**resident, "gradients": states.gradients_in_forward(s, st, terms), "gathered_params": st.gathered, **terms},
         "optimizer_step": {**resident, "zero_buffers": st.buffers if st.buffers_in_step else 0.0, "optimizer_step": st.step},
     }
+    if crit is not None:
+        _critic_phases(s, crit, raw, between_steps, seq, notes, incomplete, trace)
+    for name, terms_ in ppo.rollout_phases(s, arch, counts, st).items():  # PPO's experience making (rollout_micro_batch)
+        raw[name] = {**between_steps, **terms_}
     notes = list(s.notes) + notes
     fsdp2_note = knobs.fsdp2_accumulation_note(s)
     notes += [fsdp2_note] if fsdp2_note else []
@@ -317,7 +347,7 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         raw["generation"] = {**between_steps, **grpo.generation_peak(s, arch, counts, st)}
     elif is_grpo and s.vllm_mode == "server":
         notes.append("vllm_mode=server: generation runs on the vLLM server's own GPUs (not these); plan those apart")
-    elif is_grpo:
+    elif is_grpo or (s.trainer == "ppo" and s.use_vllm):
         _vllm_phases(s, raw, between_steps, notes)
     host_eval = 0.0
     if s.eval_enabled and is_grpo:
@@ -366,6 +396,10 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
     peak = phases[peak_phase]
     binding = max(phases[p] - phase_breakdowns[p].get("paged_optimizer_states", 0.0) for p in phases)
     host_parts = host.host_ram(s, counts, arch, host_eval, training.offloaded_activation_bytes(ts, arch, counts, seq))
+    if crit is not None and ppo.critic_host(crit):
+        host_parts["critic"] = ppo.critic_host(crit)
+    if ppo.reward_host(s, rarch):
+        host_parts["reward_model"] = s.gpus_per_node * ppo.reward_host(s, rarch)
     host_total = sum(host_parts.values()) / GIB
     available = s.host_ram_gib
     if paged:
@@ -399,6 +433,42 @@ def _plan(setup: Setup, trace: bool = False) -> Plan:
         notes=notes,
         incomplete=incomplete,
     )
+
+
+def _critic_phases(s: Setup, crit, raw: dict, between_steps: dict, seq: int, notes: list[str], incomplete: list[str], trace: bool) -> None:
+    """The critic's training (ppo.py): its forward / backward beside the policy's resident states (`critic_update`, then
+    its optimizer step `critic_step`) when it trains apart; in the policy's own backward when it trains jointly (TRL)."""
+    if crit.arch.analytic_gap:
+        incomplete.append(f"the PPO critic's activations (the analytic model cannot build it: {crit.arch.analytic_gap})")
+        return
+    cs, cst = crit.setup, crit.states
+    terms = training.train_peak(cs, crit.arch, crit.counts, seq)
+    grads = states.gradients_in_forward(cs, cst, terms)
+    if trace:
+        notes.append("the critic's activations are planned analytically (the trace runs the policy's step)")
+    if s.critic_update == "joint":  # one backward through policy and value model (TRL PolicyAndValueWrapper)
+        train = raw["train"]
+        train["critic"] = crit.in_update(grads)
+        for key, value in terms.items():
+            train[key] = train.get(key, 0.0) + value
+        step = raw["optimizer_step"]
+        step["critic"] = cst.weights + cst.gradients + cst.optimizer + cst.buffers
+        step["optimizer_step"] = step.get("optimizer_step", 0.0) + cst.step
+        return
+    # the policy's states while the critic trains: those verl keeps in host RAM outside the actor's update are there
+    held = dict(between_steps)
+    if "weights" in s.offload_outside_update:
+        held["weights"], held["gradients"] = 0.0, 0.0
+    if "optimizer" in s.offload_outside_update:
+        held["optimizer_states"], held["paged_optimizer_states"] = 0.0, 0.0
+    held.pop("critic", None)
+    raw["critic_update"] = {**held, "critic": crit.in_update(grads), **terms}
+    if cst.step:
+        raw["critic_step"] = {
+            **held,
+            "critic": cst.weights + cst.gradients + cst.optimizer + (cst.buffers if cst.buffers_in_step else 0.0),
+            "optimizer_step": cst.step,
+        }
 
 
 def _vllm_phases(s: Setup, raw: dict, between_steps: dict, notes: list[str]) -> None:
@@ -501,7 +571,8 @@ def vllm_share(setup: Setup) -> float:
     `determine_available_memory`: requested_memory = total_gpu_memory * gpu_memory_utilization), weights
     and KV cache inside it; TRL's GRPOTrainer builds one per process in colocate mode."""
     gkd_vllm = setup.trainer == "gkd" and setup.gkd_loss == "swift" and setup.lmbda > 0
-    if not (setup.method == "grpo" or gkd_vllm) or not setup.use_vllm or setup.vllm_mode != "colocate":
+    # OpenRLHF's train_ppo_ray with --colocate_all_models: its vLLM engines on the actor's GPUs
+    if not (setup.method == "grpo" or gkd_vllm or setup.trainer == "ppo") or not setup.use_vllm or setup.vllm_mode != "colocate":
         return 0.0
     return setup.vllm_gpu_memory_utilization * setup.gpu_spec.memory_gib * GIB
 

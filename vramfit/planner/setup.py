@@ -234,7 +234,7 @@ class Setup:
     accelerate_version: str | None = None
     # TRL preference trainers (knobs.trainer_fields): chosen + rejected in one batch, a frozen reference model,
     # DPO's fused LM head (log-probs in tiles, no whole logits)
-    trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto
+    trainer: str = "sft"  # sft | dpo | orpo | cpo | reward | kto | gkd | ppo
     ref_model: str = "none"  # copy | none | precomputed
     fused_lm_head: bool = False
     sequences_per_sample: int = 1  # 2: chosen + rejected, each up to seq_len; embedding / reranker groups (heads.py)
@@ -252,6 +252,17 @@ class Setup:
     teacher_stage: int | None = None  # ms-swift --teacher_deepspeed: the teacher's own ZeRO stage (None: the policy's)
     teacher_offload: bool = False  # ... with offload_param (zero3_offload)
     offload_teacher_model: bool = False  # ms-swift --offload_teacher_model: the teacher in host RAM between its forwards
+    # PPO (trainer=ppo, or a GRPO-style run with a critic: verl gae; knobs.ppo_fields, ppo.py): the critic, a value model
+    # trained beside the policy, and a frozen reward model, each its own config.json
+    critic_config: Path | None = None
+    critic_missing: str = ""  # why the critic's config was not found (the plan is incomplete)
+    critic_update: str = "separate"  # separate (OpenRLHF, verl: its own backward and step) | joint (TRL PPOTrainer)
+    critic_micro_batch: int | None = None  # the critic's micro-batch (None: the policy's)
+    critic_gradient_checkpointing: bool | None = None  # the critic's checkpointing (None: the policy's)
+    critic_offload_outside_update: tuple[str, ...] = ()  # verl critic param_offload / optimizer_offload
+    reward_config: Path | None = None
+    reward_missing: str = ""  # why the reward model's config was not found (the plan is incomplete)
+    rollout_micro_batch: int | None = None  # PPO experience making: sequences per generate / no-grad forward (ppo.rollout_phases)
     # GRPO (TRL 1.16)
     num_generations: int = 8
     max_completion_length: int = 512
@@ -618,6 +629,7 @@ def _knob_fields(
             )
     out.update(knobs.vllm_fields(values, problems, file))
     out.update(knobs.gkd_fields(values, out.get("trainer", "sft"), problems, file, model_config, beside))
+    out.update(knobs.ppo_fields(values, out.get("trainer", "sft"), method, problems, file, model_config, beside))
     out.update(knobs.audio_output_fields(values, model_config, problems, file))
     out.update(knobs.unfrozen_fields(values, lora or method in ("lora", "qlora"), problems, file))
     out["lora_vision_tower"] = bool(values.get("lora_vision_tower", True))
@@ -793,6 +805,17 @@ ARG_KEYS = {
     "gkd_loss": str,
     "teacher_deepspeed": str,
     "offload_teacher_model": bool,
+    # PPO (knobs.ppo_fields): the critic and the reward model (a config.json or a model id), how the critic trains
+    "critic_model": str,
+    "reward_model_path": str,
+    "critic_update": str,
+    "critic_micro_batch": int,
+    "critic_gradient_checkpointing": bool,
+    "critic_offload_outside_update": str,
+    "rollout_vllm": str,
+    "rollout_vllm_gpu_memory_utilization": float,
+    "rollout_vllm_sleep": bool,
+    "rollout_micro_batch": int,
 }
 # `fsdp_config.<key>=...`: accelerate / TrainingArguments fsdp_config keys (with or without "fsdp_").
 FSDP_CONFIG_KEYS = (
@@ -823,7 +846,9 @@ CHOICES = {
     "mixer_kernels": ("fused", "torch"),
     "fsdp_lora_units": ("separate", "layer"),
     "head": ("lm", "seq_cls", "token_cls", "embedding", "generative_reranker"),
-    "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd"),
+    "trainer": ("sft", "dpo", "orpo", "cpo", "reward", "kto", "gkd", "ppo"),
+    "critic_update": ("separate", "joint"),
+    "rollout_vllm": ("colocate", "server"),
     "gkd_loss": ("trl", "swift"),
     "ref_model": ("copy", "none", "precomputed"),
     "bnb_4bit_quant_type": ("nf4", "fp4"),
@@ -832,7 +857,7 @@ CHOICES = {
     "torch_dtype": ("auto", "bfloat16", "float16", "float32"),
     "bnb_4bit_quant_storage": ("uint8", "bfloat16", "float16", "float32"),
 }
-FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta")
+FRACTIONS = ("vllm_gpu_memory_utilization", "lmbda", "gkd_beta", "rollout_vllm_gpu_memory_utilization")
 # numeric keys for which 0 is a value (every other one must be positive)
 ZERO_ALLOWED = ("beta", "gkd_beta", "lmbda", "lora_dropout", "dataloader_num_workers", "images_per_sample", "frames_per_sample", "negatives")
 

@@ -394,12 +394,16 @@ def _reference_16bit(s, counts: Counts) -> float:
 def reference_copy(setup, counts: Counts) -> float:
     """TRL DPOTrainer's reference model (`ref_model=copy`, knobs.trainer_fields): the base built again in the policy's
     dtype and quantization (dpo_trainer.py `ref_model_init_kwargs.setdefault("dtype", self.model.dtype)`), frozen,
-    and prepared like the policy: trl/models/utils.py `prepare_deepspeed` keeps ZeRO-3 (sharded, offloaded with
-    offload_param) and gives other stages a whole copy; `prepare_fsdp` shards it as the policy's units (offloaded with
-    the policy's CPU offload)."""
+    and prepared like the policy (frozen_copy)."""
+    return frozen_copy(setup, counts) if setup.ref_model == "copy" else 0.0
+
+
+def frozen_copy(setup, counts: Counts) -> float:
+    """Bytes per GPU of a frozen model prepared like the policy (the reference copy; PPO's reward model): trl/models/utils.py
+    `prepare_deepspeed` keeps ZeRO-3 (sharded, offloaded with offload_param) and gives other stages a whole copy (OpenRLHF
+    `get_ds_eval_config`: stage 3 when the run is ZeRO-3, else 0); `prepare_fsdp` shards it as the policy's units
+    (offloaded with the policy's CPU offload)."""
     s = setup
-    if s.ref_model != "copy":
-        return 0.0
     ds, base = s.engine == "deepspeed", _reference_16bit(s, counts)
     quantized = counts.quantized * quant_bytes(s)
     if ds and s.zero.stage == 3:
@@ -412,9 +416,11 @@ def reference_copy(setup, counts: Counts) -> float:
 
 def reference_copy_host(setup, counts: Counts) -> float:
     """Bytes per rank of the reference copy's shards in host RAM: ZeRO-3 with offload_param, or FSDP CPU offload."""
+    return frozen_copy_host(setup, counts) if setup.ref_model == "copy" else 0.0
+
+
+def frozen_copy_host(setup, counts: Counts) -> float:
     s = setup
-    if s.ref_model != "copy":
-        return 0.0
     ds, base = s.engine == "deepspeed", _reference_16bit(s, counts)
     if ds and s.zero.stage == 3 and s.zero.offload_params:
         return base / s.world

@@ -1553,7 +1553,7 @@ class _Builder:
             )
 
     def _openrlhf(self) -> bool:
-        return (self.primary.program or "").replace("/", ".").startswith("openrlhf.")
+        return (self.primary.program or "").removeprefix("-m ").replace("/", ".").startswith("openrlhf.")
 
     def _openrlhf_attention(self) -> None:
         """The attention OpenRLHF loads its models with when the files choose none. Up to 0.8.9 its own switch decides:
@@ -1579,6 +1579,215 @@ class _Builder:
                 "keeps every layer's seq x seq attention weights; planned eager (0.8.10 made flash_attention_2 the default)",
                 "pass --flash_attn (OpenRLHF <= 0.8.9) or --attn_implementation flash_attention_2.",
             )
+
+    def _ppo(self) -> None:
+        """PPO's other models (planner knobs `trainer=ppo`, `critic_model`, `reward_model_path`, `ref_model`, `critic_update`:
+        vramfit/planner/ppo.py) as the launched PPO runs them.
+
+        - OpenRLHF's non-Ray `openrlhf.cli.train_ppo` (read at 3b116caf, 2024-11-13: cli/train_ppo.py `train`): every
+          process builds the actor and, for the gae estimator (its default), the critic (`--critic_pretrain`, else
+          `--reward_pretrain`, else with `--remote_rm_url` the actor's `--pretrain`), both trained with their own optimizer
+          under the run's ZeRO stage (`strategy.prepare` -> `_ds_init_train_model`); the reward model (`--reward_pretrain`,
+          none with `--remote_rm_url`) and the reference (`initial_model`, a second Actor of `--pretrain`) frozen under
+          `get_ds_eval_config` (ZeRO-3 when the run is ZeRO-3, else stage 0: whole). ppo_trainer.py `ppo_train` steps the
+          actor, then the critic (`training_step_actor`, `training_step_critic`): the critic trains apart. Each sequence
+          is `--prompt_max_len` + `--generate_max_len` tokens (defaults 1024 + 1024).
+        - ms-swift's `swift rlhf --rlhf_type ppo` (swift/llm/train/rlhf.py `_prepare_model_tokenizer`): the value model is
+          `--reward_model` loaded again and prepared with the tuner (`prepare_model`: LoRA when the run is LoRA), the reward
+          model frozen, the reference a copy unless the policy is a PEFT model; it runs TRL's PPOTrainer, whose
+          PolicyAndValueWrapper trains policy and value model in one backward (critic_update=joint)."""
+        from vramfit import models
+
+        program = (self.primary.program or "").removeprefix("-m ").replace("/", ".")  # `python3 -m openrlhf.cli...`
+        openrlhf = program.startswith("openrlhf.cli.train_ppo")
+        swift = (self.primary.program or "").startswith("swift ") and self.trainer == "ppo"
+        flags = {st.key.lstrip("-").replace("-", "_"): st for src in self.sources for st in src.settings}
+        # TRL's examples/scripts/ppo/ppo.py (PPOConfig, gone from the pinned TRL): the policy and its reference from
+        # --sft_model_path, the value and reward models from --reward_model_path, PPOTrainer's PolicyAndValueWrapper
+        trl = program.endswith(".py") and "ppo" in program.rsplit("/", 1)[-1] and "reward_model_path" in flags
+        if not (openrlhf or swift or trl):
+            if self.trainer == "ppo":  # a PPO stage of another runner (LLaMA-Factory `stage: ppo`, ...): said, not guessed
+                what = "PPO's reference, reward and value models (this runner's are not modelled)"
+                self.terms_missing.append(what)
+                where = Setting(self.primary.program or "", None, self.primary.label, self.primary.launch_line)
+                self.note("info", where, f"{what}: the plan holds the policy's training only, so the review is incomplete")
+            return
+        planner = self.recipe.setdefault("planner", {})
+        origin = Origin(self.primary.label, self.primary.program or "", self.primary.launch_line)
+        planner["trainer"] = "ppo"
+        self.origins["planner.trainer"] = origin
+        used: list[Setting] = []
+
+        def text(name: str) -> str | None:
+            st = flags.get(name)
+            if st is None:
+                return None
+            used.append(st)
+            value = self.scalar(st)
+            return None if value in (None, "", [], True) else str(value)
+
+        def resolved(name: str, role: str, setting: Setting | None) -> str | None:
+            """The config.json of a model named in the launch, or None (said: the review is then incomplete)."""
+            found = models.resolve(name, self.primary.path.parent)
+            if found.path is not None:
+                return str(Path(found.path).resolve())
+            what = f"the {role} '{name}' (no config.json found: looked in {', '.join(found.looked)})"
+            self.terms_missing.append(f"PPO's {what}")
+            where = setting or Setting(self.primary.program or "", None, self.primary.label, self.primary.launch_line)
+            self.note(
+                "info",
+                where,
+                f"PPO: {what} is not planned, so the review is incomplete (a 'fits' would understate the run)",
+                "pass its config.json as a local folder beside the script, or run where the Hub can be reached.",
+            )
+            return None
+
+        parts = []
+        origin_setting = Setting(self.primary.program or "", None, self.primary.label, self.primary.launch_line)
+        if openrlhf:
+            prompt, generate = text("prompt_max_len"), text("generate_max_len")
+            try:
+                total = int(prompt or 1024) + int(generate or 1024)  # cli/train_ppo.py defaults: 1024 + 1024
+            except ValueError:
+                total = None
+            if total is not None:
+                where = (
+                    flags.get("generate_max_len")
+                    or flags.get("prompt_max_len")
+                    or Setting("(--prompt_max_len + --generate_max_len: OpenRLHF's defaults 1024 + 1024)", None, self.primary.label, self.primary.launch_line)
+                )
+                self.set("data.max_length", total, where)
+                parts.append(f"each sequence {prompt or 1024} prompt + {generate or 1024} generated tokens")
+            remote = text("remote_rm_url")
+            reward = None if remote else text("reward_pretrain")
+            gae = (text("advantage_estimator") or "gae") == "gae"
+            critic = text("critic_pretrain") or (reward if not remote else text("pretrain")) if gae else None
+            ray = program.startswith("openrlhf.cli.train_ppo_ray")
+            everything = ray and self._switch(flags, "colocate_all_models", "train.colocate_all")
+            if ray:
+                try:  # train_ppo_ray.py: the actor's DeepSpeed group is actor_num_nodes x actor_num_gpus_per_node (8 x 1 default)
+                    group = int(text("actor_num_nodes") or text("actor.num_nodes") or 1) * int(
+                        text("actor_num_gpus_per_node") or text("actor.num_gpus_per_node") or 8
+                    )
+                except ValueError:
+                    group = None
+                if group:
+                    where = flags.get("actor_num_gpus_per_node") or flags.get("actor.num_gpus_per_node") or origin_setting
+                    self.note(
+                        "info",
+                        where,
+                        f"the actor's Ray group is {group} GPUs: the plan is one of them, with ZeRO sharding over the GPUs the "
+                        "review is given (--gpus / --nodes)",
+                        f"pass --gpus {group} (and --nodes) to plan the actor's group as OpenRLHF shards it.",
+                    )
+            if ray and not everything:
+                # train_ppo_ray.py: each model its own Ray actor group on its own GPUs unless colocated; the plan is the
+                # actor's GPUs with what the colocation flags put beside it
+                apart = [what for what, there in (("the critic", critic), ("the reward model", reward)) if there]
+                reward = critic = None
+                if apart:
+                    what = " and ".join(apart)
+                    self.terms_missing.append(f"OpenRLHF's {what} on GPUs of their own (no --colocate_all_models)")
+                    parts.append(f"{what} on GPUs of their own (not planned here: only --colocate_all_models puts them on the actor's)")
+            if reward:
+                path = resolved(reward, "reward model", flags.get("reward_pretrain"))
+                if path:
+                    planner["reward_model_path"] = path
+                    parts.append(f"a frozen reward model, {reward}")
+            elif remote:
+                parts.append("rewards from --remote_rm_url: no reward model on these GPUs")
+            if critic:
+                path = resolved(critic, "critic", flags.get("critic_pretrain") or flags.get("reward_pretrain"))
+                planner["critic_model"] = path or "none"
+                if path:
+                    parts.append(f"a critic ({critic} with a value head) trained apart, with its own optimizer")
+            else:
+                planner["critic_model"] = "none"
+                if not gae:
+                    parts.append("no critic (advantage_estimator is not gae)")
+            try:
+                kl = float(text("init_kl_coef") or 0.01)  # cli/train_ppo_ray.py default 0.01
+            except ValueError:
+                kl = 0.01
+            # the reference: non-Ray train_ppo always builds initial_model (3b116caf); train_ppo_ray only for
+            # init_kl_coef > 0 (v0.8.5 `if args.init_kl_coef <= 0: ref_model = None`), on the actor's GPUs with
+            # --colocate_actor_ref / --colocate_all_models
+            beside = not ray or everything or self._switch(flags, "colocate_actor_ref", "train.colocate_actor_ref")
+            if beside and (not ray or kl > 0):
+                planner["ref_model"] = "copy"  # a second Actor of --pretrain, whatever the LoRA settings
+                parts.append("a frozen reference copy of the actor")
+            else:
+                planner["ref_model"] = "none"
+                parts.append("no reference model on the actor's GPUs" + (" (init_kl_coef 0)" if kl <= 0 else " (its own GPUs)"))
+            # experience making: micro_rollout_batch_size sequences per generate / no-grad forward (3b116caf default 8)
+            rollout, generate = text("micro_rollout_batch_size"), text("generate_max_len")
+            try:
+                planner["rollout_micro_batch"] = int(rollout or 8)
+                planner["max_new_tokens"] = int(generate or 1024)
+            except ValueError:
+                pass
+            engines = text("vllm_num_engines") or text("vllm.num_engines")
+            if ray and not everything and engines not in (None, "0"):
+                planner["rollout_vllm"] = "server"  # the vLLM engines on GPUs of their own: no generation on the actor's
+            if ray and everything and engines not in (None, "0"):
+                # --colocate_all_models puts the vLLM engines on the actor's GPUs at vllm_gpu_memory_utilization (default
+                # 0.95 at v0.8.5), asleep outside generation with --vllm_enable_sleep
+                util = text("vllm_gpu_memory_utilization") or text("vllm.gpu_memory_utilization") or "0.95"
+                where = flags.get("colocate_all_models") or flags.get("train.colocate_all")
+                planner["rollout_vllm"] = "colocate"
+                planner["rollout_vllm_gpu_memory_utilization"] = float(util)
+                planner["rollout_vllm_sleep"] = self._switch(flags, "vllm_enable_sleep", "vllm.enable_sleep")
+                self.origins["planner.rollout_vllm"] = Origin(where.file, where.key, where.line)
+                if self._switch(flags, "deepspeed_enable_sleep", "ds.enable_sleep"):
+                    # --deepspeed_enable_sleep: the DeepSpeed models' states in host RAM while the engines generate
+                    planner["offload_outside_update"] = "weights,optimizer"
+                    if planner.get("critic_model") not in (None, "none"):
+                        planner["critic_offload_outside_update"] = "weights,optimizer"
+                parts.append(f"the vLLM engines on the same GPUs ({float(util):g} of each)")
+            planner["critic_update"] = "separate"
+        elif trl:
+            reward = text("reward_model_path")
+            if reward:
+                path = resolved(reward, "reward model", flags.get("reward_model_path"))
+                planner["reward_model_path"] = path or "none"
+                planner["critic_model"] = path or "none"  # ppo.py: value_model from reward_model_path (num_labels=1)
+                if path:
+                    parts.append(f"a frozen reward model and a value model trained from it, {reward}")
+            planner["critic_update"] = "joint"
+            parts.append("policy and value model trained in one backward (TRL's PPOTrainer); the reference a copy unless the policy is a PEFT model")
+        else:
+            # ms-swift's own argument defaults, which a PPO launch (TrainingArguments-based, no TRL config class here) keeps:
+            # swift/trainers/arguments.py TrainArgumentsMixin `gradient_checkpointing: bool = True`; model_args.py
+            # `_init_mixed_precision`: bf16 (fp16) from --torch_dtype bfloat16 (float16 / float32) where not set
+            default = Setting("(ms-swift default)", None, self.primary.label, self.primary.launch_line)
+            if "training.gradient_checkpointing" not in self.origins:
+                self.set("training.gradient_checkpointing", True, default)
+            dtype = text("torch_dtype")
+            if dtype and "training.bf16" not in self.origins and "training.fp16" not in self.origins:
+                self.set("training.bf16" if dtype == "bfloat16" else "training.fp16", True, flags["torch_dtype"])
+            reward = text("reward_model")
+            if reward:
+                path = resolved(reward, "reward model", flags.get("reward_model"))
+                if path:
+                    planner["reward_model_path"] = path
+                    planner["critic_model"] = path  # the value model: --reward_model loaded again (rlhf.py)
+                    parts.append(f"a frozen reward model and a value model trained from it, {reward}")
+                else:
+                    planner["critic_model"] = "none"
+            planner["critic_update"] = "joint"
+            parts.append("policy and value model trained in one backward (TRL's PPOTrainer)")
+        keys = {st.key for st in used}
+        self.not_modelled = [k for k in self.not_modelled if k not in keys]
+        self.findings = [f for f in self.findings if not (f.key in keys and "own argument" in f.what)]
+        self.findings.append(Finding("info", origin.file, origin.key, f"PPO: planned with its other models: {'; '.join(parts)}", line=origin.line))
+
+    def _switch(self, flags: dict[str, Setting], *names: str) -> bool:
+        """An argparse store_true switch (or a value that reads as true) any of `names` sets."""
+        for name in names:
+            st = flags.get(name)
+            if st is not None and str(self.scalar(st)).strip().lower() in ("true", "1", "[]", "yes"):
+                return True
+        return False
 
     def _openrlhf_argument(self, name: str, setting: Setting) -> None:
         value = self.scalar(setting)
@@ -1868,6 +2077,7 @@ class _Builder:
         self._summed_length()
         self._swift_defaults()
         self._openrlhf_attention()
+        self._ppo()
         self._model_name()
         self._liger()
         self._cce()
@@ -2543,13 +2753,7 @@ class _Builder:
                 "log_prob_micro_batch_size_per_gpu, not planned apart",
             )
         if verl.needs_critic(cfg):
-            w = at.get("algorithm.adv_estimator") or at.get("critic.enable") or origin("algorithm.adv_estimator")
-            self.terms_missing.append("verl's critic (a second model trained on the same GPUs: algorithm.adv_estimator gae or critic.enable)")
-            self.note(
-                "info",
-                w,
-                "PPO with a critic (gae): verl trains a value model on the same GPUs, whose weights, gradients and optimizer states are not planned",
-            )
+            self._verl_critic(source, cfg, at, origin)
         # the rest: planned, read but not reviewed, or not a key of verl's config
         for setting in source.settings:
             if setting.key.startswith(("+", "~")):  # added or deleted on purpose (+key=value, ~key)
@@ -2564,6 +2768,75 @@ class _Builder:
             elif setting.key not in verl.PLANNED:
                 self.not_modelled.append(setting.key)
         self._read_as(label, f"python3 -m {verl.ENTRY_MODULES[0]} (Hydra overrides over ppo_trainer.yaml)", verl.COMMIT, "verl", assumed)
+
+    def _verl_critic(self, source: Source, cfg: dict, at: dict[str, Setting], origin) -> None:
+        """verl's critic (algorithm.adv_estimator gae, or critic.enable): a CriticWorker on the same GPUs as the actor
+        (main_ppo.py: Role.Critic on "global_pool", fused into one process per GPU by create_colocated_worker_cls),
+        planned with the planner's critic knobs (vramfit/planner/ppo.py): critic.model.path with a one-output token
+        classification head (fsdp_workers.py CriticWorker `_build_critic_model_optimizer`: num_labels = 1), fp32 states
+        under FSDP as the actor's (model_dtype fp32, bf16 compute), its own micro-batch (critic.ppo_micro_batch_size_per_gpu,
+        a global ppo_micro_batch_size // (world / ulysses size), or the dynamic budget critic.ppo_max_token_len_per_gpu)
+        and checkpointing, trained apart (ray_trainer.py `fit`: update_critic, then update_actor), and with
+        critic.model.fsdp_config.param_offload / optimizer_offload held in host RAM outside its update (CriticWorker
+        update_critic / compute_values load them to the GPU and offload them after)."""
+        from vramfit import models
+        from vramfit.review import verl
+
+        planner = self.recipe.setdefault("planner", {})
+        C = "critic"
+        w = at.get("algorithm.adv_estimator") or at.get("critic.enable") or origin("algorithm.adv_estimator")
+        path = verl.get(cfg, f"{C}.model.path")
+        written, actor = at.get(f"{C}.model.path"), at.get(f"{verl.MODEL}.path")
+        if written is not None and actor is not None and written.value == actor.value:  # the actor's model, as written
+            planner["critic_model"] = "policy"
+            self.origins["planner.critic_model"] = Origin(written.file, written.key, written.line)
+            path = actor.value
+        found = models.resolve(str(path), source.path.parent) if planner.get("critic_model") != "policy" else None
+        if found is not None and found.path is None:
+            what = f"verl's critic '{path}' (no config.json found: looked in {', '.join(found.looked)})"
+            self.terms_missing.append(what)
+            self.note(
+                "info",
+                origin(f"{C}.model.path"),
+                f"PPO with a critic (gae): {what}: its weights, gradients and optimizer states are not planned",
+                "pass the critic's config.json as a local folder, or run where the Hub can be reached.",
+            )
+            planner["critic_model"] = "none"
+            return
+        if found is not None:
+            planner["critic_model"] = str(Path(found.path).resolve())
+            self.origins["planner.critic_model"] = Origin(w.file, w.key, w.line)
+        planner["critic_update"] = "separate"
+        world = int(verl.get(cfg, "trainer.n_gpus_per_node") or 1) * int(verl.get(cfg, "trainer.nnodes") or 1)
+        sp = int(verl.get(cfg, f"{C}.ulysses_sequence_parallel_size") or 1)
+        seq = int(verl.get(cfg, "data.max_prompt_length") or 512) + int(verl.get(cfg, "data.max_response_length") or 512)
+        if verl.get(cfg, f"{C}.use_dynamic_bsz"):
+            # dp_critic.py update_critic: prepare_dynamic_batch with max_token_len = ppo_max_token_len_per_gpu x ulysses size
+            budget = int(verl.get(cfg, f"{C}.ppo_max_token_len_per_gpu") or 32768) * sp
+            mini = max(1, int(verl.get(cfg, f"{C}.ppo_mini_batch_size") or 1) * int(verl.get(cfg, f"{C}.rollout_n") or 1) // max(1, world // sp))
+            micro = max(1, min(mini, budget // max(1, seq)))
+            key = f"{C}.ppo_max_token_len_per_gpu"
+        else:
+            glob = verl.get(cfg, f"{C}.ppo_micro_batch_size")
+            per_gpu = verl.get(cfg, f"{C}.ppo_micro_batch_size_per_gpu")
+            micro = glob // max(1, world // sp) if isinstance(glob, int) and glob > 0 else per_gpu if isinstance(per_gpu, int) and per_gpu > 0 else None
+            key = f"{C}.ppo_micro_batch_size" if f"{C}.ppo_micro_batch_size" in at else f"{C}.ppo_micro_batch_size_per_gpu"
+        if micro:
+            planner["critic_micro_batch"] = max(1, int(micro))
+            st = origin(key)
+            self.origins["planner.critic_micro_batch"] = Origin(st.file, st.key, st.line)
+        planner["critic_gradient_checkpointing"] = bool(verl.get(cfg, f"{C}.model.enable_gradient_checkpointing"))
+        origin(f"{C}.model.enable_gradient_checkpointing")
+        away = [n for n, k in (("weights", "param_offload"), ("optimizer", "optimizer_offload")) if verl.get(cfg, f"{C}.model.fsdp_config.{k}")]
+        if away:
+            planner["critic_offload_outside_update"] = ",".join(away)
+        said = f"{', '.join(away)} in host RAM outside its update" if away else "its weights and optimizer states on the GPU throughout"
+        self.note(
+            "info",
+            w,
+            f"PPO with a critic (gae): verl trains {path} with a value head on the same GPUs, planned apart from the actor's update "
+            f"(micro-batch {planner.get('critic_micro_batch', '?')}, {said}); fsdp_workers.py CriticWorker",
+        )
 
     def _read_as(self, label: str, command: str, commit: str, library: str, assumed: list[str]) -> None:
         """The note saying how a framework's config file was read, and which of its defaults were taken."""

@@ -182,7 +182,7 @@ def differences(mapped: Mapped, ours: recipe_mod.Recipe, ref: recipe_mod.Recipe,
     findings = []
     # a program with its own argument parser and no TrainingArguments (OpenRLHF's openrlhf.cli.*): a Trainer setting
     # its files do not write has no value "here", and its flag would not exist there
-    own_parser = (mapped.primary.program or "").replace("/", ".").startswith("openrlhf.")
+    own_parser = (mapped.primary.program or "").removeprefix("-m ").replace("/", ".").startswith("openrlhf.")
     for key in keys:
         a, b = _get(mine, key), _get(theirs, key)
         if own_parser and key.startswith("training.") and key not in mapped.origins:

@@ -978,7 +978,7 @@ def _deepspeed_edit(mapped: mapping.Mapped, value: str) -> str | None:
         named = "(ms-swift preset " in (mapped.deepspeed_label or "")
         return f"--deepspeed {name}" if name and named else f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
     words = [f"{origin.key} {stage}"]
-    if (mapped.primary.program or "").replace("/", ".").startswith("openrlhf."):
+    if (mapped.primary.program or "").removeprefix("-m ").replace("/", ".").startswith("openrlhf."):
         if params:
             return None  # OpenRLHF offloads the optimizer only (--adam_offload)
         if optimizer:

@@ -301,6 +301,9 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
             name, value = _ASSIGNMENT.match(words[0]).groups()
             env[name] = value
             words = words[1:]
+    if words[:3] == ["ray", "job", "submit"] and "--" in words:
+        # `ray job submit [OPTIONS] -- ENTRYPOINT...` (Ray's job CLI; OpenRLHF's Ray examples): the entrypoint is the launch
+        words = words[words.index("--") + 1 :]
     if words and words[0] == "srun":
         options, words = _srun_options(words[1:])
         srun = {**srun, **options, "srun": ""}  # the key "srun": Slurm starts the tasks, whatever options it was given

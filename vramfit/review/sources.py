@@ -820,7 +820,10 @@ def _read_verl(source: Source, args: list[str], command: shell.Command) -> None:
     # a value the script leaves to its environment (`trainer.n_gpus_per_node=$SLURM_GPUS_PER_NODE`): verl's default is
     # planned in its place, said
     # (the model's path stays as written: its folder's name may still name the model)
-    unresolved = [o for o in overrides if isinstance(o.value, str) and shell.UNRESOLVED.search(o.value) and o.key != f"{verl.MODEL}.path"]
+    # (the models' paths stay as written, the actor's and the critic's: a folder's name may still name the model)
+    unresolved = [
+        o for o in overrides if isinstance(o.value, str) and shell.UNRESOLVED.search(o.value) and o.key not in (f"{verl.MODEL}.path", "critic.model.path")
+    ]
     verl.apply(config, [o for o in overrides if o not in unresolved])
     source.document = config
     for o in overrides:

@@ -34,6 +34,12 @@ Every fact below is read from verl at b178a3cd (2026-01-29), cited as file:line:
 - the rollout engine's share: vLLM's gpu_memory_utilization (vllm_async_server.py:279), SGLang's mem_fraction_static
   (async_sglang_server.py:260), both from rollout.gpu_memory_utilization;
 - the critic: main_ppo.py:172 / ppo/utils.py:86-97 need_critic: critic.enable, else algorithm.adv_estimator == gae;
+  main_ppo.py:196-197 puts Role.Critic on "global_pool" with the actor, and ray_trainer.py init_workers fuses the
+  colocated roles into one process per GPU (create_colocated_worker_cls); fsdp_workers.py CriticWorker builds
+  critic.model.path as AutoModelForTokenClassification with num_labels = 1, FSDP with the actor's precision rules
+  (model_dtype fp32), CPUOffload off ("causes incorrect results when using grad accumulation"), and loads / offloads
+  its weights and optimizer states around update_critic / compute_values when critic.model.fsdp_config.param_offload /
+  optimizer_offload; dp_critic.py update_critic ends with zero_grad(): no gradients between updates (mapping._verl_critic);
   the reference: ppo/utils.py:72-76 need_reference_policy: algorithm.use_kl_in_reward or actor.use_kl_loss.
 """
 
@@ -101,6 +107,15 @@ PLANNED = frozenset(
         "algorithm.adv_estimator",
         "algorithm.use_kl_in_reward",
         "critic.enable",
+        "critic.model.path",
+        "critic.ppo_micro_batch_size",
+        "critic.ppo_micro_batch_size_per_gpu",
+        "critic.use_dynamic_bsz",
+        "critic.ppo_max_token_len_per_gpu",
+        "critic.ulysses_sequence_parallel_size",
+        "critic.model.enable_gradient_checkpointing",
+        "critic.model.fsdp_config.param_offload",
+        "critic.model.fsdp_config.optimizer_offload",
         "trainer.n_gpus_per_node",
         "trainer.nnodes",
     }
