@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vramfit.review.reviewer import review
 
 from review_support import find
@@ -92,3 +94,21 @@ def test_chunked_cross_entropy_plans_the_compiled_chunked_loss(tmp_path):
     assert (s.loss_kernel, s.compile_loss, s.loss_chunks) == ("chunked", True, 16)
     assert chunked.plan.breakdown["logits"] < 0.5 * plain.plan.breakdown["logits"]
     assert not any("chunked_cross_entropy" in str(f) and "not reviewed" in str(f) for f in chunked.findings)
+
+
+@pytest.mark.parametrize(
+    "line, attention",
+    [
+        # axolotl utils/schemas/enums.py CANONICAL_ATTN_IMPLS (at 067b021c) accepts these; its archived examples use xformers
+        ("attn_implementation: xformers\n", "flash"),
+        ("attn_implementation: sage\n", "flash"),
+        ("attn_implementation: fp8\n", "sdpa"),
+        # LEGACY_ATTN_FLAG_TO_IMPL: the deprecated switch still selects the backend
+        ("xformers_attention: true\n", "flash"),
+        ("sage_attention: true\n", "flash"),
+    ],
+)
+def test_attention_backends_axolotl_accepts_are_planned_not_refused(tmp_path, line, attention):
+    result = _review(tmp_path, BASE + line)
+    assert not find(result, severity="error")
+    assert result.plan.setup.attention == attention

@@ -376,14 +376,22 @@ AXOLOTL = {
     "attn_implementation": "model.attn_implementation",  # axolotl's current spelling (flash_attention: true before it)
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
 }
+# axolotl's deprecated attention switches -> the attn_implementation its config normalisation sets (utils/schemas/
+# enums.py LEGACY_ATTN_FLAG_TO_IMPL, at 067b021c)
+LEGACY_ATTENTION_FLAGS = {
+    "xformers_attention": "xformers",
+    "sage_attention": "sage",
+    "flex_attention": "flex_attention",
+    "flash_attention": "flash_attention_2",
+    "sdp_attention": "sdpa",
+    "eager_attention": "eager",
+}
 AXOLOTL_SPECIAL = {
     "adapter",
     "lora_target_linear",
     "load_in_4bit",
     "load_in_8bit",
-    "flash_attention",
-    "sdp_attention",
-    "eager_attention",
+    *LEGACY_ATTENTION_FLAGS,
     "plugins",
     "cut_cross_entropy",
     "chunked_cross_entropy",
@@ -421,7 +429,6 @@ AXOLOTL_NOT_MODELLED = {
     "resume_from_checkpoint",
     "auto_resume_from_checkpoints",
     "local_rank",
-    "xformers_attention",
     "hub_model_id",
     "evals_per_epoch",
     "saves_per_epoch",
@@ -539,6 +546,15 @@ def attention_class(value: str) -> str:
         return "flash_attention_2"
     if v in ("flash_attention_3", "flex_attention") or ("/" in v and "flash" in v.lower()):
         return "flash_attention_2"
+    if v in ("xformers", "sage"):
+        # axolotl's canonical names (utils/schemas/enums.py CANONICAL_ATTN_IMPLS, at 067b021c): monkeypatch/attention/
+        # xformers.py calls xformers.ops.fmha.memory_efficient_attention, sage_attn.py SageAttention's fused kernel;
+        # neither keeps a seq x seq matrix
+        return "flash_attention_2"
+    if v == "fp8":
+        # axolotl monkeypatch/attention/fp8_attn.py `patch_fp8_attention`: torchao's low-precision attention replaces
+        # F.scaled_dot_product_attention under the model's "sdpa" attention
+        return "sdpa"
     return value
 
 
@@ -1717,8 +1733,8 @@ class _Builder:
             self.set("model.lora.target_modules", "all-linear", setting)
         elif name in ("load_in_4bit", "load_in_8bit") and value is True:
             self.set("model.quantization.bits", 4 if name == "load_in_4bit" else 8, setting)
-        elif name in ("flash_attention", "sdp_attention", "eager_attention") and value is True:
-            impl = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "eager_attention": "eager"}[name]
+        elif name in LEGACY_ATTENTION_FLAGS and value is True:
+            impl = LEGACY_ATTENTION_FLAGS[name]
             self.set("model.attn_implementation", impl, setting)
         elif name == "plugins":
             self.liger_plugin = LIGER_PLUGIN in (value or [])
