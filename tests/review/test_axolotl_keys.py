@@ -112,3 +112,21 @@ def test_attention_backends_axolotl_accepts_are_planned_not_refused(tmp_path, li
     result = _review(tmp_path, BASE + line)
     assert not find(result, severity="error")
     assert result.plan.setup.attention == attention
+
+
+@pytest.mark.parametrize(
+    "extra, verdict",
+    [
+        ("", "warning"),  # DataCollatorForSeq2Seq, padding=True: the batch's longest sample, which the files do not bound
+        ("sample_packing: true\n", "error"),  # multipack fills the micro-batch to sequence_len
+        ("pad_to_sequence_len: true\n", "error"),  # pad_to_multiple_of = sequence_len
+    ],
+)
+def test_without_sample_packing_axolotl_pads_each_batch_to_its_longest_sample(tmp_path, extra, verdict):
+    # axolotl core/builders/causal.py build_collator (at 067b021c); its examples/llama-3/3b-qat-nvfp4.yaml: 64 x 8192, no packing
+    text = "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 8192\nmicro_batch_size: 64\ngradient_checkpointing: true\nbf16: true\n"
+    result = _review(tmp_path, text + extra)
+    assert [f.severity for f in result.findings if f.source == "planner" and "predicted peak" in f.what] == [verdict]
+    if verdict == "warning":
+        [warning] = find(result, key="sequence_len", severity="warning", text="padded to its longest sample")
+        assert "sequence_len: " in warning.fix

@@ -3403,6 +3403,8 @@ class _Builder:
             if flat
             else lengths.pads_to_longest(self.primary.program if self.primary.kind in ("shell", "litgpt") else None, settings)
         )
+        if pads is None and self.settings.kind == "axolotl":
+            pads, why = lengths.axolotl_padding({k.replace("-", "_"): str(v).lower() for k, v in settings.items()})
         if pads is None and getattr(self, "swift_uncapped", False):
             # ms-swift's Template._data_collator: "padding_to ... if none, the batch will be padded to the `longest`"
             # (swift/llm/template/template/qwen.py); with no --max_length the cap is the model's context, which the data
