@@ -130,3 +130,12 @@ def test_without_sample_packing_axolotl_pads_each_batch_to_its_longest_sample(tm
     if verdict == "warning":
         [warning] = find(result, key="sequence_len", severity="warning", text="padded to its longest sample")
         assert "sequence_len: " in warning.fix
+
+
+def test_axolotl_evaluation_keeps_no_logits(tmp_path):
+    # axolotl passes its trainers no compute_metrics (none in src/ at 067b021c), so transformers' Trainer.evaluate runs
+    # evaluation_loop with prediction_loss_only=True; its examples/llama-3/diffusion/sft-1b.yaml was a 316 GiB false error
+    result = _review(tmp_path, BASE + "val_set_size: 0.05\neval_strategy: epoch\n")
+    assert result.plan.setup.prediction_loss_only
+    assert not result.plan.phase_breakdowns.get("evaluation", {}).get("eval_logits")
+    assert not find(result, severity="error")

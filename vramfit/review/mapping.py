@@ -2808,9 +2808,14 @@ class _Builder:
         python = self._python_file() or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
-        if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
+        # axolotl builds its trainers without compute_metrics (none in its src/ at 067b021c; its bench / eval-table callbacks
+        # call prediction_step per batch and keep nothing), and Trainer.evaluate passes prediction_loss_only=True then
+        axolotl = self.settings.kind == "axolotl"
+        if "prediction_loss_only" not in t and (axolotl or no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
             why = (
-                f"{python.label} passes the Trainer no compute_metrics"
+                "axolotl passes the Trainer no compute_metrics"
+                if axolotl
+                else f"{python.label} passes the Trainer no compute_metrics"
                 if no_metrics
                 else f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else "")
             )
