@@ -208,3 +208,25 @@ def test_open_instructs_tensor_parallel_degree_makes_a_no_fit_an_upper_bound(tmp
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert not find(result, severity="error")
     assert find(result, key="--tensor_parallel_degree", severity="warning", text="without tensor parallelism")
+
+
+@pytest.mark.parametrize(
+    "script, said",
+    [
+        # ms-swift's examples beside their training scripts (examples/train/seq_cls/*/deploy.sh, qlora/bnb/merge_lora.sh)
+        ("CUDA_VISIBLE_DEVICES=0 \\\nswift deploy \\\n    --adapters output/vx-xxx/checkpoint-xxx", "runs `swift deploy` (line 2)"),
+        ("swift export --adapters output/vx-xxx/checkpoint-xxx --merge_lora true", "runs `swift export`"),
+        ("llamafactory-cli chat examples/inference/qwen3.yaml", "runs `llamafactory-cli chat`"),
+        ("# deprecated: see https://github.com/modelscope/ms-swift/blob/v3.4.1/full_lmdeploy.sh", "runs no command"),
+        ("echo start\nnvidia-smi", "has no launch command"),
+    ],
+)
+def test_a_script_that_trains_nothing_says_what_it_runs(tmp_path, script, said):
+    path = tmp_path / "run.sh"
+    path.write_text("#!/bin/bash\n" + script + "\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 2
+    [error] = find(result, severity="error")
+    assert said in error.what
+    assert "no training launch to review" in error.what or "it runs `echo` (line 2), `nvidia-smi` (line 3)" in error.what
+    assert error.fix == "pass the script that starts training."

@@ -660,12 +660,7 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
         )
     if not launches:
         problems = Problems()
-        problems.add(
-            source.label,
-            "",
-            "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
-            "pass the script that starts training.",
-        )
+        problems.add(source.label, "", _no_training_launch(script.commands), "pass the script that starts training.")
         raise ConfigError(problems)
     source.launch_lines = [c.line for c, _ in launches]
     command, (launcher, tokens) = launches[min(launch, len(launches) - 1)]
@@ -1262,6 +1257,42 @@ _WRAPPING = {"sudo", "docker", "docker-compose", "podman", "singularity", "appta
 _WRAPPING |= {"nohup", "nice", "setsid", "stdbuf", "taskset", "numactl", "timeout", "time"}
 # Environment managers whose `run` subcommand runs the command after it in their environment (`uv run accelerate launch ...`).
 _RUNNERS = {"uv", "poetry", "pipenv", "pdm", "pixi", "hatch", "conda", "mamba", "micromamba", "rye"}
+
+
+# The trainers' own commands that run no training (ms-swift swift/cli/main.py ROUTE_MAPPING: infer, deploy, export, eval,
+# app, web-ui, sample, merge-lora, rollout; LLaMA-Factory launcher.py: chat, export, api, webchat, eval; axolotl cli/main.py:
+# inference, merge-lora, merge-sharded-fsdp-weights, preprocess, quantize, evaluate, vllm-serve), and the servers' own
+NOT_TRAINING = {
+    "swift": {"infer", "deploy", "export", "eval", "app", "web-ui", "sample", "merge-lora", "rollout"},
+    "llamafactory-cli": {"chat", "export", "api", "webchat", "eval"},
+    "lmf": {"chat", "export", "api", "webchat", "eval"},
+    "axolotl": {"inference", "merge-lora", "merge-sharded-fsdp-weights", "preprocess", "quantize", "evaluate", "vllm-serve"},
+    "vllm": {"serve"},
+    "lmdeploy": {"serve", "chat"},
+}
+
+
+def _no_training_launch(commands) -> str:
+    """What a script without a training launch runs instead, said plainly: an inference / serving / export command of a
+    trainer, other commands, or none at all (comments only)."""
+    ran = [c for c in commands if c.argv]
+    other = next(
+        (c for c in ran if os.path.basename(c.argv[0]) in NOT_TRAINING and c.argv[1:2] and c.argv[1] in NOT_TRAINING[os.path.basename(c.argv[0])]), None
+    )
+    if other is not None:
+        said = f"{os.path.basename(other.argv[0])} {other.argv[1]}"
+        return (
+            f"runs `{said}` (line {other.line}), which serves, runs inference with, evaluates or exports a model: it trains "
+            "nothing, so there is no training launch to review (torchrun, deepspeed, accelerate launch, axolotl train, "
+            "swift sft|rlhf, llamafactory-cli train, or python script.py)"
+        )
+    if not ran:
+        return "runs no command (comments and assignments only): there is no training launch to review"
+    names = ", ".join(dict.fromkeys(f"`{os.path.basename(c.argv[0])}` (line {c.line})" for c in ran[:3]))
+    return (
+        f"has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, swift sft|rlhf, "
+        f"llamafactory-cli train, or python script.py); it runs {names}"
+    )
 
 
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
