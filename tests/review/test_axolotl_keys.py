@@ -139,3 +139,16 @@ def test_axolotl_evaluation_keeps_no_logits(tmp_path):
     assert result.plan.setup.prediction_loss_only
     assert not result.plan.phase_breakdowns.get("evaluation", {}).get("eval_logits")
     assert not find(result, severity="error")
+
+
+def test_a_quantized_base_whose_experts_stay_16_bit_says_so(tmp_path):
+    # axolotl's examples/jamba/qlora.yaml: 87.9 GiB of "weights" for a QLoRA, 84 GiB of them Jamba's fused experts that
+    # bitsandbytes skips (axolotl docs/expert_quantization.qmd); the review names them and axolotl's switch
+    moe = "base_model: zai-org/GLM-4.7-Flash\nadapter: qlora\nload_in_4bit: true\nlora_target_modules:\n  - q_proj\n"
+    moe += "sequence_len: 1024\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\n"
+    plain, quantized = _review(tmp_path, moe), _review(tmp_path, moe + "quantize_moe_experts: true\n")
+    [said] = find(plain, key="load_in_4bit", severity="info", text="the MoE experts stay 16-bit")
+    assert said.fix.startswith("quantize_moe_experts: true")
+    assert not find(quantized, text="the MoE experts stay 16-bit")
+    dense = _review(tmp_path, BASE + "adapter: qlora\nload_in_4bit: true\n")
+    assert not find(dense, text="the MoE experts stay 16-bit")

@@ -1936,6 +1936,7 @@ class _Builder:
         mapped.transformers_pin = self._transformers_pin()
         mapped.accelerate_pin = self.find_pin(self.primary, "accelerate")
         self._linear_experts(mapped)
+        self._sixteen_bit_experts(mapped)
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
@@ -1980,6 +1981,41 @@ class _Builder:
                 o.key,
                 f"planned with the MoE experts quantized: under {pin}, {model_type}'s experts are nn.Linear modules, which "
                 f"bitsandbytes quantizes with the other linears (transformers 5 fuses them into 3-D parameters it skips)",
+                source="planner",
+                line=o.line,
+            )
+        )
+
+    def _sixteen_bit_experts(self, mapped: Mapped) -> None:
+        """A quantized base whose MoE experts the run's transformers keeps as fused 3-D parameters, which bitsandbytes
+        skips (it replaces nn.Linear only: transformers quantizers/quantizer_bnb_4bit.py `param_needs_quantization`), with
+        no `quantize_moe_experts`: the experts load in 16 bits and most of the weights are theirs. Said, with their size,
+        so that a QLoRA plan's weights read as what they are (axolotl docs/expert_quantization.qmd: "all expert weights
+        being loaded in full bf16 precision"); axolotl's own switch quantizes them as they load."""
+        quantized = ((self.recipe.get("model") or {}).get("quantization") or {}).get("bits")
+        if not quantized or (self.recipe.get("planner") or {}).get("quantize_moe_experts") or not (self.recipe.get("model") or {}).get("config"):
+            return
+        from vramfit.planner import params
+
+        try:
+            experts = sum(params.summary(Path(self.recipe["model"]["config"])).expert_tensors)
+        except Exception:  # noqa: BLE001 - a config the library cannot build is said by the plan itself
+            return
+        if not experts:
+            return
+        o = self.origins.get("model.quantization.bits") or Origin(self.settings.label, "", self.settings.launch_line)
+        axolotl = self.settings.kind == "axolotl"
+        mapped.findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                f"the MoE experts stay 16-bit: {experts / 1e9:.1f} B parameters ({experts * 2 / 2**30:.1f} GiB) in fused 3-D "
+                "tensors, which bitsandbytes does not quantize (it replaces nn.Linear modules only); planned so",
+                "quantize_moe_experts: true (axolotl quantizes them as they load; with lora_target_parameters, not "
+                "lora_target_linear), or a pre-quantized checkpoint."
+                if axolotl
+                else "",
                 source="planner",
                 line=o.line,
             )
