@@ -398,7 +398,45 @@ def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[
         source.settings = [Setting(k, v, source.label, source.line_of(k)) for k, v in document.items()]
         if isinstance(document.get("deepspeed"), str):
             source.references.append(Reference("deepspeed", document["deepspeed"], source.settings[list(document).index("deepspeed")]))
+        _commented_accelerate_config(source)
     return source
+
+
+def _commented_accelerate_config(source: Source) -> None:
+    """A config whose own comment gives the command that launches it with an accelerate config (LLaMA-Factory's
+    examples/ascend/*fsdp*.yaml: `# accelerate launch --config_file examples/accelerate/fsdp2_config.yaml src/train.py
+    examples/ascend/qwen3_full_sft_fsdp2.yaml`): that accelerate config is read with it, as for the command itself, where
+    it lies here and no other file names one; said. A comment whose command does not name this file is not its launch."""
+    lines = source.text.splitlines()
+    for start, line in enumerate(lines):
+        if not re.match(r"^\s*#\s*accelerate\s+launch\b", line):
+            continue
+        command, end = [], start
+        while end < len(lines) and lines[end].lstrip().startswith("#"):
+            part = lines[end].lstrip()[1:].strip()
+            command.append(part.rstrip("\\").strip())
+            if not part.endswith("\\"):
+                break
+            end += 1
+        words = " ".join(command).split()
+        if source.path.name not in {os.path.basename(w) for w in words} or "--config_file" not in words[:-1]:
+            continue
+        written = words[words.index("--config_file") + 1]
+        if locate(written, source.path, source.cwd) is None:
+            return
+        setting = Setting("--config_file", written, source.label, start + 1 + next((i for i, c in enumerate(command) if "--config_file" in c), 0))
+        source.references.append(Reference("accelerate", written, setting))
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "--config_file",
+                f"read {written}, the accelerate config of the launch command this file's comment gives (line {start + 1})",
+                "pass the launch script or the accelerate config you use, if another.",
+                line=setting.line,
+            )
+        )
+        return
 
 
 # A YAML line `key:value`: a key written without the space YAML needs after its colon. YAML reads the line as one plain
