@@ -282,7 +282,9 @@ SWIFT_SIZE_VARIABLES = (
 )
 # A model id's suffix that names a checkpoint quantized in a format its config.json defines (Qwen2.5-7B-Instruct-AWQ,
 # -GPTQ-Int4, Qwen-7B-Chat-Int4, -Int8, -FP8), which the table's 16-bit config of its base lacks (see _quantized_checkpoint)
-QUANTIZED_NAME = re.compile(r"(?<![a-z0-9])(awq|gptq|int4|int8|fp8)(?![a-z0-9])", re.I)
+# NVFP4 / MXFP4 / FP4: NVIDIA ModelOpt / compressed-tensors checkpoints (4-bit e2m1 values, an fp8 or e8m0 scale per block),
+# e.g. nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4 of axolotl examples/qwen3-next/qwen3-next-80b-a3b-nvfp4-lora.yaml
+QUANTIZED_NAME = re.compile(r"(?<![a-z0-9])(awq|gptq|int4|int8|fp8|nvfp4|mxfp4|fp4)(?![a-z0-9])", re.I)
 # ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
 # method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
 SWIFT_TUNERS_NOT_MODELLED = {
@@ -3197,14 +3199,16 @@ class _Builder:
             self.set("model.quantization.bits", 4, setting)
             self.set("model.quantization.method", method, setting)
             said = f"planned with its 4-bit {method.upper()} weights (int4, groups of 128)"
+            fix = "pass --model-config with the checkpoint's own config.json to plan it as published."
         else:
-            said = f"planned at 16 bits: its {found.group(1)} layout is not modelled (an upper bound)"
+            said = f"planned at 16 bits: its {found.group(1)} layout is not modelled (an upper bound of the weights)"
+            fix = ""  # the checkpoint's own quantization_config (fp8, modelopt NVFP4, MXFP4) is no format the planner models
         self.note(
             "info",
             setting,
             f"'{model_id}' names a checkpoint quantized as {found.group(1)}; {how} holds the 16-bit config of its base, without the "
             f"checkpoint's quantization_config: {said}",
-            "pass --model-config with the checkpoint's own config.json to plan it as published.",
+            fix,
         )
 
     def _model_by_name(self, model_id: str, resolved) -> None:
