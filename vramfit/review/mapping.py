@@ -45,6 +45,9 @@ ALIASES = {
     "max_pixels": "data.max_pixels",
     "image_max_pixels": "data.max_pixels",
     "max_slice_nums": "data.max_slice_nums",
+    # VLM-R1 grpo_jsonl.py: its InternVL module tiles each image up to max_anyres_num tiles and a thumbnail
+    # (vlm_modules/internvl_module.py `_load_image(max_num=processing_class.max_anyres_num)`, dynamic_preprocess use_thumbnail)
+    "max_anyres_num": "planner.max_tiles",
     "lora_r": "model.lora.r",
     "lora_rank": "model.lora.r",
     "lora_alpha": "model.lora.alpha",
@@ -3523,9 +3526,21 @@ class _Builder:
 
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
-            per_image = (
-                data["max_pixels"] // pixels_per_token(self.config) if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
-            )
+            # max_pixels sizes a Qwen2-VL-family image (its vision_config's spatial_merge_size); InternVL's image is tiles of
+            # image_seq_length tokens (VLM-R1 passes its Qwen default max_pixels to every module, which InternVL's ignores)
+            vision = (self.config or {}).get("vision_config") or {}
+            if data.get("max_pixels") and "spatial_merge_size" in vision:
+                per_image = data["max_pixels"] // pixels_per_token(self.config)
+            elif (self.config or {}).get("image_seq_length") and (self.config or {}).get("downsample_ratio"):
+                from vramfit.planner import params
+                from vramfit.planner.setup import image_geometry
+
+                tiles = (self.recipe.get("planner") or {}).get("max_tiles")
+                per_image = image_geometry(params.summary(Path(self.recipe["model"]["config"])), None, None, self.config, tiles)[0]
+            elif data.get("max_pixels"):
+                per_image = data["max_pixels"] // pixels_per_token(self.config)
+            else:
+                per_image = images.get("max_per_image", images.get("per_image", 0))
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
             if any(s.kind == "verl" for s in self.sources):  # verl's max_prompt_length counts the image tokens too
