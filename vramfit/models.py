@@ -225,8 +225,11 @@ QUANT_TAIL = re.compile(
 )
 # The same formats anywhere in a name (Qwen1.5-7B-Chat-GPTQ-Int4, Qwen-VL-Chat-Int4): -> (method, bits) the planner takes,
 # None for one it does not model (8-bit GPTQ, fp8: planned at 16 bits, an upper bound, said by the review).
+# NVFP4 / MXFP4 / FP4 (NVIDIA ModelOpt / compressed-tensors: 4-bit e2m1 values with an fp8 or e8m0 scale per block, e.g.
+# nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4 of axolotl's qwen3-next example) are named, not modelled: planned at 16 bits.
 QUANT_IN_NAME = re.compile(
-    r"(?<![a-z0-9])((?:unsloth[-_.])?bnb[-_.]?(?:4|8)bit|awq(?:[-_.]4bit)?|gptq(?:[-_.](?:int(?:4|8)|(?:4|8)bit))?|int4|int8|fp8)(?![a-z0-9])", re.I
+    r"(?<![a-z0-9])((?:unsloth[-_.])?bnb[-_.]?(?:4|8)bit|awq(?:[-_.]4bit)?|gptq(?:[-_.](?:int(?:4|8)|(?:4|8)bit))?|int4|int8|fp8|nvfp4|mxfp4|fp4)(?![a-z0-9])",
+    re.I,
 )
 
 
@@ -288,6 +291,8 @@ def name_quantization(model_id: str) -> NamedQuantization | None:
         return NamedQuantization(written, "awq", 4)
     if fmt in ("gptq", "gptqint4", "gptq4bit", "int4"):
         return NamedQuantization(written, "gptq", 4)
+    if fmt.endswith("fp4"):
+        return NamedQuantization(written, None, 4)  # NVFP4 / MXFP4: no format the planner models
     return NamedQuantization(written, None, 8)  # 8-bit GPTQ (-GPTQ-Int8, -Int8), fp8
 
 

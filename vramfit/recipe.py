@@ -141,6 +141,9 @@ class Knobs(Strict):
     lora_vision_tower: bool = True  # PEFT all-linear includes the vision tower; false: the LLM only
     # max_length cuts a sample before its image placeholders become the images' tokens (ms-swift 2.x, Qwen2-VL)
     images_past_max_length: bool = False
+    # InternVL: tiles per image at most, a thumbnail beside them (VLM-R1's --max_anyres_num: its InternVL module's
+    # dynamic_preprocess(max_num=..., use_thumbnail=True)); None: one tile
+    max_tiles: Union[int, None] = Field(default=None, ge=1, le=64)
     # an Omni checkpoint's speech output (Qwen2.5-Omni's Talker and vocoder) loaded beside the model, frozen, unused
     audio_output: bool = False
     bitsandbytes_version: Union[str, None] = None  # the run's bitsandbytes (< 0.43.2 keeps 4-bit linears' inputs)

@@ -179,6 +179,19 @@ def test_amp_trace_keeps_the_autocast_weight_copies(tmp_path):
     assert amp.train_transient > pure.train_transient
 
 
+def test_fsdp_computes_with_its_16_bit_parameters_so_autocast_copies_none(tmp_path):
+    """accelerate's FSDP keeps fp32 master shards but computes with parameters its MixedPrecisionPolicy casts to the run's
+    bf16 (param_dtype): no autocast copy of a weight is kept, so the step holds what the bf16-loaded DDP step holds (the
+    trace held a bf16 copy of every trained weight: 48 GiB of 'activations' on Qwen3.5-27B, axolotl's 27b-fft.yaml).
+    Lightning's bf16-mixed computes in fp32 (master_fp32), which keeps the copies."""
+    path = _llama(tmp_path)
+    ddp = trace.trace_step(_setup(path, precision="bf16", master_fp32=False), cache=False)
+    fsdp = trace.trace_step(_setup(path, precision="bf16", master_fp32=False, engine="fsdp", gpus_per_node=2), cache=False)
+    lightning = trace.trace_step(_setup(path, precision="bf16", master_fp32=True, engine="fsdp", gpus_per_node=2), cache=False)
+    assert fsdp.train_transient == ddp.train_transient
+    assert lightning.train_transient > fsdp.train_transient
+
+
 # ----------------------------------------------------------------------------------------------
 # Architectures
 

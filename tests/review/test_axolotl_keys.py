@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vramfit.review.reviewer import review
 
 from review_support import find
@@ -92,3 +94,61 @@ def test_chunked_cross_entropy_plans_the_compiled_chunked_loss(tmp_path):
     assert (s.loss_kernel, s.compile_loss, s.loss_chunks) == ("chunked", True, 16)
     assert chunked.plan.breakdown["logits"] < 0.5 * plain.plan.breakdown["logits"]
     assert not any("chunked_cross_entropy" in str(f) and "not reviewed" in str(f) for f in chunked.findings)
+
+
+@pytest.mark.parametrize(
+    "line, attention",
+    [
+        # axolotl utils/schemas/enums.py CANONICAL_ATTN_IMPLS (at 067b021c) accepts these; its archived examples use xformers
+        ("attn_implementation: xformers\n", "flash"),
+        ("attn_implementation: sage\n", "flash"),
+        ("attn_implementation: fp8\n", "sdpa"),
+        # LEGACY_ATTN_FLAG_TO_IMPL: the deprecated switch still selects the backend
+        ("xformers_attention: true\n", "flash"),
+        ("sage_attention: true\n", "flash"),
+    ],
+)
+def test_attention_backends_axolotl_accepts_are_planned_not_refused(tmp_path, line, attention):
+    result = _review(tmp_path, BASE + line)
+    assert not find(result, severity="error")
+    assert result.plan.setup.attention == attention
+
+
+@pytest.mark.parametrize(
+    "extra, verdict",
+    [
+        ("", "warning"),  # DataCollatorForSeq2Seq, padding=True: the batch's longest sample, which the files do not bound
+        ("sample_packing: true\n", "error"),  # multipack fills the micro-batch to sequence_len
+        ("pad_to_sequence_len: true\n", "error"),  # pad_to_multiple_of = sequence_len
+    ],
+)
+def test_without_sample_packing_axolotl_pads_each_batch_to_its_longest_sample(tmp_path, extra, verdict):
+    # axolotl core/builders/causal.py build_collator (at 067b021c); its examples/llama-3/3b-qat-nvfp4.yaml: 64 x 8192, no packing
+    text = "base_model: meta-llama/Llama-3.2-3B\nsequence_len: 8192\nmicro_batch_size: 64\ngradient_checkpointing: true\nbf16: true\n"
+    result = _review(tmp_path, text + extra)
+    assert [f.severity for f in result.findings if f.source == "planner" and "predicted peak" in f.what] == [verdict]
+    if verdict == "warning":
+        [warning] = find(result, key="sequence_len", severity="warning", text="padded to its longest sample")
+        assert "sequence_len: " in warning.fix
+
+
+def test_axolotl_evaluation_keeps_no_logits(tmp_path):
+    # axolotl passes its trainers no compute_metrics (none in src/ at 067b021c), so transformers' Trainer.evaluate runs
+    # evaluation_loop with prediction_loss_only=True; its examples/llama-3/diffusion/sft-1b.yaml was a 316 GiB false error
+    result = _review(tmp_path, BASE + "val_set_size: 0.05\neval_strategy: epoch\n")
+    assert result.plan.setup.prediction_loss_only
+    assert not result.plan.phase_breakdowns.get("evaluation", {}).get("eval_logits")
+    assert not find(result, severity="error")
+
+
+def test_a_quantized_base_whose_experts_stay_16_bit_says_so(tmp_path):
+    # axolotl's examples/jamba/qlora.yaml: 87.9 GiB of "weights" for a QLoRA, 84 GiB of them Jamba's fused experts that
+    # bitsandbytes skips (axolotl docs/expert_quantization.qmd); the review names them and axolotl's switch
+    moe = "base_model: zai-org/GLM-4.7-Flash\nadapter: qlora\nload_in_4bit: true\nlora_target_modules:\n  - q_proj\n"
+    moe += "sequence_len: 1024\nmicro_batch_size: 1\ngradient_checkpointing: true\nbf16: true\n"
+    plain, quantized = _review(tmp_path, moe), _review(tmp_path, moe + "quantize_moe_experts: true\n")
+    [said] = find(plain, key="load_in_4bit", severity="info", text="the MoE experts stay 16-bit")
+    assert said.fix.startswith("quantize_moe_experts: true")
+    assert not find(quantized, text="the MoE experts stay 16-bit")
+    dense = _review(tmp_path, BASE + "adapter: qlora\nload_in_4bit: true\n")
+    assert not find(dense, text="the MoE experts stay 16-bit")

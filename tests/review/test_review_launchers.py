@@ -298,3 +298,61 @@ def test_llamafactory_cli_reads_its_torchrun_environment(tmp_path):
     path.write_text("FORCE_TORCHRUN=1 NNODES=2 NODE_RANK=0 NPROC_PER_NODE=4 llamafactory-cli train lf.yaml\n")
     setup = review([str(path)], gpu="a100-80g").plan.setup
     assert (setup.nodes, setup.gpus_per_node) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    "script, said",
+    [
+        # ms-swift's examples beside their training scripts (examples/train/seq_cls/*/deploy.sh, qlora/bnb/merge_lora.sh)
+        ("CUDA_VISIBLE_DEVICES=0 \\\nswift deploy \\\n    --adapters output/vx-xxx/checkpoint-xxx", "runs `swift deploy` (line 2)"),
+        ("swift export --adapters output/vx-xxx/checkpoint-xxx --merge_lora true", "runs `swift export`"),
+        ("llamafactory-cli chat examples/inference/qwen3.yaml", "runs `llamafactory-cli chat`"),
+        ("# deprecated: see https://github.com/modelscope/ms-swift/blob/v3.4.1/full_lmdeploy.sh", "runs no command"),
+        ("echo start\nnvidia-smi", "has no launch command"),
+    ],
+)
+def test_a_script_that_trains_nothing_says_what_it_runs(tmp_path, script, said):
+    path = tmp_path / "run.sh"
+    path.write_text("#!/bin/bash\n" + script + "\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 2
+    [error] = find(result, severity="error")
+    assert said in error.what
+    assert "no training launch to review" in error.what or "it runs `echo` (line 2), `nvidia-smi` (line 3)" in error.what
+    assert error.fix == "pass the script that starts training."
+
+
+FSDP2 = """distributed_type: FSDP
+fsdp_config:
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_version: 2
+mixed_precision: bf16
+num_machines: 1
+num_processes: 4
+"""
+LF_YAML = """model_name_or_path: meta-llama/Llama-3.2-3B
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+cutoff_len: 1024
+per_device_train_batch_size: 1
+bf16: true
+"""
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_config_whose_comment_gives_its_accelerate_launch_is_read_with_that_accelerate_config(tmp_path, named):
+    # LLaMA-Factory examples/ascend/qwen3_full_sft_fsdp2.yaml's head: the accelerate launch that runs it, with FSDP2
+    (tmp_path / "examples" / "accelerate").mkdir(parents=True)
+    (tmp_path / "examples" / "ascend").mkdir()
+    (tmp_path / "examples" / "accelerate" / "fsdp2_config.yaml").write_text(FSDP2)
+    name = "x_full_sft_fsdp2.yaml" if named else "another.yaml"
+    head = f"# accelerate launch \\\n#     --config_file examples/accelerate/fsdp2_config.yaml \\\n#     src/train.py examples/ascend/{name}\n"
+    path = tmp_path / "examples" / "ascend" / "x_full_sft_fsdp2.yaml"
+    path.write_text(head + LF_YAML)
+    result = review([str(path)], gpu="a100-80g")
+    assert (result.plan.setup.engine == "fsdp") is named
+    assert bool(find(result, key="--config_file", severity="info", text="the launch command this file's comment gives")) is named
+    if named:
+        assert result.plan.setup.gpus_per_node == 4

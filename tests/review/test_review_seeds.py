@@ -3,6 +3,8 @@ names what sank the run (upstream-setups.md has the stories and figures)."""
 
 from __future__ import annotations
 
+from vramfit.review.reviewer import review
+
 from review_support import find
 
 
@@ -154,3 +156,20 @@ def test_axolotl_keys_and_the_recipe_reasons(seed_review):
     [liger] = find(result, source="recipe-diff", key="liger_fused_linear_cross_entropy")
     assert "no 4 x 4096 x 128,256 logits" in liger.what
     assert not find(result, text="unknown key")  # axolotl's own keys are known
+
+
+def test_vlm_r1_internvl_images_are_tiles_not_max_pixels(tmp_path):
+    """VLM-R1's run_grpo_rec_internvl.sh: its InternVL module tiles each image up to --max_anyres_num tiles and a thumbnail
+    of 256 tokens each (vlm_modules/internvl_module.py), and ignores the Qwen max_pixels the script's arguments carry: the
+    prompt was planned at 12,845,056 px / 784 = 16,384 image tokens, and InternVL's 448-px tile at 1,024 (no pixel shuffle)."""
+    launch = (
+        'torchrun --nproc_per_node="8" src/open_r1/grpo_jsonl.py --model_name_or_path OpenGVLab/InternVL2_5-4B-MPO '
+        "--max_anyres_num 6 --per_device_train_batch_size 8 --gradient_checkpointing true --bf16 --num_generations 8 "
+        "--max_completion_length 2048 --max_pixels 12845056 --attn_implementation flash_attention_2"
+    )
+    path = tmp_path / "run_grpo_rec_internvl.sh"
+    path.write_text("#!/bin/bash\n" + launch + "\n")
+    result = review([str(path)], gpu="a100-80g")
+    assert result.plan.setup.method == "grpo"
+    assert result.plan.setup.image_tokens == 256 * 7  # 6 tiles and the thumbnail
+    assert result.plan.setup.seq_len < 16384

@@ -30,13 +30,9 @@ KNOWN_FALSE_ERRORS: dict[str, str] = {
     # issue-lf4311-qwen2-72b-lora-ds3-2xa800 left it: a known key written `key:value` is an error on its line, and the rest
     # of the file is reviewed as meant, review/sources.py NO_SPACE; the case's sidecar names that problem since session 7;
     # issue-alpaca86-llama-13b-full-fsdp-2xa100-80g left it: a quote never closed is an error with its fix, and the launch
-    # is reviewed as if it closed, review/shell.py; the case's sidecar names that problem since session 7)
-    # Added, not shrunk: incomplete before Yi-34B was in the table (model_configs/hub/yi-34b.json, session 7), planned now.
-    "issue-axolotl1000-yi-34b-chat-qlora-1xrtx4090": "planned now that Yi-34B is in the table: predicted peak 23.2 GiB on the "
-    "one RTX 4090 (weights 18.7, 4-bit base and bf16 embeddings / head), within the 23.6 GiB the GPU has but above the 22.5 "
-    "usable after the planner's 5% kept for memory outside PyTorch's allocator, so an error. The example's README measured "
-    "'97% of available memory' (nvidia-smi, ~23.3 of 24 GiB): the predicted peak agrees within 1%; the error is the 5% "
-    "margin on one GPU with no NCCL, a planner calibration question left to #13, not a model-table one",
+    # is reviewed as if it closed, review/shell.py; the case's sidecar names that problem since session 7;
+    # issue-axolotl1000-yi-34b-chat-qlora-1xrtx4090 left it (session 10): axolotl without sample_packing pads each batch to
+    # its longest sample (core/builders/causal.py build_collator), so the 1,024-token cap of unknown data is a warning)
     # Batch F (session 8), at first contact:
     "issue-openr1-446-qwen2.5-1.5b-sft-16k-x16-8xh100": "labelled sound as the thread reports it (the README's command ran on "
     "8 x H100 'at about 50GB'), but the same command is huggingface/open-r1#506's OOM on 96 GB H20s, and 16 packed sequences "

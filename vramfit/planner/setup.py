@@ -349,7 +349,7 @@ class Setup:
         if problems:
             raise ConfigError(problems)
         arch = params.summary(config_path)
-        tokens, patches = image_geometry(arch, recipe.data.max_pixels, recipe.data.max_slice_nums)
+        tokens, patches = image_geometry(arch, recipe.data.max_pixels, recipe.data.max_slice_nums, config, recipe.planner.max_tiles)
         images = recipe.data.images_per_sample if patches else 0
         seq = recipe.data.max_length
         if grpo:

@@ -176,6 +176,9 @@ def trace_key(setup) -> str:
         # PEFT's fp32 adapters on a 16-bit base (AMP, or autocast_adapter_dtype=true): traced in the compute dtype
         # before; only these keys change
         knobs["lora_fp32_adapters"] = True
+    if setup.engine == "fsdp" and not setup.master_fp32 and setup.precision not in ("fp32", "bf16-true"):
+        # FSDP's 16-bit compute parameters (`_dtypes`): traced with fp32 weights under autocast before; only these keys change
+        knobs["fsdp_compute"] = "param_dtype"
     if getattr(setup, "head", "lm") != "lm":
         # a classification head (the class the trace builds, its labels) or a patched one: only these keys change
         knobs["head"], knobs["num_labels"] = setup.head, setup.num_labels
@@ -734,7 +737,12 @@ def _dtypes(setup):
     # only when the model is loaded in fp32 (`master_fp32`) or FSDP's mixed precision keeps them;
     # a model loaded in 16 bits trains 16-bit weights, and its elementwise activations stay 16-bit
     # (measured on an H100: Llama-3.2-3B loaded in bf16, benchmarks/gpu_memory.py).
-    trained = torch.float32 if setup.master_fp32 or setup.engine == "fsdp" else half
+    # FSDP keeps fp32 master shards, but computes with the unsharded parameters its mixed-precision policy casts to
+    # param_dtype: accelerate's FullyShardedDataParallelPlugin.set_mixed_precision sets param_dtype to the run's bf16 /
+    # fp16 (utils/dataclasses.py) after fsdp2_prepare_model upcasts the shards ("MixedPrecisionPolicy.param_dtype handles
+    # compute cast", utils/fsdp_utils.py, accelerate 1.13-1.15), so autocast finds 16-bit weights and caches no cast
+    # copies of them. Lightning's bf16-mixed FSDPPrecision computes in fp32 (param_dtype float32): master_fp32 (LitGPT).
+    trained = torch.float32 if setup.master_fp32 else half
     frozen = torch.float32 if setup.frozen_fp32 else half
     return trained, frozen, half
 

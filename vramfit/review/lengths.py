@@ -155,6 +155,30 @@ def _llamafactory(p: str, said: dict[str, str]) -> tuple[bool, str] | None:
     return True, LLAMAFACTORY_LONGEST
 
 
+# axolotl (axolotl-ai-cloud/axolotl at 067b021c): core/builders/causal.py `build_collator` builds DataCollatorForSeq2Seq (or,
+# with processor_type, MultiModalChatDataCollator, utils/collators/mm_chat.py) with `padding: True` and pad_to_multiple_of
+# 64 unless pad_to_sequence_len, which pads to sequence_len; sample_packing (multipack, pad_to_sequence_len on) fills each
+# micro-batch to sequence_len; samples past sequence_len are dropped or cut (utils/data/utils.py
+# drop_long_seq_in_dataset, excess_length_strategy). The RL / reward / pretraining builders pick other collators.
+AXOLOTL_LONGEST = (
+    "axolotl's collator pads each batch to its longest sample without sample_packing or pad_to_sequence_len "
+    "(DataCollatorForSeq2Seq / MultiModalChatDataCollator, padding=True, pad_to_multiple_of 64: core/builders/causal.py "
+    "build_collator) and drops or cuts samples past sequence_len"
+)
+AXOLOTL_TO_CAP = "axolotl pads every sample to sequence_len under pad_to_sequence_len (core/builders/causal.py build_collator)"
+AXOLOTL_OTHER_COLLATORS = ("rl", "reward_model", "process_reward_model", "pretraining_dataset", "batch_flattening")
+
+
+def axolotl_padding(said: dict[str, str]) -> tuple[bool | None, str]:
+    """How an axolotl config's SFT collator pads (sample_packing is handled by the caller): (True, why) each batch to its
+    longest sample, (False, why) to sequence_len, (None, "") another builder's collator."""
+    if said.get("pad_to_sequence_len") == "true":
+        return False, AXOLOTL_TO_CAP
+    if any(said.get(k, "none") not in ("none", "false", "", "[]") for k in AXOLOTL_OTHER_COLLATORS):
+        return None, ""
+    return True, AXOLOTL_LONGEST
+
+
 def pads_to_longest(program: str | None, settings: dict[str, object] | None = None) -> tuple[bool | None, str]:
     """(True / False / None for not known, the fact's source) for the program a launch runs, given the script's
     arguments (name -> value) where a program's collator depends on them."""

@@ -45,6 +45,9 @@ ALIASES = {
     "max_pixels": "data.max_pixels",
     "image_max_pixels": "data.max_pixels",
     "max_slice_nums": "data.max_slice_nums",
+    # VLM-R1 grpo_jsonl.py: its InternVL module tiles each image up to max_anyres_num tiles and a thumbnail
+    # (vlm_modules/internvl_module.py `_load_image(max_num=processing_class.max_anyres_num)`, dynamic_preprocess use_thumbnail)
+    "max_anyres_num": "planner.max_tiles",
     "lora_r": "model.lora.r",
     "lora_rank": "model.lora.r",
     "lora_alpha": "model.lora.alpha",
@@ -375,14 +378,22 @@ AXOLOTL = {
     "attn_implementation": "model.attn_implementation",  # axolotl's current spelling (flash_attention: true before it)
     "warmup_ratio": "training.warmup_steps",  # axolotl converts the ratio itself; transformers 5 takes a fraction there
 }
+# axolotl's deprecated attention switches -> the attn_implementation its config normalisation sets (utils/schemas/
+# enums.py LEGACY_ATTN_FLAG_TO_IMPL, at 067b021c)
+LEGACY_ATTENTION_FLAGS = {
+    "xformers_attention": "xformers",
+    "sage_attention": "sage",
+    "flex_attention": "flex_attention",
+    "flash_attention": "flash_attention_2",
+    "sdp_attention": "sdpa",
+    "eager_attention": "eager",
+}
 AXOLOTL_SPECIAL = {
     "adapter",
     "lora_target_linear",
     "load_in_4bit",
     "load_in_8bit",
-    "flash_attention",
-    "sdp_attention",
-    "eager_attention",
+    *LEGACY_ATTENTION_FLAGS,
     "plugins",
     "cut_cross_entropy",
     "chunked_cross_entropy",
@@ -420,7 +431,6 @@ AXOLOTL_NOT_MODELLED = {
     "resume_from_checkpoint",
     "auto_resume_from_checkpoints",
     "local_rank",
-    "xformers_attention",
     "hub_model_id",
     "evals_per_epoch",
     "saves_per_epoch",
@@ -538,6 +548,15 @@ def attention_class(value: str) -> str:
         return "flash_attention_2"
     if v in ("flash_attention_3", "flex_attention") or ("/" in v and "flash" in v.lower()):
         return "flash_attention_2"
+    if v in ("xformers", "sage"):
+        # axolotl's canonical names (utils/schemas/enums.py CANONICAL_ATTN_IMPLS, at 067b021c): monkeypatch/attention/
+        # xformers.py calls xformers.ops.fmha.memory_efficient_attention, sage_attn.py SageAttention's fused kernel;
+        # neither keeps a seq x seq matrix
+        return "flash_attention_2"
+    if v == "fp8":
+        # axolotl monkeypatch/attention/fp8_attn.py `patch_fp8_attention`: torchao's low-precision attention replaces
+        # F.scaled_dot_product_attention under the model's "sdpa" attention
+        return "sdpa"
     return value
 
 
@@ -1927,8 +1946,8 @@ class _Builder:
             self.set("model.lora.target_modules", "all-linear", setting)
         elif name in ("load_in_4bit", "load_in_8bit") and value is True:
             self.set("model.quantization.bits", 4 if name == "load_in_4bit" else 8, setting)
-        elif name in ("flash_attention", "sdp_attention", "eager_attention") and value is True:
-            impl = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "eager_attention": "eager"}[name]
+        elif name in LEGACY_ATTENTION_FLAGS and value is True:
+            impl = LEGACY_ATTENTION_FLAGS[name]
             self.set("model.attn_implementation", impl, setting)
         elif name == "plugins":
             self.liger_plugin = LIGER_PLUGIN in (value or [])
@@ -2131,6 +2150,7 @@ class _Builder:
         mapped.transformers_pin = self._transformers_pin()
         mapped.accelerate_pin = self.find_pin(self.primary, "accelerate")
         self._linear_experts(mapped)
+        self._sixteen_bit_experts(mapped)
         mapped.attention_chosen, mapped.attention_chosen_for = self._attention_chosen()
         mapped.image_assumed = self.image_assumed
         mapped.length_cap, mapped.length_bound, mapped.longest_unknown = self.length_cap, self.length_bound, self.longest_unknown
@@ -2176,6 +2196,41 @@ class _Builder:
                 o.key,
                 f"planned with the MoE experts quantized: under {pin}, {model_type}'s experts are nn.Linear modules, which "
                 f"bitsandbytes quantizes with the other linears (transformers 5 fuses them into 3-D parameters it skips)",
+                source="planner",
+                line=o.line,
+            )
+        )
+
+    def _sixteen_bit_experts(self, mapped: Mapped) -> None:
+        """A quantized base whose MoE experts the run's transformers keeps as fused 3-D parameters, which bitsandbytes
+        skips (it replaces nn.Linear only: transformers quantizers/quantizer_bnb_4bit.py `param_needs_quantization`), with
+        no `quantize_moe_experts`: the experts load in 16 bits and most of the weights are theirs. Said, with their size,
+        so that a QLoRA plan's weights read as what they are (axolotl docs/expert_quantization.qmd: "all expert weights
+        being loaded in full bf16 precision"); axolotl's own switch quantizes them as they load."""
+        quantized = ((self.recipe.get("model") or {}).get("quantization") or {}).get("bits")
+        if not quantized or (self.recipe.get("planner") or {}).get("quantize_moe_experts") or not (self.recipe.get("model") or {}).get("config"):
+            return
+        from vramfit.planner import params
+
+        try:
+            experts = sum(params.summary(Path(self.recipe["model"]["config"])).expert_tensors)
+        except Exception:  # noqa: BLE001 - a config the library cannot build is said by the plan itself
+            return
+        if not experts:
+            return
+        o = self.origins.get("model.quantization.bits") or Origin(self.settings.label, "", self.settings.launch_line)
+        axolotl = self.settings.kind == "axolotl"
+        mapped.findings.append(
+            Finding(
+                "info",
+                o.file,
+                o.key,
+                f"the MoE experts stay 16-bit: {experts / 1e9:.1f} B parameters ({experts * 2 / 2**30:.1f} GiB) in fused 3-D "
+                "tensors, which bitsandbytes does not quantize (it replaces nn.Linear modules only); planned so",
+                "quantize_moe_experts: true (axolotl quantizes them as they load; with lora_target_parameters, not "
+                "lora_target_linear), or a pre-quantized checkpoint."
+                if axolotl
+                else "",
                 source="planner",
                 line=o.line,
             )
@@ -3067,9 +3122,14 @@ class _Builder:
         python = self._python_file() or self.program
         trl = bool(self.trainer) and not trainers.config_class(self.trainer).__module__.startswith("transformers")
         no_metrics = python is not None and "compute_metrics" not in python.text and "def prediction_step" not in python.text
-        if "prediction_loss_only" not in t and (no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
+        # axolotl builds its trainers without compute_metrics (none in its src/ at 067b021c; its bench / eval-table callbacks
+        # call prediction_step per batch and keep nothing), and Trainer.evaluate passes prediction_loss_only=True then
+        axolotl = self.settings.kind == "axolotl"
+        if "prediction_loss_only" not in t and (axolotl or no_metrics or (trl and self.trainer in trainers.NO_EVAL_LOGITS | {"sft"})):
             why = (
-                f"{python.label} passes the Trainer no compute_metrics"
+                "axolotl passes the Trainer no compute_metrics"
+                if axolotl
+                else f"{python.label} passes the Trainer no compute_metrics"
                 if no_metrics
                 else f"TRL's {self.cls_name()} trainer evaluates the loss" + (" and log-probs / scores" if self.trainer != "sft" else "")
             )
@@ -3427,8 +3487,8 @@ class _Builder:
             )
             if found.written.lower().startswith("unsloth"):  # unsloth's dynamic quants: some modules left unquantized
                 said += " (unsloth's dynamic quants keep some modules in 16 bits, listed in the checkpoint's llm_int8_skip_modules: a lower bound)"
-        else:
-            said = f"planned at 16 bits: its {found.written} layout is not modelled (an upper bound)"
+        else:  # 8-bit GPTQ, fp8, and the 4-bit float formats (NVFP4 / MXFP4: ModelOpt / compressed-tensors) the planner has none of
+            said = f"planned at 16 bits: its {found.written} layout is not modelled (an upper bound of the weights)"
         text = config.get("text_config")
         model_type = str((text if isinstance(text, dict) and text.get("model_type") else config).get("model_type") or "")
         if found.method is not None and model_type and _experts_merged_on_load(model_type):
@@ -3437,12 +3497,13 @@ class _Builder:
             self.recipe.setdefault("planner", {})["quantize_moe_experts"] = True
             self.origins["planner.quantize_moe_experts"] = Origin(setting.file, setting.key, setting.line)
             said += f", its {model_type} experts included (stored quantized per expert)"
+        fix = "pass --model-config with the checkpoint's own config.json to plan it as published." if found.method else ""
         self.note(
             "info",
             setting,
             f"'{model_id}' names a checkpoint quantized as {found.written}; {how} holds the 16-bit config of its base, without the "
             f"checkpoint's quantization_config: {said}",
-            "pass --model-config with the checkpoint's own config.json to plan it as published.",
+            fix,
         )
 
     def _model_by_name(self, model_id: str, resolved) -> None:
@@ -3684,6 +3745,8 @@ class _Builder:
             if flat
             else lengths.pads_to_longest(self.primary.program if self.primary.kind in ("shell", "litgpt") else None, settings)
         )
+        if pads is None and self.settings.kind == "axolotl":
+            pads, why = lengths.axolotl_padding({k.replace("-", "_"): str(v).lower() for k, v in settings.items()})
         if pads is None and getattr(self, "swift_uncapped", False):
             # ms-swift's Template._data_collator: "padding_to ... if none, the batch will be padded to the `longest`"
             # (swift/llm/template/template/qwen.py); with no --max_length the cap is the model's context, which the data
@@ -3757,9 +3820,21 @@ class _Builder:
 
     def _lengths(self, data: dict, images: dict) -> None:
         if self.grpo:
-            per_image = (
-                data["max_pixels"] // pixels_per_token(self.config) if data.get("max_pixels") else images.get("max_per_image", images.get("per_image", 0))
-            )
+            # max_pixels sizes a Qwen2-VL-family image (its vision_config's spatial_merge_size); InternVL's image is tiles of
+            # image_seq_length tokens (VLM-R1 passes its Qwen default max_pixels to every module, which InternVL's ignores)
+            vision = (self.config or {}).get("vision_config") or {}
+            if data.get("max_pixels") and "spatial_merge_size" in vision:
+                per_image = data["max_pixels"] // pixels_per_token(self.config)
+            elif (self.config or {}).get("image_seq_length") and (self.config or {}).get("downsample_ratio"):
+                from vramfit.planner import params
+                from vramfit.planner.setup import image_geometry
+
+                tiles = (self.recipe.get("planner") or {}).get("max_tiles")
+                per_image = image_geometry(params.summary(Path(self.recipe["model"]["config"])), None, None, self.config, tiles)[0]
+            elif data.get("max_pixels"):
+                per_image = data["max_pixels"] // pixels_per_token(self.config)
+            else:
+                per_image = images.get("max_per_image", images.get("per_image", 0))
             text = self.prompt_text or GRPO_PROMPT_DEFAULT
             data["max_length"] = per_image + text  # the prompt: image tokens + text (no file sets it as such)
             if any(s.kind == "verl" for s in self.sources):  # verl's max_prompt_length counts the image tokens too

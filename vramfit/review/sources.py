@@ -402,7 +402,45 @@ def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[
         source.settings = [Setting(k, v, source.label, source.line_of(k)) for k, v in document.items()]
         if isinstance(document.get("deepspeed"), str):
             source.references.append(Reference("deepspeed", document["deepspeed"], source.settings[list(document).index("deepspeed")]))
+        _commented_accelerate_config(source)
     return source
+
+
+def _commented_accelerate_config(source: Source) -> None:
+    """A config whose own comment gives the command that launches it with an accelerate config (LLaMA-Factory's
+    examples/ascend/*fsdp*.yaml: `# accelerate launch --config_file examples/accelerate/fsdp2_config.yaml src/train.py
+    examples/ascend/qwen3_full_sft_fsdp2.yaml`): that accelerate config is read with it, as for the command itself, where
+    it lies here and no other file names one; said. A comment whose command does not name this file is not its launch."""
+    lines = source.text.splitlines()
+    for start, line in enumerate(lines):
+        if not re.match(r"^\s*#\s*accelerate\s+launch\b", line):
+            continue
+        command, end = [], start
+        while end < len(lines) and lines[end].lstrip().startswith("#"):
+            part = lines[end].lstrip()[1:].strip()
+            command.append(part.rstrip("\\").strip())
+            if not part.endswith("\\"):
+                break
+            end += 1
+        words = " ".join(command).split()
+        if source.path.name not in {os.path.basename(w) for w in words} or "--config_file" not in words[:-1]:
+            continue
+        written = words[words.index("--config_file") + 1]
+        if locate(written, source.path, source.cwd) is None:
+            return
+        setting = Setting("--config_file", written, source.label, start + 1 + next((i for i, c in enumerate(command) if "--config_file" in c), 0))
+        source.references.append(Reference("accelerate", written, setting))
+        source.notes.append(
+            Finding(
+                "info",
+                source.label,
+                "--config_file",
+                f"read {written}, the accelerate config of the launch command this file's comment gives (line {start + 1})",
+                "pass the launch script or the accelerate config you use, if another.",
+                line=setting.line,
+            )
+        )
+        return
 
 
 # A YAML line `key:value`: a key written without the space YAML needs after its colon. YAML reads the line as one plain
@@ -736,12 +774,7 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
         )
     if not launches:
         problems = Problems()
-        problems.add(
-            source.label,
-            "",
-            "has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, or python script.py)",
-            "pass the script that starts training.",
-        )
+        problems.add(source.label, "", _no_training_launch(script.commands), "pass the script that starts training.")
         raise ConfigError(problems)
     source.launch_lines = [c.line for c, _ in launches]
     command, (launcher, tokens) = launches[min(launch, len(launches) - 1)]
@@ -1467,6 +1500,42 @@ def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
 
 # MPI launchers: `-np N` processes in all, `-npernode N` / `-N N` per node (Open MPI, MPICH, Horovod's horovodrun)
 _MPI = {"mpirun", "mpiexec", "horovodrun", "oshrun"}
+
+
+# The trainers' own commands that run no training (ms-swift swift/cli/main.py ROUTE_MAPPING: infer, deploy, export, eval,
+# app, web-ui, sample, merge-lora, rollout; LLaMA-Factory launcher.py: chat, export, api, webchat, eval; axolotl cli/main.py:
+# inference, merge-lora, merge-sharded-fsdp-weights, preprocess, quantize, evaluate, vllm-serve), and the servers' own
+NOT_TRAINING = {
+    "swift": {"infer", "deploy", "export", "eval", "app", "web-ui", "sample", "merge-lora", "rollout"},
+    "llamafactory-cli": {"chat", "export", "api", "webchat", "eval"},
+    "lmf": {"chat", "export", "api", "webchat", "eval"},
+    "axolotl": {"inference", "merge-lora", "merge-sharded-fsdp-weights", "preprocess", "quantize", "evaluate", "vllm-serve"},
+    "vllm": {"serve"},
+    "lmdeploy": {"serve", "chat"},
+}
+
+
+def _no_training_launch(commands) -> str:
+    """What a script without a training launch runs instead, said plainly: an inference / serving / export command of a
+    trainer, other commands, or none at all (comments only)."""
+    ran = [c for c in commands if c.argv]
+    other = next(
+        (c for c in ran if os.path.basename(c.argv[0]) in NOT_TRAINING and c.argv[1:2] and c.argv[1] in NOT_TRAINING[os.path.basename(c.argv[0])]), None
+    )
+    if other is not None:
+        said = f"{os.path.basename(other.argv[0])} {other.argv[1]}"
+        return (
+            f"runs `{said}` (line {other.line}), which serves, runs inference with, evaluates or exports a model: it trains "
+            "nothing, so there is no training launch to review (torchrun, deepspeed, accelerate launch, axolotl train, "
+            "swift sft|rlhf, llamafactory-cli train, or python script.py)"
+        )
+    if not ran:
+        return "runs no command (comments and assignments only): there is no training launch to review"
+    names = ", ".join(dict.fromkeys(f"`{os.path.basename(c.argv[0])}` (line {c.line})" for c in ran[:3]))
+    return (
+        f"has no launch command (torchrun, deepspeed, accelerate launch, axolotl train, swift sft|rlhf, "
+        f"llamafactory-cli train, or python script.py); it runs {names}"
+    )
 
 
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
