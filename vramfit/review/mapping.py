@@ -316,6 +316,12 @@ UPSTREAM_SPECIAL = {
     "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
     "enable_liger_kernel",  # LLaMA-Factory: Liger's kernels, with its fused loss at stages pt / sft only
 }
+# Values of a TrainingArguments field that transformers 4 took and the installed transformers refuses: field -> {old value:
+# (the value that does the same, why)}. `adamw_hf` was transformers' own AdamW, deleted for torch.optim.AdamW
+# (huggingface/transformers#36177); the installed OptimizerNames has no ADAMW_HF. Both keep two fp32 moments per parameter.
+REMOVED_VALUES = {
+    "optim": {"adamw_hf": ("adamw_torch", "transformers' own AdamW was removed for torch.optim.AdamW, huggingface/transformers#36177")},
+}
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
 # Arguments the installed transformers / TRL renamed or removed: old name -> (new name or None, why).
@@ -1218,6 +1224,8 @@ class _Builder:
 
     # ---- one setting
     def training(self, name: str, setting: Setting) -> None:
+        if name in REMOVED_VALUES:
+            setting = self._removed_value(name, setting)
         ok, value = self.typed(name, setting)
         if not ok:
             return
@@ -1406,6 +1414,32 @@ class _Builder:
             return
         self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
         self.training(new, setting)
+
+    def _removed_value(self, name: str, setting: Setting) -> Setting:
+        """A value transformers 4 took that the installed transformers refuses (REMOVED_VALUES): reviewed as its
+        replacement, said as a rename under the pinned version (info) or as a fix to make now (warning)."""
+        value = self.scalar(setting)
+        if not isinstance(value, str) or value not in REMOVED_VALUES[name]:
+            return setting
+        new, why = REMOVED_VALUES[name][value]
+        if name == "optim" and value in _optimizer_names():
+            return setting  # the installed transformers still takes it
+        pin = self.pin(setting)
+        old = self._older(pin)
+        where = (
+            f"this repository pins {pin}, where {setting.key} {value} is accepted"
+            if pin is not None
+            else f"nothing pins transformers beside the script, and {setting.key} {value} dates it: transformers 4 accepts it"
+        )
+        self.note(
+            "info" if old else "warning",
+            setting,
+            f"{where}; the installed transformers {_installed('transformers')} refuses it ({why}): reviewed as {new}"
+            if old
+            else f"{setting.key} {value} is refused by the installed transformers {_installed('transformers')} ({why}): reviewed as {new}",
+            f"write {setting.key} {new}" + (" when you upgrade." if old else "."),
+        )
+        return Setting(setting.key, [new] if isinstance(setting.value, list) else new, setting.file, setting.line)
 
     def _older(self, pin) -> bool:
         """The script is judged under transformers 4: its repository pins 4.x, or nothing pins a version (the user runs the
