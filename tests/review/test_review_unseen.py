@@ -41,3 +41,27 @@ def test_optim_adamw_hf_is_transformers_4s_adamw_not_bad_input(tmp_path: Path, p
     said = find(result, key="optim", text="reviewed as adamw_torch")
     assert len(said) == 1 and said[0].severity == "info"  # nothing pinned: transformers 4 dates the value too
     assert ("pins transformers==4.34" in said[0].what) == bool(pin)
+
+
+# allenai/open-instruct scripts/train/olmo2/grpo_fast_13b_zero.sh (e6c3044a), its shape: mason.py hands the cluster a command
+# line (`source setup.sh \&\& python open_instruct/grpo_fast.py ...`) whose learners take `--deepspeed_stage N`
+MASON = (
+    "python mason.py \\\n    --cluster ai2/jupiter --num_nodes 1 \\\n    --gpus 8 -- source configs/beaker_configs/ray_node_setup.sh "
+    "\\&\\& python open_instruct/grpo_fast.py \\\n    --model_name_or_path Qwen/Qwen2.5-0.5B \\\n"
+    "    --per_device_train_batch_size 1 --response_length 1024 --max_prompt_token_length 1024 \\\n"
+    "    --deepspeed_stage 3{offload} --gradient_checkpointing\n"
+)
+
+
+@pytest.mark.parametrize("offload", ["", " --deepspeed_offload_optimizer"])
+def test_open_instructs_deepspeed_stage_shards_and_masons_command_line_is_one_launch(tmp_path: Path, offload: str):
+    """open-instruct's learners build their DeepSpeed config from `--deepspeed_stage` and two offload switches
+    (grpo_utils.py ExperimentConfig, utils.get_train_ds_config, always bf16): it was 'read, not reviewed' and the run
+    planned as plain data parallel; and mason.py's own command (`-- source ...`) was a second launch with no model."""
+    path = tmp_path / "grpo.sh"
+    path.write_text("#!/bin/bash\n" + MASON.format(offload=offload))
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    said = [str(f) for f in result.findings]
+    assert not [s for s in said if "launch 1 of 2" in s or "--deepspeed_stage is" in s or "no DeepSpeed JSON" in s], said
+    planned = find(result, key="--gpu", text="zero buffers")  # sharded: ZeRO's buffers in the plan
+    assert planned and ("optimizer states" in planned[0].what) != bool(offload), said

@@ -1286,7 +1286,7 @@ class _Builder:
             # OpenRLHF parses its own arguments (no TrainingArguments): a name they share means OpenRLHF's own
             # (`--save_steps -1`: never save, its default), read but not judged by the Trainer's rules
             return self.not_modelled.append(setting.key)
-        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
+        if name in ("deepspeed", "local_rank", "zero_stage", "offload", "deepspeed_stage", "deepspeed_offload_param", "deepspeed_offload_optimizer") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
@@ -3703,9 +3703,20 @@ class _Builder:
                 if stage == 3:
                     zero["offload_param"] = {"device": "cpu", "pin_memory": True}
             return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
-        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage")
+        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage") or flags.get("--deepspeed_stage")
         if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
             zero = {"stage": int(zs.value[0])}
+            if zs.key == "--deepspeed_stage":
+                # open-instruct (grpo_utils.py ExperimentConfig, utils.get_train_ds_config): its learners build the DeepSpeed
+                # config from the stage and two switches, the parameters' and the optimizer's offload to the CPU
+                on = {k for k in ("--deepspeed_offload_param", "--deepspeed_offload_optimizer") if k in flags and _switch_on(flags[k].value)}
+                if "--deepspeed_offload_param" in on:
+                    zero["offload_param"] = {"device": "cpu"}
+                if "--deepspeed_offload_optimizer" in on:
+                    zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+                if not (self.recipe.get("training") or {}).get("fp16"):  # its DeepSpeed config is bf16=True, whatever the flags
+                    self.set("training.bf16", True, zs)
+                return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--deepspeed_stage {zs.value[0]}"
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
@@ -3862,6 +3873,11 @@ NOT_MODELLED_SWITCHES = {
     "use_badam": "BAdam (one block of layers trained at a time)",
     "use_adam_mini": "Adam-mini (one second moment per block)",
 }
+
+
+def _switch_on(words: list[str]) -> bool:
+    """A boolean flag of HfArgumentParser given as shell words: `--x` alone, or `--x true|True|1|yes`."""
+    return not words or str(words[0]).lower() in ("true", "1", "yes", "y")
 
 
 @functools.lru_cache(maxsize=None)

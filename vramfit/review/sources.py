@@ -1360,6 +1360,10 @@ def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
 _MPI = {"mpirun", "mpiexec", "horovodrun", "oshrun"}
 
 
+# Shell steps a job launcher's command line may start with before its launch (`-- source env.sh && torchrun ...`)
+_SHELL_STEPS = {"source", ".", "cd", "export", "set", "ulimit", "echo", "mkdir", "pip", "uv"}
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
     if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
@@ -1369,6 +1373,10 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         found = _launcher_of(argv[after:]) if after < len(argv) else None
         if found is not None:
             return found
+        if after < len(argv) and argv[after] in _SHELL_STEPS:
+            # `python mason.py ... -- source setup.sh \&\& python train.py ...` (open-instruct): the job launcher hands a
+            # command line to the cluster, whose launch the shell reader finds after the `&&`; the launcher is none itself
+            return None
     if name in _WRAPPING or (name in _RUNNERS and argv[1:2] == ["run"]):  # `sudo -E docker-compose run --rm trainer torchrun ...`,
         # `uv run accelerate launch ...`: the first launcher among its words
         for i in range(1, len(argv)):
