@@ -65,3 +65,28 @@ def test_open_instructs_deepspeed_stage_shards_and_masons_command_line_is_one_la
     assert not [s for s in said if "launch 1 of 2" in s or "--deepspeed_stage is" in s or "no DeepSpeed JSON" in s], said
     planned = find(result, key="--gpu", text="zero buffers")  # sharded: ZeRO's buffers in the plan
     assert planned and ("optimizer states" in planned[0].what) != bool(offload), said
+
+
+# allenai/open-instruct configs/train_configs/sft/tulu3_8b_preview_mix_v3.0.yaml (e6c3044a), its shape: a key written twice
+TWICE = """model_name_or_path: Qwen/Qwen2.5-0.5B
+gradient_checkpointing: true
+max_seq_length: 1024
+per_device_train_batch_size: 1
+bf16: true
+checkpointing_steps: epoch
+gradient_checkpointing: true
+checkpointing_steps: 1000
+"""
+
+
+def test_a_key_written_twice_is_read_as_yaml_safe_load_does(tmp_path: Path):
+    """HfArgumentParser.parse_yaml_file (yaml.safe_load) keeps the last value of a key written twice: the config runs.
+    It was exit 2 (bad input); now the same value twice is info, two values a warning naming the one the run gets."""
+    path = tmp_path / "sft.yaml"
+    path.write_text(TWICE)
+    result = review([str(path)], gpu="a100-80g", gpus=1)
+    assert result.exit_code == 0, [str(f) for f in result.findings if f.severity == "error"]
+    [same] = find(result, key="gradient_checkpointing", text="written twice")
+    [differ] = find(result, key="checkpointing_steps", text="written twice")
+    assert same.severity == "info" and same.line == 7
+    assert differ.severity == "warning" and "the run gets 1000" in differ.what

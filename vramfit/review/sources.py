@@ -374,7 +374,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[
     try:
         document = _parse_document(path, text, suffix)
     except ConfigError as error:
-        document, repaired = _without_the_space(path, text, suffix, error, known)
+        twice = _keys_twice(path, text, suffix, error)
+        document, repaired = twice if twice is not None else _without_the_space(path, text, suffix, error, known)
     if not isinstance(document, dict):
         problems.add(
             label(path),
@@ -449,6 +450,52 @@ def _without_the_space(path: Path, text: str, suffix: str, error: ConfigError, k
             line=number,
         )
         for number, key, value in fixed
+    ]
+    return document, findings
+
+
+def _keys_twice(path: Path, text: str, suffix: str, error: ConfigError) -> tuple[Any, list[Finding]] | None:
+    """(the document as PyYAML loads it, a finding per key written twice) for a YAML config whose only fault is a key
+    given twice in one mapping; None otherwise. The trainers load their YAML with yaml.safe_load (HfArgumentParser's
+    parse_yaml_file, axolotl, LLaMA-Factory), which keeps the last value and says nothing: open-instruct's published
+    configs repeat `gradient_checkpointing: true` and `checkpointing_steps`. The same value twice changes nothing; two
+    values are a warning naming the one the run gets."""
+    first = error.problems.items[0] if error.problems.items else None
+    if suffix not in (".yaml", ".yml") or first is None or "appears twice in one mapping" not in first.what:
+        return None
+    twice: list[tuple[Any, int, Any, Any]] = []
+
+    class LastWins(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key, value = self.construct_object(key_node, deep=True), self.construct_object(value_node, deep=True)
+                try:
+                    if key in seen:
+                        twice.append((key, key_node.start_mark.line + 1, seen[key], value))
+                    seen[key] = value
+                except TypeError:  # an unhashable key: the strict loader's own message stands
+                    raise error from None
+            return super().construct_mapping(node, deep=deep)
+
+    try:
+        document = yaml.load(text, Loader=LastWins)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError:
+        raise error from None
+    from vramfit import inputs
+
+    document = inputs.check_structure(document, label(path))
+    findings = [
+        Finding(
+            "info" if old == new else "warning",
+            label(path),
+            str(key),
+            f"is written twice in one mapping (the second at line {line})"
+            + (f", both {new!r}: YAML keeps the last, the same" if old == new else f": {old!r}, then {new!r}; YAML keeps the last, so the run gets {new!r}"),
+            "keep one of them" + ("." if old == new else f" (the run uses {new!r})."),
+            line=line,
+        )
+        for key, line, old, new in twice
     ]
     return document, findings
 
