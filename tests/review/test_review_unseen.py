@@ -90,3 +90,16 @@ def test_a_key_written_twice_is_read_as_yaml_safe_load_does(tmp_path: Path):
     [differ] = find(result, key="checkpointing_steps", text="written twice")
     assert same.severity == "info" and same.line == 7
     assert differ.severity == "warning" and "the run gets 1000" in differ.what
+
+
+def test_model_path_names_the_model(tmp_path: Path):
+    """DAMO-NLP-SG/VideoLLaMA2 (videollama2/train.py ModelArguments.model_path, scripts/custom/finetune.sh at c0bb03ab)
+    names the LLM by --model_path: it was 'the script's own argument' and the review stopped at 'no model'."""
+    path = tmp_path / "finetune.sh"
+    path.write_text(
+        "torchrun --nproc_per_node 8 videollama2/train.py --model_type videollama2_qwen2 --model_path Qwen/Qwen2.5-0.5B \\\n"
+        "    --bf16 True --per_device_train_batch_size 1 --model_max_length 1024 --gradient_checkpointing True\n"
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 0, [str(f) for f in result.findings]
+    assert find(result, key="--gpu", text="predicted peak")

@@ -62,6 +62,7 @@ ALIASES = {
     "lora_dim": "model.lora.r",  # DeepSpeed-Chat
     "model": "model.id",
     "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
+    "model_path": "model.id",  # DAMO-NLP-SG/VideoLLaMA2 videollama2/train.py ModelArguments.model_path: the LLM it builds on
     "target_modules": "model.lora.target_modules",  # ms-swift
     "modules_to_save": "model.lora.modules_to_save",  # ms-swift TunerArguments, PEFT LoraConfig: trained in full beside LoRA
     "attn_impl": "model.attn_implementation",  # ms-swift ModelArguments.attn_impl (swift/llm/model/utils.py AttnImpl)
