@@ -103,3 +103,30 @@ def test_model_path_names_the_model(tmp_path: Path):
     result = review([str(path)], gpu="a100-80g")
     assert result.exit_code == 0, [str(f) for f in result.findings]
     assert find(result, key="--gpu", text="predicted peak")
+
+
+# simplescaling/s1 train/sft.py (77272c6e), lines 33-42: only a 70B model is spread by device_map
+S1 = """
+import transformers
+def train():
+    config, args = parser.parse_args_into_dataclasses()
+    kwargs = {}
+    if "70B" in config.model_name:
+        kwargs = {"device_map": "auto", "torch_dtype": "auto"}
+        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name, **kwargs)
+    else:
+        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name)
+"""
+
+
+def test_a_device_map_in_one_branch_of_an_if_the_arguments_decide_is_not_taken_as_the_run():
+    """The first load in line order was taken as the run's: device_map="auto" under torchrun, an error (accelerate
+    refuses it). Which branch runs depends on the model the script is given; the other loads it whole."""
+    import ast
+
+    from vramfit.review import device_map
+
+    read = device_map.read(ast.parse(S1), S1)
+    assert read is not None and read.kind == "unknown"
+    alone = S1.replace("    else:\n        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name)\n", "")
+    assert device_map.read(ast.parse(alone), alone).kind == "spread"
