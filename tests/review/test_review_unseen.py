@@ -130,3 +130,18 @@ def test_a_device_map_in_one_branch_of_an_if_the_arguments_decide_is_not_taken_a
     assert read is not None and read.kind == "unknown"
     alone = S1.replace("    else:\n        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name)\n", "")
     assert device_map.read(ast.parse(alone), alone).kind == "spread"
+
+
+def test_easyr1_is_said_not_reviewed(tmp_path: Path):
+    """hiyouga/EasyR1 examples/qwen2_5_vl_7b_geo3k_grpo.sh (b44b311b): verl's fork with its own config schema. It was
+    read as a plain Python launch ('no config.json found for no model'); it is now said as a launcher not reviewed."""
+    path = tmp_path / "grpo.sh"
+    path.write_text(
+        "#!/bin/bash\n\nset -x\n\nMODEL_PATH=Qwen/Qwen2.5-VL-7B-Instruct  # replace it with your local file path\n\n"
+        "python3 -m verl.trainer.main \\\n    config=examples/config.yaml \\\n    data.train_files=hiyouga/geometry3k@train \\\n"
+        "    worker.actor.model.model_path=${MODEL_PATH} \\\n    trainer.n_gpus_per_node=8\n"
+    )
+    result = review([str(path)], gpu="a100-80g")
+    assert result.exit_code == 3
+    [said] = find(result, key="python3 -m verl.trainer.main", text="EasyR1")
+    assert "not reviewed" in said.what and "examples/config.yaml's settings" in said.fix

@@ -769,12 +769,12 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
     unreviewed = next(((c, _UNREVIEWED[key]) for c in script.commands for key in _unreviewed_keys(c.argv) if key in _UNREVIEWED), None)
     if not launches and unreviewed is not None:
         command, (what, fix) = unreviewed
-        config = next((w for w in command.argv[1:] if w.endswith((".yaml", ".yml"))), None)
+        config = next((w.split("=", 1)[-1] for w in command.argv[1:] if w.endswith((".yaml", ".yml"))), None)
         raise NotReviewed(
             Finding(
                 "info",
                 source.label,
-                " ".join(command.argv[:2]),
+                " ".join(command.argv[: 3 if command.argv[1:2] == ["-m"] else 2]),
                 f"launches {what}, which vramfit does not read: not reviewed (this is no fault of the script)",
                 fix.format(config=config or "CONFIG.yaml") + ".",
                 line=command.line,
@@ -1395,12 +1395,16 @@ _UNREVIEWED = {
     ("xtuner", "train"): ("XTuner (`xtuner train CONFIG.py`)", "plan it with `vramfit plan --model-config` and the config's settings"),
     ("nemo",): ("NVIDIA NeMo's command line", "plan it with `vramfit plan --model-config` and the recipe's settings"),
     ("colossalai", "run"): ("ColossalAI's launcher", "plan it with `vramfit plan --model-config` and the script's settings"),
+    # hiyouga/EasyR1 (examples/*.sh): verl's fork, `python3 -m verl.trainer.main config=examples/config.yaml worker.actor...`,
+    # whose OmegaConf schema (data / algorithm / worker / trainer, verl/trainer/config.py) is not verl's Hydra ppo_trainer
+    ("-m", "verl.trainer.main"): ("EasyR1 (`python3 -m verl.trainer.main config=...`)", "plan it with `vramfit plan --model-config` and {config}'s settings"),
 }
 
 
 def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
     name = os.path.basename(argv[0]) if argv else ""
-    return [(name, *argv[1:2]), (name,)]
+    module = [("-m", argv[2])] if re.fullmatch(r"python[\d.]*", name) and argv[1:2] == ["-m"] and len(argv) > 2 else []
+    return [(name, *argv[1:2]), (name,), *module]
 
 
 # MPI launchers: `-np N` processes in all, `-npernode N` / `-N N` per node (Open MPI, MPICH, Horovod's horovodrun)
@@ -1458,7 +1462,7 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
             module = argv[i + 1]
             if module in _MODULE_LAUNCHERS:
                 return _MODULE_LAUNCHERS[module], argv[i + 2 :]
-            if module in _TOOL_MODULES:
+            if module in _TOOL_MODULES or ("-m", module) in _UNREVIEWED:
                 return None
             return "python", argv[i:]
         if argv[i] == "-c":
