@@ -145,3 +145,32 @@ def test_easyr1_is_said_not_reviewed(tmp_path: Path):
     assert result.exit_code == 3
     [said] = find(result, key="python3 -m verl.trainer.main", text="EasyR1")
     assert "not reviewed" in said.what and "examples/config.yaml's settings" in said.fix
+
+
+# 2U1/Qwen2-VL-Finetune src/train/train_cls.py (6695161a), its load: a model class of the ...ForSequenceClassification family
+TRAIN_CLS = """
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+from src.model import Qwen2ForSequenceClassification
+
+def compute_metrics(pred):
+    return {}
+
+def train():
+    model = Qwen2ForSequenceClassification.from_pretrained(model_args.model_id, config=cfg)
+    model.config.num_labels = training_args.num_labels
+"""
+
+
+def test_a_classification_model_class_of_the_script_is_a_score_head(tmp_path: Path):
+    """Only AutoModelFor(Sequence|Token)Classification was read: Qwen2-VL-Finetune's finetune_cls.sh (a Qwen2.5-VL
+    classifier, 2 labels, evaluated each epoch with compute_metrics) was planned with vocabulary-wide eval logits,
+    1,487 GiB per GPU, an error. The class's name says the head; `--num_labels` its outputs."""
+    (tmp_path / "train_cls.py").write_text(TRAIN_CLS)
+    path = tmp_path / "finetune_cls.sh"
+    path.write_text(
+        "deepspeed train_cls.py --model_id Qwen/Qwen2.5-0.5B --num_labels 2 --bf16 True --per_device_train_batch_size 4 \\\n"
+        "    --per_device_eval_batch_size 4 --eval_strategy epoch --gradient_checkpointing True --model_max_length 2048\n"
+    )
+    result = review([str(path)], gpu="a100-80g", gpus=8)
+    assert result.exit_code == 0, [str(f) for f in result.findings if f.severity == "error"]
+    assert find(result, key="Qwen2ForSequenceClassification", text="a score head of 2 outputs")

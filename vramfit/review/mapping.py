@@ -2049,13 +2049,20 @@ class _Builder:
             )
         python = self._python_file() or self.program
         text = python.text if python is not None else ""
-        call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
+        # transformers' AutoModelFor...Classification, or a model class of that family (2U1/Qwen2-VL-Finetune's
+        # src/train/train_cls.py loads Qwen2_5_VLForSequenceClassification, its num_labels from `--num_labels`)
+        call = re.search(r"\b(\w*)For(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
         if call:
             if head is None:
-                head = "seq_cls" if call.group(1) == "Sequence" else "token_cls"
-                origin = Origin(python.label, f"AutoModelFor{call.group(1)}Classification", text[: call.start()].count("\n") + 1)
-            found = re.search(r"num_labels\s*=\s*(\d+)", call.group(2))
-            labels = labels or (int(found.group(1)) if found else None)
+                head = "seq_cls" if call.group(2) == "Sequence" else "token_cls"
+                origin = Origin(python.label, f"{call.group(1)}For{call.group(2)}Classification", text[: call.start()].count("\n") + 1)
+            found = re.search(r"num_labels\s*=\s*(\d+)", call.group(3))
+            given = next(
+                (st.value for src in self.sources for st in src.settings if st.key.lstrip("-") == "num_labels"),
+                None,
+            )
+            given = given[0] if isinstance(given, list) and len(given) == 1 else given
+            labels = labels or (int(found.group(1)) if found else int(given) if str(given).isdigit() else None)
         # LLaMA-Factory's `stage: rm` (and ms-swift 2.x's `--rlhf_type rm`) wrap the causal LM in TRL's
         # AutoModelForCausalLMWithValueHead instead, whose forward still computes the lm_head's logits: planned as lm
         staged = any(st.key.lstrip("-").replace("-", "_") in ("stage", "rlhf_type") for src in self.sources for st in src.settings)
