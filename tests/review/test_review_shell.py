@@ -177,3 +177,29 @@ def test_a_sourced_file_sets_the_variables_of_the_launch(tmp_path):
     looping = tmp_path / "loop.sh"
     looping.write_text("source loop.sh\nX=1\n")  # a file sourcing itself stops
     assert shell.parse("source loop.sh\n", script_dir=str(tmp_path)).variables["X"] == "1"
+
+
+def test_eval_of_a_command_held_in_a_variable_runs_it_with_its_quotes():
+    """FlagEmbedding's examples/finetune scripts build `cmd="torchrun ... -m FlagEmbedding.finetune..."` and run
+    `eval $cmd`: bash joins the words and parses them again, so the quotes inside the value group words."""
+    text = (
+        'model_args="--model_name_or_path BAAI/bge-large-en-v1.5"\n'
+        'cmd="torchrun --nproc_per_node 2 \\\n    -m FlagEmbedding.finetune.embedder.encoder_only.base \\\n'
+        "    $model_args --query_instruction_for_retrieval 'Represent this: ' --fp16\"\n"
+        'echo $cmd\neval $cmd\neval "$cmd"\n'
+    )
+    first, second = [c for c in shell.parse(text).commands if c.argv[0] == "torchrun"]
+    assert first.argv == second.argv == [
+        "torchrun", "--nproc_per_node", "2", "-m", "FlagEmbedding.finetune.embedder.encoder_only.base",
+        "--model_name_or_path", "BAAI/bge-large-en-v1.5", "--query_instruction_for_retrieval", "Represent this: ", "--fp16",
+    ]  # fmt: skip
+
+
+def test_old_style_arithmetic_and_a_backslash_ending_the_file():
+    """VideoLLaMA2's scripts write `GRADIENT_ACCUMULATION_STEPS=$[$GLOBAL/($WORLD*$NPROC*$LOCAL)]` (bash's older
+    spelling of `$(( ))`); Mantis's end the file with `--resume_from_checkpoint "$x" \\` and no newline, which bash
+    reads as the end of the command (bash -n accepts both)."""
+    text = 'G=128\nL=4\nN=8\nGA=$[$G/(1*$N*$L)]\ntorchrun t.py --ga $GA --resume "$x" \\'
+    script = shell.parse(text)
+    assert launch(text).argv == ["torchrun", "t.py", "--ga", "4", "--resume", "$x"]
+    assert not script.unclosed and not script.stray

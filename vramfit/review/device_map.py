@@ -89,6 +89,11 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
     if node is None:
         return None
     kinds = _kinds(node, literals, tree, set())
+    other = _other_branch_load(tree, call, reached or loads)
+    if other is not None:  # `if "70B" in args.model_name: ...(device_map="auto") else: ...()` (simplescaling/s1 train/sft.py):
+        # the branch taken depends on what the script is given, and the other branch loads the model another way
+        alternative = _keyword(other, "device_map", literals)
+        kinds += _kinds(alternative, literals, tree, set()) if alternative is not None else [("none", None)]
     written = (ast.get_source_segment(text, node) or "").strip()
     spreading = next((value for kind, value in kinds if kind == "spread"), None)
     if not isinstance(node, ast.Constant) and spreading is not None:  # a name or expression: say the value it takes
@@ -115,6 +120,18 @@ def read(tree: ast.AST, text: str) -> DeviceMap | None:
         return DeviceMap("unknown", written, line, **memory_fields)
     if one:
         return DeviceMap("one", written, line, **memory_fields)
+    return None
+
+
+def _other_branch_load(tree: ast.AST, call: ast.Call, loads: list[ast.Call]) -> ast.Call | None:
+    """A model load in the other branch of an `if` around `call` (both branches reachable as far as the file says)."""
+    for branch in (n for n in ast.walk(tree) if isinstance(n, ast.If)):
+        sides = [[c for stmt in side for c in ast.walk(stmt)] for side in (branch.body, branch.orelse)]
+        for mine, theirs in (sides, sides[::-1]):
+            if any(c is call for c in mine):
+                other = next((c for c in theirs if isinstance(c, ast.Call) and any(c is n for n in loads)), None)
+                if other is not None:
+                    return other
     return None
 
 

@@ -65,6 +65,7 @@ ALIASES = {
     "lora_dim": "model.lora.r",  # DeepSpeed-Chat
     "model": "model.id",
     "model_id": "model.id",  # 2U1/Qwen2-VL-Finetune's ModelArguments (src/params.py), smollm's train.py
+    "model_path": "model.id",  # DAMO-NLP-SG/VideoLLaMA2 videollama2/train.py ModelArguments.model_path: the LLM it builds on
     "target_modules": "model.lora.target_modules",  # ms-swift
     "modules_to_save": "model.lora.modules_to_save",  # ms-swift TunerArguments, PEFT LoraConfig: trained in full beside LoRA
     "attn_impl": "model.attn_implementation",  # ms-swift ModelArguments.attn_impl (swift/llm/model/utils.py AttnImpl)
@@ -318,6 +319,12 @@ UPSTREAM_SPECIAL = {
     *QUANT_SETTINGS,
     "mm_tunable_parts",  # LLaVA-NeXT: the parts that train, overriding its other switches
     "enable_liger_kernel",  # LLaMA-Factory: Liger's kernels, with its fused loss at stages pt / sft only
+}
+# Values of a TrainingArguments field that transformers 4 took and the installed transformers refuses: field -> {old value:
+# (the value that does the same, why)}. `adamw_hf` was transformers' own AdamW, deleted for torch.optim.AdamW
+# (huggingface/transformers#36177); the installed OptimizerNames has no ADAMW_HF. Both keep two fp32 moments per parameter.
+REMOVED_VALUES = {
+    "optim": {"adamw_hf": ("adamw_torch", "transformers' own AdamW was removed for torch.optim.AdamW, huggingface/transformers#36177")},
 }
 # The environment variables of the launch that change memory.
 MEMORY_ENV = ("PYTORCH_CUDA_ALLOC_CONF",)
@@ -1237,6 +1244,8 @@ class _Builder:
 
     # ---- one setting
     def training(self, name: str, setting: Setting) -> None:
+        if name in REMOVED_VALUES:
+            setting = self._removed_value(name, setting)
         ok, value = self.typed(name, setting)
         if not ok:
             return
@@ -1297,7 +1306,7 @@ class _Builder:
             # OpenRLHF parses its own arguments (no TrainingArguments): a name they share means OpenRLHF's own
             # (`--save_steps -1`: never save, its default), read but not judged by the Trainer's rules
             return self.not_modelled.append(setting.key)
-        if name in ("deepspeed", "local_rank", "zero_stage", "offload") or (
+        if name in ("deepspeed", "local_rank", "zero_stage", "offload", "deepspeed_stage", "deepspeed_offload_param", "deepspeed_offload_optimizer") or (
             name == "config" and any(r.setting is setting for s in self.sources for r in s.references)
         ):
             return  # the DeepSpeed JSON and a --config file are read as files; the launcher sets local_rank
@@ -1425,6 +1434,32 @@ class _Builder:
             return
         self.note("warning", setting, f"{setting.key} is {why}; reviewed as {spelled_new}", f"rename it {spelled_new}.")
         self.training(new, setting)
+
+    def _removed_value(self, name: str, setting: Setting) -> Setting:
+        """A value transformers 4 took that the installed transformers refuses (REMOVED_VALUES): reviewed as its
+        replacement, said as a rename under the pinned version (info) or as a fix to make now (warning)."""
+        value = self.scalar(setting)
+        if not isinstance(value, str) or value not in REMOVED_VALUES[name]:
+            return setting
+        new, why = REMOVED_VALUES[name][value]
+        if name == "optim" and value in _optimizer_names():
+            return setting  # the installed transformers still takes it
+        pin = self.pin(setting)
+        old = self._older(pin)
+        where = (
+            f"this repository pins {pin}, where {setting.key} {value} is accepted"
+            if pin is not None
+            else f"nothing pins transformers beside the script, and {setting.key} {value} dates it: transformers 4 accepts it"
+        )
+        self.note(
+            "info" if old else "warning",
+            setting,
+            f"{where}; the installed transformers {_installed('transformers')} refuses it ({why}): reviewed as {new}"
+            if old
+            else f"{setting.key} {value} is refused by the installed transformers {_installed('transformers')} ({why}): reviewed as {new}",
+            f"write {setting.key} {new}" + (" when you upgrade." if old else "."),
+        )
+        return Setting(setting.key, [new] if isinstance(setting.value, list) else new, setting.file, setting.line)
 
     def _older(self, pin) -> bool:
         """The script is judged under transformers 4: its repository pins 4.x, or nothing pins a version (the user runs the
@@ -2279,13 +2314,20 @@ class _Builder:
             )
         python = self._python_file() or self.program
         text = python.text if python is not None else ""
-        call = re.search(r"AutoModelFor(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
+        # transformers' AutoModelFor...Classification, or a model class of that family (2U1/Qwen2-VL-Finetune's
+        # src/train/train_cls.py loads Qwen2_5_VLForSequenceClassification, its num_labels from `--num_labels`)
+        call = re.search(r"\b(\w*)For(Sequence|Token)Classification\.from_pretrained\((.{0,400}?)\)", text, re.S)
         if call:
             if head is None:
-                head = "seq_cls" if call.group(1) == "Sequence" else "token_cls"
-                origin = Origin(python.label, f"AutoModelFor{call.group(1)}Classification", text[: call.start()].count("\n") + 1)
-            found = re.search(r"num_labels\s*=\s*(\d+)", call.group(2))
-            labels = labels or (int(found.group(1)) if found else None)
+                head = "seq_cls" if call.group(2) == "Sequence" else "token_cls"
+                origin = Origin(python.label, f"{call.group(1)}For{call.group(2)}Classification", text[: call.start()].count("\n") + 1)
+            found = re.search(r"num_labels\s*=\s*(\d+)", call.group(3))
+            given = next(
+                (st.value for src in self.sources for st in src.settings if st.key.lstrip("-") == "num_labels"),
+                None,
+            )
+            given = given[0] if isinstance(given, list) and len(given) == 1 else given
+            labels = labels or (int(found.group(1)) if found else int(given) if str(given).isdigit() else None)
         # LLaMA-Factory's `stage: rm` (and ms-swift 2.x's `--rlhf_type rm`) wrap the causal LM in TRL's
         # AutoModelForCausalLMWithValueHead instead, whose forward still computes the lm_head's logits: planned as lm
         staged = any(st.key.lstrip("-").replace("-", "_") in ("stage", "rlhf_type") for src in self.sources for st in src.settings)
@@ -4017,9 +4059,20 @@ class _Builder:
                 if stage == 3:
                     zero["offload_param"] = {"device": "cpu", "pin_memory": True}
             return {**auto, "zero_optimization": zero}, Origin(ds.file, ds.key, ds.line), f"ms-swift preset {ds.value[0]}"
-        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage")
+        zs = flags.get("--zero_stage") or flags.get("--ds.zero_stage") or flags.get("--deepspeed_stage")
         if zs is not None and len(zs.value) == 1 and zs.value[0] in ("0", "1", "2", "3"):
             zero = {"stage": int(zs.value[0])}
+            if zs.key == "--deepspeed_stage":
+                # open-instruct (grpo_utils.py ExperimentConfig, utils.get_train_ds_config): its learners build the DeepSpeed
+                # config from the stage and two switches, the parameters' and the optimizer's offload to the CPU
+                on = {k for k in ("--deepspeed_offload_param", "--deepspeed_offload_optimizer") if k in flags and _switch_on(flags[k].value)}
+                if "--deepspeed_offload_param" in on:
+                    zero["offload_param"] = {"device": "cpu"}
+                if "--deepspeed_offload_optimizer" in on:
+                    zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+                if not (self.recipe.get("training") or {}).get("fp16"):  # its DeepSpeed config is bf16=True, whatever the flags
+                    self.set("training.bf16", True, zs)
+                return {**auto, "zero_optimization": zero}, Origin(zs.file, zs.key, zs.line), f"--deepspeed_stage {zs.value[0]}"
             if "--offload" in flags:  # DeepSpeed-Chat utils/ds_utils.py: --offload puts both on the CPU
                 zero["offload_param"] = {"device": "cpu"}
                 zero["offload_optimizer"] = {"device": "cpu"}
@@ -4176,6 +4229,11 @@ NOT_MODELLED_SWITCHES = {
     "use_badam": "BAdam (one block of layers trained at a time)",
     "use_adam_mini": "Adam-mini (one second moment per block)",
 }
+
+
+def _switch_on(words: list[str]) -> bool:
+    """A boolean flag of HfArgumentParser given as shell words: `--x` alone, or `--x true|True|1|yes`."""
+    return not words or str(words[0]).lower() in ("true", "1", "yes", "y")
 
 
 @functools.lru_cache(maxsize=None)

@@ -122,7 +122,7 @@ def zero_label(document: dict[str, Any]) -> str:
 def _zero_fix(mapped: Mapped, origin, path: str, document: dict[str, Any]) -> str:
     """The edit to the recipe's ZeRO setup: a stage flag takes the stage (DeepSpeed-Chat's, OpenRLHF's --zero_stage N),
     a JSON flag the recipe's JSON."""
-    if origin.key.lstrip("-") in ("zero_stage", "ds.zero_stage"):
+    if origin.key.lstrip("-") in ("zero_stage", "ds.zero_stage", "deepspeed_stage"):
         return f"{origin.key} {(document.get('zero_optimization') or {}).get('stage', 0)} (as {path} does)"
     return f"use {mapped.edit('deepspeed', path)} (vramfit's preset, in this repository)"
 

@@ -970,7 +970,7 @@ def _deepspeed_edit(mapped: mapping.Mapped, value: str) -> str | None:
 
     origin = mapped.origins.get("deepspeed")
     match = re.search(r"zero(\d)(_offload_optimizer)?(_params)?\.json$", str(value))
-    if origin is None or match is None or origin.key not in ("--zero_stage", "--ds.zero_stage", "--deepspeed"):
+    if origin is None or match is None or origin.key not in ("--zero_stage", "--ds.zero_stage", "--deepspeed", "--deepspeed_stage"):
         return f"{mapped.edit('deepspeed', value)} (vramfit's preset)"
     stage, optimizer, params = int(match.group(1)), bool(match.group(2)), bool(match.group(3))
     if origin.key == "--deepspeed":  # a JSON path; ms-swift's preset name where the launch names its ZeRO by one
@@ -983,6 +983,8 @@ def _deepspeed_edit(mapped: mapping.Mapped, value: str) -> str | None:
             return None  # OpenRLHF offloads the optimizer only (--adam_offload)
         if optimizer:
             words.append("--ds.adam_offload" if origin.key.startswith("--ds.") else "--adam_offload")
+    elif origin.key == "--deepspeed_stage":  # open-instruct: a switch for each offload
+        words += [*(["--deepspeed_offload_optimizer"] if optimizer else []), *(["--deepspeed_offload_param"] if params else [])]
     elif optimizer or params:
         if stage == 3 and not params:
             return None  # DeepSpeed-Chat's --offload moves the parameters too

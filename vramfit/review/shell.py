@@ -135,6 +135,9 @@ def _logical_lines(text: str, first_line: int):
             line += c == "\n"
             i += 1
             continue
+        if c == "\\" and i + 1 == n and quote is None:  # a backslash ending the file: bash drops it (a continuation
+            i += 1  # of the last command into nothing; Mantis's scripts end `--resume_from_checkpoint "$x" \\`)
+            continue
         if c == "\\" and i + 1 < n:
             if text[i + 1] == "\n":  # continuation, unquoted or inside double quotes
                 i += 2
@@ -313,6 +316,10 @@ def _simple_command(words: list[str], line_no: int, script: Script, srun: dict[s
             i += 2 if len(words[i]) == 2 and words[i][1] in _SSH_WITH_VALUE else 1
         if i + 1 < len(words):
             words = ["bash", "-c", " ".join(words[i + 1 :])]
+    if words and words[0] == "eval" and not env:  # `cmd="torchrun ..."; eval $cmd`: bash joins the words and runs
+        if len(words) > 1:  # them as a command line of their own (quotes in the value now count)
+            _run_line(" ".join(words[1:]), line_no, script)
+        return
     if len(words) >= 3 and words[0] in ("bash", "sh") and words[1] == "-c":
         seen = {k: v for k, v in script.variables.items() if k in script.exported}
         inner = parse(words[2], {**seen, **env, **({SCRIPT_DIR: script.variables[SCRIPT_DIR]} if SCRIPT_DIR in script.variables else {})}, line_no)
@@ -490,6 +497,9 @@ def _dollar(text: str, i: int, variables: dict[str, str]) -> tuple[str, int]:
         end = _matching(text, i + 1, "(", ")")
         inner = text[i + 3 : end - 1]
         return _arithmetic(expand(inner, variables), variables), end + 1
+    if nxt == "[":  # `$[expression]`: bash's older spelling of `$((expression))` (still expanded by bash 5)
+        end = _matching(text, i + 1, "[", "]")
+        return _arithmetic(expand(text[i + 2 : end], variables), variables), end + 1
     if nxt == "(":
         end = _matching(text, i + 1, "(", ")")
         found = _SCRIPT_DIR.match(text[i + 2 : end])

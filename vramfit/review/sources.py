@@ -375,7 +375,8 @@ def read(path: Path, kind: str | None = None, launch: int = 0, known: Callable[[
     try:
         document = _parse_document(path, text, suffix)
     except ConfigError as error:
-        document, repaired = _without_the_space(path, text, suffix, error, known)
+        twice = _keys_twice(path, text, suffix, error)
+        document, repaired = twice if twice is not None else _without_the_space(path, text, suffix, error, known)
     if not isinstance(document, dict):
         problems.add(
             label(path),
@@ -488,6 +489,52 @@ def _without_the_space(path: Path, text: str, suffix: str, error: ConfigError, k
             line=number,
         )
         for number, key, value in fixed
+    ]
+    return document, findings
+
+
+def _keys_twice(path: Path, text: str, suffix: str, error: ConfigError) -> tuple[Any, list[Finding]] | None:
+    """(the document as PyYAML loads it, a finding per key written twice) for a YAML config whose only fault is a key
+    given twice in one mapping; None otherwise. The trainers load their YAML with yaml.safe_load (HfArgumentParser's
+    parse_yaml_file, axolotl, LLaMA-Factory), which keeps the last value and says nothing: open-instruct's published
+    configs repeat `gradient_checkpointing: true` and `checkpointing_steps`. The same value twice changes nothing; two
+    values are a warning naming the one the run gets."""
+    first = error.problems.items[0] if error.problems.items else None
+    if suffix not in (".yaml", ".yml") or first is None or "appears twice in one mapping" not in first.what:
+        return None
+    twice: list[tuple[Any, int, Any, Any]] = []
+
+    class LastWins(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key, value = self.construct_object(key_node, deep=True), self.construct_object(value_node, deep=True)
+                try:
+                    if key in seen:
+                        twice.append((key, key_node.start_mark.line + 1, seen[key], value))
+                    seen[key] = value
+                except TypeError:  # an unhashable key: the strict loader's own message stands
+                    raise error from None
+            return super().construct_mapping(node, deep=deep)
+
+    try:
+        document = yaml.load(text, Loader=LastWins)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError:
+        raise error from None
+    from vramfit import inputs
+
+    document = inputs.check_structure(document, label(path))
+    findings = [
+        Finding(
+            "info" if old == new else "warning",
+            label(path),
+            str(key),
+            f"is written twice in one mapping (the second at line {line})"
+            + (f", both {new!r}: YAML keeps the last, the same" if old == new else f": {old!r}, then {new!r}; YAML keeps the last, so the run gets {new!r}"),
+            "keep one of them" + ("." if old == new else f" (the run uses {new!r})."),
+            line=line,
+        )
+        for key, line, old, new in twice
     ]
     return document, findings
 
@@ -761,12 +808,12 @@ def _read_shell(path: Path, text: str, script: "shell.Script | None" = None, lau
     unreviewed = next(((c, _UNREVIEWED[key]) for c in script.commands for key in _unreviewed_keys(c.argv) if key in _UNREVIEWED), None)
     if not launches and unreviewed is not None:
         command, (what, fix) = unreviewed
-        config = next((w for w in command.argv[1:] if w.endswith((".yaml", ".yml"))), None)
+        config = next((w.split("=", 1)[-1] for w in command.argv[1:] if w.endswith((".yaml", ".yml"))), None)
         raise NotReviewed(
             Finding(
                 "info",
                 source.label,
-                " ".join(command.argv[:2]),
+                " ".join(command.argv[: 3 if command.argv[1:2] == ["-m"] else 2]),
                 f"launches {what}, which vramfit does not read: not reviewed (this is no fault of the script)",
                 fix.format(config=config or "CONFIG.yaml") + ".",
                 line=command.line,
@@ -1490,12 +1537,16 @@ _UNREVIEWED = {
     ("xtuner", "train"): ("XTuner (`xtuner train CONFIG.py`)", "plan it with `vramfit plan --model-config` and the config's settings"),
     ("nemo",): ("NVIDIA NeMo's command line", "plan it with `vramfit plan --model-config` and the recipe's settings"),
     ("colossalai", "run"): ("ColossalAI's launcher", "plan it with `vramfit plan --model-config` and the script's settings"),
+    # hiyouga/EasyR1 (examples/*.sh): verl's fork, `python3 -m verl.trainer.main config=examples/config.yaml worker.actor...`,
+    # whose OmegaConf schema (data / algorithm / worker / trainer, verl/trainer/config.py) is not verl's Hydra ppo_trainer
+    ("-m", "verl.trainer.main"): ("EasyR1 (`python3 -m verl.trainer.main config=...`)", "plan it with `vramfit plan --model-config` and {config}'s settings"),
 }
 
 
 def _unreviewed_keys(argv: list[str]) -> list[tuple[str, ...]]:
     name = os.path.basename(argv[0]) if argv else ""
-    return [(name, *argv[1:2]), (name,)]
+    module = [("-m", argv[2])] if re.fullmatch(r"python[\d.]*", name) and argv[1:2] == ["-m"] and len(argv) > 2 else []
+    return [(name, *argv[1:2]), (name,), *module]
 
 
 # MPI launchers: `-np N` processes in all, `-npernode N` / `-N N` per node (Open MPI, MPICH, Horovod's horovodrun)
@@ -1538,6 +1589,10 @@ def _no_training_launch(commands) -> str:
     )
 
 
+# Shell steps a job launcher's command line may start with before its launch (`-- source env.sh && torchrun ...`)
+_SHELL_STEPS = {"source", ".", "cd", "export", "set", "ulimit", "echo", "mkdir", "pip", "uv"}
+
+
 def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
     name = os.path.basename(argv[0])
     if name not in ("torchrun", "deepspeed", "accelerate") and "--" in argv[1:]:
@@ -1547,6 +1602,10 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
         found = _launcher_of(argv[after:]) if after < len(argv) else None
         if found is not None:
             return found
+        if after < len(argv) and argv[after] in _SHELL_STEPS:
+            # `python mason.py ... -- source setup.sh \&\& python train.py ...` (open-instruct): the job launcher hands a
+            # command line to the cluster, whose launch the shell reader finds after the `&&`; the launcher is none itself
+            return None
     if name in _WRAPPING or (name in _RUNNERS and argv[1:2] == ["run"]):  # `sudo -E docker-compose run --rm trainer torchrun ...`,
         # `uv run accelerate launch ...`: the first launcher among its words
         for i in range(1, len(argv)):
@@ -1581,7 +1640,7 @@ def _launcher_of(argv: list[str]) -> tuple[str, list[str]] | None:
             module = argv[i + 1]
             if module in _MODULE_LAUNCHERS:
                 return _MODULE_LAUNCHERS[module], argv[i + 2 :]
-            if module in _TOOL_MODULES:
+            if module in _TOOL_MODULES or ("-m", module) in _UNREVIEWED:
                 return None
             return "python", argv[i:]
         if argv[i] == "-c":
