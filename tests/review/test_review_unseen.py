@@ -174,3 +174,25 @@ def test_a_classification_model_class_of_the_script_is_a_score_head(tmp_path: Pa
     result = review([str(path)], gpu="a100-80g", gpus=8)
     assert result.exit_code == 0, [str(f) for f in result.findings if f.severity == "error"]
     assert find(result, key="Qwen2ForSequenceClassification", text="a score head of 2 outputs")
+
+
+def test_a_settings_file_alone_that_fits_only_sharded_is_a_warning_naming_the_launch(tmp_path):
+    """alignment-handbook / open-instruct recipes are TrainingArguments YAMLs launched with `accelerate launch
+    --config_file zero3.yaml`: reviewed alone, plain data parallel is the reading, and where ZeRO-3 would fit the launch
+    decides - a warning, not an error. A file that names its sharding, or LLaMA-Factory's YAML (llamafactory-cli runs
+    it, its own deepspeed key says ZeRO), keeps the verdict."""
+    recipe = tmp_path / "config_full.yaml"
+    recipe.write_text(
+        "model_name_or_path: Qwen/Qwen2.5-14B\nbf16: true\nper_device_train_batch_size: 4\nmax_length: 2048\n"
+        "gradient_checkpointing: true\noutput_dir: out\n"
+    )
+    alone = review([str(recipe)], gpu="a100-80g", gpus=8)
+    [said] = find(alone, text="does not fit as plain data parallel, which is how this file reads alone")
+    assert said.severity == "warning" and alone.exit_code == 0 and "under ZeRO-3 over the same GPUs it fits" in said.what
+    factory = tmp_path / "lf.yaml"
+    factory.write_text(
+        "model_name_or_path: Qwen/Qwen2.5-14B\nstage: sft\nfinetuning_type: full\ncutoff_len: 2048\n"
+        "per_device_train_batch_size: 4\nbf16: true\ngradient_checkpointing: true\ntemplate: qwen\noutput_dir: out\n"
+    )
+    kept = review([str(factory)], gpu="a100-80g", gpus=8)
+    assert kept.exit_code == 1 and not find(kept, text="which is how this file reads alone")

@@ -286,6 +286,8 @@ SWIFT_SIZE_VARIABLES = (
 )
 # A model id's suffix that names a checkpoint quantized in a format its config.json defines (Qwen2.5-7B-Instruct-AWQ,
 # -GPTQ-Int4, Qwen-7B-Chat-Int4, -Int8, -FP8), which the table's 16-bit config of its base lacks (see _quantized_checkpoint)
+# keys only LLaMA-Factory's YAML has (its hparams: stage, finetuning_type, cutoff_len, template)
+LLAMAFACTORY_KEYS = frozenset({"stage", "finetuning_type", "cutoff_len", "template"})
 # ms-swift's tuner types the planner has no model of (swift/pipelines/train/tuner.py `prepare_adapter`): name -> (the nearest
 # method planned, what the tuner trains). The adapter-style ones freeze the base and train small modules beside it.
 SWIFT_TUNERS_NOT_MODELLED = {
@@ -624,6 +626,9 @@ class Mapped:
     # padding-free batches (no packing) of unknown length: the step is planned at its worst case, every sample of a
     # micro-batch at the cap; where the flag was read (the reviewer says the verdict is the worst case's)
     padding_free_worst_case: Origin | None = None
+    # a TrainingArguments / TRL settings file reviewed alone, naming no DeepSpeed JSON nor FSDP: how the run is sharded is
+    # its launcher's (`accelerate launch --config_file zero3.yaml train.py recipe.yaml`), which the review was not given
+    launch_unknown: Origin | None = None
     # a DeepSpeed JSON named but not found, planned from its file name (sources.zero_from_name): (its name, where named,
     # whether the name says an offload); planned without offload, the plan is an upper bound (offload only lowers it)
     deepspeed_from_name: tuple[str, Origin, bool] | None = None
@@ -4018,6 +4023,11 @@ class _Builder:
                 if split
                 else "every rank holds the whole model, its gradients and optimizer states"
             )
+            if not litgpt_run and not split and all(s.kind == "training_args" for s in self.sources):
+                document = self.primary.document if isinstance(self.primary.document, dict) else {}
+                if not set(document) & LLAMAFACTORY_KEYS:  # LLaMA-Factory's YAML: llamafactory-cli launches it, its deepspeed key says ZeRO
+                    # a TrainingArguments / TRL file reviewed alone: its sharding is the launcher's (an accelerate config)
+                    mapped.launch_unknown = origin
             if not litgpt_run and not any("(deepspeed" in m for s in self.sources for m in s.missing):  # a JSON named but not found: said already
                 self.findings.append(
                     Finding(

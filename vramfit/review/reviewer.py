@@ -583,6 +583,23 @@ def _plan(recipe, mapped: mapping.Mapped, host_known: bool, findings: list[Findi
                 origin.line,
             )
         )
+    elif mapped.launch_unknown is not None and plan.setup.engine in ("ddp", "single") and (sharded := _under_zero3(plan)) <= plan.usable_gib:
+        # a settings file alone, naming no sharding: planned as plain data parallel, which does not fit; its launcher's
+        # accelerate config (not given) may shard it, and under ZeRO-3 over the same GPUs it fits: the launch decides
+        origin = mapped.launch_unknown
+        findings.append(
+            Finding(
+                "warning",
+                origin.file,
+                origin.key,
+                f"does not fit as plain data parallel, which is how this file reads alone (it names no DeepSpeed JSON or FSDP, "
+                f"and no launch script or accelerate config was given): {over}; under ZeRO-3 over the same GPUs it fits "
+                f"({sharded:.1f} GiB), so the launch decides (`accelerate launch --config_file` with DeepSpeed or FSDP shards it)",
+                f"review the launch with its accelerate config: vramfit review run.sh accelerate_config.yaml {file}{or_fixes}",
+                "planner",
+                origin.line,
+            )
+        )
     elif mapped.sharding_assumed:
         # the run shards the model or the sequence in ways the planner does not model: the plan is an upper bound
         what, origin = mapped.sharding_assumed
@@ -826,6 +843,17 @@ def _without_update_state(plan) -> float:
     parts = plan.phase_breakdowns.get(plan.peak_phase, plan.breakdown)
     dropped = sum(parts.get(k, 0.0) for k in ("optimizer_states", "optimizer_step", "gradients"))
     return plan.per_gpu_peak_gib - dropped
+
+
+def _under_zero3(plan) -> float:
+    """GiB per GPU of `plan` under DeepSpeed ZeRO-3 with DeepSpeed's defaults (no offload) over the same GPUs."""
+    from vramfit.planner import params
+    from vramfit.planner.plan import plan as plan_setup
+    from vramfit.planner.setup import Zero, _hidden_size
+
+    hidden = _hidden_size(params.read_config(plan.setup.model_config))
+    zero = Zero.from_json({"zero_optimization": {"stage": 3}}, hidden)
+    return plan_setup(plan.setup.replace(engine="deepspeed", zero=zero)).per_gpu_peak_gib
 
 
 def _most_offload(plan) -> tuple[float, str]:
