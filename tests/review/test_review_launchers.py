@@ -263,7 +263,13 @@ def test_a_deepspeed_hostfile_gives_the_nodes_and_gpus(tmp_path, flags, world):
 
 
 @pytest.mark.parametrize(
-    "call", ["bash scripts/finetune.sh Qwen/Qwen2.5-7B", "./scripts/finetune.sh Qwen/Qwen2.5-7B", "sh -x scripts/finetune.sh Qwen/Qwen2.5-7B"]
+    "call",
+    [
+        "bash scripts/finetune.sh Qwen/Qwen2.5-7B",
+        "./scripts/finetune.sh Qwen/Qwen2.5-7B",
+        "sh -x scripts/finetune.sh Qwen/Qwen2.5-7B",
+        "sbatch --nodes 1 -J sft scripts/finetune.sh Qwen/Qwen2.5-7B",
+    ],
 )
 def test_a_wrapper_that_runs_another_script_is_reviewed_through_it(tmp_path, call):
     """`bash scripts/finetune.sh ARGS` with no launch of its own: the called script's launch, its $1 the call's word."""

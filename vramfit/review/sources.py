@@ -700,6 +700,7 @@ def _kind_of(document: dict, suffix: str) -> str:
 
 
 _SHELLS = {"bash", "sh", "zsh", "dash", "source", "."}
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 
 
 def _called_script(path: Path, script: "shell.Script", depth: int) -> Source | None:
@@ -715,7 +716,9 @@ def _called_script(path: Path, script: "shell.Script", depth: int) -> Source | N
         words = argv[1:] if name in _SHELLS else argv
         while words and words[0].startswith("-") and name in _SHELLS:  # `bash -x run.sh`
             words = words[1:]
-        if not words or not words[0].endswith(".sh"):
+        if name == "sbatch":  # `sbatch [options] job.slurm ARGS`: Slurm runs the job script (its #SBATCH lines read there)
+            words = next((argv[i:] for i in range(1, len(argv)) if argv[i].endswith(_SCRIPT_SUFFIXES)), [])
+        if not words or not words[0].endswith(_SCRIPT_SUFFIXES):
             continue
         found = locate(words[0], path, Path(command.cwd) if command.cwd and Path(command.cwd).is_absolute() else None)
         if found is None or found.resolve() == path.resolve():
