@@ -362,3 +362,14 @@ def test_a_config_whose_comment_gives_its_accelerate_launch_is_read_with_that_ac
     assert bool(find(result, key="--config_file", severity="info", text="the launch command this file's comment gives")) is named
     if named:
         assert result.plan.setup.gpus_per_node == 4
+
+
+def test_trls_own_script_takes_its_model_configs_lora_defaults(tmp_path):
+    """`trl sft --use_peft` leaves LoRA to TRL's ModelConfig: r 16, alpha 32, dropout 0.05, and target modules None, which
+    PEFT turns into the model type's defaults (q_proj, v_proj for Qwen2), not all-linear."""
+    path = tmp_path / "run.sh"
+    path.write_text("trl sft --model_name_or_path Qwen/Qwen2.5-7B --dataset_name trl-lib/Capybara --use_peft --output_dir o\n")
+    result = review([str(path)], gpu="h100", gpus=1)
+    s = result.plan.setup
+    assert (s.lora_r, list(s.lora_targets), s.lora_dropout) == (16, ["q_proj", "v_proj"], 0.05)
+    assert find(result, text="reviewed with TRL's ModelConfig defaults, lora_r 16, lora_alpha 32, lora_dropout 0.05")

@@ -183,8 +183,7 @@ def test_a_settings_file_alone_that_fits_only_sharded_is_a_warning_naming_the_la
     it, its own deepspeed key says ZeRO), keeps the verdict."""
     recipe = tmp_path / "config_full.yaml"
     recipe.write_text(
-        "model_name_or_path: Qwen/Qwen2.5-14B\nbf16: true\nper_device_train_batch_size: 4\nmax_length: 2048\n"
-        "gradient_checkpointing: true\noutput_dir: out\n"
+        "model_name_or_path: Qwen/Qwen2.5-14B\nbf16: true\nper_device_train_batch_size: 4\nmax_length: 2048\ngradient_checkpointing: true\noutput_dir: out\n"
     )
     alone = review([str(recipe)], gpu="a100-80g", gpus=8)
     [said] = find(alone, text="does not fit as plain data parallel, which is how this file reads alone")

@@ -3161,6 +3161,44 @@ class _Builder:
         said = " + ".join(f"{s.key} {value:,}" for value, s in parts)
         self.findings.append(Finding("info", last.file, "", f"sequence length {total:,} tokens ({said}): {why}", source="validation", line=last.line))
 
+    def _trl_own(self) -> bool:
+        """The launch runs one of TRL's own scripts (trl/scripts/*.py, examples/scripts/*.py, the `trl` CLI)."""
+        program = (self.primary.program or "").replace("\\", "/")
+        return "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program
+
+    def _trl_model_defaults(self, lora: dict) -> str | None:
+        """For TRL's own scripts, TRL's ModelConfig LoRA defaults (lora_r 16, lora_alpha 32, lora_dropout 0.05, and
+        lora_target_modules None: PEFT's default modules for the model type, peft/utils/constants.py
+        TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING) set where the files leave them; what was taken, said. None
+        for any other script."""
+        if not self._trl_own() or not self.trainer:
+            return None
+        import dataclasses
+
+        try:
+            from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+            from trl import ModelConfig
+        except ImportError:
+            return None
+        d = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+        said = []
+        for key, name in (("r", "lora_r"), ("alpha", "lora_alpha"), ("dropout", "lora_dropout")):
+            if key not in lora and d.get(name) is not None:
+                lora[key] = d[name]
+                said.append(f"{name} {d[name]}")
+        if "target_modules" not in lora and d.get("lora_target_modules") is None:
+            try:
+                config = json.loads(Path(self.recipe["model"]["config"]).read_text())
+            except (KeyError, OSError, ValueError):
+                config = {}
+            text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+            model_type = str(config.get("model_type") or text.get("model_type") or "")
+            targets = PEFT_TARGETS.get(model_type) or PEFT_TARGETS.get(str(text.get("model_type") or ""))
+            if targets:
+                lora["target_modules"] = list(targets)
+                said.append(f"target_modules PEFT's default for {model_type} ({', '.join(targets)})")
+        return ", ".join(said) or None
+
     def _trl_defaults(self) -> None:
         """The trainer's own defaults where TRL's class changes TrainingArguments' (SFTConfig: gradient checkpointing on,
         bf16 unless fp16, max_length 1024), for the settings no file sets. GRPO keeps the files' values: the upstream GRPO
@@ -3186,7 +3224,7 @@ class _Builder:
                 Setting(f"({why}: Trainer.evaluate keeps no logits)", None, self.settings.label, self.settings.launch_line),
             )
         program = (self.primary.program or "").replace("\\", "/")
-        trl_own = "examples/scripts/" in program or program.startswith(("trl/", "trl ")) or "/trl/" in program
+        trl_own = self._trl_own()
         if not trl or (self.grpo and not trl_own):  # TRL's own GRPO script runs the TRL it ships with: its defaults apply
             return
         cls = self.cls_name()
@@ -3645,10 +3683,21 @@ class _Builder:
         if method in ("lora", "qlora") or (self.grpo and self.method in ("lora", "qlora")):
             lora = model.setdefault("lora", {})
             assumed = [k for k in ("r", "alpha", "target_modules") if k not in lora]
+            trl = self._trl_model_defaults(lora) if assumed and not swift else None
             lora.setdefault("r", 8)
             lora.setdefault("alpha", 32 if swift else 8)  # ms-swift's TunerArguments: lora_rank 8, lora_alpha 32, all-linear
             lora.setdefault("target_modules", "all-linear")
-            if assumed and not swift:  # under ms-swift these are its TunerArguments' own defaults, not an assumption
+            if trl is not None:  # TRL's own script: its ModelConfig's defaults, not an assumption
+                self.findings.append(
+                    Finding(
+                        "info",
+                        origin.file,
+                        origin.key,
+                        f"LoRA {', '.join(assumed)} not in the files: reviewed with TRL's ModelConfig defaults, {trl}",
+                        line=origin.line,
+                    )
+                )
+            elif assumed and not swift:  # under ms-swift these are its TunerArguments' own defaults, not an assumption
                 self.findings.append(
                     Finding(
                         "info",
