@@ -4,8 +4,8 @@ Slurm tasks. What that one process does with the GPUs it sees, as the libraries'
 - DeepSpeed: one rank on GPU 0. With no LOCAL_RANK in the environment accelerate's PartialState is not distributed
   (accelerate/state.py PartialState.__init__: the distributed branches need LOCAL_RANK != -1), so the Trainer's world
   is 1, and deepspeed.initialize's init_distributed finds a world of 1 through MPI discovery (deepspeed/comm/comm.py
-  mpi_discovery: "Discovered MPI settings of world_rank=0, local_rank=0, world_size=1"). ZeRO partitions over that one
-  rank: every GPU but the first stays idle.
+  mpi_discovery: "Discovered MPI settings of world_rank=0, local_rank=0, world_size=1"; without mpi4py installed it stops
+  there, at start, before any memory is used). ZeRO partitions over that one rank: every GPU but the first stays idle.
 - FSDP given to the Trainer: refused at start, transformers Trainer.__init__: "Using fsdp only works in distributed
   training." (args.parallel_mode is not DISTRIBUTED without LOCAL_RANK).
 - Neither, with several GPUs visible: TrainingArguments.n_gpu is every visible GPU (TrainingArguments._setup_devices,
@@ -88,8 +88,8 @@ def apply(mapped, hw: dict, finding, origin) -> list:
         mapped.stated["gpus_per_node"] = mapped.stated["nodes"] = "python"
         mapped.script_ranks = 1
         why = (
-            "DeepSpeed runs as 1 rank on GPU 0 (accelerate's PartialState sees no LOCAL_RANK, DeepSpeed's init_distributed a "
-            "world of 1), so ZeRO partitions over 1 rank"
+            "DeepSpeed runs as 1 rank on GPU 0 (accelerate's PartialState sees no LOCAL_RANK; DeepSpeed's init_distributed finds "
+            "a world of 1 through MPI discovery, and without mpi4py stops at start), so ZeRO partitions over 1 rank"
         )
         if (gpus or 1) * nodes > 1:
             return [
