@@ -736,14 +736,8 @@ def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Prob
     away = values.get("critic_offload_outside_update")
     out["critic_offload_outside_update"] = offload_outside_update(away, problems, file) if away not in (None, "") else ()
     reward = values.get("reward_model_path")
-    if reward not in (None, "") and str(reward).lower() != "none":
-        path, why = _model_config(str(reward), beside, "reward model")
-        if path is None:
-            out["reward_missing"] = why
-        elif _checked(path, problems):
-            out["reward_config"] = path
-        else:
-            return {}
+    if reward not in (None, "") and str(reward).lower() != "none" and not _side_model(out, "reward", str(reward), "reward model", beside, problems):
+        return {}
     critic = values.get("critic_model")
     if critic is None and trainer == "ppo":
         critic = reward if reward not in (None, "") and str(reward).lower() != "none" else (str(model_config) if model_config is not None else None)
@@ -753,14 +747,20 @@ def ppo_fields(values: dict[str, Any], trainer: str, method: str, problems: Prob
         critic = str(model_config) if model_config is not None else None
         if critic is None:
             return out
-    path, why = _model_config(str(critic), beside, "critic")
+    return out if _side_model(out, "critic", str(critic), "critic", beside, problems) else {}
+
+
+def _side_model(out: dict, key: str, written: str, what: str, beside, problems: Problems) -> bool:
+    """A PPO side model's config into out[f"{key}_config"], or why it is missing into out[f"{key}_missing"]; False when
+    the config fails the policy's input checks (the problems say why)."""
+    path, why = _model_config(written, beside, what)
     if path is None:
-        out["critic_missing"] = why
+        out[f"{key}_missing"] = why
     elif _checked(path, problems):
-        out["critic_config"] = path
+        out[f"{key}_config"] = path
     else:
-        return {}
-    return out
+        return False
+    return True
 
 
 def _checked(path, problems: Problems) -> bool:
